@@ -1,0 +1,50 @@
+package framework
+
+import (
+	"encoding/json"
+)
+
+// Codec encodes task payloads on enqueue and decodes them for typed handlers.
+// Implementations must be safe for concurrent use.
+type Codec interface {
+	// Name identifies the codec on the wire (header Jetflow-Encoding). "json"
+	// and "raw" are reserved.
+	Name() string
+	Marshal(v any) ([]byte, error)
+	Unmarshal(data []byte, v any) error
+}
+
+// JSONCodec returns the default codec, encoding/json.
+func JSONCodec() Codec { return jsonCodec{} }
+
+type jsonCodec struct{}
+
+func (jsonCodec) Name() string                       { return "json" }
+func (jsonCodec) Marshal(v any) ([]byte, error)      { return json.Marshal(v) }
+func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+const encodingRaw = "raw"
+
+// encode turns a payload into bytes and the encoding header value ("" for JSON).
+func encode(c Codec, payload any) ([]byte, string, error) {
+	switch p := payload.(type) {
+	case []byte:
+		return p, encodingRaw, nil
+	case json.RawMessage:
+		if c.Name() == "json" {
+			return p, "", nil
+		}
+	case nil:
+		if c.Name() == "json" {
+			return nil, "", nil
+		}
+	}
+	b, err := c.Marshal(payload)
+	if err != nil {
+		return nil, "", err
+	}
+	if c.Name() == "json" {
+		return b, "", nil
+	}
+	return b, c.Name(), nil
+}

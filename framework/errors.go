@@ -1,0 +1,137 @@
+package framework
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Sentinel errors. Match them with [errors.Is].
+var (
+	// ErrInvalidOption wraps every error returned for an invalid option value.
+	ErrInvalidOption = errors.New("framework: invalid option")
+	// ErrInvalidTaskType reports a task type that is not a dotted name of
+	// [a-z0-9_-] tokens. It is the same value as [streams.ErrInvalidTaskType].
+	ErrInvalidTaskType = streams.ErrInvalidTaskType
+	// ErrInvalidID reports a caller-supplied task ID that is not a valid
+	// subject token. It is the same value as [streams.ErrInvalidID].
+	ErrInvalidID = streams.ErrInvalidID
+	// ErrPayloadTooLarge reports a task whose encoded size exceeds the
+	// server's max payload.
+	ErrPayloadTooLarge = errors.New("framework: payload too large")
+	// ErrEncode reports a payload the codec could not encode.
+	ErrEncode = errors.New("framework: cannot encode payload")
+	// ErrDecode reports a payload a typed handler could not decode. Such a task
+	// is poison: it is never retried.
+	ErrDecode = errors.New("framework: cannot decode payload")
+	// ErrTopologyMissing reports that the task stream does not exist or does
+	// not accept the subject: call [streams.Ensure] first.
+	ErrTopologyMissing = errors.New("framework: task stream missing (call streams.Ensure with the same prefix first)")
+	// ErrNotConnected reports that the connection to NATS is closed or
+	// unavailable. Nothing was enqueued; retry when the server is back.
+	ErrNotConnected = errors.New("framework: not connected to NATS")
+	// ErrNotFound reports that a task or schedule does not exist (any more).
+	ErrNotFound = errors.New("framework: not found")
+	// ErrWorkerClosed is returned by [Worker.Run] when the worker was already
+	// run or shut down.
+	ErrWorkerClosed = errors.New("framework: worker closed")
+	// ErrNoHandlers is returned by [Worker.Run] when no handler is registered.
+	ErrNoHandlers = errors.New("framework: no handlers registered")
+	// ErrHandlerTimeout is the cause of a handler context cancelled because
+	// the task's timeout passed.
+	ErrHandlerTimeout = errors.New("framework: handler timed out")
+	// ErrPanic wraps a panic recovered from a handler.
+	ErrPanic = errors.New("framework: handler panicked")
+)
+
+// PermanentError marks a failure that retrying cannot fix. The task is not
+// retried; it is terminated (and dead-lettered) with Err as the reason.
+type PermanentError struct {
+	Err error
+}
+
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err so that the task fails without further attempts.
+// Permanent(nil) returns nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// IsPermanent reports whether err or any error it wraps is a *[PermanentError].
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
+
+// RetryAfterError asks for the next attempt after Delay instead of the
+// handler's backoff. It still spends one attempt.
+type RetryAfterError struct {
+	Delay time.Duration
+	Err   error // optional cause
+}
+
+func (e *RetryAfterError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("retry after %v", e.Delay)
+	}
+	return fmt.Sprintf("retry after %v: %v", e.Delay, e.Err)
+}
+
+// Unwrap returns the cause, if any.
+func (e *RetryAfterError) Unwrap() error { return e.Err }
+
+// RetryAfter returns an error that retries the task after d (rather than after
+// the backoff delay).
+func RetryAfter(d time.Duration) error { return &RetryAfterError{Delay: d} }
+
+// RetryAfterErr is [RetryAfter] with a cause that is logged and reported.
+func RetryAfterErr(d time.Duration, err error) error { return &RetryAfterError{Delay: d, Err: err} }
+
+// DecodeError reports a payload that could not be decoded into the handler's
+// type. It wraps [ErrDecode] and the codec's error.
+type DecodeError struct {
+	TaskType string
+	Encoding string
+	Err      error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("framework: cannot decode %s payload of task type %s: %v", e.Encoding, e.TaskType, e.Err)
+}
+
+// Unwrap returns [ErrDecode] and the codec's error.
+func (e *DecodeError) Unwrap() []error { return []error{ErrDecode, e.Err} }
+
+// BatchError reports the items of [Client.EnqueueMany] that failed, by index.
+// The other items were enqueued.
+type BatchError struct {
+	Errors map[int]error
+}
+
+func (e *BatchError) Error() string {
+	first := -1
+	for i := range e.Errors {
+		if first < 0 || i < first {
+			first = i
+		}
+	}
+	return fmt.Sprintf("framework: %d of the batch's tasks were not enqueued; first failure, item %d: %v", len(e.Errors), first, e.Errors[first])
+}
+
+// Unwrap returns the individual errors.
+func (e *BatchError) Unwrap() []error {
+	errs := make([]error, 0, len(e.Errors))
+	for _, err := range e.Errors {
+		errs = append(errs, err)
+	}
+	return errs
+}

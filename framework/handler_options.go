@@ -1,0 +1,201 @@
+package framework
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// HandlerOption configures one task type at [Worker.Register]. An invalid
+// option panics there, like any other registration error.
+type HandlerOption func(*handlerConfig) error
+
+type handlerConfig struct {
+	concurrency int
+	maxInFlight int
+	maxAttempts int
+	timeout     time.Duration
+	backoff     BackoffPolicy
+	ackWait     time.Duration
+	heartbeat   time.Duration
+	prefetch    int
+	priorities  []Priority
+	middleware  []Middleware
+}
+
+// Handler defaults.
+const (
+	DefaultMaxAttempts = streams.DefaultMaxDeliver
+	DefaultAckWait     = streams.DefaultAckWait
+	DefaultTimeout     = 30 * time.Minute
+	DefaultMaxInFlight = streams.DefaultMaxAckPending
+	MaxPrefetch        = 256
+)
+
+// WithTypeConcurrency caps how many tasks of this type one worker runs at
+// once. Default: the worker's concurrency.
+func WithTypeConcurrency(n int) HandlerOption {
+	return func(c *handlerConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: type concurrency %d, want ≥ 1", ErrInvalidOption, n)
+		}
+		c.concurrency = n
+		return nil
+	}
+}
+
+// WithMaxInFlight caps the tasks of this type in flight across every worker
+// of the cluster, per priority (the consumer's MaxAckPending). Default 1000.
+func WithMaxInFlight(n int) HandlerOption {
+	return func(c *handlerConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max in flight %d, want ≥ 1", ErrInvalidOption, n)
+		}
+		c.maxInFlight = n
+		return nil
+	}
+}
+
+// WithMaxAttempts sets how many times a task is delivered before it fails for
+// good (the consumer's MaxDeliver). Default 25.
+func WithMaxAttempts(n int) HandlerOption {
+	return func(c *handlerConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max attempts %d, want ≥ 1", ErrInvalidOption, n)
+		}
+		c.maxAttempts = n
+		return nil
+	}
+}
+
+// WithTimeout bounds one attempt: the handler's context is cancelled with
+// cause [ErrHandlerTimeout] after d, and an attempt that returns an error
+// after that counts as a failure. Default 30 minutes; d < 0 means none.
+func WithTimeout(d time.Duration) HandlerOption {
+	return func(c *handlerConfig) error {
+		if d == 0 {
+			return fmt.Errorf("%w: timeout 0 (use a negative value for no timeout)", ErrInvalidOption)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithBackoff sets the retry delays. Default: [BackoffPolicy] zero value.
+func WithBackoff(p BackoffPolicy) HandlerOption {
+	return func(c *handlerConfig) error {
+		if err := p.validate(); err != nil {
+			return err
+		}
+		c.backoff = p
+		return nil
+	}
+}
+
+// WithAckWait sets how long a task may go without an ack or heartbeat before
+// the server redelivers it (the consumer's AckWait). Default 30 s. Running
+// handlers send heartbeats, so tasks may run much longer than this.
+func WithAckWait(d time.Duration) HandlerOption {
+	return func(c *handlerConfig) error {
+		if d < 100*time.Millisecond {
+			return fmt.Errorf("%w: ack wait %v, want ≥ 100ms", ErrInvalidOption, d)
+		}
+		c.ackWait = d
+		return nil
+	}
+}
+
+// WithHeartbeat sets the interval of the "in progress" signal sent while a
+// handler runs or a fetched task waits for a slot. It must be shorter than
+// the ack wait. Default: a third of the ack wait.
+func WithHeartbeat(d time.Duration) HandlerOption {
+	return func(c *handlerConfig) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: heartbeat %v, want > 0", ErrInvalidOption, d)
+		}
+		c.heartbeat = d
+		return nil
+	}
+}
+
+// WithPrefetch sets how many tasks per priority a worker buffers ahead of
+// free slots. Buffered tasks' ack wait is already running, so keep it small.
+// Default: the type's concurrency, at most 256.
+func WithPrefetch(n int) HandlerOption {
+	return func(c *handlerConfig) error {
+		if n < 1 || n > MaxPrefetch {
+			return fmt.Errorf("%w: prefetch %d, want 1..%d", ErrInvalidOption, n, MaxPrefetch)
+		}
+		c.prefetch = n
+		return nil
+	}
+}
+
+// WithPriorities limits the priorities this worker serves for the type.
+// Default: all four.
+func WithPriorities(ps ...Priority) HandlerOption {
+	return func(c *handlerConfig) error {
+		if len(ps) == 0 {
+			return fmt.Errorf("%w: no priorities", ErrInvalidOption)
+		}
+		for _, p := range ps {
+			if !p.Valid() {
+				return fmt.Errorf("%w: priority %d", ErrInvalidOption, uint8(p))
+			}
+		}
+		c.priorities = slices.Clone(ps)
+		return nil
+	}
+}
+
+// WithTypeMiddleware adds middleware around this type's handler, inside the
+// worker's middleware ([WithMiddleware]). The first one runs outermost.
+func WithTypeMiddleware(mw ...Middleware) HandlerOption {
+	return func(c *handlerConfig) error {
+		for _, m := range mw {
+			if m == nil {
+				return fmt.Errorf("%w: nil middleware", ErrInvalidOption)
+			}
+		}
+		c.middleware = append(c.middleware, mw...)
+		return nil
+	}
+}
+
+func newHandlerConfig(workerConcurrency int, opts []HandlerOption) (handlerConfig, error) {
+	c := handlerConfig{
+		maxInFlight: DefaultMaxInFlight,
+		maxAttempts: DefaultMaxAttempts,
+		timeout:     DefaultTimeout,
+		ackWait:     DefaultAckWait,
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&c); err != nil {
+			return c, err
+		}
+	}
+	if c.concurrency == 0 {
+		c.concurrency = workerConcurrency
+	}
+	if c.heartbeat == 0 {
+		c.heartbeat = c.ackWait / 3
+	}
+	if c.heartbeat >= c.ackWait {
+		return c, fmt.Errorf("%w: heartbeat %v must be shorter than ack wait %v", ErrInvalidOption, c.heartbeat, c.ackWait)
+	}
+	if c.prefetch == 0 {
+		c.prefetch = min(c.concurrency, MaxPrefetch)
+	}
+	if len(c.priorities) == 0 {
+		c.priorities = streams.Priorities[:]
+	}
+	if c.timeout < 0 {
+		c.timeout = 0
+	}
+	return c, nil
+}

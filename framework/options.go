@@ -1,0 +1,268 @@
+package framework
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Option configures a [Client] ([NewClient]) or a [Worker] ([NewWorker]).
+// Options that only concern workers are ignored by clients, as documented on
+// each.
+type Option func(*options) error
+
+type options struct {
+	names           streams.Names
+	logger          *slog.Logger
+	hooks           Hooks
+	codec           Codec
+	concurrency     int
+	dispatch        DispatchMode
+	weights         [streams.NumPriorities]int
+	shutdownTimeout time.Duration
+	middleware      []Middleware
+	maxPending      int
+}
+
+// Worker defaults.
+const (
+	DefaultConcurrency     = 32
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultMaxPending      = 4096
+)
+
+func newOptions(opts []Option) (*options, error) {
+	o := &options{
+		names:           streams.MustNames(""),
+		logger:          slog.New(slog.DiscardHandler),
+		codec:           JSONCodec(),
+		concurrency:     DefaultConcurrency,
+		shutdownTimeout: DefaultShutdownTimeout,
+		weights:         [streams.NumPriorities]int{8, 4, 2, 1},
+		maxPending:      DefaultMaxPending,
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(o); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// WithPrefix sets the subject prefix; it must match the [streams.Config.Prefix]
+// the topology was ensured with. Default "jetflow".
+func WithPrefix(prefix string) Option {
+	return func(o *options) error {
+		n, err := streams.NewNames(prefix)
+		if err != nil {
+			return fmt.Errorf("%w: prefix: %w", ErrInvalidOption, err)
+		}
+		o.names = n
+		return nil
+	}
+}
+
+// WithLogger sets the logger. Default: discard. Payloads are never logged.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		o.logger = l
+		return nil
+	}
+}
+
+// WithHooks sets observability callbacks.
+func WithHooks(h Hooks) Option {
+	return func(o *options) error { o.hooks = h; return nil }
+}
+
+// WithCodec sets the payload codec. Default [JSONCodec]. Client and workers
+// must agree: a task encoded with another codec fails to decode and is
+// dead-lettered.
+func WithCodec(c Codec) Option {
+	return func(o *options) error {
+		if c == nil {
+			return fmt.Errorf("%w: nil codec", ErrInvalidOption)
+		}
+		if n := c.Name(); n == "" || n == encodingRaw {
+			return fmt.Errorf("%w: codec name %q is empty or reserved", ErrInvalidOption, n)
+		}
+		o.codec = c
+		return nil
+	}
+}
+
+// WithConcurrency caps the tasks a worker runs at once, across all types.
+// Workers only. Default 32.
+func WithConcurrency(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: concurrency %d, want ≥ 1", ErrInvalidOption, n)
+		}
+		o.concurrency = n
+		return nil
+	}
+}
+
+// DispatchMode decides which waiting task gets a free slot.
+type DispatchMode int
+
+const (
+	// DispatchStrict always starts the highest-priority waiting task first.
+	// Under a sustained higher-priority load, lower priorities wait.
+	DispatchStrict DispatchMode = iota
+	// DispatchWeighted picks among the priorities that have a waiting task
+	// with probability proportional to their weights ([WithWeights]), so no
+	// priority starves.
+	DispatchWeighted
+)
+
+// WithDispatch sets the dispatch mode. Workers only. Default [DispatchStrict].
+func WithDispatch(m DispatchMode) Option {
+	return func(o *options) error {
+		if m != DispatchStrict && m != DispatchWeighted {
+			return fmt.Errorf("%w: dispatch mode %d", ErrInvalidOption, m)
+		}
+		o.dispatch = m
+		return nil
+	}
+}
+
+// WithWeights sets the weights of critical, high, normal and low for
+// [DispatchWeighted] and selects that mode. Workers only. Default 8, 4, 2, 1.
+func WithWeights(critical, high, normal, low int) Option {
+	return func(o *options) error {
+		for _, w := range []int{critical, high, normal, low} {
+			if w < 1 {
+				return fmt.Errorf("%w: weight %d, want ≥ 1", ErrInvalidOption, w)
+			}
+		}
+		o.weights = [streams.NumPriorities]int{critical, high, normal, low}
+		o.dispatch = DispatchWeighted
+		return nil
+	}
+}
+
+// WithShutdownTimeout bounds how long [Worker.Run] waits for in-flight tasks
+// after its context ends. Workers only. Default 30 s.
+func WithShutdownTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: shutdown timeout %v, want > 0", ErrInvalidOption, d)
+		}
+		o.shutdownTimeout = d
+		return nil
+	}
+}
+
+// WithMiddleware adds middleware around every handler of a worker, outside
+// per-type middleware. The first one runs outermost. Workers only.
+func WithMiddleware(mw ...Middleware) Option {
+	return func(o *options) error {
+		for _, m := range mw {
+			if m == nil {
+				return fmt.Errorf("%w: nil middleware", ErrInvalidOption)
+			}
+		}
+		o.middleware = append(o.middleware, mw...)
+		return nil
+	}
+}
+
+// WithMaxPending bounds the unacknowledged publishes of [Client.EnqueueMany].
+// Clients only. Default 4096.
+func WithMaxPending(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max pending %d, want ≥ 1", ErrInvalidOption, n)
+		}
+		o.maxPending = n
+		return nil
+	}
+}
+
+// EnqueueOption configures one enqueue.
+type EnqueueOption func(*enqueueConfig) error
+
+type enqueueConfig struct {
+	priority Priority
+	id       string
+	delay    time.Duration
+	at       time.Time
+	headers  map[string]string
+}
+
+// WithPriority sets the task's priority. Default [PriorityNormal].
+func WithPriority(p Priority) EnqueueOption {
+	return func(c *enqueueConfig) error {
+		if !p.Valid() {
+			return fmt.Errorf("%w: priority %d", ErrInvalidOption, uint8(p))
+		}
+		c.priority = p
+		return nil
+	}
+}
+
+// WithID sets the task ID. Enqueueing the same ID again within the stream's
+// duplicate window (default 2 minutes) stores nothing and reports
+// TaskInfo.Duplicate. IDs are subject tokens: A-Z a-z 0-9 _ - = :, at most
+// 128 bytes. Default: a generated unique ID.
+func WithID(id string) EnqueueOption {
+	return func(c *enqueueConfig) error {
+		if err := streams.ValidateID(id); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		c.id = id
+		return nil
+	}
+}
+
+// In delays the task by d, using the server's message schedules. d ≤ 0 means
+// now.
+func In(d time.Duration) EnqueueOption {
+	return func(c *enqueueConfig) error { c.delay = d; c.at = time.Time{}; return nil }
+}
+
+// At schedules the task for t, using the server's message schedules. A time
+// not in the future means now.
+func At(t time.Time) EnqueueOption {
+	return func(c *enqueueConfig) error { c.at = t; c.delay = 0; return nil }
+}
+
+// WithHeader adds a custom header to the task message, readable by handlers
+// with [Task.Header]. Keys starting with "Nats-" or "Jetflow-" are reserved.
+func WithHeader(key, value string) EnqueueOption {
+	return func(c *enqueueConfig) error {
+		if key == "" || hasFoldPrefix(key, "nats-") || hasFoldPrefix(key, "jetflow-") {
+			return fmt.Errorf("%w: header %q is empty or reserved (Nats-*, Jetflow-*)", ErrInvalidOption, key)
+		}
+		if c.headers == nil {
+			c.headers = make(map[string]string, 2)
+		}
+		c.headers[key] = value
+		return nil
+	}
+}
+
+func hasFoldPrefix(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
+}

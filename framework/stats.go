@@ -1,0 +1,50 @@
+package framework
+
+import "sync/atomic"
+
+// Stats are a worker's counters since it was created. Read them with
+// [Worker.Stats]; they are safe to read while the worker runs.
+type Stats struct {
+	// Started counts handler invocations.
+	Started uint64
+	// Succeeded counts tasks acked after their handler returned nil.
+	Succeeded uint64
+	// Retried counts failed attempts handed back for a later retry.
+	Retried uint64
+	// Failed counts tasks that failed for good (permanent error or last
+	// attempt).
+	Failed uint64
+	// Panics counts recovered handler panics (also counted as failures or retries).
+	Panics uint64
+	// HandedBack counts tasks returned unfinished at shutdown.
+	HandedBack uint64
+	// HeldEarly counts delayed tasks that arrived before their due time and
+	// were held until it.
+	HeldEarly uint64
+	// AckErrors counts Ack/Nak/Term/InProgress calls that could not be sent.
+	AckErrors uint64
+	// Running is the number of tasks running now.
+	Running int
+}
+
+type workerStats struct {
+	started, succeeded, retried, failed, panics, handedBack, heldEarly, ackErrors atomic.Uint64
+}
+
+// Stats returns a snapshot of the worker's counters.
+func (w *Worker) Stats() Stats {
+	w.mu.Lock()
+	running := len(w.inflight)
+	w.mu.Unlock()
+	return Stats{
+		Started:    w.stats.started.Load(),
+		Succeeded:  w.stats.succeeded.Load(),
+		Retried:    w.stats.retried.Load(),
+		Failed:     w.stats.failed.Load(),
+		Panics:     w.stats.panics.Load(),
+		HandedBack: w.stats.handedBack.Load(),
+		HeldEarly:  w.stats.heldEarly.Load(),
+		AckErrors:  w.stats.ackErrors.Load(),
+		Running:    running,
+	}
+}

@@ -1,0 +1,756 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Worker pulls tasks of its registered types and runs their handlers.
+//
+// Register handlers before [Worker.Run] or [Worker.Start]; registration is
+// not safe concurrently with running. Run, Start and Shutdown are safe to call
+// from different goroutines.
+type Worker struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	opts  *options
+	names streams.Names
+	log   *slog.Logger
+
+	types map[string]*typeRunner
+	order []*typeRunner
+
+	state     atomic.Int32 // workerNew, workerRunning, workerStopping
+	startOnce sync.Once
+
+	stopFetch   chan struct{} // closed: stop pulling
+	stopOnce    sync.Once
+	hardCtx     context.Context // handler contexts; cancelled at the shutdown deadline
+	hardCancel  context.CancelFunc
+	shutdownMu  sync.Mutex
+	shutdownErr error
+	finished    chan struct{} // closed when shutdown completed
+
+	fetchers sync.WaitGroup
+	execs    sync.WaitGroup
+
+	// dispatcher state, guarded by mu
+	mu       sync.Mutex
+	free     int
+	waiting  [streams.NumPriorities][]*pending
+	inflight map[*pending]struct{}
+
+	stats workerStats
+}
+
+const (
+	workerNew int32 = iota
+	workerRunning
+	workerStopping
+)
+
+type typeRunner struct {
+	name    string
+	handler Handler
+	cfg     handlerConfig
+	free    int // local slots, guarded by Worker.mu
+}
+
+// pending is one fetched message, from the moment it leaves the pull buffer
+// until its outcome is settled.
+type pending struct {
+	tt         *typeRunner
+	prio       Priority
+	msg        jetstream.Msg
+	dispatched chan struct{} // receives once when a slot is granted
+	settled    atomic.Bool   // set by whoever acks/naks/terms first
+}
+
+// NewWorker returns a worker consuming on nc. See [Option] for settings.
+func NewWorker(nc *nats.Conn, opts ...Option) (*Worker, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
+	}
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("framework: jetstream: %w", err)
+	}
+	hardCtx, hardCancel := context.WithCancel(context.Background())
+	return &Worker{
+		nc:         nc,
+		js:         js,
+		opts:       o,
+		names:      o.names,
+		log:        o.logger,
+		types:      make(map[string]*typeRunner),
+		stopFetch:  make(chan struct{}),
+		hardCtx:    hardCtx,
+		hardCancel: hardCancel,
+		finished:   make(chan struct{}),
+		free:       o.concurrency,
+		inflight:   make(map[*pending]struct{}),
+	}, nil
+}
+
+// Register adds the handler of taskType. It panics on programmer errors: an
+// invalid or duplicate type, a nil handler, an invalid option, or a call after
+// the worker started.
+func (w *Worker) Register(taskType string, h Handler, opts ...HandlerOption) {
+	if w.state.Load() != workerNew {
+		panic("framework: Register called after the worker started")
+	}
+	if err := streams.ValidateTaskType(taskType); err != nil {
+		panic(err)
+	}
+	if h == nil {
+		panic(fmt.Sprintf("framework: nil handler for task type %q", taskType))
+	}
+	if _, dup := w.types[taskType]; dup {
+		panic(fmt.Sprintf("framework: task type %q registered twice", taskType))
+	}
+	cfg, err := newHandlerConfig(w.opts.concurrency, opts)
+	if err != nil {
+		panic(fmt.Sprintf("framework: register %q: %v", taskType, err))
+	}
+	mw := append(append([]Middleware(nil), w.opts.middleware...), cfg.middleware...)
+	tt := &typeRunner{name: taskType, handler: Chain(h, mw...), cfg: cfg, free: cfg.concurrency}
+	w.types[taskType] = tt
+	w.order = append(w.order, tt)
+}
+
+// HandleFunc registers fn as the handler of taskType. See [Worker.Register].
+func (w *Worker) HandleFunc(taskType string, fn func(ctx context.Context, t *Task) error, opts ...HandlerOption) {
+	if fn == nil {
+		panic(fmt.Sprintf("framework: nil handler for task type %q", taskType))
+	}
+	w.Register(taskType, HandlerFunc(fn), opts...)
+}
+
+// Handle registers a typed handler: the payload is decoded into a T with the
+// worker's codec (a []byte T receives the raw payload) before fn runs. A
+// payload that cannot be decoded fails the task permanently with a
+// *[DecodeError]; it is never retried. See [Worker.Register] for panics.
+func Handle[T any](w *Worker, taskType string, fn func(ctx context.Context, t *Task, payload T) error, opts ...HandlerOption) {
+	if fn == nil {
+		panic(fmt.Sprintf("framework: nil handler for task type %q", taskType))
+	}
+	codec := w.opts.codec
+	w.Register(taskType, HandlerFunc(func(ctx context.Context, t *Task) error {
+		var v T
+		if err := decodePayload(codec, t, &v); err != nil {
+			return Permanent(err)
+		}
+		return fn(ctx, t, v)
+	}), opts...)
+}
+
+func decodePayload(codec Codec, t *Task, v any) error {
+	if pb, ok := v.(*[]byte); ok {
+		*pb = t.Payload
+		return nil
+	}
+	enc := t.Header(HeaderEncoding)
+	name := codec.Name()
+	if enc != "" && enc != encodingRaw && enc != name {
+		return &DecodeError{TaskType: t.Type, Encoding: enc,
+			Err: fmt.Errorf("payload was encoded with codec %q but the worker uses %q", enc, name)}
+	}
+	if len(t.Payload) == 0 {
+		return nil // zero value
+	}
+	if err := codec.Unmarshal(t.Payload, v); err != nil {
+		if enc == "" {
+			enc = name
+		}
+		return &DecodeError{TaskType: t.Type, Encoding: enc, Err: err}
+	}
+	return nil
+}
+
+// Types returns the registered task types in registration order.
+func (w *Worker) Types() []string {
+	out := make([]string, len(w.order))
+	for i, tt := range w.order {
+		out[i] = tt.name
+	}
+	return out
+}
+
+// Start ensures the consumers of every registered (type, priority) pair and
+// starts pulling. It returns once the worker runs; stop it with
+// [Worker.Shutdown]. It returns [ErrNoHandlers] without handlers and
+// [ErrWorkerClosed] when called twice.
+func (w *Worker) Start(ctx context.Context) error {
+	if len(w.order) == 0 {
+		return ErrNoHandlers
+	}
+	if !w.state.CompareAndSwap(workerNew, workerRunning) {
+		return ErrWorkerClosed
+	}
+	type sub struct {
+		tt   *typeRunner
+		prio Priority
+		cons jetstream.Consumer
+	}
+	var subs []sub
+	for _, tt := range w.order {
+		for _, p := range tt.cfg.priorities {
+			cons, err := streams.EnsureConsumer(ctx, w.js, w.names, w.consumerSpec(tt, p))
+			if err != nil {
+				w.state.Store(workerStopping)
+				w.hardCancel()
+				close(w.finished)
+				if errors.Is(err, jetstream.ErrStreamNotFound) {
+					return fmt.Errorf("framework: start worker: %w: %w", ErrTopologyMissing, err)
+				}
+				return fmt.Errorf("framework: start worker: %w", err)
+			}
+			subs = append(subs, sub{tt, p, cons})
+		}
+	}
+	for _, s := range subs {
+		w.fetchers.Add(1)
+		go w.fetch(s.tt, s.prio, s.cons)
+	}
+	w.log.Info("jetflow worker started", slog.Int("types", len(w.order)), slog.Int("consumers", len(subs)),
+		slog.Int("concurrency", w.opts.concurrency))
+	return nil
+}
+
+func (w *Worker) consumerSpec(tt *typeRunner, p Priority) streams.ConsumerSpec {
+	return streams.ConsumerSpec{
+		TaskType:      tt.name,
+		Priority:      p,
+		MaxDeliver:    tt.cfg.maxAttempts,
+		AckWait:       tt.cfg.ackWait,
+		MaxAckPending: tt.cfg.maxInFlight,
+	}
+}
+
+// Run starts the worker ([Worker.Start]) and blocks until ctx ends or
+// [Worker.Shutdown] is called. It then stops pulling, lets running tasks
+// finish for up to the shutdown timeout ([WithShutdownTimeout]) and hands
+// back whatever could not finish, for immediate redelivery. It returns nil
+// after a clean shutdown.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-w.stopFetch:
+		<-w.finished
+		return w.result()
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.shutdownTimeout)
+	defer cancel()
+	return w.Shutdown(sctx)
+}
+
+// Shutdown stops pulling, waits for running tasks until ctx ends, then
+// cancels their contexts and hands their tasks back for immediate
+// redelivery (their later results are ignored). Tasks fetched but not
+// started are handed back at once. It returns ctx's error if tasks had to be
+// handed back, nil otherwise. Calling it again waits for the first call.
+func (w *Worker) Shutdown(ctx context.Context) error {
+	if w.state.CompareAndSwap(workerNew, workerStopping) {
+		w.hardCancel()
+		close(w.finished)
+		return nil
+	}
+	first := false
+	w.stopOnce.Do(func() {
+		first = true
+		w.state.Store(workerStopping)
+		close(w.stopFetch)
+	})
+	if !first {
+		select {
+		case <-w.finished:
+			return w.result()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	defer close(w.finished)
+	w.fetchers.Wait()
+	done := make(chan struct{})
+	go func() { w.execs.Wait(); close(done) }()
+	select {
+	case <-done:
+		w.hardCancel()
+		w.log.Info("jetflow worker stopped")
+		return nil
+	case <-ctx.Done():
+	}
+	w.hardCancel()
+	w.mu.Lock()
+	var back []*pending
+	for p := range w.inflight {
+		back = append(back, p)
+	}
+	w.mu.Unlock()
+	for _, p := range back {
+		w.handBack(p, "shutdown deadline")
+	}
+	w.log.Warn("jetflow worker shutdown deadline passed; running tasks handed back", slog.Int("tasks", len(back)))
+	// Give cancelled handlers a moment to return; a handler that ignores its
+	// context is abandoned (its result is discarded).
+	grace := time.NewTimer(time.Second)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+	}
+	err := fmt.Errorf("framework: shutdown: %d running tasks handed back: %w", len(back), ctx.Err())
+	w.shutdownMu.Lock()
+	w.shutdownErr = err
+	w.shutdownMu.Unlock()
+	return err
+}
+
+func (w *Worker) result() error {
+	w.shutdownMu.Lock()
+	defer w.shutdownMu.Unlock()
+	return w.shutdownErr
+}
+
+// handBack returns a task to the server for immediate redelivery, unless its
+// outcome was already settled.
+func (w *Worker) handBack(p *pending, why string) {
+	if !p.settled.CompareAndSwap(false, true) {
+		return
+	}
+	if err := p.msg.Nak(); err != nil {
+		w.ackFailed(nil, p, "nak", err)
+		return
+	}
+	w.stats.handedBack.Add(1)
+	w.log.Debug("jetflow task handed back", slog.String(LogKeyTaskType, p.tt.name), slog.String("reason", why))
+}
+
+// fetch pulls one (type, priority) consumer and feeds the dispatcher, holding
+// at most one message outside the pull buffer at a time.
+func (w *Worker) fetch(tt *typeRunner, prio Priority, cons jetstream.Consumer) {
+	defer w.fetchers.Done()
+	stopCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-w.stopFetch:
+			cancel()
+		case <-stopCtx.Done():
+		}
+	}()
+	retry := time.Duration(0)
+	for {
+		it, err := cons.Messages(jetstream.PullMaxMessages(tt.cfg.prefetch))
+		if err == nil {
+			err = w.serve(stopCtx, tt, prio, it)
+			if stopCtx.Err() != nil {
+				w.drain(it)
+				return
+			}
+			it.Stop()
+		}
+		// The iterator failed (consumer deleted, connection trouble): log,
+		// wait, re-ensure the consumer and resume.
+		retry = min(max(retry*2, 100*time.Millisecond), 5*time.Second)
+		w.log.Warn("jetflow consumer pull interrupted; retrying", slog.String(LogKeyTaskType, tt.name),
+			slog.String(LogKeyPriority, prio.String()), slog.Duration("retry_in", retry), slog.Any(LogKeyError, err))
+		select {
+		case <-stopCtx.Done():
+			return
+		case <-time.After(retry):
+		}
+		ectx, ecancel := context.WithTimeout(stopCtx, 10*time.Second)
+		c, err := streams.EnsureConsumer(ectx, w.js, w.names, w.consumerSpec(tt, prio))
+		ecancel()
+		if err == nil {
+			cons = c
+		}
+	}
+}
+
+// serve reads it until stop or a terminal iterator error.
+func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it jetstream.MessagesContext) error {
+	errStreak := 0
+	for {
+		msg, err := it.Next(jetstream.NextContext(stop))
+		if err != nil {
+			if stop.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+				errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return err
+			}
+			// Transient (missed heartbeat, reconnect): the iterator recovers
+			// by itself; avoid spinning.
+			errStreak++
+			if errStreak > 1 {
+				select {
+				case <-stop.Done():
+					return nil
+				case <-time.After(min(time.Duration(errStreak)*50*time.Millisecond, time.Second)):
+				}
+			}
+			continue
+		}
+		errStreak = 0
+		p := &pending{tt: tt, prio: prio, msg: msg, dispatched: make(chan struct{}, 1)}
+		w.offer(p)
+		if !w.awaitDispatch(stop, p) {
+			return nil
+		}
+	}
+}
+
+// awaitDispatch waits until p gets a slot, sending heartbeats meanwhile so
+// that a task held back by higher priorities does not time out. It returns
+// false (after handing p back) when the worker stops first.
+func (w *Worker) awaitDispatch(stop context.Context, p *pending) bool {
+	select {
+	case <-p.dispatched:
+		return true
+	default:
+	}
+	hb := time.NewTicker(p.tt.cfg.heartbeat)
+	defer hb.Stop()
+	for {
+		select {
+		case <-p.dispatched:
+			return true
+		case <-hb.C:
+			if err := p.msg.InProgress(); err != nil {
+				w.ackFailed(nil, p, "in_progress", err)
+			}
+		case <-stop.Done():
+			if w.withdraw(p) {
+				w.handBack(p, "worker stopping")
+				return false
+			}
+			return true // dispatched concurrently; its execution owns it
+		}
+	}
+}
+
+// drain hands back the messages still in the pull buffer.
+func (w *Worker) drain(it jetstream.MessagesContext) {
+	it.Drain()
+	for {
+		msg, err := it.Next(jetstream.NextMaxWait(200 * time.Millisecond))
+		if err != nil {
+			return
+		}
+		if err := msg.Nak(); err == nil {
+			w.stats.handedBack.Add(1)
+		}
+	}
+}
+
+// offer queues p for a slot and dispatches what can run.
+func (w *Worker) offer(p *pending) {
+	w.mu.Lock()
+	r := p.prio.Rank()
+	w.waiting[r] = append(w.waiting[r], p)
+	w.dispatchLocked()
+	w.mu.Unlock()
+}
+
+// withdraw removes p from the waiting lists; false if it was dispatched.
+func (w *Worker) withdraw(p *pending) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := p.prio.Rank()
+	for i, q := range w.waiting[r] {
+		if q == p {
+			w.waiting[r] = append(w.waiting[r][:i], w.waiting[r][i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// dispatchLocked starts waiting tasks while slots are free. w.mu must be held.
+func (w *Worker) dispatchLocked() {
+	for w.free > 0 {
+		r, i := w.pickLocked()
+		if r < 0 {
+			return
+		}
+		p := w.waiting[r][i]
+		w.waiting[r] = append(w.waiting[r][:i], w.waiting[r][i+1:]...)
+		w.free--
+		p.tt.free--
+		w.inflight[p] = struct{}{}
+		w.execs.Add(1)
+		p.dispatched <- struct{}{}
+		go w.execute(p)
+	}
+}
+
+// pickLocked returns the rank and index of the next task to start, or -1.
+func (w *Worker) pickLocked() (int, int) {
+	var idx [streams.NumPriorities]int
+	eligible := 0
+	total := 0
+	for r := range w.waiting {
+		idx[r] = -1
+		for i, p := range w.waiting[r] {
+			if p.tt.free > 0 {
+				idx[r] = i
+				break
+			}
+		}
+		if idx[r] < 0 {
+			continue
+		}
+		if w.opts.dispatch == DispatchStrict {
+			return r, idx[r]
+		}
+		eligible++
+		total += w.opts.weights[r]
+	}
+	if eligible == 0 {
+		return -1, -1
+	}
+	n := rand.IntN(total)
+	for r := range w.waiting {
+		if idx[r] < 0 {
+			continue
+		}
+		if n < w.opts.weights[r] {
+			return r, idx[r]
+		}
+		n -= w.opts.weights[r]
+	}
+	return -1, -1
+}
+
+func (w *Worker) release(p *pending) {
+	w.mu.Lock()
+	delete(w.inflight, p)
+	w.free++
+	p.tt.free++
+	w.dispatchLocked()
+	w.mu.Unlock()
+	w.execs.Done()
+}
+
+// execute runs one task and settles its outcome.
+func (w *Worker) execute(p *pending) {
+	defer w.release(p)
+	t := w.newTask(p)
+	cfg := &p.tt.cfg
+
+	// Heartbeats keep the task alive while it waits for its time or runs.
+	var hb *time.Timer
+	hb = time.AfterFunc(cfg.heartbeat, func() {
+		if p.settled.Load() {
+			return
+		}
+		if err := p.msg.InProgress(); err != nil {
+			w.ackFailed(t, p, "in_progress", err)
+		}
+		hb.Reset(cfg.heartbeat)
+	})
+	defer hb.Stop()
+
+	// Never start early: the server may fire a schedule slightly before the
+	// due time.
+	if !t.ScheduledFor.IsZero() {
+		if wait := time.Until(t.ScheduledFor); wait > 0 {
+			w.stats.heldEarly.Add(1)
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+			case <-w.hardCtx.Done():
+				timer.Stop()
+				w.handBack(p, "shutdown before due time")
+				return
+			}
+		}
+	}
+
+	ctx := context.WithValue(w.hardCtx, taskKey{}, t)
+	var cancel context.CancelFunc
+	if cfg.timeout > 0 {
+		ctx, cancel = context.WithTimeoutCause(ctx, cfg.timeout, ErrHandlerTimeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	defer cancel()
+
+	w.stats.started.Add(1)
+	if h := w.opts.hooks.Started; h != nil {
+		h(t)
+	}
+	start := time.Now()
+	err := w.call(ctx, p.tt.handler, t)
+	took := time.Since(start)
+	if err != nil && errors.Is(context.Cause(ctx), ErrHandlerTimeout) && !errors.Is(err, ErrHandlerTimeout) {
+		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, cfg.timeout, err)
+	}
+	w.settle(t, p, err, took)
+}
+
+// call runs the handler, turning a panic into an error.
+func (w *Worker) call(ctx context.Context, h Handler, t *Task) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := debug.Stack()
+			w.stats.panics.Add(1)
+			t.Logger().Error("jetflow handler panicked", slog.Any("panic", r), slog.String("stack", string(stack)))
+			err = fmt.Errorf("%w: %v", ErrPanic, r)
+		}
+	}()
+	return h.Handle(ctx, t)
+}
+
+func (w *Worker) settle(t *Task, p *pending, err error, took time.Duration) {
+	if !p.settled.CompareAndSwap(false, true) {
+		return // handed back at the shutdown deadline
+	}
+	hooks := &w.opts.hooks
+	if err == nil {
+		if aerr := p.msg.Ack(); aerr != nil {
+			w.ackFailed(t, p, "ack", aerr)
+			return
+		}
+		w.stats.succeeded.Add(1)
+		if hooks.Succeeded != nil {
+			hooks.Succeeded(t, took)
+		}
+		return
+	}
+	if w.hardCtx.Err() != nil && !IsPermanent(err) {
+		// Cancelled by shutdown: not the task's fault.
+		if nerr := p.msg.Nak(); nerr != nil {
+			w.ackFailed(t, p, "nak", nerr)
+		}
+		w.stats.handedBack.Add(1)
+		return
+	}
+	log := t.Logger()
+	if IsPermanent(err) {
+		w.stats.failed.Add(1)
+		log.Error("jetflow task failed permanently; not retried", slog.Any(LogKeyError, err))
+		if terr := p.msg.TermWithReason(truncate(err.Error(), 1024)); terr != nil {
+			w.ackFailed(t, p, "term", terr)
+		}
+		if hooks.Failed != nil {
+			hooks.Failed(t, err)
+		}
+		return
+	}
+	if t.Attempt >= t.MaxAttempts {
+		// Hand it back without delay: the server sees MaxDeliver reached,
+		// keeps the message and emits a max-deliveries advisory for the
+		// dead-letter router.
+		w.stats.failed.Add(1)
+		log.Error("jetflow task failed on its last attempt", slog.Any(LogKeyError, err), slog.Int("max_attempts", t.MaxAttempts))
+		if nerr := p.msg.Nak(); nerr != nil {
+			w.ackFailed(t, p, "nak", nerr)
+		}
+		if hooks.Failed != nil {
+			hooks.Failed(t, err)
+		}
+		return
+	}
+	var delay time.Duration
+	var ra *RetryAfterError
+	if errors.As(err, &ra) {
+		delay = ra.Delay
+	} else {
+		delay = p.tt.cfg.backoff.Delay(t.Attempt)
+	}
+	w.stats.retried.Add(1)
+	log.Warn("jetflow task failed; will retry", slog.Any(LogKeyError, err), slog.Duration("retry_in", delay))
+	var nerr error
+	if delay > 0 {
+		nerr = p.msg.NakWithDelay(delay)
+	} else {
+		nerr = p.msg.Nak()
+	}
+	if nerr != nil {
+		w.ackFailed(t, p, "nak", nerr)
+		return
+	}
+	if hooks.Retried != nil {
+		hooks.Retried(t, err, delay)
+	}
+}
+
+func (w *Worker) ackFailed(t *Task, p *pending, op string, err error) {
+	w.stats.ackErrors.Add(1)
+	w.log.Error("jetflow could not "+op+" task; it will be redelivered after its ack wait",
+		slog.String(LogKeyTaskType, p.tt.name), slog.Any(LogKeyError, err))
+	if h := w.opts.hooks.AckFailed; h != nil && t != nil {
+		h(t, op, err)
+	}
+}
+
+func (w *Worker) newTask(p *pending) *Task {
+	t := &Task{
+		Type:        p.tt.name,
+		Priority:    p.prio,
+		MaxAttempts: p.tt.cfg.maxAttempts,
+		Headers:     p.msg.Headers(),
+		Payload:     p.msg.Data(),
+		Stream:      w.names.TaskStream(),
+		Attempt:     1,
+		baseLogger:  w.log,
+	}
+	if md, err := p.msg.Metadata(); err == nil {
+		t.Attempt = int(md.NumDelivered)
+		t.Sequence = md.Sequence.Stream
+		t.EnqueuedAt = md.Timestamp
+	}
+	h := t.Headers
+	if h != nil {
+		t.ID = h.Get(HeaderTaskID)
+		if t.ID == "" {
+			t.ID = h.Get(jetstream.MsgIDHeader)
+		}
+		if v := h.Get(HeaderEnqueuedAt); v != "" {
+			if ts, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				t.EnqueuedAt = ts
+			}
+		}
+		if v := h.Get(HeaderScheduledFor); v != "" {
+			if ts, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				t.ScheduledFor = ts
+			}
+		}
+	}
+	if t.ID == "" {
+		// Published without jetflow (for example with the nats CLI).
+		t.ID = "seq-" + strconv.FormatUint(t.Sequence, 10)
+	}
+	return t
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
