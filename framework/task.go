@@ -76,6 +76,7 @@ type Task struct {
 
 	baseLogger *slog.Logger
 	logger     *slog.Logger
+	worker     *Worker
 }
 
 // Header returns the first value of a header, or "".

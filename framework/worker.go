@@ -54,6 +54,10 @@ type Worker struct {
 	inflight map[*pending]struct{}
 
 	stats workerStats
+
+	ext       []extension
+	services  sync.WaitGroup
+	svcCancel context.CancelFunc
 }
 
 const (
@@ -209,20 +213,41 @@ func (w *Worker) Start(ctx context.Context) error {
 		prio Priority
 		cons jetstream.Consumer
 	}
+	fail := func(err error) error {
+		w.state.Store(workerStopping)
+		w.hardCancel()
+		close(w.finished)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("framework: start worker: %w: %w", ErrTopologyMissing, err)
+		}
+		return fmt.Errorf("framework: start worker: %w", err)
+	}
+	for i := range w.ext {
+		if f := w.ext[i].prepare; f != nil {
+			if err := f(ctx, w); err != nil {
+				return fail(fmt.Errorf("%s: %w", w.ext[i].name, err))
+			}
+		}
+	}
 	var subs []sub
 	for _, tt := range w.order {
 		for _, p := range tt.cfg.priorities {
 			cons, err := streams.EnsureConsumer(ctx, w.js, w.names, w.consumerSpec(tt, p))
 			if err != nil {
-				w.state.Store(workerStopping)
-				w.hardCancel()
-				close(w.finished)
-				if errors.Is(err, jetstream.ErrStreamNotFound) {
-					return fmt.Errorf("framework: start worker: %w: %w", ErrTopologyMissing, err)
-				}
-				return fmt.Errorf("framework: start worker: %w", err)
+				return fail(err)
 			}
 			subs = append(subs, sub{tt, p, cons})
+		}
+	}
+	svcCtx, svcCancel := context.WithCancel(context.Background())
+	w.svcCancel = svcCancel
+	for i := range w.ext {
+		if f := w.ext[i].service; f != nil {
+			w.services.Add(1)
+			go func() {
+				defer w.services.Done()
+				f(svcCtx, w)
+			}()
 		}
 	}
 	for _, s := range subs {
@@ -290,6 +315,8 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		}
 	}
 	defer close(w.finished)
+	w.svcCancel()
+	defer w.services.Wait()
 	w.fetchers.Wait()
 	done := make(chan struct{})
 	go func() { w.execs.Wait(); close(done) }()
@@ -562,17 +589,9 @@ func (w *Worker) execute(p *pending) {
 	cfg := &p.tt.cfg
 
 	// Heartbeats keep the task alive while it waits for its time or runs.
-	var hb *time.Timer
-	hb = time.AfterFunc(cfg.heartbeat, func() {
-		if p.settled.Load() {
-			return
-		}
-		if err := p.msg.InProgress(); err != nil {
-			w.ackFailed(t, p, "in_progress", err)
-		}
-		hb.Reset(cfg.heartbeat)
-	})
-	defer hb.Stop()
+	hb := &heartbeat{w: w, t: t, p: p, every: cfg.heartbeat}
+	hb.start()
+	defer hb.stop()
 
 	// Never start early: the server may fire a schedule slightly before the
 	// due time.
@@ -590,26 +609,90 @@ func (w *Worker) execute(p *pending) {
 		}
 	}
 
-	ctx := context.WithValue(w.hardCtx, taskKey{}, t)
+	base := context.WithValue(w.hardCtx, taskKey{}, t)
+	var err error
+	var took time.Duration
+	for {
+		took, err = w.runOnce(base, p, t)
+		if err == nil || IsPermanent(err) {
+			break
+		}
+		d, ok := w.holdFor(t, err)
+		if !ok {
+			break
+		}
+		// Rerun in process later without spending a delivery; heartbeats
+		// keep the task alive meanwhile.
+		t.Logger().Info("jetflow task held in process", slog.Any(LogKeyError, err), slog.Duration("rerun_in", d))
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+			continue
+		case <-w.hardCtx.Done():
+			timer.Stop()
+		}
+		break
+	}
+	w.settle(t, p, err, took)
+}
+
+// runOnce runs the handler once with the type's timeout.
+func (w *Worker) runOnce(base context.Context, p *pending, t *Task) (time.Duration, error) {
+	cfg := &p.tt.cfg
+	var ctx context.Context
 	var cancel context.CancelFunc
 	if cfg.timeout > 0 {
-		ctx, cancel = context.WithTimeoutCause(ctx, cfg.timeout, ErrHandlerTimeout)
+		ctx, cancel = context.WithTimeoutCause(base, cfg.timeout, ErrHandlerTimeout)
 	} else {
-		ctx, cancel = context.WithCancel(ctx)
+		ctx, cancel = context.WithCancel(base)
 	}
 	defer cancel()
-
 	w.stats.started.Add(1)
-	if h := w.opts.hooks.Started; h != nil {
-		h(t)
-	}
+	w.hookStarted(t)
 	start := time.Now()
 	err := w.call(ctx, p.tt.handler, t)
 	took := time.Since(start)
 	if err != nil && errors.Is(context.Cause(ctx), ErrHandlerTimeout) && !errors.Is(err, ErrHandlerTimeout) {
 		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, cfg.timeout, err)
 	}
-	w.settle(t, p, err, took)
+	return took, err
+}
+
+// heartbeat sends InProgress every interval until stopped, without a
+// goroutine of its own between ticks.
+type heartbeat struct {
+	w     *Worker
+	t     *Task
+	p     *pending
+	every time.Duration
+	mu    sync.Mutex
+	timer *time.Timer
+	done  bool
+}
+
+func (h *heartbeat) start() {
+	h.mu.Lock()
+	h.timer = time.AfterFunc(h.every, h.tick)
+	h.mu.Unlock()
+}
+
+func (h *heartbeat) tick() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done || h.p.settled.Load() {
+		return
+	}
+	if err := h.p.msg.InProgress(); err != nil {
+		h.w.ackFailed(h.t, h.p, "in_progress", err)
+	}
+	h.timer.Reset(h.every)
+}
+
+func (h *heartbeat) stop() {
+	h.mu.Lock()
+	h.done = true
+	h.timer.Stop()
+	h.mu.Unlock()
 }
 
 // call runs the handler, turning a panic into an error.
@@ -629,16 +712,13 @@ func (w *Worker) settle(t *Task, p *pending, err error, took time.Duration) {
 	if !p.settled.CompareAndSwap(false, true) {
 		return // handed back at the shutdown deadline
 	}
-	hooks := &w.opts.hooks
 	if err == nil {
 		if aerr := p.msg.Ack(); aerr != nil {
 			w.ackFailed(t, p, "ack", aerr)
 			return
 		}
 		w.stats.succeeded.Add(1)
-		if hooks.Succeeded != nil {
-			hooks.Succeeded(t, took)
-		}
+		w.hookSucceeded(t, took)
 		return
 	}
 	if w.hardCtx.Err() != nil && !IsPermanent(err) {
@@ -650,15 +730,33 @@ func (w *Worker) settle(t *Task, p *pending, err error, took time.Duration) {
 		return
 	}
 	log := t.Logger()
-	if IsPermanent(err) {
+	dl := w.deadLetterFunc()
+	if IsPermanent(err) || (dl != nil && t.Attempt >= t.MaxAttempts) {
+		if dl != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			dlErr := dl(dctx, t, p.msg, err)
+			cancel()
+			if dlErr != nil {
+				// Never terminate what could not be dead-lettered.
+				delay := p.tt.cfg.backoff.Delay(t.Attempt)
+				log.Error("jetflow could not dead-letter task; retrying it later", slog.Any(LogKeyError, dlErr),
+					slog.Any("cause", err), slog.Duration("retry_in", delay))
+				if nerr := p.msg.NakWithDelay(delay); nerr != nil {
+					w.ackFailed(t, p, "nak", nerr)
+				}
+				return
+			}
+		}
 		w.stats.failed.Add(1)
-		log.Error("jetflow task failed permanently; not retried", slog.Any(LogKeyError, err))
+		if IsPermanent(err) {
+			log.Error("jetflow task failed permanently; not retried", slog.Any(LogKeyError, err))
+		} else {
+			log.Error("jetflow task failed on its last attempt", slog.Any(LogKeyError, err), slog.Int("max_attempts", t.MaxAttempts))
+		}
 		if terr := p.msg.TermWithReason(truncate(err.Error(), 1024)); terr != nil {
 			w.ackFailed(t, p, "term", terr)
 		}
-		if hooks.Failed != nil {
-			hooks.Failed(t, err)
-		}
+		w.hookFailed(t, err)
 		return
 	}
 	if t.Attempt >= t.MaxAttempts {
@@ -670,9 +768,7 @@ func (w *Worker) settle(t *Task, p *pending, err error, took time.Duration) {
 		if nerr := p.msg.Nak(); nerr != nil {
 			w.ackFailed(t, p, "nak", nerr)
 		}
-		if hooks.Failed != nil {
-			hooks.Failed(t, err)
-		}
+		w.hookFailed(t, err)
 		return
 	}
 	var delay time.Duration
@@ -694,17 +790,15 @@ func (w *Worker) settle(t *Task, p *pending, err error, took time.Duration) {
 		w.ackFailed(t, p, "nak", nerr)
 		return
 	}
-	if hooks.Retried != nil {
-		hooks.Retried(t, err, delay)
-	}
+	w.hookRetried(t, err, delay)
 }
 
 func (w *Worker) ackFailed(t *Task, p *pending, op string, err error) {
 	w.stats.ackErrors.Add(1)
 	w.log.Error("jetflow could not "+op+" task; it will be redelivered after its ack wait",
 		slog.String(LogKeyTaskType, p.tt.name), slog.Any(LogKeyError, err))
-	if h := w.opts.hooks.AckFailed; h != nil && t != nil {
-		h(t, op, err)
+	if t != nil {
+		w.hookAckFailed(t, op, err)
 	}
 }
 
@@ -718,6 +812,7 @@ func (w *Worker) newTask(p *pending) *Task {
 		Stream:      w.names.TaskStream(),
 		Attempt:     1,
 		baseLogger:  w.log,
+		worker:      w,
 	}
 	if md, err := p.msg.Metadata(); err == nil {
 		t.Attempt = int(md.NumDelivered)
