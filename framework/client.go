@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,11 +34,13 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(o.maxPending))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(o.maxPending), jetstream.WithPublishAsyncTimeout(asyncAckTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("framework: jetstream: %w", err)
 	}
-	return &Client{nc: nc, js: js, opts: o, names: o.names}, nil
+	c := &Client{nc: nc, js: js, opts: o, names: o.names}
+	c.installClientState()
+	return c, nil
 }
 
 // JetStream returns the client's JetStream context.
@@ -45,10 +49,19 @@ func (c *Client) JetStream() jetstream.JetStream { return c.js }
 // Names returns the names of the client's topology.
 func (c *Client) Names() streams.Names { return c.names }
 
+// DefaultEnqueueTimeout bounds [Client.Enqueue], retries included, when its
+// context has no deadline.
+const DefaultEnqueueTimeout = 30 * time.Second
+
 // Enqueue stores a task of taskType with payload and returns where it went.
 // The payload is encoded with the client's codec (JSON by default); a []byte
 // payload is sent as is. With [In] or [At] the task waits in a server-side
 // schedule and is published to its work subject when due.
+//
+// While the task stream cannot answer (a cluster electing a new stream
+// leader, a server restarting) Enqueue retries with the same message and
+// task ID, so the stream stores the task once, until ctx ends or for
+// [DefaultEnqueueTimeout] when ctx has no deadline.
 //
 // Errors: [ErrInvalidTaskType], [ErrInvalidOption], [ErrEncode],
 // [ErrPayloadTooLarge], [ErrTopologyMissing], [ErrNotConnected], or the
@@ -60,7 +73,7 @@ func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	ack, err := c.js.PublishMsg(ctx, msg)
+	ack, err := c.publish(ctx, msg)
 	if err != nil {
 		return TaskInfo{}, c.publishErr(info, err)
 	}
@@ -73,8 +86,11 @@ func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts
 
 // Job is one task of [Client.EnqueueMany].
 type Job struct {
-	Type    string
+	// Type is the task type, as for [Client.Enqueue].
+	Type string
+	// Payload is encoded like the payload of [Client.Enqueue].
 	Payload any
+	// Options are the job's enqueue options.
 	Options []EnqueueOption
 }
 
@@ -105,6 +121,11 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []Job) ([]TaskInfo, error
 		}
 		infos[i] = info
 		f, err := c.js.PublishMsgAsync(msg)
+		for errors.Is(err, jetstream.ErrTooManyStalledMsgs) && ctx.Err() == nil {
+			// The window stayed full for the stall wait (200 ms): nothing
+			// was sent; keep waiting for a free slot while ctx lasts.
+			f, err = c.js.PublishMsgAsync(msg)
+		}
 		if err != nil {
 			infos[i] = TaskInfo{}
 			fail(i, c.publishErr(info, err))
@@ -123,8 +144,21 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []Job) ([]TaskInfo, error
 				h(infos[i])
 			}
 		case err := <-f.Err():
-			fail(i, c.publishErr(infos[i], err))
-			infos[i] = TaskInfo{}
+			// Retry what the stream could not take (for example during a
+			// leader election) with the same message and task ID.
+			var ack *jetstream.PubAck
+			if retryable(err) {
+				ack, err = c.publish(ctx, f.Msg())
+			}
+			if err != nil {
+				fail(i, c.publishErr(infos[i], err))
+				infos[i] = TaskInfo{}
+				continue
+			}
+			infos[i].Stream, infos[i].Sequence, infos[i].Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
+			if h := c.opts.hooks.Enqueued; h != nil {
+				h(infos[i])
+			}
 		case <-ctx.Done():
 			fail(i, fmt.Errorf("framework: enqueue %s %s: acknowledgement not received (retry with the same ID): %w", infos[i].Type, infos[i].ID, ctx.Err()))
 			infos[i] = TaskInfo{}
@@ -236,6 +270,11 @@ func (c *Client) publishErr(info TaskInfo, err error) error {
 	if info.Type == "" {
 		what = fmt.Sprintf("framework: task %s", info.ID)
 	}
+	if c.nc.IsClosed() {
+		// Some publish paths report a closed connection without wrapping
+		// nats.ErrConnectionClosed (creating the async reply subscription).
+		return fmt.Errorf("%s: %w (%w); nothing was stored", what, ErrNotConnected, err)
+	}
 	switch {
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders),
 		errors.Is(err, jetstream.ErrStreamNotFound):
@@ -252,3 +291,106 @@ func (c *Client) publishErr(info TaskInfo, err error) error {
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
+
+// Publish retry tuning. Each attempt waits at most publishAttemptTimeout for
+// the stream's acknowledgement: a stream leader that steps down drops the
+// proposals in flight without answering, so waiting longer only stalls the
+// producer, and a second attempt is harmless (same Nats-Msg-Id). Retries back
+// off from publishRetryMin to publishRetryMax. Asynchronous publishes of
+// EnqueueMany give up on an acknowledgement after asyncAckTimeout and are
+// then retried one by one.
+const (
+	publishAttemptTimeout = 2 * time.Second
+	publishRetryMin       = 25 * time.Millisecond
+	publishRetryMax       = time.Second
+	asyncAckTimeout       = 10 * time.Second
+)
+
+// publish stores msg and returns the stream's acknowledgement. While the
+// stream cannot answer (no leader during an election, a restarting server,
+// a lost acknowledgement) it retries with the same message: its Nats-Msg-Id
+// makes the stream store it once however many attempts reach it. It gives up
+// when ctx ends (after [DefaultEnqueueTimeout] if ctx has no deadline), on an
+// error that retrying cannot fix, or when the task stream does not exist.
+func (c *Client) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultEnqueueTimeout)
+		defer cancel()
+	}
+	wait := publishRetryMin
+	maybeStored := false   // an earlier attempt may have been stored
+	checkedStream := false // the task stream was found to exist
+	unavailable := func(err error) error {
+		if checkedStream && (errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)) {
+			// Not ErrTopologyMissing: the stream exists but has no leader.
+			return fmt.Errorf("task stream %s did not answer (electing a leader or restarting?): %w", c.names.TaskStream(), ctx.Err())
+		}
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, publishAttemptTimeout)
+		ack, err := c.js.PublishMsg(actx, msg, jetstream.WithRetryAttempts(0))
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				if ack.Duplicate && maybeStored {
+					// Most likely our own earlier attempt: nothing says
+					// the task existed before this call.
+					ack.Duplicate = false
+				}
+				c.opts.logger.Debug("jetflow enqueue stored after retries", slog.String(LogKeyTaskID, msg.Header.Get(jetstream.MsgIDHeader)),
+					slog.Int("attempts", attempt))
+			}
+			return ack, nil
+		}
+		if ctx.Err() != nil || !retryable(err) {
+			return nil, unavailable(err)
+		}
+		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+			// Nobody took the message: either the stream has no leader
+			// right now, or it does not exist. Ask once which.
+			if !checkedStream {
+				checkedStream = true
+				sctx, scancel := context.WithTimeout(ctx, publishAttemptTimeout)
+				_, serr := c.js.Stream(sctx, c.names.TaskStream())
+				scancel()
+				if errors.Is(serr, jetstream.ErrStreamNotFound) {
+					return nil, err
+				}
+			}
+		} else {
+			maybeStored = true
+		}
+		c.opts.logger.Debug("jetflow enqueue not acknowledged; retrying", slog.String(LogKeyTaskID, msg.Header.Get(jetstream.MsgIDHeader)),
+			slog.Int("attempt", attempt), slog.Duration("retry_in", wait), slog.Any(LogKeyError, err))
+		timer := time.NewTimer(wait/2 + rand.N(wait/2+1))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, unavailable(err)
+		case <-timer.C:
+		}
+		wait = min(wait*2, publishRetryMax)
+	}
+}
+
+// retryable reports whether a publish error may go away by itself: no
+// responders or no acknowledgement in time (a stream without a leader or
+// whose leader stepped down),
+// a full reconnect buffer, or JetStream reporting itself temporarily
+// unavailable.
+func retryable(err error) bool {
+	switch {
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, jetstream.ErrAsyncPublishTimeout):
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeClusterNotAvailable
+}
+
+// jsErrCodeClusterNotAvailable is the server's "JetStream system temporarily
+// unavailable" error code.
+const jsErrCodeClusterNotAvailable jetstream.ErrorCode = 10008

@@ -10,7 +10,9 @@ type Codec interface {
 	// Name identifies the codec on the wire (header Jetflow-Encoding). "json"
 	// and "raw" are reserved.
 	Name() string
+	// Marshal encodes a payload given to [Client.Enqueue].
 	Marshal(v any) ([]byte, error)
+	// Unmarshal decodes a payload into the value a typed handler receives.
 	Unmarshal(data []byte, v any) error
 }
 

@@ -49,9 +49,11 @@ var (
 // PermanentError marks a failure that retrying cannot fix. The task is not
 // retried; it is terminated (and dead-lettered) with Err as the reason.
 type PermanentError struct {
+	// Err is the failure's cause.
 	Err error
 }
 
+// Error returns "permanent: " and the cause's message.
 func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
 
 // Unwrap returns the wrapped error.
@@ -75,10 +77,12 @@ func IsPermanent(err error) bool {
 // RetryAfterError asks for the next attempt after Delay instead of the
 // handler's backoff. It still spends one attempt.
 type RetryAfterError struct {
+	// Delay is the time to wait before the next attempt.
 	Delay time.Duration
 	Err   error // optional cause
 }
 
+// Error describes the requested delay and the cause, if any.
 func (e *RetryAfterError) Error() string {
 	if e.Err == nil {
 		return fmt.Sprintf("retry after %v", e.Delay)
@@ -99,11 +103,15 @@ func RetryAfterErr(d time.Duration, err error) error { return &RetryAfterError{D
 // DecodeError reports a payload that could not be decoded into the handler's
 // type. It wraps [ErrDecode] and the codec's error.
 type DecodeError struct {
+	// TaskType is the type of the task whose payload did not decode.
 	TaskType string
+	// Encoding is the payload's encoding, for example "json".
 	Encoding string
-	Err      error
+	// Err is the codec's error.
+	Err error
 }
 
+// Error describes the task type, encoding and codec error.
 func (e *DecodeError) Error() string {
 	return fmt.Sprintf("framework: cannot decode %s payload of task type %s: %v", e.Encoding, e.TaskType, e.Err)
 }
@@ -114,9 +122,11 @@ func (e *DecodeError) Unwrap() []error { return []error{ErrDecode, e.Err} }
 // BatchError reports the items of [Client.EnqueueMany] that failed, by index.
 // The other items were enqueued.
 type BatchError struct {
+	// Errors maps the index of each failed job to its error.
 	Errors map[int]error
 }
 
+// Error counts the failures and describes the first one.
 func (e *BatchError) Error() string {
 	first := -1
 	for i := range e.Errors {

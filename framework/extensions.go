@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/streams"
 )
 
 // extension is an internal plug-in point of the worker, used by the features
@@ -126,3 +128,15 @@ func WorkerFromContext(ctx context.Context) *Worker {
 
 // JetStream returns the worker's JetStream context.
 func (w *Worker) JetStream() jetstream.JetStream { return w.js }
+
+// Names returns the names of the worker's topology (see [WithPrefix]).
+func (w *Worker) Names() streams.Names { return w.names }
+
+// AddHooks installs h in addition to the hooks given with [WithHooks], so
+// that packages built on the worker (workflows, metrics adapters) can observe
+// tasks without taking the user's hooks slot. Hooks added this way run before
+// the [WithHooks] ones, in the order they were added. It panics when called
+// after the worker started.
+func (w *Worker) AddHooks(h Hooks) {
+	w.addExtension(extension{name: "hooks", hooks: h})
+}

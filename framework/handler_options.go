@@ -23,6 +23,12 @@ type handlerConfig struct {
 	prefetch    int
 	priorities  []Priority
 	middleware  []Middleware
+	// dependencies are the circuit-broken dependencies the handler calls
+	// (WithDependencies).
+	dependencies []string
+	// noState turns task state records off for the type
+	// (WithTypeStateTracking, state.go).
+	noState bool
 }
 
 // Handler defaults.

@@ -2,26 +2,33 @@ package framework_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
+// waitLong bounds every wait of the tests: generous, so that busy machines
+// do not cause flakes; a correct run never gets near it.
+const waitLong = 20 * time.Second
+
 // env is one embedded server with the topology ensured.
 type env struct {
 	srv *testutil.Server
 	nc  *nats.Conn
+	js  jetstream.JetStream
 	cl  *framework.Client
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...testutil.ServerOption) *env {
 	t.Helper()
-	srv := testutil.RunServer(t)
+	srv := testutil.RunServer(t, opts...)
 	nc, js := testutil.JetStream(t, srv)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
@@ -32,7 +39,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{srv: srv, nc: nc, cl: cl}
+	return &env{srv: srv, nc: nc, js: js, cl: cl}
 }
 
 // startWorker starts w on its own connection and shuts it down at cleanup.
@@ -56,4 +63,167 @@ func (e *env) worker(t *testing.T, opts ...framework.Option) *framework.Worker {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// enqueue enqueues a task and fails the test on error.
+func (e *env) enqueue(t *testing.T, taskType string, payload any, opts ...framework.EnqueueOption) framework.TaskInfo {
+	t.Helper()
+	info, err := e.cl.Enqueue(t.Context(), taskType, payload, opts...)
+	if err != nil {
+		t.Fatalf("enqueue %s: %v", taskType, err)
+	}
+	return info
+}
+
+// consumerInfo returns the server's view of the consumer of (taskType, p).
+func (e *env) consumerInfo(t *testing.T, taskType string, p framework.Priority) *jetstream.ConsumerInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	names := streams.MustNames("")
+	c, err := e.js.Consumer(ctx, names.TaskStream(), names.ConsumerName(taskType, p))
+	if err != nil {
+		t.Fatalf("consumer %s/%s: %v", taskType, p, err)
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		t.Fatalf("consumer info %s/%s: %v", taskType, p, err)
+	}
+	return ci
+}
+
+// waitSettled waits until the server has nothing left to deliver or to
+// await an ack for on the consumer of (taskType, p), and returns its info.
+// Together with counters kept by the handler it proves that no further
+// attempt is coming.
+func (e *env) waitSettled(t *testing.T, taskType string, p framework.Priority) *jetstream.ConsumerInfo {
+	t.Helper()
+	var ci *jetstream.ConsumerInfo
+	testutil.Wait(t, waitLong, "consumer "+taskType+" settled", func() bool {
+		ci = e.consumerInfo(t, taskType, p)
+		return ci.NumPending == 0 && ci.NumAckPending == 0
+	})
+	return ci
+}
+
+// taskStreamMsgs returns the number of messages stored in the task stream.
+func (e *env) taskStreamMsgs(t *testing.T) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, streams.MustNames("").TaskStream())
+	if err != nil {
+		t.Fatalf("task stream: %v", err)
+	}
+	si, err := s.Info(ctx)
+	if err != nil {
+		t.Fatalf("task stream info: %v", err)
+	}
+	return si.State.Msgs
+}
+
+// waitCond polls cond every millisecond until it holds or d passes. It is
+// meant for handlers, which must not call t.Fatal; it reports whether cond
+// held.
+func waitCond(ctx context.Context, d time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return cond()
+		case <-ctx.Done():
+			return cond()
+		}
+	}
+	return true
+}
+
+// event is one hook call.
+type event struct {
+	Hook    string // started, succeeded, retried, failed
+	ID      string
+	Attempt int
+	Err     error
+	Delay   time.Duration
+	At      time.Time
+}
+
+// recorder collects hook calls.
+type recorder struct {
+	mu     sync.Mutex
+	events []event
+}
+
+func newRecorder() *recorder { return &recorder{} }
+
+func (r *recorder) add(ev event) {
+	ev.At = time.Now()
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+}
+
+// hooks returns hooks feeding r.
+func (r *recorder) hooks() framework.Hooks {
+	return framework.Hooks{
+		Started: func(t *framework.Task) { r.add(event{Hook: "started", ID: t.ID, Attempt: t.Attempt}) },
+		Succeeded: func(t *framework.Task, _ time.Duration) {
+			r.add(event{Hook: "succeeded", ID: t.ID, Attempt: t.Attempt})
+		},
+		Retried: func(t *framework.Task, err error, d time.Duration) {
+			r.add(event{Hook: "retried", ID: t.ID, Attempt: t.Attempt, Err: err, Delay: d})
+		},
+		Failed: func(t *framework.Task, err error) {
+			r.add(event{Hook: "failed", ID: t.ID, Attempt: t.Attempt, Err: err})
+		},
+	}
+}
+
+// waitFor waits until task id had its first call of hook and returns it.
+func (r *recorder) waitFor(t *testing.T, hook, id string) event {
+	t.Helper()
+	var got event
+	testutil.Wait(t, waitLong, "hook "+hook+" of task "+id, func() bool {
+		for _, ev := range r.of(id) {
+			if ev.Hook == hook {
+				got = ev
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// all returns a copy of the events so far.
+func (r *recorder) all() []event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]event(nil), r.events...)
+}
+
+// of returns the events of task id, in order.
+func (r *recorder) of(id string) []event {
+	var out []event
+	for _, ev := range r.all() {
+		if ev.ID == id {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// count returns how many events of hook task id had.
+func (r *recorder) count(hook, id string) int {
+	n := 0
+	for _, ev := range r.of(id) {
+		if ev.Hook == hook {
+			n++
+		}
+	}
+	return n
 }

@@ -22,4 +22,8 @@ type Hooks struct {
 	// sent; op names the operation. The task will be redelivered after its
 	// AckWait.
 	AckFailed func(t *Task, op string, err error)
+	// BreakerStateChanged is called when the circuit breaker of dependency
+	// dep changes state (see [Call]). It runs on the goroutine of the call
+	// that caused the change, after the breaker's lock was released.
+	BreakerStateChanged func(dep string, from, to BreakerState)
 }

@@ -7,6 +7,8 @@ import "context"
 // given delay; any other error retries it after the type's backoff. Handlers
 // never ack by hand. Panics are recovered and treated as errors.
 type Handler interface {
+	// Handle runs one attempt of t; ctx ends at the attempt's timeout or
+	// when the worker gives up waiting at shutdown.
 	Handle(ctx context.Context, t *Task) error
 }
 

@@ -24,6 +24,10 @@ type options struct {
 	shutdownTimeout time.Duration
 	middleware      []Middleware
 	maxPending      int
+	breakers        map[string]BreakerSettings // WithBreaker
+	deadLetters     deadLetterOptions          // WithDeadLetters and related (dlq.go)
+	state           stateOptions               // WithStateTracking, WithStateTTL (state.go)
+	effects         effectsOptions             // WithEffectsTTL and the effects bucket (once.go)
 }
 
 // Worker defaults.

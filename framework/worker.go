@@ -58,6 +58,8 @@ type Worker struct {
 	ext       []extension
 	services  sync.WaitGroup
 	svcCancel context.CancelFunc
+
+	breakers *breakerExt // circuit breakers (breaker_worker.go)
 }
 
 const (
@@ -81,6 +83,9 @@ type pending struct {
 	msg        jetstream.Msg
 	dispatched chan struct{} // receives once when a slot is granted
 	settled    atomic.Bool   // set by whoever acks/naks/terms first
+	// resume, guarded by Worker.mu, marks a held task waiting for a slot
+	// again: its own goroutine continues it once dispatched.
+	resume bool
 }
 
 // NewWorker returns a worker consuming on nc. See [Option] for settings.
@@ -97,7 +102,7 @@ func NewWorker(nc *nats.Conn, opts ...Option) (*Worker, error) {
 		return nil, fmt.Errorf("framework: jetstream: %w", err)
 	}
 	hardCtx, hardCancel := context.WithCancel(context.Background())
-	return &Worker{
+	w := &Worker{
 		nc:         nc,
 		js:         js,
 		opts:       o,
@@ -110,7 +115,11 @@ func NewWorker(nc *nats.Conn, opts ...Option) (*Worker, error) {
 		finished:   make(chan struct{}),
 		free:       o.concurrency,
 		inflight:   make(map[*pending]struct{}),
-	}, nil
+	}
+	w.installBreakers()
+	w.installDeadLetters()
+	w.installState()
+	return w, nil
 }
 
 // Register adds the handler of taskType. It panics on programmer errors: an
@@ -215,6 +224,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	fail := func(err error) error {
 		w.state.Store(workerStopping)
+		// Mark the stop as done so that a later Shutdown returns at once
+		// instead of tearing down what never started.
+		w.stopOnce.Do(func() { close(w.stopFetch) })
 		w.hardCancel()
 		close(w.finished)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -528,6 +540,11 @@ func (w *Worker) dispatchLocked() {
 		w.free--
 		p.tt.free--
 		w.inflight[p] = struct{}{}
+		if p.resume { // a held task: its goroutine waits for the slot
+			p.resume = false
+			p.dispatched <- struct{}{}
+			continue
+		}
 		w.execs.Add(1)
 		p.dispatched <- struct{}{}
 		go w.execute(p)
@@ -593,6 +610,12 @@ func (w *Worker) execute(p *pending) {
 	hb.start()
 	defer hb.stop()
 
+	// A due time that cannot be trusted fails the task for good rather than
+	// holding a slot until a bogus time.
+	if err := checkSchedule(t, p.msg); err != nil {
+		w.settle(t, p, err, 0)
+		return
+	}
 	// Never start early: the server may fire a schedule slightly before the
 	// due time.
 	if !t.ScheduledFor.IsZero() {
@@ -622,16 +645,11 @@ func (w *Worker) execute(p *pending) {
 			break
 		}
 		// Rerun in process later without spending a delivery; heartbeats
-		// keep the task alive meanwhile.
+		// keep the task alive meanwhile, and its slot serves other tasks.
 		t.Logger().Info("jetflow task held in process", slog.Any(LogKeyError, err), slog.Duration("rerun_in", d))
-		timer := time.NewTimer(d)
-		select {
-		case <-timer.C:
-			continue
-		case <-w.hardCtx.Done():
-			timer.Stop()
+		if !w.holdAside(p, d) {
+			return // handed back: the worker is stopping
 		}
-		break
 	}
 	w.settle(t, p, err, took)
 }
@@ -835,6 +853,10 @@ func (w *Worker) newTask(p *pending) *Task {
 				t.ScheduledFor = ts
 			}
 		}
+	}
+	if t.ID == "" {
+		// Fired by a repeating schedule: the ID names the tick (cron.go).
+		t.ID = scheduleFireID(t)
 	}
 	if t.ID == "" {
 		// Published without jetflow (for example with the nats CLI).

@@ -78,11 +78,16 @@ func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	}
 	tasks := jetstream.StreamConfig{
 		Name:        n.TaskStream(),
-		Description: "jetflow tasks: work subjects, one-shot delays and cron schedules",
+		Description: "jetflow tasks: work subjects, one-shot delays, cron schedules and workflow runs",
 		Subjects: []string{
 			n.prefix + ".task.>",
 			n.prefix + ".sched.>",
 			n.prefix + ".cron.>",
+			// Workflow run documents: no consumer reads them, they are
+			// replaced by subject roll-up and expire by message TTL. They
+			// live here so that a step result and the next steps' tasks
+			// commit in one atomic batch.
+			n.prefix + ".wf.>",
 		},
 		Retention: jetstream.WorkQueuePolicy,
 		// Message schedules require DiscardOld; with no limits set nothing
@@ -143,10 +148,11 @@ type Report struct {
 type Drift struct {
 	Resource string // stream or consumer name
 	Field    string // configuration field
-	Want     string
-	Have     string
+	Want     string // wanted value
+	Have     string // existing value
 }
 
+// String describes the difference on one line.
 func (d Drift) String() string {
 	return fmt.Sprintf("%s: %s is %s, want %s", d.Resource, d.Field, d.Have, d.Want)
 }
@@ -155,9 +161,11 @@ func (d Drift) String() string {
 // it cannot fix. It wraps [ErrDrift]. Fix it by hand (for example delete and
 // recreate the stream after draining it) or change the [Config].
 type DriftError struct {
+	// Drift lists every difference found.
 	Drift []Drift
 }
 
+// Error lists the differences.
 func (e *DriftError) Error() string {
 	parts := make([]string, len(e.Drift))
 	for i, d := range e.Drift {

@@ -117,7 +117,9 @@ func NewNames(prefix string) (Names, error) {
 	if err := validatePrefix(prefix); err != nil {
 		return Names{}, err
 	}
-	return Names{prefix: prefix, upper: strings.ToUpper(strings.ReplaceAll(prefix, "-", "_"))}, nil
+	// Keep '-' (valid in stream and bucket names): mapping it to '_' would
+	// give "my-app" and "my_app" the same streams.
+	return Names{prefix: prefix, upper: strings.ToUpper(prefix)}, nil
 }
 
 // MustNames is [NewNames] that panics on an invalid prefix. Use it with
@@ -161,6 +163,22 @@ func (n Names) ScheduleSubject(id string) string { return n.prefix + ".sched." +
 
 // CronSubject returns the subject holding a repeating schedule: "<prefix>.cron.<name>".
 func (n Names) CronSubject(name string) string { return n.prefix + ".cron." + name }
+
+// RunSubject returns the subject holding the state document of a workflow
+// run: "<prefix>.wf.<runID>". It does not validate its argument.
+func (n Names) RunSubject(runID string) string { return n.prefix + ".wf." + runID }
+
+// BreakerBucket returns the name of the KV bucket holding the circuit
+// breaker state of each dependency, for example "JETFLOW_BREAKERS".
+func (n Names) BreakerBucket() string { return n.upper + "_BREAKERS" }
+
+// ErrorsBucket returns the name of the KV bucket where workers record failed
+// attempts for the dead-letter records, for example "JETFLOW_ERRORS".
+func (n Names) ErrorsBucket() string { return n.upper + "_ERRORS" }
+
+// EffectsBucket returns the name of the KV bucket of the effects ledger
+// (framework.Once), for example "JETFLOW_EFFECTS".
+func (n Names) EffectsBucket() string { return n.upper + "_EFFECTS" }
 
 // DLQSubject returns the dead-letter subject of a task type: "<prefix>.dlq.<type>".
 func (n Names) DLQSubject(taskType string) string { return n.prefix + ".dlq." + taskType }

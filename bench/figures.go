@@ -1,0 +1,627 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// ---- drain ----
+
+func (e *env) figureDrain(ctx context.Context, out io.Writer) error {
+	return e.compare(ctx, out, figDrain, e.drainRaw, e.drainJetflow, fint("n", e.cfg.n))
+}
+
+// compare runs raw and jetflow alternately cfg.runs times and prints the
+// medians of their rates and the ratio of the medians. With -side only one
+// of them runs (for profiling) and the ratio is 0.
+func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, jetflow func(context.Context) (float64, error), extra ...kv) error {
+	var rawRates, jfRates []float64
+	for r := 1; r <= e.cfg.runs; r++ {
+		var rr, jr float64
+		var err error
+		if e.cfg.side != sideJetflow {
+			if rr, err = raw(ctx); err != nil {
+				return fmt.Errorf("raw run %d: %w", r, err)
+			}
+			e.progress("%s run %d/%d raw:     %8.0f tasks/s", figure, r, e.cfg.runs, rr)
+			rawRates = append(rawRates, rr)
+		}
+		if e.cfg.side != sideRaw {
+			if jr, err = jetflow(ctx); err != nil {
+				return fmt.Errorf("jetflow run %d: %w", r, err)
+			}
+			e.progress("%s run %d/%d jetflow: %8.0f tasks/s", figure, r, e.cfg.runs, jr)
+			jfRates = append(jfRates, jr)
+		}
+		if rr > 0 && jr > 0 {
+			e.progress("%s run %d/%d ratio %.3f", figure, r, e.cfg.runs, jr/rr)
+		}
+	}
+	mr, mj := median(rawRates), median(jfRates)
+	ratio := 0.0
+	if mr > 0 {
+		ratio = mj / mr
+	}
+	pairs := append([]kv{frate("raw_per_s", mr), frate("jetflow_per_s", mj), fratio("ratio", ratio)}, extra...)
+	printResult(out, figure, append(pairs, fint("runs", e.cfg.runs))...)
+	return nil
+}
+
+// drainRaw pre-enqueues n messages with plain asynchronous publishes and
+// times their drain by a durable pull consumer with the same configuration as
+// jetflow's (streams.ConsumerConfig), read by cfg.concurrency goroutines that
+// each take the next message and ack it.
+func (e *env) drainRaw(ctx context.Context) (float64, error) {
+	n := e.cfg.n
+	subject := e.names.TaskSubject(streams.PriorityNormal, typeRawDrain)
+	spec := streams.ConsumerSpec{TaskType: typeRawDrain}
+	if _, err := streams.EnsureConsumer(ctx, e.js, e.names, spec); err != nil {
+		return 0, err
+	}
+	if _, err := e.publishRaw(ctx, subject, n); err != nil {
+		return 0, err
+	}
+	nc, err := e.connect()
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	name := e.names.ConsumerName(typeRawDrain, streams.PriorityNormal)
+	var done, ackErrs atomic.Int64
+	finished := make(chan struct{})
+
+	start := time.Now()
+	cons, err := js.Consumer(ctx, e.names.TaskStream(), name)
+	if err != nil {
+		return 0, fmt.Errorf("bench: consumer %s: %w", name, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(e.prefetch()))
+	if err != nil {
+		return 0, fmt.Errorf("bench: messages: %w", err)
+	}
+	var wg sync.WaitGroup
+	for range e.cfg.concurrency {
+		wg.Go(func() {
+			for {
+				msg, err := it.Next()
+				if err != nil {
+					return
+				}
+				if err := msg.Ack(); err != nil {
+					ackErrs.Add(1)
+				}
+				if done.Add(1) == int64(n) {
+					close(finished)
+				}
+			}
+		})
+	}
+	unwatch := e.watch(&done, name)
+	werr := e.waitFor(ctx, finished, "the raw drain")
+	elapsed := time.Since(start)
+	unwatch()
+	it.Stop()
+	wg.Wait()
+	if werr != nil {
+		return 0, werr
+	}
+	if k := ackErrs.Load(); k > 0 {
+		return 0, fmt.Errorf("bench: %d raw acks failed", k)
+	}
+	if err := e.waitConsumerEmpty(ctx, name); err != nil {
+		return 0, err
+	}
+	return float64(n) / elapsed.Seconds(), nil
+}
+
+// drainJetflow pre-enqueues n no-op tasks with Client.EnqueueMany and times
+// their drain by a jetflow worker, from Start to the n-th acknowledged task.
+func (e *env) drainJetflow(ctx context.Context) (float64, error) {
+	n := e.cfg.n
+	if err := e.enqueueJobs(ctx, typeDrain, n, e.payload); err != nil {
+		return 0, err
+	}
+	var done atomic.Int64
+	finished := make(chan struct{})
+	w, stop, err := e.newWorker(framework.WithHooks(framework.Hooks{
+		Succeeded: func(*framework.Task, time.Duration) {
+			if done.Add(1) == int64(n) {
+				close(finished)
+			}
+		},
+	}))
+	if err != nil {
+		return 0, err
+	}
+	w.HandleFunc(typeDrain, func(context.Context, *framework.Task) error { return nil })
+
+	start := time.Now()
+	if err := w.Start(ctx); err != nil {
+		_ = stop()
+		return 0, err
+	}
+	unwatch := e.watch(&done, e.names.ConsumerName(typeDrain, streams.PriorityNormal))
+	werr := e.waitFor(ctx, finished, "the jetflow drain")
+	elapsed := time.Since(start)
+	unwatch()
+	if err := errors.Join(werr, stop()); err != nil {
+		return 0, err
+	}
+	if s := w.Stats(); s.AckErrors > 0 {
+		return 0, fmt.Errorf("bench: %d jetflow acks failed", s.AckErrors)
+	}
+	if err := e.waitConsumerEmpty(ctx, e.names.ConsumerName(typeDrain, streams.PriorityNormal)); err != nil {
+		return 0, err
+	}
+	return float64(n) / elapsed.Seconds(), nil
+}
+
+// publishRaw publishes n copies of the payload to subject with
+// PublishMsgAsync on a fresh connection, at most cfg.window in flight, and
+// checks every acknowledgement. It returns how long that took.
+func (e *env) publishRaw(ctx context.Context, subject string, n int) (time.Duration, error) {
+	nc, err := e.connect()
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(e.cfg.window))
+	if err != nil {
+		return 0, err
+	}
+	futures := make([]jetstream.PubAckFuture, 0, n)
+	failed := 0
+	var firstErr error
+	fail := func(err error) {
+		failed++
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	start := time.Now()
+	for range n {
+		m := &nats.Msg{Subject: subject, Data: e.payload}
+		if e.cfg.rawMsgID {
+			m.Header = nats.Header{jetstream.MsgIDHeader: []string{nuid.Next()}}
+		}
+		f, err := js.PublishMsgAsync(m)
+		for errors.Is(err, jetstream.ErrTooManyStalledMsgs) && ctx.Err() == nil {
+			f, err = js.PublishMsgAsync(m) // window full for 200 ms: wait more, as EnqueueMany does
+		}
+		if err != nil {
+			fail(err)
+			continue
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			fail(err)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	elapsed := time.Since(start)
+	if failed > 0 {
+		return 0, fmt.Errorf("bench: %d of %d raw publishes failed, first: %w", failed, n, firstErr)
+	}
+	return elapsed, nil
+}
+
+// ---- enqueue ----
+
+func (e *env) figureEnqueue(ctx context.Context, out io.Writer) error {
+	return e.compare(ctx, out, figEnqueue, e.enqueueRaw, e.enqueueJetflow, fint("n", e.cfg.n), fint("window", e.cfg.window))
+}
+
+func (e *env) enqueueRaw(ctx context.Context) (float64, error) {
+	subject := e.names.TaskSubject(streams.PriorityNormal, typeRawEnq)
+	took, err := e.publishRaw(ctx, subject, e.cfg.n)
+	if err != nil {
+		return 0, err
+	}
+	if err := e.checkStored(ctx, subject, e.cfg.n); err != nil {
+		return 0, err
+	}
+	return float64(e.cfg.n) / took.Seconds(), nil
+}
+
+func (e *env) enqueueJetflow(ctx context.Context) (float64, error) {
+	n := e.cfg.n
+	nc, err := e.connect()
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	cl, err := framework.NewClient(nc, framework.WithMaxPending(e.cfg.window))
+	if err != nil {
+		return 0, err
+	}
+	jobs := make([]framework.Job, n)
+	var payload any = e.payload
+	for i := range jobs {
+		jobs[i] = framework.Job{Type: typeEnqueue, Payload: payload}
+	}
+	start := time.Now()
+	if _, err := cl.EnqueueMany(ctx, jobs); err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	if err := e.checkStored(ctx, e.names.TaskSubject(streams.PriorityNormal, typeEnqueue), n); err != nil {
+		return 0, err
+	}
+	return float64(n) / took.Seconds(), nil
+}
+
+// checkStored verifies that subject holds exactly n messages, then purges it.
+func (e *env) checkStored(ctx context.Context, subject string, n int) error {
+	got, err := e.subjectCount(ctx, subject)
+	if err != nil {
+		return err
+	}
+	if err := e.purge(ctx, subject); err != nil {
+		return err
+	}
+	if got != uint64(n) {
+		return fmt.Errorf("bench: %s holds %d messages after enqueueing %d", subject, got, n)
+	}
+	return nil
+}
+
+// ---- latency ----
+
+// sample is one enqueue→start measurement: when the task was sent (offset
+// from the figure's start) and how long it took to start.
+type sample struct {
+	sent, lat time.Duration
+}
+
+// recorder collects samples from handlers and closes done when want arrive.
+type recorder struct {
+	mu      sync.Mutex
+	samples []sample
+	want    int
+	done    chan struct{}
+}
+
+func newRecorder(capacity int) *recorder {
+	return &recorder{samples: make([]sample, 0, capacity), want: -1, done: make(chan struct{})}
+}
+
+func (r *recorder) add(s sample) {
+	r.mu.Lock()
+	r.samples = append(r.samples, s)
+	r.checkLocked()
+	r.mu.Unlock()
+}
+
+// expect sets the number of samples that closes done.
+func (r *recorder) expect(n int) {
+	r.mu.Lock()
+	r.want = n
+	r.checkLocked()
+	r.mu.Unlock()
+}
+
+func (r *recorder) checkLocked() {
+	if r.want >= 0 && len(r.samples) == r.want {
+		close(r.done)
+		r.want = -1
+	}
+}
+
+func (r *recorder) latencies(sentFrom time.Duration) []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]time.Duration, 0, len(r.samples))
+	for _, s := range r.samples {
+		if s.sent >= sentFrom {
+			out = append(out, s.lat)
+		}
+	}
+	return out
+}
+
+// stampHandler records, for tasks whose payload is the send offset from t0
+// in nanoseconds, the time from send to handler start.
+func stampHandler(t0 time.Time, rec *recorder) func(context.Context, *framework.Task) error {
+	return func(_ context.Context, t *framework.Task) error {
+		now := time.Since(t0)
+		sent, err := strconv.ParseInt(string(t.Payload), 10, 64)
+		if err != nil {
+			return framework.Permanent(fmt.Errorf("bench: payload %q: %w", t.Payload, err))
+		}
+		rec.add(sample{sent: time.Duration(sent), lat: now - time.Duration(sent)})
+		return nil
+	}
+}
+
+// stampedEnqueue enqueues one task whose payload is the send offset from t0.
+func stampedEnqueue(ctx context.Context, cl *framework.Client, t0 time.Time, taskType string, opts ...framework.EnqueueOption) error {
+	sent := time.Since(t0)
+	_, err := cl.Enqueue(ctx, taskType, json.RawMessage(strconv.AppendInt(nil, int64(sent), 10)), opts...)
+	return err
+}
+
+func (e *env) figureLatency(ctx context.Context, out io.Writer) error {
+	var p50s, p99s []float64
+	sent := 0
+	for r := 1; r <= e.cfg.runs; r++ {
+		p50, p99, k, err := e.latencyRun(ctx)
+		if err != nil {
+			return fmt.Errorf("run %d: %w", r, err)
+		}
+		e.progress("latency run %d/%d: %d tasks at %d/s, p50 %.2f ms, p99 %.2f ms", r, e.cfg.runs, k, e.cfg.latencyRate, ms(p50), ms(p99))
+		p50s, p99s = append(p50s, ms(p50)), append(p99s, ms(p99))
+		sent = k
+	}
+	printResult(out, figLatency, fint("rate_per_s", e.cfg.latencyRate), fms("p50_ms", median(p50s)), fms("p99_ms", median(p99s)),
+		fint("samples", sent), fint("runs", e.cfg.runs))
+	return nil
+}
+
+// latencyRun enqueues tasks at a steady rate, one Enqueue per tick of a
+// ticker, and measures enqueue→handler start. Tasks sent during the warm-up
+// are run but not measured. It returns p50, p99 and the measured count.
+func (e *env) latencyRun(ctx context.Context) (time.Duration, time.Duration, int, error) {
+	total := int(int64(e.cfg.latencyRate) * int64(e.cfg.latencyWarmup+e.cfg.latencyDur) / int64(time.Second))
+	t0 := time.Now()
+	rec := newRecorder(total)
+	w, stop, err := e.newWorker()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	w.HandleFunc(typeLatency, stampHandler(t0, rec))
+	if err := w.Start(ctx); err != nil {
+		_ = stop()
+		return 0, 0, 0, err
+	}
+	nc, err := e.connect()
+	if err != nil {
+		_ = stop()
+		return 0, 0, 0, err
+	}
+	defer nc.Close()
+	cl, err := framework.NewClient(nc)
+	if err != nil {
+		_ = stop()
+		return 0, 0, 0, err
+	}
+	failed := e.paced(ctx, time.Second/time.Duration(e.cfg.latencyRate), total, nil, func() error {
+		return stampedEnqueue(ctx, cl, t0, typeLatency)
+	})
+	rec.expect(total - failed)
+	werr := e.waitFor(ctx, rec.done, "latency tasks")
+	if err := errors.Join(werr, stop()); err != nil {
+		return 0, 0, 0, err
+	}
+	if failed > 0 {
+		return 0, 0, 0, fmt.Errorf("bench: %d enqueues failed", failed)
+	}
+	lats := rec.latencies(e.cfg.latencyWarmup)
+	return percentile(lats, 50), percentile(lats, 99), len(lats), nil
+}
+
+// paced calls send in its own goroutine on every tick of a ticker with the
+// given interval, max times or until until is closed, and returns the number
+// of failed sends once all have returned.
+func (e *env) paced(ctx context.Context, every time.Duration, maxSends int, until <-chan struct{}, send func() error) int {
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+loop:
+	for i := 0; maxSends < 0 || i < maxSends; i++ {
+		select {
+		case <-tick.C:
+		case <-until:
+			break loop
+		case <-ctx.Done():
+			break loop
+		}
+		wg.Go(func() {
+			if err := send(); err != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(failed.Load())
+}
+
+// ---- delay ----
+
+func (e *env) figureDelay(ctx context.Context, out io.Writer) error {
+	var p50s, p99s, maxs []float64
+	early := 0
+	for r := 1; r <= e.cfg.runs; r++ {
+		res, err := e.delayRun(ctx)
+		if err != nil {
+			return fmt.Errorf("run %d: %w", r, err)
+		}
+		e.progress("delay run %d/%d: %d tasks due %s, early %d, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+			r, e.cfg.runs, e.cfg.delayTasks, res.due.Format("15:04:05.000"), res.early, ms(res.p50), ms(res.p99), ms(res.max))
+		p50s, p99s, maxs = append(p50s, ms(res.p50)), append(p99s, ms(res.p99)), append(maxs, ms(res.max))
+		early += res.early
+	}
+	// Early starts are summed over all runs: one is one too many.
+	printResult(out, figDelay, fint("tasks", e.cfg.delayTasks), fint("early", early), fms("p50_ms", median(p50s)),
+		fms("p99_ms", median(p99s)), fms("max_ms", median(maxs)), fint("runs", e.cfg.runs))
+	return nil
+}
+
+type delayResult struct {
+	due           time.Time
+	early         int
+	p50, p99, max time.Duration
+}
+
+// delayRun enqueues cfg.delayTasks tasks with At(due), due the same instant
+// (a whole second at least cfg.delayLead ahead), and measures how late each
+// handler starts relative to Task.ScheduledFor.
+func (e *env) delayRun(ctx context.Context) (delayResult, error) {
+	n := e.cfg.delayTasks
+	var mu sync.Mutex
+	lateness := make([]time.Duration, 0, n)
+	early, unscheduled := 0, 0
+	finished := make(chan struct{})
+	w, stop, err := e.newWorker()
+	if err != nil {
+		return delayResult{}, err
+	}
+	w.HandleFunc(typeDelay, func(_ context.Context, t *framework.Task) error {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if t.ScheduledFor.IsZero() {
+			unscheduled++
+		}
+		late := now.Sub(t.ScheduledFor)
+		if late < 0 {
+			early++
+		}
+		lateness = append(lateness, late)
+		if len(lateness) == n {
+			close(finished)
+		}
+		return nil
+	})
+	if err := w.Start(ctx); err != nil {
+		_ = stop()
+		return delayResult{}, err
+	}
+	due := time.Now().Add(e.cfg.delayLead).Truncate(time.Second).Add(time.Second)
+	if err := e.enqueueJobs(ctx, typeDelay, n, e.payload, framework.At(due)); err != nil {
+		_ = stop()
+		return delayResult{}, err
+	}
+	if late := time.Since(due); late > 0 {
+		e.progress("delay: warning: enqueueing %d tasks ended %v after their due time", n, late)
+	}
+	werr := e.waitFor(ctx, finished, "delayed tasks")
+	if err := errors.Join(werr, stop()); err != nil {
+		return delayResult{}, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if unscheduled > 0 {
+		return delayResult{}, fmt.Errorf("bench: %d delayed tasks arrived without ScheduledFor", unscheduled)
+	}
+	res := delayResult{due: due, early: early}
+	res.p50 = percentile(lateness, 50)
+	res.p99 = percentile(lateness, 99)
+	res.max = lateness[len(lateness)-1] // sorted by percentile
+	return res, nil
+}
+
+// ---- priority ----
+
+func (e *env) figurePriority(ctx context.Context, out io.Writer) error {
+	var p99s []float64
+	count := 0
+	for r := 1; r <= e.cfg.runs; r++ {
+		p50, p99, k, drain, err := e.priorityRun(ctx)
+		if err != nil {
+			return fmt.Errorf("run %d: %w", r, err)
+		}
+		e.progress("priority run %d/%d: backlog %d drained in %v; %d critical tasks, p50 %.2f ms, p99 %.2f ms",
+			r, e.cfg.runs, e.cfg.backlog, drain.Round(time.Millisecond), k, ms(p50), ms(p99))
+		p99s = append(p99s, ms(p99))
+		count = k
+	}
+	printResult(out, figPriority, fint("backlog", e.cfg.backlog), fms("critical_p99_ms", median(p99s)),
+		fint("critical", count), fint("runs", e.cfg.runs))
+	return nil
+}
+
+// priorityRun enqueues a backlog of low tasks (each busy for cfg.lowWork),
+// starts the worker, then enqueues a critical task every cfg.criticalEvery
+// until the backlog is drained, and measures the critical tasks'
+// enqueue→start latency.
+func (e *env) priorityRun(ctx context.Context) (p50, p99 time.Duration, count int, drain time.Duration, err error) {
+	backlog := e.cfg.backlog
+	if err := e.enqueueJobs(ctx, typePriority, backlog, e.payload, framework.WithPriority(framework.PriorityLow)); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	t0 := time.Now()
+	rec := newRecorder(1024)
+	critical := stampHandler(t0, rec)
+	var lowDone atomic.Int64
+	lowFinished := make(chan struct{})
+	w, stop, err := e.newWorker()
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	w.HandleFunc(typePriority, func(ctx context.Context, t *framework.Task) error {
+		if t.Priority == framework.PriorityCritical {
+			return critical(ctx, t)
+		}
+		for start := time.Now(); time.Since(start) < e.cfg.lowWork; {
+			// Busy: a little CPU work per low task.
+		}
+		if lowDone.Add(1) == int64(backlog) {
+			close(lowFinished)
+		}
+		return nil
+	})
+	nc, err := e.connect()
+	if err != nil {
+		_ = stop()
+		return 0, 0, 0, 0, err
+	}
+	defer nc.Close()
+	cl, err := framework.NewClient(nc)
+	if err != nil {
+		_ = stop()
+		return 0, 0, 0, 0, err
+	}
+	start := time.Now()
+	if err := w.Start(ctx); err != nil {
+		_ = stop()
+		return 0, 0, 0, 0, err
+	}
+	var sent atomic.Int64
+	pctx, cancel := context.WithTimeout(ctx, e.cfg.timeout)
+	defer cancel()
+	failed := e.paced(pctx, e.cfg.criticalEvery, -1, lowFinished, func() error {
+		sent.Add(1)
+		return stampedEnqueue(ctx, cl, t0, typePriority, framework.WithPriority(framework.PriorityCritical))
+	})
+	drain = time.Since(start)
+	rec.expect(int(sent.Load()) - failed)
+	werr := e.waitFor(ctx, rec.done, "critical tasks")
+	if werr == nil {
+		werr = e.waitFor(ctx, lowFinished, "the low backlog")
+	}
+	if err := errors.Join(werr, stop()); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	if failed > 0 {
+		return 0, 0, 0, 0, fmt.Errorf("bench: %d critical enqueues failed", failed)
+	}
+	lats := rec.latencies(0)
+	if len(lats) == 0 {
+		return 0, 0, 0, drain, fmt.Errorf("bench: the backlog drained before any critical task was sent")
+	}
+	return percentile(lats, 50), percentile(lats, 99), len(lats), drain, nil
+}

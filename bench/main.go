@@ -1,0 +1,214 @@
+// Command bench measures jetflow against raw JetStream on one embedded
+// nats-server and prints one summary line per figure.
+//
+// Usage:
+//
+//	go run ./bench [-n 50000] [-runs 3] [-concurrency 32] [-only drain,enqueue,latency,delay,priority]
+//	               [-quick] [-cpuprofile cpu.out]
+//
+// Every figure is measured -runs times; raw and jetflow runs alternate
+// (raw, jetflow, raw, jetflow, …) and the median of each statistic is
+// reported, so that machine noise hits both sides alike. Progress goes to
+// stderr; the summary lines go to stdout and start with "RESULT", followed by
+// the figure's name and key=value pairs:
+//
+//	RESULT drain raw_per_s=… jetflow_per_s=… ratio=…
+//	RESULT enqueue raw_per_s=… jetflow_per_s=… ratio=…
+//	RESULT latency rate_per_s=1000 p50_ms=… p99_ms=…
+//	RESULT delay tasks=5000 early=… p50_ms=… p99_ms=… max_ms=…
+//	RESULT priority backlog=50000 critical_p99_ms=…
+//
+// See docs/benchmarks.md for what each figure means and the method.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strings"
+	"time"
+)
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if err != nil {
+		if err == flag.ErrHelp {
+			os.Exit(0)
+		}
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err = runWithProfile(ctx, cfg, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// figure names, in the order they run.
+const (
+	figDrain    = "drain"
+	figEnqueue  = "enqueue"
+	figLatency  = "latency"
+	figDelay    = "delay"
+	figPriority = "priority"
+)
+
+// Values of -side.
+const (
+	sideRaw     = "raw"
+	sideJetflow = "jetflow"
+)
+
+var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority}
+
+// config holds the settings of one bench run.
+type config struct {
+	n           int // tasks per drain and enqueue measurement
+	runs        int // repetitions of each measurement
+	concurrency int // worker concurrency and raw goroutines
+	window      int // in-flight async publishes
+	payloadSize int // bytes of the drain/enqueue payload
+	only        map[string]bool
+	cpuProfile  string
+	rawMsgID    bool   // raw publishes carry a unique Nats-Msg-Id like jetflow's
+	side        string // "", sideRaw or sideJetflow: run one side of drain and enqueue only
+
+	latencyRate   int           // tasks per second of the latency figure
+	latencyDur    time.Duration // measured part of the latency figure
+	latencyWarmup time.Duration // unmeasured start of the latency figure
+	delayTasks    int           // tasks of the delay figure
+	delayLead     time.Duration // minimum time between enqueue start and due time
+	backlog       int           // low tasks of the priority figure
+	lowWork       time.Duration // busy work per low task in the priority figure
+	criticalEvery time.Duration // interval between critical tasks
+	timeout       time.Duration // bound on any single wait
+}
+
+func defaultConfig() config {
+	return config{
+		n:             50000,
+		runs:          3,
+		concurrency:   32,
+		window:        4096,
+		payloadSize:   64,
+		latencyRate:   1000,
+		latencyDur:    3 * time.Second,
+		latencyWarmup: 500 * time.Millisecond,
+		delayTasks:    5000,
+		delayLead:     2 * time.Second,
+		backlog:       50000,
+		lowWork:       50 * time.Microsecond,
+		criticalEvery: 5 * time.Millisecond,
+		timeout:       2 * time.Minute,
+	}
+}
+
+// quickConfig shrinks everything to a smoke test of a few seconds.
+func (c config) quick() config {
+	c.n = 2000
+	c.runs = 1
+	c.latencyDur = 500 * time.Millisecond
+	c.latencyWarmup = 100 * time.Millisecond
+	c.delayTasks = 200
+	c.delayLead = time.Second
+	c.backlog = 2000
+	c.timeout = time.Minute
+	return c
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	def := defaultConfig()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := fs.Int("n", def.n, "tasks per drain and enqueue measurement")
+	runs := fs.Int("runs", def.runs, "repetitions of each measurement; the median is reported")
+	conc := fs.Int("concurrency", def.concurrency, "worker concurrency, and goroutines acking on the raw side")
+	window := fs.Int("window", def.window, "in-flight asynchronous publishes (both sides)")
+	only := fs.String("only", "", "comma-separated figures to run: "+strings.Join(allFigures, ","))
+	quick := fs.Bool("quick", false, "smoke test: small sizes, one run (other size flags are ignored)")
+	backlog := fs.Int("backlog", def.backlog, "low-priority backlog of the priority figure")
+	delayTasks := fs.Int("delay-tasks", def.delayTasks, "tasks of the delay figure")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	rawMsgID := fs.Bool("raw-msgid", false, "give raw publishes a unique Nats-Msg-Id header too (isolates the cost of deduplication)")
+	side := fs.String("side", "", "run only the raw or the jetflow side of drain and enqueue (to profile one of them)")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bench: unexpected arguments %q\n", fs.Args())
+		return config{}, fmt.Errorf("bench: unexpected arguments")
+	}
+	c := def
+	c.n, c.runs, c.concurrency, c.window = *n, *runs, *conc, *window
+	c.backlog, c.delayTasks = *backlog, *delayTasks
+	if *quick {
+		c = c.quick()
+	}
+	c.cpuProfile = *cpuProfile
+	c.rawMsgID = *rawMsgID
+	c.side = *side
+	sel, err := parseOnly(*only)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return config{}, err
+	}
+	c.only = sel
+	if err := c.validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return config{}, err
+	}
+	return c, nil
+}
+
+func parseOnly(s string) (map[string]bool, error) {
+	sel := make(map[string]bool)
+	if strings.TrimSpace(s) == "" {
+		for _, f := range allFigures {
+			sel[f] = true
+		}
+		return sel, nil
+	}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		known := false
+		for _, g := range allFigures {
+			known = known || f == g
+		}
+		if !known {
+			return nil, fmt.Errorf("bench: unknown figure %q in -only (known: %s)", f, strings.Join(allFigures, ","))
+		}
+		sel[f] = true
+	}
+	return sel, nil
+}
+
+func (c config) validate() error {
+	switch {
+	case c.side != "" && c.side != sideRaw && c.side != sideJetflow:
+		return fmt.Errorf("bench: -side must be %q or %q", sideRaw, sideJetflow)
+	case c.n < 1, c.runs < 1, c.concurrency < 1, c.window < 1, c.backlog < 1, c.delayTasks < 1:
+		return fmt.Errorf("bench: -n, -runs, -concurrency, -window, -backlog and -delay-tasks must be ≥ 1")
+	}
+	return nil
+}
+
+func runWithProfile(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("bench: cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	return run(ctx, cfg, stdout, stderr)
+}

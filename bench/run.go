@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+// Task types (and raw subjects) of the figures. Each figure has its own, so
+// consumers and leftovers never mix.
+const (
+	typeDrain    = "bench.drain"    // jetflow drain
+	typeRawDrain = "bench.rawdrain" // raw drain: subject and consumer of the raw side
+	typeEnqueue  = "bench.enqueue"  // jetflow enqueue
+	typeRawEnq   = "bench.rawenq"   // raw enqueue subject
+	typeLatency  = "bench.latency"
+	typeDelay    = "bench.delay"
+	typePriority = "bench.priority"
+)
+
+// env is the embedded server, its topology and an admin connection, shared
+// by every figure of one run.
+type env struct {
+	cfg     config
+	stderr  io.Writer
+	dir     string
+	srv     *server.Server
+	admin   *nats.Conn
+	js      jetstream.JetStream
+	stream  jetstream.Stream
+	names   streams.Names
+	payload json.RawMessage // drain and enqueue payload, the same bytes on both sides
+}
+
+func newEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, err error) {
+	e := &env{cfg: cfg, stderr: stderr, names: streams.MustNames("")}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	e.dir, err = os.MkdirTemp("", "jetflow-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: store dir: %w", err)
+	}
+	e.srv, err = testutil.StartServer(&server.Options{
+		JetStream:          true,
+		StoreDir:           e.dir,
+		DontListen:         true,
+		NoLog:              true,
+		NoSigs:             true,
+		JetStreamMaxMemory: 256 << 20,
+		JetStreamMaxStore:  8 << 30,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	e.admin, err = e.connect()
+	if err != nil {
+		return nil, err
+	}
+	e.js, err = jetstream.New(e.admin)
+	if err != nil {
+		return nil, fmt.Errorf("bench: jetstream: %w", err)
+	}
+	if _, err := streams.Ensure(ctx, e.js, streams.Config{Storage: jetstream.FileStorage}); err != nil {
+		return nil, fmt.Errorf("bench: ensure topology: %w", err)
+	}
+	e.stream, err = e.js.Stream(ctx, e.names.TaskStream())
+	if err != nil {
+		return nil, fmt.Errorf("bench: task stream: %w", err)
+	}
+	// A JSON document of cfg.payloadSize bytes: {"pad":"xxxx…"}.
+	pad := max(cfg.payloadSize-len(`{"pad":""}`), 0)
+	e.payload = json.RawMessage(`{"pad":"` + strings.Repeat("x", pad) + `"}`)
+	return e, nil
+}
+
+func (e *env) close() {
+	if e.admin != nil {
+		e.admin.Close()
+	}
+	if e.srv != nil {
+		testutil.ShutdownServer(e.srv)
+	}
+	if e.dir != "" {
+		_ = os.RemoveAll(e.dir)
+	}
+}
+
+// connect opens a new in-process connection; the caller closes it.
+func (e *env) connect() (*nats.Conn, error) {
+	nc, err := testutil.ConnectServer(e.srv)
+	if err != nil {
+		return nil, fmt.Errorf("bench: connect: %w", err)
+	}
+	return nc, nil
+}
+
+func (e *env) progress(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "bench: "+format+"\n", args...)
+}
+
+// prefetch is the pull buffer of both sides: jetflow's default for the
+// configured concurrency.
+func (e *env) prefetch() int { return min(e.cfg.concurrency, framework.MaxPrefetch) }
+
+// run measures the selected figures in order and prints their RESULT lines.
+func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	e, err := newEnv(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	e.progress("%s %s/%s, %d CPUs, GOMAXPROCS %d; n=%d runs=%d concurrency=%d window=%d prefetch=%d",
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0),
+		cfg.n, cfg.runs, cfg.concurrency, cfg.window, e.prefetch())
+	figures := []struct {
+		name string
+		fn   func(context.Context, io.Writer) error
+	}{
+		{figDrain, e.figureDrain},
+		{figEnqueue, e.figureEnqueue},
+		{figLatency, e.figureLatency},
+		{figDelay, e.figureDelay},
+		{figPriority, e.figurePriority},
+	}
+	for _, f := range figures {
+		if !cfg.only[f.name] {
+			continue
+		}
+		start := time.Now()
+		if err := f.fn(ctx, stdout); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		e.progress("%s done in %v", f.name, time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// waitFor waits for ch to close, for at most the configured timeout.
+func (e *env) waitFor(ctx context.Context, ch <-chan struct{}, what string) error {
+	t := time.NewTimer(e.cfg.timeout)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("bench: timed out after %v waiting for %s", e.cfg.timeout, what)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitConsumerEmpty waits until a consumer has nothing pending or
+// unacknowledged: every task was acknowledged and removed.
+func (e *env) waitConsumerEmpty(ctx context.Context, name string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := e.js.Consumer(ctx, e.names.TaskStream(), name)
+		if err != nil {
+			return fmt.Errorf("bench: consumer %s: %w", name, err)
+		}
+		ci := c.CachedInfo()
+		if ci.NumPending == 0 && ci.NumAckPending == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: consumer %s still has %d pending and %d unacknowledged tasks",
+				name, ci.NumPending, ci.NumAckPending)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// subjectCount returns the number of stored messages on subject.
+func (e *env) subjectCount(ctx context.Context, subject string) (uint64, error) {
+	info, err := e.stream.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, fmt.Errorf("bench: stream info: %w", err)
+	}
+	return info.State.Subjects[subject], nil
+}
+
+func (e *env) purge(ctx context.Context, subject string) error {
+	if err := e.stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+		return fmt.Errorf("bench: purge %s: %w", subject, err)
+	}
+	return nil
+}
+
+// enqueueJobs enqueues n tasks of taskType with jetflow's client on a fresh
+// connection (asynchronous publishes), all with the same payload and options.
+func (e *env) enqueueJobs(ctx context.Context, taskType string, n int, payload any, opts ...framework.EnqueueOption) error {
+	nc, err := e.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	cl, err := framework.NewClient(nc, framework.WithMaxPending(e.cfg.window))
+	if err != nil {
+		return err
+	}
+	jobs := make([]framework.Job, n)
+	for i := range jobs {
+		jobs[i] = framework.Job{Type: taskType, Payload: payload, Options: opts}
+	}
+	if _, err := cl.EnqueueMany(ctx, jobs); err != nil {
+		return fmt.Errorf("bench: pre-enqueue %s: %w", taskType, err)
+	}
+	return nil
+}
+
+// newWorker returns a jetflow worker on a fresh connection with the
+// configured concurrency. stop shuts it down and closes the connection.
+func (e *env) newWorker(opts ...framework.Option) (*framework.Worker, func() error, error) {
+	nc, err := e.connect()
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := framework.NewWorker(nc, append([]framework.Option{framework.WithConcurrency(e.cfg.concurrency)}, opts...)...)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	stop := func() error {
+		defer nc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := w.Shutdown(ctx); err != nil && !errors.Is(err, framework.ErrWorkerClosed) {
+			return fmt.Errorf("bench: worker shutdown: %w", err)
+		}
+		return nil
+	}
+	return w, stop, nil
+}
+
+// watch reports on stderr every second in which done did not move, with the
+// consumer's state, until the returned stop function is called. A drain that
+// stalls (for example on tasks waiting out their ack wait) shows up here.
+func (e *env) watch(done *atomic.Int64, consumer string) (stop func()) {
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		last := done.Load()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			now := done.Load()
+			if now != last {
+				last = now
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			c, err := e.js.Consumer(ctx, e.names.TaskStream(), consumer)
+			cancel()
+			if err != nil {
+				e.progress("stalled at %d tasks; consumer %s: %v", now, consumer, err)
+				continue
+			}
+			ci := c.CachedInfo()
+			e.progress("stalled at %d tasks; consumer %s: pending %d, ack pending %d, redelivered %d, waiting pulls %d",
+				now, consumer, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting)
+		}
+	})
+	return func() { close(quit); wg.Wait() }
+}

@@ -1,0 +1,81 @@
+// Command jetflow-testworker is a jetflow worker process for fault tests.
+//
+// It runs tasks of one type, announces each start on a core NATS subject
+// (the payload is the task ID) and then holds the task until it is killed or
+// the hold time passes. Fault tests build it, run it against an embedded
+// server, and kill it with SIGKILL mid-task to check that its tasks run
+// elsewhere once their ack wait passes.
+//
+// Usage:
+//
+//	jetflow-testworker -url nats://127.0.0.1:4222 [-type fault.work] [-ack-wait 2s]
+//	                   [-announce jetflow.test.started] [-hold 1h] [-concurrency 8]
+//
+// SIGINT and SIGTERM shut the worker down cleanly; SIGKILL is the point.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow-io/jetflow/framework"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "jetflow-testworker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("jetflow-testworker", flag.ContinueOnError)
+	url := fs.String("url", nats.DefaultURL, "NATS server URL(s), comma-separated")
+	taskType := fs.String("type", "fault.work", "task type to run")
+	ackWait := fs.Duration("ack-wait", 2*time.Second, "ack wait of the task type (must match the other workers)")
+	announce := fs.String("announce", "jetflow.test.started", "core NATS subject announcing each task start")
+	hold := fs.Duration("hold", time.Hour, "how long each task runs")
+	concurrency := fs.Int("concurrency", 8, "tasks run at once")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	nc, err := nats.Connect(*url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer nc.Close()
+	w, err := framework.NewWorker(nc, framework.WithLogger(log), framework.WithConcurrency(*concurrency),
+		framework.WithShutdownTimeout(time.Second))
+	if err != nil {
+		return err
+	}
+	w.HandleFunc(*taskType, func(ctx context.Context, t *framework.Task) error {
+		if err := nc.Publish(*announce, []byte(t.ID)); err != nil {
+			return err
+		}
+		if err := nc.Flush(); err != nil {
+			return err
+		}
+		timer := time.NewTimer(*hold)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, framework.WithAckWait(*ackWait), framework.WithTypeConcurrency(*concurrency))
+	return w.Run(ctx)
+}

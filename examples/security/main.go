@@ -1,0 +1,422 @@
+// Command security runs jetflow over TLS with one least-privilege NATS user
+// per role, on an embedded server:
+//
+//   - admin creates the streams at deploy time (streams.Ensure);
+//   - worker consumes its task types and nothing else;
+//   - producer enqueues tasks and cannot consume, purge or read anything;
+//   - operator inspects and purges dead letters.
+//
+// The server certificate is generated at start-up (self-signed, valid for an
+// hour, for 127.0.0.1) and the passwords are random: nothing secret is
+// committed. The permission sets are built by the *Permissions functions of
+// this file and explained in docs/security.md, which also gives them in
+// nats-server configuration syntax.
+//
+// Run it with:
+//
+//	go run ./examples/security
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+// taskType is the one task type of the example.
+const taskType = "email.send"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "security:", err)
+		os.Exit(1)
+	}
+}
+
+// welcome is the payload of an email.send task.
+type welcome struct {
+	To string `json:"to"`
+}
+
+func run(ctx context.Context, out io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	names := streams.MustNames("")
+
+	cert, roots, err := selfSignedCert()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "jetflow-security-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	users, err := newUsers(names, taskType)
+	if err != nil {
+		return err
+	}
+	srv, err := startServer(dir, cert, users)
+	if err != nil {
+		return err
+	}
+	defer testutil.ShutdownServer(srv)
+	fmt.Fprintln(out, "server: TLS with a certificate generated at start-up; users admin, producer, worker, operator")
+
+	connect := func(u user) (*conn, error) { return dial(srv.ClientURL(), roots, u) }
+
+	// Deploy time: the admin creates the topology.
+	admin, err := connect(users[roleAdmin])
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	if _, err := streams.Ensure(ctx, admin.js, streams.Config{}); err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
+	fmt.Fprintln(out, "admin: topology ensured")
+
+	// The worker serves email.send.
+	wc, err := connect(users[roleWorker])
+	if err != nil {
+		return err
+	}
+	defer wc.Close()
+	w, err := framework.NewWorker(wc.Conn)
+	if err != nil {
+		return err
+	}
+	sent := make(chan string, 1)
+	framework.Handle(w, taskType, func(ctx context.Context, t *framework.Task, m welcome) error {
+		sent <- m.To
+		return nil
+	})
+	if err := w.Start(ctx); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = w.Shutdown(sctx)
+	}()
+	fmt.Fprintln(out, "worker: serving", taskType)
+
+	// The producer enqueues.
+	pc, err := connect(users[roleProducer])
+	if err != nil {
+		return err
+	}
+	defer pc.Close()
+	cl, err := framework.NewClient(pc.Conn)
+	if err != nil {
+		return err
+	}
+	info, err := cl.Enqueue(ctx, taskType, welcome{To: "ada@example.com"}, framework.WithID("welcome-ada"))
+	if err != nil {
+		return fmt.Errorf("producer: %w", err)
+	}
+	fmt.Fprintln(out, "producer: enqueued", info.Type, info.ID)
+	select {
+	case to := <-sent:
+		fmt.Fprintln(out, "worker: sent welcome e-mail to", to)
+	case <-ctx.Done():
+		return fmt.Errorf("worker: task not handled: %w", ctx.Err())
+	}
+
+	// What each role may not do.
+	tasks := names.TaskStream()
+	report := func(who, what string, err error) error {
+		if !errors.Is(err, nats.ErrPermissionViolation) {
+			return fmt.Errorf("%s: %s was not denied: %v", who, what, err)
+		}
+		fmt.Fprintf(out, "%s: %s denied (permissions violation)\n", who, what)
+		return nil
+	}
+	if err := report("producer", "purge "+tasks, pc.denied(ctx, func(ctx context.Context) error {
+		s, err := pc.js.Stream(ctx, tasks)
+		if err != nil {
+			return err
+		}
+		return s.Purge(ctx)
+	})); err != nil {
+		return err
+	}
+	if err := report("producer", "consume "+taskType, pc.denied(ctx, func(ctx context.Context) error {
+		_, err := pc.js.CreateOrUpdateConsumer(ctx, tasks, jetstream.ConsumerConfig{Durable: "steal", FilterSubject: names.TaskWildcard()})
+		return err
+	})); err != nil {
+		return err
+	}
+	if err := report("worker", "enqueue", wc.denied(ctx, func(ctx context.Context) error {
+		c, err := framework.NewClient(wc.Conn)
+		if err != nil {
+			return err
+		}
+		_, err = c.Enqueue(ctx, taskType, welcome{To: "eve@example.com"})
+		return err
+	})); err != nil {
+		return err
+	}
+
+	// The operator looks after dead letters.
+	oc, err := connect(users[roleOperator])
+	if err != nil {
+		return err
+	}
+	defer oc.Close()
+	dlq, err := oc.js.Stream(ctx, names.DLQStream())
+	if err != nil {
+		return fmt.Errorf("operator: %w", err)
+	}
+	if err := dlq.Purge(ctx); err != nil {
+		return fmt.Errorf("operator: %w", err)
+	}
+	fmt.Fprintln(out, "operator: purged", names.DLQStream())
+	return nil
+}
+
+// Roles of the example.
+const (
+	roleAdmin    = "admin"
+	roleProducer = "producer"
+	roleWorker   = "worker"
+	roleOperator = "operator"
+)
+
+// user is one NATS user: its password is random, and it gets its own inbox
+// prefix so that no other user can subscribe to its replies.
+type user struct {
+	name, password, inbox string
+	perms                 *server.Permissions
+}
+
+func newUsers(n streams.Names, workerTypes ...string) (map[string]user, error) {
+	users := make(map[string]user)
+	for _, name := range []string{roleAdmin, roleProducer, roleWorker, roleOperator} {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			return nil, err
+		}
+		inbox := "_INBOX_" + name
+		var p *server.Permissions
+		switch name {
+		case roleAdmin:
+			p = adminPermissions(inbox)
+		case roleProducer:
+			p = producerPermissions(n, inbox)
+		case roleWorker:
+			p = workerPermissions(n, inbox, workerTypes...)
+		case roleOperator:
+			p = operatorPermissions(n, inbox)
+		}
+		users[name] = user{name: name, password: hex.EncodeToString(b), inbox: inbox, perms: p}
+	}
+	return users, nil
+}
+
+// adminPermissions may use the whole JetStream API: give it only to the
+// deployment step that runs streams.Ensure.
+func adminPermissions(inbox string) *server.Permissions {
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: []string{"$JS.API.>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{inbox + ".>"}},
+	}
+}
+
+// producerPermissions may publish tasks (now or delayed) and read the task
+// stream's info, which the client asks for when the stream does not answer.
+// It cannot consume, purge, delete or read messages.
+func producerPermissions(n streams.Names, inbox string) *server.Permissions {
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: []string{
+			n.TaskWildcard(),
+			n.ScheduleSubject(">"),
+			"$JS.API.STREAM.INFO." + n.TaskStream(),
+		}},
+		Subscribe: &server.SubjectPermission{Allow: []string{inbox + ".>"}},
+	}
+}
+
+// workerPermissions may create, look up and pull the consumers of its task
+// types, at every priority, and acknowledge their messages. It cannot
+// publish tasks or touch other types' consumers.
+func workerPermissions(n streams.Names, inbox string, types ...string) *server.Permissions {
+	stream := n.TaskStream()
+	var pub []string
+	for _, t := range types {
+		for _, p := range streams.Priorities {
+			c := n.ConsumerName(t, p)
+			pub = append(pub,
+				"$JS.API.CONSUMER.INFO."+stream+"."+c,
+				"$JS.API.CONSUMER.CREATE."+stream+"."+c+"."+n.TaskSubject(p, t),
+				"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+c,
+				"$JS.ACK."+stream+"."+c+".>",
+			)
+		}
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: []string{inbox + ".>"}},
+	}
+}
+
+// operatorPermissions may read stream and consumer state, read, delete and
+// purge dead letters, and replay them to work subjects.
+func operatorPermissions(n streams.Names, inbox string) *server.Permissions {
+	dlq := n.DLQStream()
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Allow: []string{
+			"$JS.API.INFO",
+			"$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
+			"$JS.API.STREAM.INFO.*",
+			"$JS.API.CONSUMER.NAMES.*", "$JS.API.CONSUMER.LIST.*", "$JS.API.CONSUMER.INFO.*.*",
+			"$JS.API.DIRECT.GET." + dlq, "$JS.API.DIRECT.GET." + dlq + ".>",
+			"$JS.API.STREAM.MSG.GET." + dlq,
+			"$JS.API.STREAM.MSG.DELETE." + dlq,
+			"$JS.API.STREAM.PURGE." + dlq,
+			n.TaskWildcard(), // replay
+		}},
+		Subscribe: &server.SubjectPermission{Allow: []string{inbox + ".>"}},
+	}
+}
+
+// startServer runs an embedded JetStream server on loopback with TLS and the
+// users.
+func startServer(dir string, cert tls.Certificate, users map[string]user) (*server.Server, error) {
+	o := &server.Options{
+		Host:       "127.0.0.1",
+		Port:       server.RANDOM_PORT,
+		JetStream:  true,
+		StoreDir:   dir,
+		NoLog:      true,
+		NoSigs:     true,
+		TLS:        true,
+		TLSTimeout: 5,
+		TLSConfig:  &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	}
+	for _, u := range users {
+		o.Users = append(o.Users, &server.User{Username: u.name, Password: u.password, Permissions: u.perms})
+	}
+	return testutil.StartServer(o)
+}
+
+// conn is a user's TLS connection with its JetStream context and the
+// permission violations the server reported on it.
+type conn struct {
+	*nats.Conn
+	js         jetstream.JetStream
+	violations chan error
+}
+
+func dial(url string, roots *x509.CertPool, u user) (*conn, error) {
+	c := &conn{violations: make(chan error, 16)}
+	nc, err := nats.Connect(url,
+		nats.UserInfo(u.name, u.password),
+		nats.Secure(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}),
+		nats.CustomInboxPrefix(u.inbox),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				select {
+				case c.violations <- err:
+				default:
+				}
+			}
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("%s: connect: %w", u.name, err)
+	}
+	if !nc.TLSRequired() {
+		nc.Close()
+		return nil, fmt.Errorf("%s: connection is not TLS", u.name)
+	}
+	c.Conn = nc
+	if c.js, err = jetstream.New(nc); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// denied runs op, which the server should refuse, and returns the
+// permission violation it reported. A denied publish is dropped by the
+// server, so op itself only times out; the violation arrives on the
+// connection's error handler.
+func (c *conn) denied(ctx context.Context, op func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	for {
+		select {
+		case <-c.violations: // drop earlier ones
+			continue
+		default:
+		}
+		break
+	}
+	opErr := op(ctx)
+	select {
+	case v := <-c.violations:
+		return v
+	case <-ctx.Done():
+		return fmt.Errorf("no permissions violation reported (operation returned %v)", opErr)
+	}
+}
+
+// selfSignedCert returns a certificate for 127.0.0.1 and localhost, valid
+// for an hour, signed by its own key, and a pool holding it as the root.
+func selfSignedCert() (tls.Certificate, *x509.CertPool, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "jetflow example"},
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              now.Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:              []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, roots, nil
+}

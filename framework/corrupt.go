@@ -1,0 +1,50 @@
+package framework
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrCorruptTask reports a task message whose jetflow headers cannot be
+// trusted, for example a Jetflow-Scheduled-For that is not a time. Such a
+// task fails permanently (it is dead-lettered, never retried), with the
+// reason in the error.
+var ErrCorruptTask = errors.New("framework: corrupt task message")
+
+// maxScheduleLead is how far a delayed task's due time (header
+// Jetflow-Scheduled-For) may lie after the time the server stored the task
+// on its work subject. The server fires a schedule at its due time, give or
+// take the few hundred milliseconds the worker holds an early task for, and
+// both times come from the server's clock, so clock skew between hosts does
+// not matter. A larger lead means the header does not belong to the message
+// (corrupt, or hand-made and published straight to the work subject): holding
+// the task until then would pin a worker slot for nothing.
+const maxScheduleLead = time.Minute
+
+// checkSchedule validates the due time of a delivered task against the
+// message's stream timestamp. It returns a permanent error wrapping
+// [ErrCorruptTask] for a due-time header that is not an RFC 3339 time or
+// lies more than [maxScheduleLead] after the delivery.
+func checkSchedule(t *Task, msg jetstream.Msg) error {
+	v := t.Header(HeaderScheduledFor)
+	if v == "" {
+		return nil
+	}
+	due, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return Permanent(fmt.Errorf("%w: header %s %q is not an RFC 3339 time: %w",
+			ErrCorruptTask, HeaderScheduledFor, truncate(v, 64), err))
+	}
+	md, err := msg.Metadata()
+	if err != nil || md.Timestamp.IsZero() {
+		return nil // nothing to compare with; hold until due as usual
+	}
+	if lead := due.Sub(md.Timestamp); lead > maxScheduleLead {
+		return Permanent(fmt.Errorf("%w: header %s is %s, %v after the server stored the task on its work subject (%s); a schedule never fires that early",
+			ErrCorruptTask, HeaderScheduledFor, v, lead.Round(time.Second), md.Timestamp.UTC().Format(time.RFC3339Nano)))
+	}
+	return nil
+}

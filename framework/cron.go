@@ -1,0 +1,574 @@
+package framework
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/cronexpr"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Repeating schedules ("cron") are server-side message schedules: one
+// message per schedule on "<prefix>.cron.<name>" in the task stream, with a
+// Nats-Schedule header, from which the stream leader publishes a copy to the
+// task's work subject at every tick. Only the stream leader fires, through
+// Raft in a cluster, so a tick enqueues one task however many processes
+// registered the schedule. See docs/cron.md.
+
+// Headers jetflow sets on a schedule message. The server copies them (with
+// the schedule's payload and custom headers) onto every task it fires, while
+// it strips the Nats-Schedule* ones.
+const (
+	// HeaderSchedule is the name of the repeating schedule a task came from.
+	HeaderSchedule = "Jetflow-Schedule"
+	// HeaderScheduleSpec is the schedule's normalised expression.
+	HeaderScheduleSpec = "Jetflow-Schedule-Spec"
+	// HeaderScheduleZone is the schedule's IANA time zone, when set.
+	HeaderScheduleZone = "Jetflow-Schedule-Zone"
+	// HeaderScheduleHash fingerprints the schedule's definition so that
+	// registering an identical definition again changes nothing.
+	HeaderScheduleHash = "Jetflow-Schedule-Hash"
+)
+
+// Headers the server sets on a task it fired from a schedule.
+const (
+	// HeaderScheduler is the subject of the schedule that fired the task,
+	// for example "jetflow.cron.nightly".
+	HeaderScheduler = "Nats-Scheduler"
+	// HeaderScheduleNext is the schedule's next fire time (RFC 3339 with
+	// nanoseconds), or "purge" for a one-shot schedule.
+	HeaderScheduleNext = "Nats-Schedule-Next"
+)
+
+// headerScheduleTimeZone is the server's time zone header (nats.go has no
+// constant for the header name).
+const headerScheduleTimeZone = "Nats-Schedule-Time-Zone"
+
+// ErrInvalidSchedule wraps every error about a schedule definition: its
+// name, expression, time zone, task type, priority or headers.
+var ErrInvalidSchedule = errors.New("framework: invalid schedule")
+
+// Schedule declares a repeating schedule: which task to enqueue, and when.
+type Schedule struct {
+	// Name identifies the schedule; it is a subject token (A-Z a-z 0-9 _ - =
+	// :, at most 128 bytes). Required.
+	Name string
+	// Spec says when the task is enqueued. Required. Accepted forms:
+	// six cron fields with seconds ("0 30 9 * * mon-fri"), the common five
+	// fields without seconds ("30 9 * * mon-fri", which fires at second 0),
+	// "@every <duration>" (a whole number of seconds, at least 1 s), and
+	// @yearly, @monthly, @weekly, @daily and @hourly.
+	Spec string
+	// TimeZone is the IANA time zone cron fields are evaluated in, for
+	// example "Europe/Paris". Default UTC. It cannot be combined with
+	// "@every", which the server rejects.
+	TimeZone string
+	// Type is the task type to enqueue. Required.
+	Type string
+	// Payload is the task payload, encoded like [Client.Enqueue] does. The
+	// same payload is sent at every tick.
+	Payload any
+	// Priority is the task's priority. Default [PriorityNormal].
+	Priority Priority
+	// Headers are custom headers set on every task. Keys starting with
+	// "Nats-" or "Jetflow-" are reserved.
+	Headers map[string]string
+}
+
+// ScheduleInfo describes a stored schedule.
+type ScheduleInfo struct {
+	// Name, Spec, TimeZone, Type and Priority are the schedule's definition.
+	Name     string
+	Spec     string
+	TimeZone string
+	Type     string
+	Priority Priority
+	// Subject holds the schedule, for example "jetflow.cron.nightly".
+	Subject string
+	// Target is the work subject the server publishes to.
+	Target string
+	// Payload is the encoded payload; Headers are the custom headers.
+	Payload []byte
+	Headers map[string]string
+	// Sequence is the schedule message's sequence in the task stream.
+	Sequence uint64
+	// Stored is when this definition was stored.
+	Stored time.Time
+	// Next is the next fire time, computed on the client. For cron
+	// expressions it is exact. For "@every" it assumes the phase set when
+	// the schedule was stored; after a server restart the server restarts
+	// the interval from its start-up, so the real tick may be earlier.
+	Next time.Time
+}
+
+// RegisterResult says what [Schedules.Register] did.
+type RegisterResult int
+
+// Results of [Schedules.Register].
+const (
+	// ScheduleUnchanged: an identical definition was stored already; its
+	// timing was left alone.
+	ScheduleUnchanged RegisterResult = iota
+	// ScheduleCreated: the schedule did not exist.
+	ScheduleCreated
+	// ScheduleUpdated: the schedule existed with another definition, which
+	// was replaced.
+	ScheduleUpdated
+)
+
+// String returns "unchanged", "created" or "updated".
+func (r RegisterResult) String() string {
+	switch r {
+	case ScheduleUnchanged:
+		return "unchanged"
+	case ScheduleCreated:
+		return "created"
+	case ScheduleUpdated:
+		return "updated"
+	}
+	return "RegisterResult(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Schedules manages repeating schedules. Get one with [Client.Schedules] or
+// [Inspector.Schedules]. It is safe for concurrent use.
+type Schedules struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	names streams.Names
+	codec Codec
+}
+
+// Schedules returns the client's schedule manager.
+func (c *Client) Schedules() *Schedules {
+	return &Schedules{nc: c.nc, js: c.js, names: c.names, codec: c.opts.codec}
+}
+
+// maxRegisterConflicts bounds the compare-and-set retries of Register.
+const maxRegisterConflicts = 8
+
+// Register stores s, or replaces the stored schedule of the same name when
+// its definition differs. Registering an identical definition again changes
+// nothing and keeps the schedule's timing, so every process of an
+// application may register its schedules at start-up: concurrent
+// registrations leave exactly one schedule, and a tick fires one task.
+// Replacing a definition restarts an "@every" interval.
+//
+// The definition is validated before anything is stored; errors wrap
+// [ErrInvalidSchedule] and say what is wrong. Other errors: [ErrTopologyMissing],
+// [ErrNotConnected], [ErrPayloadTooLarge], or the context's.
+func (s *Schedules) Register(ctx context.Context, sc Schedule) (RegisterResult, error) {
+	msg, hash, err := s.build(sc)
+	if err != nil {
+		return 0, err
+	}
+	subject := msg.Subject
+	stream := s.names.TaskStream()
+	for attempt := 0; ; attempt++ {
+		var last *storedMsg
+		_, err := directGet(ctx, s.nc, stream, directGetRequest{NextFor: subject, Seq: 0}, func(m storedMsg) error {
+			last = &m
+			return nil
+		})
+		if err != nil {
+			return 0, s.err("register", sc.Name, err)
+		}
+		// A direct get by "next for subject" from sequence 0 finds the
+		// first (and only: schedules roll up) message of the subject.
+		var expect uint64
+		if last != nil {
+			if last.Header.Get(HeaderScheduleHash) == hash {
+				return ScheduleUnchanged, nil
+			}
+			expect = last.Seq
+		}
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
+		_, err = s.js.PublishMsg(ctx, msg)
+		if err == nil {
+			if expect == 0 {
+				return ScheduleCreated, nil
+			}
+			return ScheduleUpdated, nil
+		}
+		if !isWrongLastSequence(err) {
+			return 0, s.err("register", sc.Name, err)
+		}
+		// Another process registered (or changed) it meanwhile: look again.
+		if attempt+1 >= maxRegisterConflicts {
+			return 0, fmt.Errorf("framework: register schedule %s: still conflicting after %d attempts: %w", sc.Name, attempt+1, err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("framework: register schedule %s: %w", sc.Name, ctx.Err())
+		case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+		}
+	}
+}
+
+// Get returns the stored schedule called name, or an error wrapping
+// [ErrNotFound].
+func (s *Schedules) Get(ctx context.Context, name string) (ScheduleInfo, error) {
+	if err := streams.ValidateID(name); err != nil {
+		return ScheduleInfo{}, fmt.Errorf("%w: name: %w", ErrInvalidSchedule, err)
+	}
+	var info *ScheduleInfo
+	_, err := directGet(ctx, s.nc, s.names.TaskStream(), directGetRequest{NextFor: s.names.CronSubject(name)}, func(m storedMsg) error {
+		i := s.info(m, time.Now())
+		info = &i
+		return nil
+	})
+	if err != nil {
+		return ScheduleInfo{}, s.err("get", name, err)
+	}
+	if info == nil {
+		return ScheduleInfo{}, fmt.Errorf("%w: schedule %s", ErrNotFound, name)
+	}
+	return *info, nil
+}
+
+// List returns every stored schedule, sorted by name, with its next fire
+// time. It reads them with batched direct gets: one round trip per thousand
+// schedules.
+func (s *Schedules) List(ctx context.Context) ([]ScheduleInfo, error) {
+	var out []ScheduleInfo
+	now := time.Now()
+	err := scanStream(ctx, s.nc, s.names.TaskStream(), s.names.CronSubject(">"), 0, 0, time.Time{}, 1000,
+		func(m storedMsg) (bool, error) {
+			out = append(out, s.info(m, now))
+			return true, nil
+		})
+	if err != nil {
+		return nil, s.err("list", "", err)
+	}
+	slices.SortFunc(out, func(a, b ScheduleInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// Remove deletes the schedule called name: it fires no more. It returns an
+// error wrapping [ErrNotFound] when there is no such schedule.
+func (s *Schedules) Remove(ctx context.Context, name string) error {
+	if err := streams.ValidateID(name); err != nil {
+		return fmt.Errorf("%w: name: %w", ErrInvalidSchedule, err)
+	}
+	n, err := purgeSubject(ctx, s.nc, s.names.TaskStream(), s.names.CronSubject(name))
+	if err != nil {
+		return s.err("remove", name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: schedule %s", ErrNotFound, name)
+	}
+	return nil
+}
+
+func (s *Schedules) err(op, name string, err error) error {
+	what := "framework: " + op + " schedule"
+	if name != "" {
+		what += " " + name
+	}
+	switch {
+	case errors.Is(err, errDirectNoStream), errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrStreamNotFound):
+		return fmt.Errorf("%s: %w: %w", what, ErrTopologyMissing, err)
+	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining),
+		errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrConnectionReconnecting):
+		return fmt.Errorf("%s: %w (%w)", what, ErrNotConnected, err)
+	case errors.Is(err, nats.ErrMaxPayload):
+		return fmt.Errorf("%s: %w: %w", what, ErrPayloadTooLarge, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// build validates sc and returns its schedule message and definition hash.
+func (s *Schedules) build(sc Schedule) (*nats.Msg, string, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %q: %s", ErrInvalidSchedule, sc.Name, fmt.Sprintf(format, args...))
+	}
+	if err := streams.ValidateID(sc.Name); err != nil {
+		return nil, "", fmt.Errorf("%w: name: %w", ErrInvalidSchedule, err)
+	}
+	if err := streams.ValidateTaskType(sc.Type); err != nil {
+		return nil, "", fmt.Errorf("%w: %q: %w", ErrInvalidSchedule, sc.Name, err)
+	}
+	if !sc.Priority.Valid() {
+		return nil, "", bad("priority %d is not critical, high, normal or low", uint8(sc.Priority))
+	}
+	expr, err := cronexpr.Parse(sc.Spec)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %q: %w", ErrInvalidSchedule, sc.Name, err)
+	}
+	spec := expr.String()
+	if sc.TimeZone != "" {
+		if _, every := expr.Every(); every {
+			return nil, "", bad("a time zone cannot be combined with %q (the server rejects it); intervals do not depend on zones", spec)
+		}
+		if _, err := loadZone(sc.TimeZone); err != nil {
+			return nil, "", bad("%v", err)
+		}
+	}
+	data, enc, err := encode(s.codec, sc.Payload)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: schedule %s (%T): %w", ErrEncode, sc.Name, sc.Payload, err)
+	}
+	target := s.names.TaskSubject(sc.Priority, sc.Type)
+	hdr := make(nats.Header, 8+len(sc.Headers))
+	keys := make([]string, 0, len(sc.Headers))
+	for k := range sc.Headers {
+		if k == "" || hasFoldPrefix(k, "nats-") || hasFoldPrefix(k, "jetflow-") {
+			return nil, "", bad("header %q is empty or reserved (Nats-*, Jetflow-*)", k)
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		hdr.Set(k, sc.Headers[k])
+	}
+	hdr.Set(jetstream.ScheduleHeader, spec)
+	hdr.Set(jetstream.ScheduleTargetHeader, target)
+	hdr.Set(HeaderSchedule, sc.Name)
+	hdr.Set(HeaderScheduleSpec, spec)
+	if sc.TimeZone != "" {
+		hdr.Set(headerScheduleTimeZone, sc.TimeZone)
+		hdr.Set(HeaderScheduleZone, sc.TimeZone)
+	}
+	if enc != "" {
+		hdr.Set(HeaderEncoding, enc)
+	}
+	// The fingerprint covers everything a fired task carries.
+	h := sha256.New()
+	for _, part := range []string{spec, sc.TimeZone, target, enc, string(data)} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	for _, k := range keys {
+		h.Write([]byte(hdr.Get(k)))
+		h.Write([]byte{0})
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+	}
+	hash := hex.EncodeToString(h.Sum(nil)[:16])
+	hdr.Set(HeaderScheduleHash, hash)
+	msg := &nats.Msg{Subject: s.names.CronSubject(sc.Name), Header: hdr, Data: data}
+	if max := s.nc.MaxPayload(); max > 0 {
+		if size := msgSize(msg) + 64; size > max {
+			return nil, "", fmt.Errorf("%w: schedule %s is %d bytes with headers, the server accepts at most %d", ErrPayloadTooLarge, sc.Name, size, max)
+		}
+	}
+	return msg, hash, nil
+}
+
+// loadZone loads an IANA zone, refusing "Local" (which would mean the
+// server's zone, not the caller's).
+func loadZone(name string) (*time.Location, error) {
+	if name == "Local" {
+		return nil, errors.New(`time zone "Local" is ambiguous between client and server; name the zone, for example "Europe/Paris"`)
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, fmt.Errorf("unknown time zone %q (want an IANA name such as \"America/New_York\"): %w", name, err)
+	}
+	return loc, nil
+}
+
+// info decodes a stored schedule message.
+func (s *Schedules) info(m storedMsg, now time.Time) ScheduleInfo {
+	h := m.Header
+	name := strings.TrimPrefix(m.Subject, s.names.CronSubject(""))
+	info := ScheduleInfo{
+		Name:     name,
+		Spec:     h.Get(jetstream.ScheduleHeader),
+		TimeZone: h.Get(headerScheduleTimeZone),
+		Subject:  m.Subject,
+		Target:   h.Get(jetstream.ScheduleTargetHeader),
+		Payload:  m.Data,
+		Sequence: m.Seq,
+		Stored:   m.Time,
+	}
+	if p, typ, err := s.names.ParseTaskSubject(info.Target); err == nil {
+		info.Priority, info.Type = p, typ
+	}
+	for k, vs := range h {
+		if len(vs) == 0 || hasFoldPrefix(k, "nats-") || hasFoldPrefix(k, "jetflow-") || k == "Status" || k == "Description" {
+			continue
+		}
+		if info.Headers == nil {
+			info.Headers = make(map[string]string)
+		}
+		info.Headers[k] = vs[0]
+	}
+	info.Next = nextFire(info.Spec, info.TimeZone, m.Time, now)
+	return info
+}
+
+// nextFire computes a schedule's next fire time after now, as the server
+// does: an "@every d" schedule stored at t fires at round(t)+d, then every
+// d; a cron expression fires at its next match in its zone.
+func nextFire(spec, zone string, stored, now time.Time) time.Time {
+	expr, err := cronexpr.Parse(spec)
+	if err != nil {
+		return time.Time{}
+	}
+	if d, ok := expr.Every(); ok {
+		base := stored.Round(time.Second)
+		next := base.Add(d)
+		if !next.After(now) {
+			k := now.Sub(base)/d + 1
+			next = base.Add(k * d)
+		}
+		return next
+	}
+	loc := time.UTC
+	if zone != "" {
+		l, err := loadZone(zone)
+		if err != nil {
+			return time.Time{}
+		}
+		loc = l
+	}
+	return expr.Next(now, loc)
+}
+
+// ScheduleFire describes the tick of a repeating schedule that enqueued a
+// task.
+type ScheduleFire struct {
+	// Name is the schedule's name.
+	Name string
+	// Time is the tick's nominal time: the cron match (or interval step)
+	// that fired, in UTC. Late or duplicated deliveries of one tick carry
+	// the same Time.
+	Time time.Time
+	// Next is the schedule's next tick, as announced by the server.
+	Next time.Time
+}
+
+// ScheduleFire returns the tick of the repeating schedule that enqueued t,
+// and false when t was not enqueued by a repeating schedule.
+//
+// The nominal time is derived from the Nats-Schedule-Next header the server
+// sets: the interval before it for "@every", the previous cron match for
+// cron expressions. If that fails (a schedule written by other tools), it
+// falls back to the enqueue time truncated to the second.
+func (t *Task) ScheduleFire() (ScheduleFire, bool) {
+	name := t.Header(HeaderSchedule)
+	if name == "" || t.Header(HeaderScheduler) == "" {
+		return ScheduleFire{}, false
+	}
+	f := ScheduleFire{Name: name, Time: t.EnqueuedAt.UTC().Truncate(time.Second)}
+	next, err := time.Parse(time.RFC3339Nano, t.Header(HeaderScheduleNext))
+	if err != nil {
+		return f, true
+	}
+	f.Next = next.UTC()
+	expr, err := cronexpr.Parse(t.Header(HeaderScheduleSpec))
+	if err != nil {
+		return f, true
+	}
+	if d, ok := expr.Every(); ok {
+		f.Time = next.Add(-d).UTC()
+		return f, true
+	}
+	loc := time.UTC
+	if z := t.Header(HeaderScheduleZone); z != "" {
+		l, err := loadZone(z)
+		if err != nil {
+			return f, true
+		}
+		loc = l
+	}
+	if prev := expr.Prev(next, loc); !prev.IsZero() {
+		f.Time = prev.UTC()
+	}
+	return f, true
+}
+
+// cronTaskIDPrefix starts the ID of every task fired by a repeating schedule.
+const cronTaskIDPrefix = "cron-"
+
+// cronTaskID is the ID of the task fired by schedule name at tick fire:
+// "cron-<name>-<YYYYMMDDThhmmssZ>". Ticks are at least a second apart, so
+// it is unique per tick, and a duplicated delivery of a tick has the same ID.
+func cronTaskID(name string, fire time.Time) string {
+	return cronTaskIDPrefix + name + "-" + fire.UTC().Format("20060102T150405Z")
+}
+
+// scheduleFireID returns the task ID of a task fired by a repeating
+// schedule, or "" for any other task. The worker calls it for tasks that
+// carry no ID of their own.
+func scheduleFireID(t *Task) string {
+	f, ok := t.ScheduleFire()
+	if !ok {
+		return ""
+	}
+	return cronTaskID(f.Name, f.Time)
+}
+
+// IdempotencyKey returns the task's idempotency key: a string that is the
+// same for every delivery of one logical task and different between tasks.
+// Pass it to external APIs that deduplicate requests (payment gateways,
+// e-mail providers). It is the task ID; for a task fired by a repeating
+// schedule the ID is derived from the schedule's name and the tick's
+// nominal time ("cron-<name>-<YYYYMMDDThhmmssZ>"), so a tick delivered twice
+// has one key.
+func (t *Task) IdempotencyKey() string { return t.ID }
+
+// IdempotencyKey returns the idempotency key ([Task.IdempotencyKey]) of the
+// task a handler's ctx belongs to, or "" outside a handler. For a key per
+// side effect, append the effect's name: IdempotencyKey(ctx)+"/charge".
+func IdempotencyKey(ctx context.Context) string {
+	if t := TaskFromContext(ctx); t != nil {
+		return t.IdempotencyKey()
+	}
+	return ""
+}
+
+// isWrongLastSequence reports a failed optimistic-concurrency check (code
+// 10071, or 10164 on replicated streams).
+func isWrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// purgeSubject purges subject from stream and returns how many messages were
+// removed (the jetstream package does not report it).
+func purgeSubject(ctx context.Context, nc *nats.Conn, stream, subject string) (uint64, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	body, err := json.Marshal(struct {
+		Filter string `json:"filter"`
+	}{subject})
+	if err != nil {
+		return 0, err
+	}
+	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+stream, body)
+	if err != nil {
+		return 0, err
+	}
+	var resp struct {
+		Success bool                `json:"success"`
+		Purged  uint64              `json:"purged"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return 0, fmt.Errorf("purge %s: bad response: %w", subject, err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == jetstream.JSErrCodeStreamNotFound {
+			return 0, fmt.Errorf("%w: %w", jetstream.ErrStreamNotFound, resp.Error)
+		}
+		return 0, resp.Error
+	}
+	return resp.Purged, nil
+}

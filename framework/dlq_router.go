@@ -1,0 +1,395 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The dead-letter router moves tasks that reached their max deliveries
+// without their worker's help to the dead-letter stream. The server emits a
+// max-deliveries advisory for each of them, once, and only while someone
+// listens; the advisory stream ([streams.Names.AdvisoryStream]) listens at
+// all times, so advisories wait there while no router runs. Every worker
+// runs a router on the same durable consumer of that stream: each advisory
+// goes to one of them, and one that is not acknowledged (its router died)
+// goes to another after the ack wait.
+//
+// For an advisory the router reads the task by its sequence from the task
+// stream (not found: already routed, acknowledge), writes its record with
+// the deduplication ID "dlq-<stream>-<seq>", marks it dead in the errors
+// bucket, deletes it from the task stream and acknowledges the advisory.
+// A crash between any two steps repeats the steps on redelivery, without a
+// second record: the stream drops the duplicate within its duplicate window,
+// and the "dead" key of the errors bucket covers the time after it.
+//
+// The reconciler finds max-delivered tasks whose advisory was lost (see
+// reconciler.pass) and routes them the same way.
+
+// dlqRouterConsumer is the durable consumer of the advisory stream shared by
+// every router.
+const dlqRouterConsumer = "dlq-router"
+
+// Advisory subject prefixes.
+const (
+	advisoryMaxDeliveries = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."
+	advisoryTerminated    = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."
+)
+
+// advisory holds the fields of a consumer advisory the router reads.
+type advisory struct {
+	Time       time.Time `json:"timestamp"`
+	Stream     string    `json:"stream"`
+	Consumer   string    `json:"consumer"`
+	StreamSeq  uint64    `json:"stream_seq"`
+	Deliveries uint64    `json:"deliveries"`
+}
+
+func routerConsumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       dlqRouterConsumer,
+		Description:   "jetflow dead-letter router: moves max-delivered tasks to the dead-letter stream",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       30 * time.Second,
+		MaxDeliver:    -1,
+		MaxAckPending: 1024,
+	}
+}
+
+// service runs the router and the reconciler until ctx ends.
+func (x *dlqExt) service(ctx context.Context, _ *Worker) {
+	every := x.opts.reconcileEvery
+	if every == 0 {
+		every = DefaultReconcileInterval
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		x.core.runRouter(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		x.core.runReconciler(ctx, every)
+	}()
+	wg.Wait()
+}
+
+// sleepCtx waits d or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// runRouter routes advisories until ctx ends, recreating its consumer when
+// it disappears.
+func (c *dlqCore) runRouter(ctx context.Context) {
+	wait := time.Duration(0)
+	for {
+		err := c.routeAdvisories(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		wait = min(max(wait*2, 250*time.Millisecond), 10*time.Second)
+		c.log.Warn("jetflow dead-letter router interrupted; retrying", slog.Duration("retry_in", wait), slog.Any(LogKeyError, err))
+		if !sleepCtx(ctx, wait) {
+			return
+		}
+	}
+}
+
+// routeAdvisories consumes the advisory stream with dlqRouters handlers
+// until ctx ends or the consumer is lost.
+func (c *dlqCore) routeAdvisories(ctx context.Context) error {
+	cctx, cancel := withTimeout(ctx)
+	cons, err := c.js.CreateOrUpdateConsumer(cctx, c.names.AdvisoryStream(), routerConsumerConfig())
+	cancel()
+	if err != nil {
+		return fmt.Errorf("framework: dead-letter router consumer on %s: %w", c.names.AdvisoryStream(), err)
+	}
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	msgs := make(chan jetstream.Msg)
+	lost := make(chan error, 1)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case msgs <- m:
+		case <-rctx.Done(): // not acknowledged: redelivered after the ack wait
+		}
+	}, jetstream.PullMaxMessages(2*dlqRouters), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+			select {
+			case lost <- err:
+			default:
+			}
+		}
+	}))
+	if err != nil {
+		return fmt.Errorf("framework: dead-letter router: %w", err)
+	}
+	var wg sync.WaitGroup
+	for range dlqRouters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case m := <-msgs:
+					c.handleAdvisory(rctx, m)
+				case <-rctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-lost:
+	}
+	rcancel()
+	cc.Stop()
+	wg.Wait()
+	<-cc.Closed()
+	return err
+}
+
+// handleAdvisory routes the task of a max-deliveries advisory and
+// acknowledges the advisory; on failure it asks for a later redelivery.
+// Termination advisories are acknowledged: a worker terminates a task only
+// after writing its record.
+func (c *dlqCore) handleAdvisory(ctx context.Context, m jetstream.Msg) {
+	switch subj := m.Subject(); {
+	case strings.HasPrefix(subj, advisoryMaxDeliveries):
+	case strings.HasPrefix(subj, advisoryTerminated):
+		_ = m.Ack() // the worker wrote the record before terminating
+		return
+	default:
+		_ = m.Ack()
+		return
+	}
+	var adv advisory
+	if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 {
+		c.log.Warn("jetflow dead-letter router: unreadable advisory dropped", slog.String("subject", m.Subject()), slog.Any(LogKeyError, err))
+		_ = m.Term()
+		return
+	}
+	if adv.Stream != c.names.TaskStream() {
+		_ = m.Ack()
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, dlqOpTimeout)
+	err := c.routeAdvisory(rctx, adv)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return // stopping: another router gets it after the ack wait
+		}
+		attempt := 1
+		if md, merr := m.Metadata(); merr == nil {
+			attempt = int(md.NumDelivered)
+		}
+		delay := BackoffPolicy{Initial: time.Second, Max: time.Minute}.Delay(attempt)
+		c.log.Warn("jetflow dead-letter router could not route a task; retrying", slog.Uint64("stream_seq", adv.StreamSeq),
+			slog.String("consumer", adv.Consumer), slog.Duration("retry_in", delay), slog.Any(LogKeyError, err))
+		_ = m.NakWithDelay(delay)
+		return
+	}
+	_ = m.Ack()
+}
+
+// routeAdvisory routes the task an advisory names, if it is still in the
+// task stream and is the task the advisory was about.
+func (c *dlqCore) routeAdvisory(ctx context.Context, adv advisory) error {
+	var found *storedMsg
+	_, err := directGet(ctx, c.nc, c.names.TaskStream(), directGetRequest{Seq: adv.StreamSeq}, func(m storedMsg) error {
+		found = &m
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if found == nil {
+		return nil // routed already
+	}
+	prio, taskType, err := c.names.ParseTaskSubject(found.Subject)
+	if err != nil || c.names.ConsumerName(taskType, prio) != adv.Consumer {
+		// Not a jetflow task consumer's message: not ours to move.
+		c.log.Warn("jetflow dead-letter router: max-delivered message left in place", slog.Uint64("stream_seq", adv.StreamSeq),
+			slog.String("subject", found.Subject), slog.String("consumer", adv.Consumer))
+		return nil
+	}
+	if !adv.Time.IsZero() && found.Time.After(adv.Time.Add(time.Minute)) {
+		// Stored after the advisory was emitted: the sequence was reused by
+		// a recreated task stream, this is another task.
+		c.log.Warn("jetflow dead-letter router: stale advisory ignored", slog.Uint64("stream_seq", adv.StreamSeq),
+			slog.Time("advisory_time", adv.Time), slog.Time("message_time", found.Time))
+		return nil
+	}
+	return c.routeStored(ctx, *found, int(adv.Deliveries), routedByRouter)
+}
+
+// runReconciler runs a reconciliation pass every interval (with ±10 %
+// jitter, so that workers do not all ask at once) until ctx ends.
+func (c *dlqCore) runReconciler(ctx context.Context, every time.Duration) {
+	r := &reconciler{c: c}
+	next := func() time.Duration {
+		return every - every/10 + rand.N(every/5+1)
+	}
+	// The first pass comes early: it only collects candidates.
+	if !sleepCtx(ctx, rand.N(min(every, time.Second)+1)) {
+		return
+	}
+	for {
+		n, err := r.pass(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			c.log.Warn("jetflow dead-letter reconciler pass failed", slog.Any(LogKeyError, err))
+		} else if n > 0 {
+			c.log.Warn("jetflow dead-letter reconciler routed tasks whose advisory was lost", slog.Int("tasks", n))
+		}
+		if !sleepCtx(ctx, next()) {
+			return
+		}
+	}
+}
+
+// reconcileCap bounds the candidates one pass keeps per consumer; the rest
+// are found by later passes.
+const reconcileCap = 10000
+
+// reconcileGrace is the time between the two passes of
+// [DeadLetters.Reconcile].
+const reconcileGrace = 2 * time.Second
+
+// reconciler finds tasks that reached their max deliveries but were never
+// routed, because the advisory was lost (no advisory stream at the time, a
+// cluster losing it during a leader change) or dropped.
+//
+// The server keeps such a task in the task stream and delivers it no more.
+// For the consumer of its work subject it is neither pending (in flight or
+// waiting for a redelivery) nor undelivered; an acknowledged or terminated
+// task is gone from the stream (work-queue retention). So a task that is
+// still stored and that the consumer has delivered and no longer awaits an
+// ack for is max-delivered. The consumer's info gives two safe bounds for
+// "delivered and no longer awaited":
+//
+//   - every sequence up to the ack floor (the floor only passes resolved
+//     tasks; measured on nats-server 2.15: a max-delivered task does not move
+//     the floor itself, the next acknowledgement moves it past);
+//   - when the consumer has no pending acks at all, every sequence up to the
+//     last delivered one.
+//
+// In-flight tasks are pending and waiting tasks are beyond the delivered
+// sequence, so neither is ever a candidate. One race remains: the server
+// moves the ack floor a moment before it deletes an acknowledged task. A
+// candidate is therefore routed only when a later pass, at least a grace
+// period after, still finds it stored under the same consumer (same creation
+// time): an acknowledged task is deleted within milliseconds, a
+// max-delivered one stays.
+type reconciler struct {
+	c    *dlqCore
+	prev map[string]candidates // by consumer name
+}
+
+type candidates struct {
+	created time.Time
+	seqs    map[uint64]struct{}
+	max     uint64
+}
+
+// pass looks at every task consumer once, routes the candidates of the
+// previous pass that are confirmed and remembers the new ones. It returns
+// the number of tasks routed.
+func (r *reconciler) pass(ctx context.Context) (int, error) {
+	c := r.c
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ts, err := c.stream(ctx, c.names.TaskStream())
+	if err != nil {
+		return 0, err
+	}
+	info, err := ts.Info(ctx, jetstream.WithSubjectFilter(c.names.TaskWildcard()))
+	if err != nil {
+		return 0, fmt.Errorf("framework: reconcile: task stream info: %w", err)
+	}
+	counts := info.State.Subjects
+	var infos []*jetstream.ConsumerInfo
+	lister := ts.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		infos = append(infos, ci)
+	}
+	if err := lister.Err(); err != nil {
+		return 0, fmt.Errorf("framework: reconcile: list consumers: %w", err)
+	}
+	next := make(map[string]candidates)
+	routed := 0
+	var errs []error
+	for _, ci := range infos {
+		filter := ci.Config.FilterSubject
+		if _, _, err := c.names.ParseTaskSubject(filter); err != nil {
+			continue // not a task consumer
+		}
+		prev := r.prev[ci.Name]
+		if !prev.created.Equal(ci.Created) {
+			prev = candidates{}
+		}
+		// Stored tasks that are neither undelivered nor pending: leftovers
+		// (up to races between the two snapshots).
+		extra := int64(counts[filter]) - int64(ci.NumPending) - int64(ci.NumAckPending)
+		if extra <= 0 && len(prev.seqs) == 0 {
+			continue
+		}
+		bound := ci.AckFloor.Stream
+		if ci.NumAckPending == 0 {
+			bound = ci.Delivered.Stream
+		}
+		cur := candidates{created: ci.Created, seqs: make(map[uint64]struct{})}
+		err := scanStream(ctx, c.nc, c.names.TaskStream(), filter, 1, max(bound, prev.max), time.Time{}, 256,
+			func(m storedMsg) (bool, error) {
+				if _, ok := prev.seqs[m.Seq]; ok {
+					if err := c.routeStored(ctx, m, ci.Config.MaxDeliver, routedByReconciler); err != nil {
+						errs = append(errs, err)
+						cur.add(m.Seq) // try again next pass
+					} else {
+						routed++
+					}
+					return true, nil
+				}
+				if m.Seq <= bound && len(cur.seqs) < reconcileCap {
+					cur.add(m.Seq)
+				}
+				return true, nil
+			})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("framework: reconcile %s: %w", ci.Name, err))
+			cur = prev // keep what we knew
+		}
+		if len(cur.seqs) > 0 {
+			next[ci.Name] = cur
+		}
+	}
+	r.prev = next
+	return routed, errors.Join(errs...)
+}
+
+func (cs *candidates) add(seq uint64) {
+	cs.seqs[seq] = struct{}{}
+	cs.max = max(cs.max, seq)
+}

@@ -1,0 +1,469 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Task state tracking keeps one record per task, under the task ID, in the
+// KV bucket [streams.Names.StateBucket] ("JETFLOW_STATE"). Writers never wait:
+// a record is an asynchronous publish to "$KV.<bucket>.<key>" whose
+// acknowledgement is only checked for errors. See docs/state.md.
+
+// TaskState is the lifecycle state of a task, as recorded by state tracking.
+type TaskState string
+
+// Task states.
+const (
+	// StatePending: enqueued, waiting for a worker.
+	StatePending TaskState = "pending"
+	// StateScheduled: delayed, waiting in a server-side schedule.
+	StateScheduled TaskState = "scheduled"
+	// StateRunning: a handler is running it.
+	StateRunning TaskState = "running"
+	// StateRetrying: an attempt failed; it will be retried at NextAttemptAt.
+	StateRetrying TaskState = "retrying"
+	// StateSucceeded: the handler returned nil and the task was acknowledged.
+	StateSucceeded TaskState = "succeeded"
+	// StateFailed: it failed for good (permanent error or last attempt)
+	// and no dead-letter record was written by the worker.
+	StateFailed TaskState = "failed"
+	// StateDead: it failed for good and is in the dead-letter stream.
+	StateDead TaskState = "dead"
+	// StateCancelled: cancelled before it ran ([Inspector.CancelTask]).
+	StateCancelled TaskState = "cancelled"
+)
+
+// Final reports whether s is an end state: succeeded, failed, dead or
+// cancelled.
+func (s TaskState) Final() bool {
+	switch s {
+	case StateSucceeded, StateFailed, StateDead, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// TaskRecord is the state record of one task. Each write replaces the whole
+// record; fields a writer does not know are left empty.
+type TaskRecord struct {
+	ID       string    `json:"id"`
+	Type     string    `json:"type,omitempty"`
+	Priority Priority  `json:"priority"`
+	State    TaskState `json:"state"`
+	// Attempt is the current or last attempt, from 1; MaxAttempts the limit.
+	Attempt     int `json:"attempt,omitempty"`
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Error is the error of the last failed attempt (at most 1 KiB).
+	Error string `json:"error,omitempty"`
+	// Schedule names the repeating schedule that fired the task.
+	Schedule string `json:"schedule,omitempty"`
+	// Sequence is the task message's sequence in its stream.
+	Sequence     uint64    `json:"seq,omitempty"`
+	EnqueuedAt   time.Time `json:"enqueued_at,omitzero"`
+	ScheduledFor time.Time `json:"scheduled_for,omitzero"`
+	// StartedAt is when the current or last attempt started.
+	StartedAt time.Time `json:"started_at,omitzero"`
+	// FinishedAt is when the task reached a final state.
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// NextAttemptAt is when a retrying task runs again.
+	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
+	// UpdatedAt is when the record was written.
+	UpdatedAt time.Time `json:"updated_at"`
+	// Result is the JSON value the handler stored with [SetResult].
+	Result json.RawMessage `json:"result,omitempty"`
+	// Revision is the record's KV revision. It is not stored.
+	Revision uint64 `json:"-"`
+}
+
+// DecodeResult decodes the record's result into v.
+func (r *TaskRecord) DecodeResult(v any) error {
+	if len(r.Result) == 0 {
+		return fmt.Errorf("%w: task %s has no result", ErrNotFound, r.ID)
+	}
+	return json.Unmarshal(r.Result, v)
+}
+
+// State tracking defaults and limits.
+const (
+	// DefaultStateTTL is how long a task record is kept after its last write.
+	DefaultStateTTL = 7 * 24 * time.Hour
+	// MaxResultBytes is the largest JSON result [SetResult] accepts.
+	MaxResultBytes = 4096
+	// maxRecordError bounds the error text of a record.
+	maxRecordError = 1024
+)
+
+// Sentinel errors of state tracking and the effects ledger.
+var (
+	// ErrNoTask reports a call that needs a task's context ([SetResult],
+	// [Once]) made outside a handler.
+	ErrNoTask = errors.New("framework: not called from a task handler")
+	// ErrResultTooLarge reports a [SetResult] value above [MaxResultBytes].
+	ErrResultTooLarge = errors.New("framework: task result too large")
+)
+
+// stateOptions configure state tracking of a client or worker.
+type stateOptions struct {
+	disabled bool          // WithStateTracking(false)
+	ttl      time.Duration // WithStateTTL; 0 means DefaultStateTTL
+	writer   *stateWriter  // set at NewClient / NewWorker when enabled
+}
+
+// WithStateTracking turns task state records on or off. On a client it
+// controls the "pending" and "scheduled" records written at enqueue; on a
+// worker, the records written as tasks run (see [WithTypeStateTracking] for
+// one type). Default on.
+func WithStateTracking(enabled bool) Option {
+	return func(o *options) error { o.state.disabled = !enabled; return nil }
+}
+
+// WithStateTTL sets how long task records are kept after their last write:
+// the MaxAge of the state bucket, applied when a worker creates or updates
+// it ([EnsureBuckets]). Workers only. Default 7 days.
+func WithStateTTL(d time.Duration) Option {
+	return func(o *options) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: state TTL %v, want ≥ 1s", ErrInvalidOption, d)
+		}
+		o.state.ttl = d
+		return nil
+	}
+}
+
+// WithTypeStateTracking turns task state records of one task type on or
+// off, when the worker tracks state ([WithStateTracking]). Default on.
+func WithTypeStateTracking(enabled bool) HandlerOption {
+	return func(c *handlerConfig) error { c.noState = !enabled; return nil }
+}
+
+// EnsureBuckets creates the task state and effects KV buckets, or updates
+// their TTLs ([WithStateTTL], [WithEffectsTTL]), with the task stream's
+// storage and replica count. Workers call it at start; call it yourself
+// before enqueueing with a client while no worker ever ran, or the first
+// "pending" records are lost. The task stream must exist.
+func EnsureBuckets(ctx context.Context, js jetstream.JetStream, opts ...Option) error {
+	o, err := newOptions(opts)
+	if err != nil {
+		return err
+	}
+	return ensureBuckets(ctx, js, o)
+}
+
+func ensureBuckets(ctx context.Context, js jetstream.JetStream, o *options) error {
+	names := o.names
+	s, err := js.Stream(ctx, names.TaskStream())
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("framework: ensure buckets: %w: %w", ErrTopologyMissing, err)
+		}
+		return fmt.Errorf("framework: ensure buckets: %w", err)
+	}
+	cfg := s.CachedInfo().Config
+	stateTTL := o.state.ttl
+	if stateTTL == 0 {
+		stateTTL = DefaultStateTTL
+	}
+	effectsTTL := o.effects.ttl
+	if effectsTTL == 0 {
+		effectsTTL = DefaultEffectsTTL
+	}
+	for _, kv := range []jetstream.KeyValueConfig{
+		{
+			Bucket:      names.StateBucket(),
+			Description: "jetflow task state: one record per task ID",
+			History:     1,
+			TTL:         stateTTL,
+		},
+		{
+			Bucket:      names.EffectsBucket(),
+			Description: "jetflow effects ledger: side effects applied per task (framework.Once)",
+			History:     1,
+			TTL:         effectsTTL,
+		},
+	} {
+		kv.Storage, kv.Replicas = cfg.Storage, cfg.Replicas
+		if err := ensureBucket(ctx, js, kv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureBucket creates a bucket, or updates its TTL when it differs. Other
+// settings an operator changed are kept.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) error {
+	kv, err := js.KeyValue(ctx, want.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		_, err = js.CreateKeyValue(ctx, want)
+		if err == nil || errors.Is(err, jetstream.ErrBucketExists) {
+			return nil
+		}
+		return fmt.Errorf("framework: create bucket %s: %w", want.Bucket, err)
+	}
+	if err != nil {
+		return fmt.Errorf("framework: bucket %s: %w", want.Bucket, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("framework: bucket %s: %w", want.Bucket, err)
+	}
+	if st.TTL() == want.TTL {
+		return nil
+	}
+	si := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+	cfg := si.Config
+	cfg.MaxAge = want.TTL
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("framework: bucket %s: set TTL %v: %w", want.Bucket, want.TTL, err)
+	}
+	return nil
+}
+
+// stateWriter writes task records with asynchronous publishes.
+type stateWriter struct {
+	js     jetstream.JetStream
+	prefix string // "$KV.<bucket>."
+	log    *slog.Logger
+	errs   atomic.Uint64
+}
+
+func newStateWriter(nc *nats.Conn, names streams.Names, log *slog.Logger) (*stateWriter, error) {
+	sw := &stateWriter{prefix: "$KV." + names.StateBucket() + ".", log: log}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(DefaultMaxPending),
+		jetstream.WithPublishAsyncErrHandler(sw.failed))
+	if err != nil {
+		return nil, fmt.Errorf("framework: state tracking: %w", err)
+	}
+	sw.js = js
+	return sw, nil
+}
+
+// write publishes rec without waiting. With onlyIfNew the record is stored
+// only when the task has none yet (an enqueue must not overwrite what a
+// worker already wrote).
+func (sw *stateWriter) write(rec *TaskRecord, onlyIfNew bool) {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		sw.fail(rec.ID, err)
+		return
+	}
+	msg := &nats.Msg{Subject: sw.prefix + stateKey(rec.ID), Data: data}
+	if onlyIfNew {
+		msg.Header = nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{"0"}}
+	}
+	if _, err := sw.js.PublishMsgAsync(msg); err != nil {
+		sw.fail(rec.ID, err)
+	}
+}
+
+// failed is the asynchronous publish error handler.
+func (sw *stateWriter) failed(_ jetstream.JetStream, msg *nats.Msg, err error) {
+	if msg.Header.Get(jetstream.ExpectedLastSubjSeqHeader) == "0" && isWrongLastSequence(err) {
+		return // a worker wrote the record first: expected
+	}
+	sw.fail(strings.TrimPrefix(msg.Subject, sw.prefix), err)
+}
+
+func (sw *stateWriter) fail(key string, err error) {
+	n := sw.errs.Add(1)
+	if n == 1 || n%1000 == 0 {
+		hint := ""
+		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+			hint = " (does the state bucket exist? see framework.EnsureBuckets)"
+		}
+		sw.log.Warn("jetflow could not write a task state record"+hint,
+			slog.String("key", key), slog.Uint64("failures", n), slog.Any(LogKeyError, err))
+	}
+}
+
+// stateKey maps a task ID to its KV key, one to one. IDs made of A-Z a-z
+// 0-9 _ - (every generated ID, and the IDs of scheduled ticks) are their own
+// key; any other byte, '=' included, is written "=XX" in hex, so "a:b"
+// becomes "a=3Ab".
+func stateKey(id string) string {
+	clean := true
+	for i := 0; i < len(id) && clean; i++ {
+		clean = keySafe(id[i])
+	}
+	if clean && id != "" {
+		return id
+	}
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(id) + 8)
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if keySafe(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('=')
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&15])
+	}
+	if b.Len() == 0 {
+		return "=" // the empty ID
+	}
+	return b.String()
+}
+
+func keySafe(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
+}
+
+// installClientState makes c write "pending" and "scheduled" records after
+// each enqueue, unless state tracking is off.
+func (c *Client) installClientState() {
+	o := c.opts
+	if o.state.disabled {
+		return
+	}
+	sw, err := newStateWriter(c.nc, c.names, o.logger)
+	if err != nil {
+		o.logger.Warn("jetflow state tracking disabled", slog.Any(LogKeyError, err))
+		return
+	}
+	o.state.writer = sw
+	user := o.hooks.Enqueued
+	o.hooks.Enqueued = func(info TaskInfo) {
+		if !info.Duplicate {
+			now := time.Now().UTC()
+			rec := TaskRecord{ID: info.ID, Type: info.Type, Priority: info.Priority, State: StatePending,
+				Sequence: info.Sequence, EnqueuedAt: now, UpdatedAt: now}
+			if !info.ScheduledFor.IsZero() {
+				rec.State, rec.ScheduledFor, rec.Sequence = StateScheduled, info.ScheduledFor.UTC(), 0
+			}
+			sw.write(&rec, true)
+		}
+		if user != nil {
+			user(info)
+		}
+	}
+}
+
+// installState gives w its state tracking extension, unless it is off. The
+// extension ensures the state and effects buckets at start.
+func (w *Worker) installState() {
+	o := w.opts
+	if o.state.disabled {
+		return // Once creates the effects bucket when first used
+	}
+	sw, err := newStateWriter(w.nc, w.names, w.log)
+	if err != nil {
+		w.log.Warn("jetflow state tracking disabled", slog.Any(LogKeyError, err))
+		return
+	}
+	o.state.writer = sw
+	w.addExtension(extension{
+		name: "state",
+		prepare: func(ctx context.Context, w *Worker) error {
+			return ensureBuckets(ctx, w.js, w.opts)
+		},
+		hooks: Hooks{
+			Started:   w.stateStarted,
+			Succeeded: w.stateSucceeded,
+			Retried:   w.stateRetried,
+			Failed:    w.stateFailed,
+		},
+	})
+}
+
+// stateRecord starts the record of t in state st.
+func (w *Worker) stateRecord(t *Task, st TaskState, now time.Time) *TaskRecord {
+	rec := &TaskRecord{
+		ID: t.ID, Type: t.Type, Priority: t.Priority, State: st,
+		Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, Sequence: t.Sequence,
+		EnqueuedAt: t.EnqueuedAt.UTC(), UpdatedAt: now,
+		Schedule: t.Header(HeaderSchedule),
+	}
+	if !t.ScheduledFor.IsZero() {
+		rec.ScheduledFor = t.ScheduledFor.UTC()
+	}
+	return rec
+}
+
+// stateTracked reports whether t's type has state tracking.
+func (w *Worker) stateTracked(t *Task) bool {
+	tt := w.types[t.Type]
+	return tt != nil && !tt.cfg.noState
+}
+
+func (w *Worker) stateStarted(t *Task) {
+	if !w.stateTracked(t) {
+		return
+	}
+	now := time.Now().UTC()
+	rec := w.stateRecord(t, StateRunning, now)
+	rec.StartedAt = now
+	w.opts.state.writer.write(rec, false)
+}
+
+func (w *Worker) stateSucceeded(t *Task, took time.Duration) {
+	if !w.stateTracked(t) {
+		return
+	}
+	now := time.Now().UTC()
+	rec := w.stateRecord(t, StateSucceeded, now)
+	rec.StartedAt, rec.FinishedAt, rec.Result = now.Add(-took), now, t.result
+	w.opts.state.writer.write(rec, false)
+}
+
+func (w *Worker) stateRetried(t *Task, err error, delay time.Duration) {
+	if !w.stateTracked(t) {
+		return
+	}
+	now := time.Now().UTC()
+	rec := w.stateRecord(t, StateRetrying, now)
+	rec.Error, rec.NextAttemptAt = truncate(err.Error(), maxRecordError), now.Add(delay)
+	w.opts.state.writer.write(rec, false)
+}
+
+func (w *Worker) stateFailed(t *Task, err error) {
+	if !w.stateTracked(t) {
+		return
+	}
+	now := time.Now().UTC()
+	st := StateFailed
+	if w.deadLetterFunc() != nil {
+		// The worker wrote the dead-letter record before terminating it.
+		st = StateDead
+	}
+	rec := w.stateRecord(t, st, now)
+	rec.Error, rec.FinishedAt = truncate(err.Error(), maxRecordError), now
+	w.opts.state.writer.write(rec, false)
+}
+
+// SetResult stores v, encoded as JSON, with the succeeded record of the
+// task a handler's ctx belongs to; [Inspector.GetTask] returns it. Call it
+// before the handler returns; a later call replaces the value. It returns
+// [ErrNoTask] outside a handler and [ErrResultTooLarge] above
+// [MaxResultBytes]. Without state tracking the value is dropped.
+func SetResult(ctx context.Context, v any) error {
+	t := TaskFromContext(ctx)
+	if t == nil {
+		return ErrNoTask
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("framework: set result of task %s: %w", t.ID, err)
+	}
+	if len(data) > MaxResultBytes {
+		return fmt.Errorf("%w: %d bytes, the limit is %d; store large results elsewhere and keep a reference",
+			ErrResultTooLarge, len(data), MaxResultBytes)
+	}
+	t.result = data
+	return nil
+}

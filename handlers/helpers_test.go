@@ -1,0 +1,147 @@
+package handlers_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+// records is a slog.Handler that keeps every record, with the attributes
+// added by With flattened into it.
+type records struct {
+	mu    *sync.Mutex
+	all   *[]record
+	attrs []slog.Attr
+}
+
+type record struct {
+	level slog.Level
+	msg   string
+	attrs map[string]slog.Value
+}
+
+func newRecords() *records {
+	return &records{mu: new(sync.Mutex), all: new([]record)}
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	m := make(map[string]slog.Value)
+	for _, a := range r.attrs {
+		m[a.Key] = a.Value
+	}
+	rec.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value; return true })
+	r.mu.Lock()
+	*r.all = append(*r.all, record{level: rec.Level, msg: rec.Message, attrs: m})
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *records) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *r
+	c.attrs = append(append([]slog.Attr(nil), r.attrs...), as...)
+	return &c
+}
+
+func (r *records) WithGroup(string) slog.Handler { return r }
+
+func (r *records) snapshot() []record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]record(nil), *r.all...)
+}
+
+// find returns the records with message msg.
+func (r *records) find(msg string) []record {
+	var out []record
+	for _, rec := range r.snapshot() {
+		if rec.msg == msg {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// env is one embedded server with the topology ensured and a client.
+type env struct {
+	srv *testutil.Server
+	cl  *framework.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	srv := testutil.RunServer(t)
+	nc, js := testutil.JetStream(t, srv)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+		t.Fatalf("ensure: %v", err)
+	}
+	cl, err := framework.NewClient(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{srv: srv, cl: cl}
+}
+
+// worker returns a worker on its own connection; start it with start.
+func (e *env) worker(t *testing.T, opts ...framework.Option) *framework.Worker {
+	t.Helper()
+	w, err := framework.NewWorker(testutil.Connect(t, e.srv), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func start(t *testing.T, w *framework.Worker) {
+	t.Helper()
+	if err := w.Start(t.Context()); err != nil {
+		t.Fatalf("start worker: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := w.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+}
+
+func (e *env) enqueue(t *testing.T, taskType string, payload any, opts ...framework.EnqueueOption) framework.TaskInfo {
+	t.Helper()
+	info, err := e.cl.Enqueue(t.Context(), taskType, payload, opts...)
+	if err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	return info
+}
+
+// outcome is what the worker's hooks report for one task.
+type outcome struct {
+	event   string // "succeeded", "retried" or "failed"
+	attempt int
+	err     error
+}
+
+// outcomes returns hooks that send every outcome to the returned channel.
+func outcomes() (framework.Hooks, <-chan outcome) {
+	ch := make(chan outcome, 64)
+	return framework.Hooks{
+		Succeeded: func(t *framework.Task, _ time.Duration) { ch <- outcome{"succeeded", t.Attempt, nil} },
+		Retried:   func(t *framework.Task, err error, _ time.Duration) { ch <- outcome{"retried", t.Attempt, err} },
+		Failed:    func(t *framework.Task, err error) { ch <- outcome{"failed", t.Attempt, err} },
+	}, ch
+}
+
+// fastRetries keeps retry delays short in tests.
+func fastRetries() framework.HandlerOption {
+	return framework.WithBackoff(framework.BackoffPolicy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond})
+}

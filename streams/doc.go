@@ -1,0 +1,71 @@
+// Package streams declares jetflow's JetStream topology: the subject scheme,
+// the streams and the per-task-type consumers, and [Ensure], which creates or
+// updates them idempotently. Package framework builds on it; operators can
+// use it to review or reproduce the configuration.
+//
+// # Names and subjects
+//
+// Every name derives from one prefix ([Config].Prefix, default
+// [DefaultPrefix], "jetflow"), so several applications can share a NATS
+// account. [NewNames] (or [MustNames] for constants) returns the [Names] of a
+// prefix, which build every subject and resource name:
+//
+//	jetflow.task.<priority>.<type>   work subjects
+//	jetflow.sched.<taskID>           one-shot delayed tasks
+//	jetflow.cron.<name>              repeating schedules
+//	jetflow.dlq.<type>               dead letters
+//	JETFLOW_TASKS                    task stream
+//	JETFLOW_DLQ                      dead-letter stream
+//	JETFLOW_ADVISORIES               advisory stream
+//	<type>-<priority>                consumers (dots in the type become '_')
+//
+// See [Names.TaskSubject], [Names.ScheduleSubject], [Names.CronSubject],
+// [Names.DLQSubject], [Names.TaskStream] and [Names.ConsumerName].
+// A task type is a dotted name of tokens made of [a-z0-9_-], such as
+// "payments.charge" ([ValidateTaskType]); task IDs and schedule names are
+// single subject tokens ([ValidateID]). [Names.ParseTaskSubject] splits a
+// work subject back into priority and type.
+//
+// # Priorities
+//
+// A [Priority] is one of [PriorityCritical], [PriorityHigh], [PriorityNormal]
+// (the zero value) and [PriorityLow]; [Priorities] lists them from highest to
+// lowest. It is encoded as a subject token because JetStream has no
+// per-message priority: each (type, priority) pair gets its own consumer, and
+// the worker decides which consumer to serve first.
+//
+// # Streams
+//
+// [Ensure] creates or updates three streams described by a [Config] (replica
+// count, storage, duplicate window, retention of dead letters and
+// advisories):
+//
+//   - the task stream (work-queue retention, message schedules allowed),
+//     holding the work, schedule and cron subjects among others: a task is
+//     deleted when it is acknowledged;
+//   - the dead-letter stream (limits retention, 30 days by default);
+//   - the advisory stream, capturing the task stream's max-deliveries and
+//     message-terminated advisories, which the server only publishes on core
+//     NATS, once.
+//
+// [StreamConfigs] returns the exact configurations. Ensure is safe to call
+// from many processes at once and keeps settings it does not manage (for
+// example limits an operator added).
+//
+// # Consumers
+//
+// [EnsureConsumer] creates or updates the durable pull consumer of a
+// [ConsumerSpec]: one per (task type, priority), filtering that pair's work
+// subject, with explicit acks. Its MaxDeliver, AckWait and MaxAckPending are
+// the type's attempt limit, ack wait and cluster-wide in-flight cap
+// ([ConsumerConfig] shows the mapping and defaults). A pause set on the
+// consumer is kept across updates.
+//
+// # Drift
+//
+// Some settings cannot change in place (a stream's retention or storage).
+// Ensure then reports them in [Report] and returns a *[DriftError] wrapping
+// [ErrDrift]; fix them by hand or change the [Config]. EnsureConsumer refuses
+// with ErrDrift a consumer whose name belongs to another task type (for
+// example "a.b" and "a_b" share a consumer name).
+package streams

@@ -1,0 +1,268 @@
+package streams_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+func jsContext(t *testing.T) (context.Context, jetstream.JetStream) {
+	t.Helper()
+	srv := testutil.RunServer(t)
+	_, js := testutil.JetStream(t, srv)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx, js
+}
+
+func streamConfig(t *testing.T, ctx context.Context, js jetstream.JetStream, name string) jetstream.StreamConfig {
+	t.Helper()
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatalf("stream %s: %v", name, err)
+	}
+	return s.CachedInfo().Config
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+func TestEnsureIsIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx, js := jsContext(t)
+	all := []string{"JETFLOW_ADVISORIES", "JETFLOW_DLQ", "JETFLOW_TASKS"}
+
+	rep, err := streams.Ensure(ctx, js, streams.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sorted(rep.Created), all) || len(rep.Updated)+len(rep.Unchanged)+len(rep.Drift) != 0 {
+		t.Fatalf("first Ensure: %+v", rep)
+	}
+	tasks := streamConfig(t, ctx, js, "JETFLOW_TASKS")
+	if tasks.Retention != jetstream.WorkQueuePolicy || !tasks.AllowMsgSchedules || !tasks.AllowAtomicPublish ||
+		tasks.Duplicates != streams.DefaultDuplicateWindow || tasks.Replicas != 1 {
+		t.Errorf("task stream config %+v", tasks)
+	}
+	if dlq := streamConfig(t, ctx, js, "JETFLOW_DLQ"); dlq.Retention != jetstream.LimitsPolicy || dlq.MaxAge != streams.DefaultDLQMaxAge {
+		t.Errorf("DLQ config %+v", dlq)
+	}
+
+	rep, err = streams.Ensure(ctx, js, streams.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sorted(rep.Unchanged), all) || len(rep.Created)+len(rep.Updated)+len(rep.Drift) != 0 {
+		t.Fatalf("second Ensure: %+v", rep)
+	}
+}
+
+func TestEnsureUpdatesDuplicateWindowAndKeepsForeignFields(t *testing.T) {
+	t.Parallel()
+	ctx, js := jsContext(t)
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	// An operator caps the DLQ by message count: Ensure does not manage
+	// that field and must keep it.
+	dlq := streamConfig(t, ctx, js, "JETFLOW_DLQ")
+	dlq.MaxMsgs = 1000
+	if _, err := js.UpdateStream(ctx, dlq); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := streams.Ensure(ctx, js, streams.Config{DuplicateWindow: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"JETFLOW_DLQ", "JETFLOW_TASKS"}; !slices.Equal(sorted(rep.Updated), want) {
+		t.Fatalf("Updated %v, want %v (report %+v)", rep.Updated, want, rep)
+	}
+	if d := streamConfig(t, ctx, js, "JETFLOW_TASKS").Duplicates; d != time.Minute {
+		t.Errorf("task stream Duplicates = %v, want 1m", d)
+	}
+	if m := streamConfig(t, ctx, js, "JETFLOW_DLQ").MaxMsgs; m != 1000 {
+		t.Errorf("operator's DLQ MaxMsgs = %d after Ensure, want kept at 1000", m)
+	}
+	rep, err = streams.Ensure(ctx, js, streams.Config{DuplicateWindow: time.Minute})
+	if err != nil || len(rep.Unchanged) != 3 {
+		t.Fatalf("Ensure again: %+v, %v", rep, err)
+	}
+}
+
+func TestEnsureReportsDrift(t *testing.T) {
+	t.Parallel()
+	ctx, js := jsContext(t)
+	// Someone created the task stream by hand, with the wrong retention.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:      "JETFLOW_TASKS",
+		Subjects:  []string{"jetflow.task.>"},
+		Retention: jetstream.LimitsPolicy,
+		Storage:   jetstream.MemoryStorage,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := streams.Ensure(ctx, js, streams.Config{})
+	var de *streams.DriftError
+	if !errors.As(err, &de) || !errors.Is(err, streams.ErrDrift) {
+		t.Fatalf("Ensure = %v (%T), want *DriftError", err, err)
+	}
+	fields := map[string]streams.Drift{}
+	for _, d := range de.Drift {
+		if d.Resource != "JETFLOW_TASKS" {
+			t.Errorf("drift on %s: %v", d.Resource, d)
+		}
+		fields[d.Field] = d
+	}
+	if d, ok := fields["Retention"]; !ok || d.Want != jetstream.WorkQueuePolicy.String() || d.Have != jetstream.LimitsPolicy.String() {
+		t.Errorf("retention drift %+v missing or wrong in %v", d, de.Drift)
+	}
+	if _, ok := fields["Storage"]; !ok {
+		t.Errorf("storage drift missing in %v", de.Drift)
+	}
+	if !slices.Equal(rep.Drift, de.Drift) {
+		t.Errorf("Report.Drift %v differs from the error's %v", rep.Drift, de.Drift)
+	}
+	if !strings.Contains(err.Error(), "JETFLOW_TASKS: Retention is Limits, want WorkQueue") {
+		t.Errorf("error %q does not say what differs", err)
+	}
+	// The other streams are still ensured.
+	if !slices.Contains(rep.Created, "JETFLOW_DLQ") || !slices.Contains(rep.Created, "JETFLOW_ADVISORIES") {
+		t.Errorf("report %+v", rep)
+	}
+}
+
+func TestEnsureConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx, js := jsContext(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			_, err := streams.Ensure(ctx, js, streams.Config{})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("concurrent Ensure: %v", err)
+		}
+	}
+}
+
+func TestEnsureConfigErrors(t *testing.T) {
+	t.Parallel()
+	if _, err := streams.StreamConfigs(streams.Config{Replicas: 7}); err == nil || !strings.Contains(err.Error(), "replicas") {
+		t.Errorf("Replicas 7: %v", err)
+	}
+	if _, err := streams.StreamConfigs(streams.Config{Prefix: "Bad"}); !errors.Is(err, streams.ErrInvalidPrefix) {
+		t.Errorf("Prefix Bad: %v", err)
+	}
+	cfgs, err := streams.StreamConfigs(streams.Config{Prefix: "billing", Replicas: 3, MaxTaskBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfgs[0].Name != "BILLING_TASKS" || cfgs[0].Replicas != 3 || cfgs[0].MaxBytes != 1<<30 ||
+		!slices.Contains(cfgs[0].Subjects, "billing.sched.>") {
+		t.Errorf("task stream config %+v", cfgs[0])
+	}
+}
+
+func TestEnsureConsumer(t *testing.T) {
+	t.Parallel()
+	ctx, js := jsContext(t)
+	names := streams.MustNames("")
+	spec := streams.ConsumerSpec{TaskType: "a.b", Priority: streams.PriorityHigh}
+
+	if _, err := streams.EnsureConsumer(ctx, js, names, spec); !errors.Is(err, jetstream.ErrStreamNotFound) ||
+		!strings.Contains(err.Error(), "streams.Ensure") {
+		t.Fatalf("EnsureConsumer without stream = %v, want a hint to call Ensure", err)
+	}
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := streams.EnsureConsumer(ctx, js, names, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.CachedInfo().Config
+	if cfg.Durable != "a_b-high" || cfg.FilterSubject != "jetflow.task.high.a.b" || cfg.AckPolicy != jetstream.AckExplicitPolicy ||
+		cfg.MaxDeliver != streams.DefaultMaxDeliver || cfg.AckWait != streams.DefaultAckWait ||
+		cfg.MaxAckPending != streams.DefaultMaxAckPending || cfg.Metadata[streams.MetaTaskType] != "a.b" ||
+		cfg.Metadata[streams.MetaPriority] != "high" {
+		t.Errorf("consumer config %+v", cfg)
+	}
+
+	// "a_b" maps to the same consumer name: refused, not silently shared.
+	_, err = streams.EnsureConsumer(ctx, js, names, streams.ConsumerSpec{TaskType: "a_b", Priority: streams.PriorityHigh})
+	if !errors.Is(err, streams.ErrDrift) || !strings.Contains(err.Error(), "a_b-high") {
+		t.Fatalf("colliding consumer: %v, want ErrDrift naming the consumer", err)
+	}
+
+	// A changed limit is updated in place, and a pause survives it.
+	until := time.Now().Add(time.Hour).UTC()
+	if _, err := js.PauseConsumer(ctx, names.TaskStream(), "a_b-high", until); err != nil {
+		t.Fatal(err)
+	}
+	spec.MaxDeliver = 3
+	spec.AckWait = 5 * time.Second
+	c, err = streams.EnsureConsumer(ctx, js, names, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.Config.MaxDeliver != 3 || ci.Config.AckWait != 5*time.Second {
+		t.Errorf("updated config %+v", ci.Config)
+	}
+	if !ci.Paused || ci.Config.PauseUntil == nil || !ci.Config.PauseUntil.Equal(until) {
+		t.Errorf("pause lost by the update: paused=%v until=%v", ci.Paused, ci.Config.PauseUntil)
+	}
+
+	for _, bad := range []streams.ConsumerSpec{{TaskType: "A"}, {TaskType: "a", Priority: 9}} {
+		if _, err := streams.EnsureConsumer(ctx, js, names, bad); !errors.Is(err, streams.ErrInvalidTaskType) &&
+			!errors.Is(err, streams.ErrInvalidPriority) {
+			t.Errorf("spec %+v: %v", bad, err)
+		}
+	}
+}
+
+func TestPrefixesDoNotShareStreams(t *testing.T) {
+	t.Parallel()
+	ctx, js := jsContext(t)
+	// Two apps whose prefixes differ only by '-' versus '_' must not end up
+	// on the same streams: the second Ensure would take the first app's
+	// subjects away.
+	a, b := streams.MustNames("my-app"), streams.MustNames("my_app")
+	if a.TaskStream() == b.TaskStream() || a.StateBucket() == b.StateBucket() {
+		t.Fatalf("prefixes my-app and my_app share stream %s", a.TaskStream())
+	}
+	for _, p := range []string{"my-app", "my_app"} {
+		rep, err := streams.Ensure(ctx, js, streams.Config{Prefix: p})
+		if err != nil {
+			t.Fatalf("Ensure %s: %v", p, err)
+		}
+		if len(rep.Created) != 3 {
+			t.Errorf("Ensure %s: %+v, want three new streams", p, rep)
+		}
+	}
+	if subj := streamConfig(t, ctx, js, a.TaskStream()).Subjects; !slices.Contains(subj, "my-app.task.>") {
+		t.Errorf("%s lost its subjects: %v", a.TaskStream(), subj)
+	}
+}

@@ -1,0 +1,260 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// MaxRunIDLen is the longest run ID, in bytes.
+const MaxRunIDLen = 64
+
+// Client starts, cancels and inspects workflow runs. It is safe for
+// concurrent use.
+type Client struct {
+	store *store
+	names streams.Names
+	defs  map[string]*Definition
+}
+
+// NewClient returns a client publishing through fc (its connection and
+// prefix) that can start the workflows defs. [Client.Status] and
+// [Client.Cancel] work for runs of any workflow. It returns a
+// *[DefinitionError] when a definition is invalid, and an error wrapping
+// [ErrInvalidOption] for a nil client or two definitions with one name.
+func NewClient(fc *framework.Client, defs ...*Definition) (*Client, error) {
+	if fc == nil {
+		return nil, fmt.Errorf("%w: nil framework client", ErrInvalidOption)
+	}
+	m, err := index(defs)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{store: newStore(fc.JetStream(), fc.Names(), m), names: fc.Names(), defs: m}, nil
+}
+
+func index(defs []*Definition) (map[string]*Definition, error) {
+	m := make(map[string]*Definition, len(defs))
+	for _, d := range defs {
+		if d == nil {
+			return nil, fmt.Errorf("%w: nil definition", ErrInvalidOption)
+		}
+		if err := d.freeze(); err != nil {
+			return nil, err
+		}
+		if _, dup := m[d.name]; dup {
+			return nil, fmt.Errorf("%w: two definitions named %q", ErrInvalidOption, d.name)
+		}
+		m[d.name] = d
+	}
+	return m, nil
+}
+
+// StartOption configures one [Client.Start].
+type StartOption func(*startConfig) error
+
+type startConfig struct {
+	id string
+}
+
+// WithRunID sets the run's ID instead of a generated one, which makes Start
+// idempotent: starting an ID that exists returns [ErrRunExists] and changes
+// nothing. IDs are 1 to [MaxRunIDLen] bytes of A-Z a-z 0-9 _ - =.
+func WithRunID(id string) StartOption {
+	return func(c *startConfig) error {
+		if err := validateRunID(id); err != nil {
+			return err
+		}
+		c.id = id
+		return nil
+	}
+}
+
+func validateRunID(id string) error {
+	if err := streams.ValidateID(id); err != nil || len(id) > MaxRunIDLen || strings.Contains(id, ":") {
+		return fmt.Errorf("%w: run ID %q: want 1 to %d bytes of A-Z a-z 0-9 _ - =", ErrInvalidOption, id, MaxRunIDLen)
+	}
+	return nil
+}
+
+// Start starts a run of the workflow name with input and returns its ID. The
+// input is encoded as JSON (a json.RawMessage is used as is) and must decode
+// into the input type of every step. The run's document and the tasks of its
+// first steps are stored in one atomic batch: either the run started or
+// nothing did.
+//
+// Errors: [ErrUnknownWorkflow], [ErrInvalidInput], [ErrInvalidOption],
+// [ErrRunExists], [framework.ErrTopologyMissing], or a publish error. When ctx
+// ends while waiting for the server's acknowledgement the run may have
+// started: retry with the same [WithRunID] to be sure.
+func (c *Client) Start(ctx context.Context, name string, input any, opts ...StartOption) (string, error) {
+	d, ok := c.defs[name]
+	if !ok {
+		return "", fmt.Errorf("%w: %q (known: %s)", ErrUnknownWorkflow, name, strings.Join(c.known(), ", "))
+	}
+	var cfg startConfig
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return "", err
+		}
+	}
+	if cfg.id == "" {
+		cfg.id = nuid.Next()
+	}
+	in, err := encodeInput(input)
+	if err != nil {
+		return "", fmt.Errorf("%w: workflow %s: %w", ErrInvalidInput, name, err)
+	}
+	for _, sd := range d.order {
+		if err := sd.checkInput(in); err != nil {
+			return "", fmt.Errorf("%w: workflow %s: step %s takes %v: %w", ErrInvalidInput, name, sd.name, sd.inType, err)
+		}
+	}
+	r, roots := newRun(d, cfg.id, in, time.Now().UTC())
+	tasks := make([]*nats.Msg, len(roots))
+	for i, s := range roots {
+		tasks[i] = stepTask(c.names, d, r.ID, s)
+	}
+	if err := c.store.commit(ctx, r, 0, tasks); err != nil {
+		if errors.Is(err, errConflict) {
+			return cfg.id, fmt.Errorf("%w: %s", ErrRunExists, cfg.id)
+		}
+		return "", fmt.Errorf("workflow: start %s: %w", name, err)
+	}
+	return r.ID, nil
+}
+
+func encodeInput(input any) (json.RawMessage, error) {
+	if raw, ok := input.(json.RawMessage); ok {
+		if !json.Valid(raw) {
+			return nil, errors.New("json.RawMessage input is not valid JSON")
+		}
+		return raw, nil
+	}
+	return json.Marshal(input)
+}
+
+func (c *Client) known() []string {
+	names := make([]string, 0, len(c.defs))
+	for n := range c.defs {
+		names = append(names, n)
+	}
+	return names
+}
+
+// Status returns the current document of run id, or an error wrapping
+// [ErrRunNotFound].
+func (c *Client) Status(ctx context.Context, id string) (*Run, error) {
+	if err := validateRunID(id); err != nil {
+		return nil, err
+	}
+	return c.store.load(ctx, id)
+}
+
+// Wait polls run id until its status is final (completed, failed or
+// cancelled) and returns its document, or returns ctx's error.
+func (c *Client) Wait(ctx context.Context, id string) (*Run, error) {
+	delay := 5 * time.Millisecond
+	for {
+		r, err := c.Status(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if r.Status.Final() {
+			return r, nil
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return r, fmt.Errorf("workflow: wait for run %s (status %s): %w", id, r.Status, ctx.Err())
+		}
+		delay = min(delay*2, 250*time.Millisecond)
+	}
+}
+
+// CancelOption configures one [Client.Cancel].
+type CancelOption func(*cancelConfig)
+
+type cancelConfig struct {
+	compensate bool
+	reason     string
+}
+
+// WithCompensation makes the cancellation undo the run's completed steps with
+// their compensations (in reverse completion order) before the run becomes
+// cancelled. Default: completed steps are left as they are.
+func WithCompensation() CancelOption {
+	return func(c *cancelConfig) { c.compensate = true }
+}
+
+// WithReason records why the run was cancelled in its Error field. Default
+// "cancelled".
+func WithReason(reason string) CancelOption {
+	return func(c *cancelConfig) { c.reason = reason }
+}
+
+// Cancel stops run id: no further step is enqueued, steps already enqueued
+// are skipped when they come up, and running steps notice it through
+// [Check] or, at the latest, when they finish (their output is recorded, and
+// nothing follows). It returns an error wrapping [ErrRunEnded] when the run
+// is no longer running, and [ErrRunNotFound] when there is no such run.
+func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) error {
+	if err := validateRunID(id); err != nil {
+		return err
+	}
+	cfg := cancelConfig{reason: "cancelled"}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	_, err := c.store.update(ctx, id, nil, func(r *Run) ([]*nats.Msg, bool, error) {
+		if r.Status != RunRunning {
+			return nil, false, fmt.Errorf("%w: run %s is %s", ErrRunEnded, id, r.Status)
+		}
+		d := c.defs[r.Workflow]
+		if cfg.compensate && d == nil {
+			return nil, false, fmt.Errorf("%w: %q: cancelling with compensation needs the definition", ErrUnknownWorkflow, r.Workflow)
+		}
+		comp := r.cancel(cfg.reason, cfg.compensate, time.Now().UTC())
+		if comp == "" {
+			return nil, true, nil
+		}
+		return []*nats.Msg{compensationTask(c.names, d, id, comp)}, true, nil
+	})
+	return err
+}
+
+// stepTask builds the task message of a step; its ID is "<run>:<step>", so
+// it is enqueued once even if a commit is retried.
+func stepTask(n streams.Names, d *Definition, runID, step string) *nats.Msg {
+	return taskMsg(n, d.priority, StepTaskType(d.name, step), runID, runID+":"+step)
+}
+
+// compensationTask builds the task message of a step's compensation; its ID
+// is "<run>:<step>:undo".
+func compensationTask(n streams.Names, d *Definition, runID, step string) *nats.Msg {
+	return taskMsg(n, d.priority, CompensationTaskType(d.name, step), runID, runID+":"+step+":undo")
+}
+
+func taskMsg(n streams.Names, p framework.Priority, taskType, runID, taskID string) *nats.Msg {
+	h := nats.Header{}
+	h.Set(jetstream.MsgIDHeader, taskID)
+	h.Set(HeaderRun, runID)
+	return &nats.Msg{Subject: n.TaskSubject(p, taskType), Header: h}
+}

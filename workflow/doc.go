@@ -1,0 +1,49 @@
+// Package workflow runs durable multi-step workflows — chains and DAGs of
+// jetflow tasks with compensation — on the same JetStream machinery as single
+// tasks.
+//
+// # Defining a workflow
+//
+// A workflow is a named directed acyclic graph of steps, declared in Go:
+//
+//	def := workflow.New("order")
+//	workflow.Step(def, "reserve", reserve, workflow.Compensate(release))
+//	workflow.Step(def, "charge", charge, workflow.After("reserve"), workflow.Compensate(refund))
+//	workflow.Step(def, "ship", ship, workflow.After("charge"))
+//
+// Each step is a function func(ctx, In) (Out, error): In is the run's input
+// (decoded from JSON), Out its output (stored as JSON in the run document).
+// Steps read the outputs of the steps they depend on with [Output]. Several
+// steps after one run in parallel (fan-out); a step after several waits for
+// all of them (fan-in). [Definition.Validate] reports invalid names,
+// duplicate steps, unknown dependencies and cycles.
+//
+// # Running
+//
+// Workers run the steps: [Register] adds one handler per step (task type
+// "wf.<workflow>.<step>") and per compensation ("wfc.<workflow>.<step>") to a
+// [framework.Worker], so steps get the normal retries with backoff, circuit
+// breakers and dead letters. Producers start runs with [Client.Start], which
+// returns the run ID, and inspect them with [Client.Status].
+//
+// # Durability
+//
+// The state of a run is one JSON document on subject "<prefix>.wf.<run>" of
+// the task stream, replaced on every change (subject roll-up). Starting a run,
+// and finishing a step, commit the document and the tasks of the steps that
+// become ready in one atomic batch guarded by the document's last sequence
+// (optimistic concurrency): either both are stored or neither, and of two
+// parents finishing at once exactly one enqueues their common child. Task IDs
+// are "<run>:<step>", so a retried commit never enqueues a step twice. A
+// worker that crashes mid-step leaves the task unacknowledged: it is
+// redelivered, and a step whose outcome is already recorded is not run again.
+//
+// When a step fails for good, the run fails and the compensations of the
+// completed steps run one at a time, as tasks, in reverse completion order.
+// [Client.Cancel] stops a run; [Check] lets a long step notice it.
+//
+// Finished runs are kept for the workflow's retention ([WithRetention],
+// default 7 days) and can be read with the nats CLI:
+//
+//	nats stream get JETFLOW_TASKS --last-for jetflow.wf.<run>
+package workflow

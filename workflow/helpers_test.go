@@ -1,0 +1,183 @@
+package workflow_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
+	"github.com/jetflow-io/jetflow/workflow"
+)
+
+// waitLong bounds every wait: generous for busy machines, never reached by
+// a correct run.
+const waitLong = 30 * time.Second
+
+// fast retries quickly, so that retry tests do not wait for the default
+// one-second backoff.
+var fast = framework.WithBackoff(framework.BackoffPolicy{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond})
+
+// env is one embedded server with the topology ensured.
+type env struct {
+	srv *testutil.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	fc  *framework.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	srv := testutil.RunServer(t)
+	nc, js := testutil.JetStream(t, srv)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+		t.Fatalf("ensure: %v", err)
+	}
+	fc, err := framework.NewClient(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{srv: srv, nc: nc, js: js, fc: fc}
+}
+
+func (e *env) client(t *testing.T, defs ...*workflow.Definition) *workflow.Client {
+	t.Helper()
+	c, err := workflow.NewClient(e.fc, defs...)
+	if err != nil {
+		t.Fatalf("workflow client: %v", err)
+	}
+	return c
+}
+
+// worker returns a worker on its own connection with defs registered, not
+// started. Its connection is closed at cleanup.
+func (e *env) worker(t *testing.T, defs []*workflow.Definition, opts ...framework.Option) (*framework.Worker, *nats.Conn) {
+	t.Helper()
+	nc := testutil.Connect(t, e.srv)
+	w, err := framework.NewWorker(nc, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workflow.Register(w, defs...)
+	return w, nc
+}
+
+// startWorker starts w and shuts it down at cleanup.
+func startWorker(t *testing.T, w *framework.Worker) {
+	t.Helper()
+	if err := w.Start(t.Context()); err != nil {
+		t.Fatalf("start worker: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Shutdown(ctx)
+	})
+}
+
+// run starts a worker for defs and returns a client for them.
+func (e *env) run(t *testing.T, defs ...*workflow.Definition) *workflow.Client {
+	t.Helper()
+	w, _ := e.worker(t, defs)
+	startWorker(t, w)
+	return e.client(t, defs...)
+}
+
+func start(t *testing.T, c *workflow.Client, name string, input any, opts ...workflow.StartOption) string {
+	t.Helper()
+	id, err := c.Start(t.Context(), name, input, opts...)
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	return id
+}
+
+// wait waits until run id reaches a final status.
+func wait(t *testing.T, c *workflow.Client, id string) *workflow.Run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitLong)
+	defer cancel()
+	r, err := c.Wait(ctx, id)
+	if err != nil {
+		t.Fatalf("wait for run %s: %v", id, err)
+	}
+	return r
+}
+
+// waitStatus waits until cond holds for the document of run id.
+func waitStatus(t *testing.T, c *workflow.Client, id, what string, cond func(*workflow.Run) bool) *workflow.Run {
+	t.Helper()
+	var r *workflow.Run
+	testutil.Wait(t, waitLong, what, func() bool {
+		var err error
+		r, err = c.Status(t.Context(), id)
+		if err != nil {
+			t.Fatalf("status %s: %v", id, err)
+		}
+		return cond(r)
+	})
+	return r
+}
+
+// counter counts executions by key.
+type counter struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func newCounter() *counter { return &counter{m: make(map[string]int)} }
+
+func (c *counter) inc(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[key]++
+	return c.m[key]
+}
+
+func (c *counter) get(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[key]
+}
+
+// log records an ordered sequence of events.
+type log struct {
+	mu sync.Mutex
+	l  []string
+}
+
+func (l *log) add(s string) {
+	l.mu.Lock()
+	l.l = append(l.l, s)
+	l.mu.Unlock()
+}
+
+func (l *log) all() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.l...)
+}
+
+// stepKey identifies one step of one run in a counter.
+func stepKey(ctx context.Context) string {
+	info, _ := workflow.Info(ctx)
+	return info.RunID + "/" + info.Step
+}
+
+func checkState(t *testing.T, r *workflow.Run, step string, want workflow.StepState) {
+	t.Helper()
+	st := r.Step(step)
+	if st == nil {
+		t.Fatalf("run %s has no step %s", r.ID, step)
+	}
+	if st.State != want {
+		t.Errorf("step %s is %s, want %s (error %q)", step, st.State, want, st.Error)
+	}
+}

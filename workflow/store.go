@@ -1,0 +1,276 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Headers of workflow task messages.
+const (
+	// HeaderRun carries the run ID on every step and compensation task.
+	HeaderRun = "Jetflow-Run"
+)
+
+// Batch publish headers of JetStream atomic batches (ADR-50).
+const (
+	hdrBatchID     = "Nats-Batch-Id"
+	hdrBatchSeq    = "Nats-Batch-Sequence"
+	hdrBatchCommit = "Nats-Batch-Commit"
+)
+
+// errConflict is an optimistic-concurrency failure: the run document changed
+// since it was read.
+var errConflict = errors.New("workflow: run document changed concurrently")
+
+// maxConflictRetries bounds the re-reads of one update under contention.
+const maxConflictRetries = 200
+
+// store reads and writes run documents on the task stream. It is safe for
+// concurrent use.
+type store struct {
+	js    jetstream.JetStream
+	nc    *nats.Conn
+	names streams.Names
+
+	defs  map[string]*Definition // for each workflow's retention
+
+	mu     sync.Mutex
+	stream jetstream.Stream
+}
+
+func newStore(js jetstream.JetStream, names streams.Names, defs map[string]*Definition) *store {
+	return &store{js: js, nc: js.Conn(), names: names, defs: defs}
+}
+
+// retention returns how long a final document of workflow wf is kept.
+func (s *store) retention(wf string) time.Duration {
+	if d := s.defs[wf]; d != nil {
+		return d.retention
+	}
+	return DefaultRetention
+}
+
+func (s *store) taskStream(ctx context.Context) (jetstream.Stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream != nil {
+		return s.stream, nil
+	}
+	st, err := s.js.Stream(ctx, s.names.TaskStream())
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("workflow: %w: %w", framework.ErrTopologyMissing, err)
+		}
+		return nil, fmt.Errorf("workflow: task stream %s: %w", s.names.TaskStream(), err)
+	}
+	s.stream = st
+	return st, nil
+}
+
+// load reads the current document of run id. It returns an error wrapping
+// [ErrRunNotFound] when there is none.
+func (s *store) load(ctx context.Context, id string) (*Run, error) {
+	st, err := s.taskStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, s.names.RunSubject(id))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil, fmt.Errorf("%w: %s", ErrRunNotFound, id)
+		}
+		return nil, fmt.Errorf("workflow: read run %s: %w", id, err)
+	}
+	r := new(Run)
+	if err := json.Unmarshal(m.Data, r); err != nil {
+		return nil, fmt.Errorf("workflow: run %s: corrupt state document at sequence %d: %w", id, m.Sequence, err)
+	}
+	r.Revision = m.Sequence
+	return r, nil
+}
+
+// commit stores r, expecting the previous document at sequence expect (0: no
+// document), together with tasks, in one atomic batch: either all are stored
+// or none. On success it sets r.Revision. It returns errConflict when the
+// document changed since expect. A final run gets a message TTL of its
+// workflow's retention, so the server deletes it after that.
+func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats.Msg) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("workflow: encode run %s: %w", r.ID, err)
+	}
+	doc := &nats.Msg{Subject: s.names.RunSubject(r.ID), Data: data, Header: nats.Header{}}
+	doc.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
+	doc.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	if r.Status.Final() {
+		doc.Header.Set(jetstream.MsgTTLHeader, strconv.FormatInt(int64(max(s.retention(r.Workflow), time.Second)/time.Second), 10))
+	}
+	if limit := s.nc.MaxPayload(); limit > 0 && int64(msgSize(doc)+1024) > limit {
+		return fmt.Errorf("%w: the document of run %s would be %d bytes, the server accepts %d; keep step outputs small",
+			ErrOutputTooLarge, r.ID, msgSize(doc), limit)
+	}
+	var resp *nats.Msg
+	if len(tasks) == 0 {
+		resp, err = s.nc.RequestMsgWithContext(ctx, doc)
+	} else {
+		resp, err = s.publishBatch(ctx, append(tasks, doc))
+	}
+	if err != nil {
+		return s.publishErr(r.ID, err)
+	}
+	seq, err := parseAck(resp)
+	if err != nil {
+		return s.publishErr(r.ID, err)
+	}
+	r.Revision = seq
+	return nil
+}
+
+// publishBatch sends msgs as one atomic batch and returns the server's
+// response to the commit (the last message). All but the last are sent
+// without waiting; the server rejects the whole batch if one is missing.
+func (s *store) publishBatch(ctx context.Context, msgs []*nats.Msg) (*nats.Msg, error) {
+	id := nuid.Next()
+	for i, m := range msgs {
+		if m.Header == nil {
+			m.Header = nats.Header{}
+		}
+		m.Header.Set(hdrBatchID, id)
+		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
+		if i < len(msgs)-1 {
+			if err := s.nc.PublishMsg(m); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		m.Header.Set(hdrBatchCommit, "1")
+	}
+	return s.nc.RequestMsgWithContext(ctx, msgs[len(msgs)-1])
+}
+
+type pubAck struct {
+	Stream string              `json:"stream"`
+	Seq    uint64              `json:"seq"`
+	Error  *jetstream.APIError `json:"error,omitempty"`
+}
+
+func parseAck(resp *nats.Msg) (uint64, error) {
+	var ack pubAck
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return 0, fmt.Errorf("invalid publish acknowledgement %q: %w", truncate(string(resp.Data), 200), err)
+	}
+	if ack.Error != nil {
+		return 0, ack.Error
+	}
+	if ack.Stream == "" || ack.Seq == 0 {
+		return 0, fmt.Errorf("invalid publish acknowledgement %q", truncate(string(resp.Data), 200))
+	}
+	return ack.Seq, nil
+}
+
+// Server error codes handled specially.
+const (
+	codeAtomicDisabled  jetstream.ErrorCode = 10174
+	codeBatchDuplicate  jetstream.ErrorCode = 10201
+	codeBatchIncomplete jetstream.ErrorCode = 10176
+)
+
+func (s *store) publishErr(id string, err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+			return errConflict
+		case codeAtomicDisabled:
+			return fmt.Errorf("workflow: run %s: the task stream does not allow atomic batches (run streams.Ensure): %w", id, err)
+		case codeBatchDuplicate:
+			return fmt.Errorf("workflow: run %s: a task of this run was already enqueued within the duplicate window: %w", id, err)
+		case codeBatchIncomplete:
+			return fmt.Errorf("workflow: run %s: atomic batch incomplete (connection trouble?); retry: %w", id, err)
+		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
+			return fmt.Errorf("workflow: run %s: %w: %w", id, ErrOutputTooLarge, err)
+		}
+		return fmt.Errorf("workflow: write run %s: %w", id, err)
+	}
+	if errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("workflow: write run %s: %w: no stream stores %s (run streams.Ensure with the same prefix): %w",
+			id, framework.ErrTopologyMissing, s.names.RunSubject(id), err)
+	}
+	return fmt.Errorf("workflow: write run %s: %w", id, err)
+}
+
+// mutation changes a fresh copy of a run document. It returns the tasks to
+// enqueue with the change and whether there is anything to write; it must
+// decide from r alone, because it runs again on the newest document after a
+// conflicting write.
+type mutation func(r *Run) (tasks []*nats.Msg, write bool, err error)
+
+// update applies fn to the newest document of run id and commits the result
+// with fn's tasks, re-reading and re-applying fn when another writer got
+// there first. r, when not nil, is a document just read, used for the first
+// attempt. It returns the document as written (or as read, when fn had
+// nothing to write).
+func (s *store) update(ctx context.Context, id string, r *Run, fn mutation) (*Run, error) {
+	for attempt := 0; ; attempt++ {
+		if r == nil {
+			var err error
+			if r, err = s.load(ctx, id); err != nil {
+				return nil, err
+			}
+		}
+		tasks, write, err := fn(r)
+		if err != nil || !write {
+			return r, err
+		}
+		err = s.commit(ctx, r, r.Revision, tasks)
+		if err == nil {
+			return r, nil
+		}
+		if !errors.Is(err, errConflict) {
+			return nil, err
+		}
+		if attempt >= maxConflictRetries {
+			return nil, fmt.Errorf("%w: %s after %d attempts", ErrConflict, id, attempt+1)
+		}
+		// Back off a little, with jitter, so that racing writers spread out.
+		d := time.Duration(rand.Int64N(int64(min(attempt+1, 20)) * int64(time.Millisecond)))
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("workflow: update run %s: %w", id, ctx.Err())
+		}
+		r = nil
+	}
+}
+
+func msgSize(m *nats.Msg) int {
+	n := len(m.Subject) + len(m.Data) + len("NATS/1.0\r\n\r\n")
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,346 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// stateTimeout bounds one read-modify-write of a run document made on behalf
+// of a task. It does not inherit the handler's cancellation: a step that
+// finished should get its result recorded even while the worker shuts down.
+const stateTimeout = 30 * time.Second
+
+// missingRunAttempts is how many deliveries a task whose run document cannot
+// be found gets before it is failed permanently (the document may lag
+// behind on a replica for a moment; after that it expired or was purged).
+const missingRunAttempts = 3
+
+// runtime runs the steps and compensations of the workflows registered on
+// one worker.
+type runtime struct {
+	store *store
+	names streams.Names
+	types map[string]typeRef
+}
+
+type typeRef struct {
+	def  *Definition
+	step *stepDef
+	comp bool
+}
+
+// Register registers on w a handler for every step of defs (task type
+// [StepTaskType]) and for every compensation ([CompensationTaskType]), for
+// each workflow's priority, and installs a [framework.Hooks.Failed] hook
+// (with [framework.Worker.AddHooks]) that records failures the step handlers
+// did not see themselves. Call it before the worker starts.
+//
+// It panics on programmer errors, like [framework.Worker.Register]: an
+// invalid definition (the panic value is the *[DefinitionError]), two
+// definitions with one name, a workflow registered twice on w, or a call
+// after w started.
+func Register(w *framework.Worker, defs ...*Definition) {
+	m, err := index(defs)
+	if err != nil {
+		panic(err)
+	}
+	rt := &runtime{store: newStore(w.JetStream(), w.Names(), m), names: w.Names(), types: make(map[string]typeRef)}
+	for _, d := range defs {
+		for _, sd := range d.order {
+			typ := StepTaskType(d.name, sd.name)
+			opts := append([]framework.HandlerOption{framework.WithPriorities(d.priority)}, sd.taskOpts...)
+			w.Register(typ, rt.stepHandler(d, sd), opts...)
+			rt.types[typ] = typeRef{def: d, step: sd}
+			if sd.compensate != nil {
+				typ := CompensationTaskType(d.name, sd.name)
+				opts := append([]framework.HandlerOption{framework.WithPriorities(d.priority)}, sd.compOpts...)
+				w.Register(typ, rt.compensationHandler(d, sd), opts...)
+				rt.types[typ] = typeRef{def: d, step: sd, comp: true}
+			}
+		}
+	}
+	w.AddHooks(framework.Hooks{Failed: rt.failed})
+}
+
+// stepHandler runs one step: read the run, skip if there is nothing to do,
+// run the step function, then record the outcome together with the tasks it
+// unlocks in one atomic commit.
+func (rt *runtime) stepHandler(d *Definition, sd *stepDef) framework.HandlerFunc {
+	return func(ctx context.Context, t *framework.Task) error {
+		runID := runIDOf(t)
+		sctx, cancel := stateContext(ctx)
+		defer cancel()
+		r, err := rt.store.load(sctx, runID)
+		if err != nil {
+			return loadErr(t, err)
+		}
+		st := r.Step(sd.name)
+		if st == nil {
+			return framework.Permanent(fmt.Errorf("workflow: run %s of %s has no step %q: the definition changed under a running run (give a changed workflow a new name)",
+				runID, d.name, sd.name))
+		}
+		if !st.open() {
+			// A duplicate delivery, or a retry after the outcome was
+			// recorded but before the task was acknowledged.
+			t.Logger().Debug("jetflow workflow step already settled", slog.String("run", runID), slog.String("state", string(st.State)))
+			return nil
+		}
+		if r.Status != RunRunning {
+			return rt.skip(sctx, t, r, sd.name)
+		}
+		started := time.Now().UTC()
+		sc := &stepCtx{info: StepInfo{RunID: runID, Workflow: d.name, Step: sd.name, Attempt: t.Attempt}, run: r, def: d, store: rt.store}
+		out, err := callStep(t, func() (json.RawMessage, error) { return sd.run(withStep(ctx, sc), r.Input) })
+		if err == nil && len(out) > d.maxOutput {
+			err = framework.Permanent(fmt.Errorf("%w: step %q returned %d bytes of JSON, the limit is %d (workflow.WithMaxOutputBytes)",
+				ErrOutputTooLarge, sd.name, len(out), d.maxOutput))
+		}
+		if err != nil {
+			return rt.stepFailed(sctx, t, d, r, sd.name, err)
+		}
+		_, err = rt.store.update(sctx, runID, r, func(r *Run) ([]*nats.Msg, bool, error) {
+			st := r.Step(sd.name)
+			if st == nil || !st.open() {
+				return nil, false, nil
+			}
+			next, comp := r.complete(st, out, t.Attempt, started, time.Now().UTC())
+			tasks := make([]*nats.Msg, 0, len(next)+1)
+			for _, n := range next {
+				tasks = append(tasks, stepTask(rt.names, d, runID, n))
+			}
+			if comp != "" {
+				tasks = append(tasks, compensationTask(rt.names, d, runID, comp))
+			}
+			return tasks, true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("workflow: record output of step %s of run %s: %w", sd.name, runID, err)
+		}
+		return nil
+	}
+}
+
+// stepFailed records a failed attempt of a step. A final failure (permanent
+// error or last attempt) fails the run and starts its compensations.
+func (rt *runtime) stepFailed(ctx context.Context, t *framework.Task, d *Definition, r *Run, step string, cause error) error {
+	if errors.Is(cause, ErrCancelled) || errors.Is(cause, ErrRunFailed) {
+		// The step stopped because the run ended ([Check]).
+		cur, err := rt.store.load(ctx, r.ID)
+		if err == nil && cur.Status != RunRunning {
+			return rt.skip(ctx, t, cur, step)
+		}
+	}
+	final := framework.IsPermanent(cause) || t.Attempt >= t.MaxAttempts
+	if !final {
+		_, err := rt.store.update(ctx, r.ID, r, func(r *Run) ([]*nats.Msg, bool, error) {
+			st := r.Step(step)
+			if st == nil || !st.open() {
+				return nil, false, nil
+			}
+			st.State = StepRetrying
+			st.Error = errString(cause)
+			st.Attempts = t.Attempt
+			r.UpdatedAt = time.Now().UTC()
+			return nil, true, nil
+		})
+		if err != nil {
+			t.Logger().Warn("jetflow workflow could not record a failed attempt", slog.String("run", r.ID), slog.Any(framework.LogKeyError, err))
+		}
+		return cause
+	}
+	if err := rt.failStep(ctx, d, r.ID, r, step, cause, t.Attempt); err != nil {
+		t.Logger().Error("jetflow workflow could not record a step failure", slog.String("run", r.ID), slog.Any(framework.LogKeyError, err))
+		if t.Attempt < t.MaxAttempts {
+			// Not permanent: the task comes back and the failure is
+			// recorded then.
+			return fmt.Errorf("workflow: record failure of step %s (%v): %w", step, cause, err)
+		}
+	}
+	return cause
+}
+
+// failStep records the final failure of step and starts compensating if the
+// run was running. It does nothing when the step is already settled.
+func (rt *runtime) failStep(ctx context.Context, d *Definition, runID string, r *Run, step string, cause error, attempt int) error {
+	_, err := rt.store.update(ctx, runID, r, func(r *Run) ([]*nats.Msg, bool, error) {
+		st := r.Step(step)
+		if st == nil || !st.open() {
+			return nil, false, nil
+		}
+		comp := r.fail(st, errString(cause), attempt, time.Now().UTC())
+		if comp == "" {
+			return nil, true, nil
+		}
+		return []*nats.Msg{compensationTask(rt.names, d, runID, comp)}, true, nil
+	})
+	return err
+}
+
+// skip records that a step will not run because its run is no longer running.
+func (rt *runtime) skip(ctx context.Context, t *framework.Task, r *Run, step string) error {
+	_, err := rt.store.update(ctx, r.ID, r, func(r *Run) ([]*nats.Msg, bool, error) {
+		st := r.Step(step)
+		if st == nil || !st.open() || r.Status == RunRunning {
+			return nil, false, nil
+		}
+		st.State = StepSkipped
+		st.Attempts = t.Attempt
+		st.EndedAt = time.Now().UTC()
+		r.UpdatedAt = st.EndedAt
+		return nil, true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("workflow: record skipped step %s of run %s: %w", step, r.ID, err)
+	}
+	t.Logger().Info("jetflow workflow step skipped: run no longer running", slog.String("run", r.ID), slog.String("status", string(r.Status)))
+	return nil
+}
+
+// compensationHandler runs the compensation of one step and then starts the
+// next one (in reverse completion order), in one atomic commit.
+func (rt *runtime) compensationHandler(d *Definition, sd *stepDef) framework.HandlerFunc {
+	return func(ctx context.Context, t *framework.Task) error {
+		runID := runIDOf(t)
+		sctx, cancel := stateContext(ctx)
+		defer cancel()
+		r, err := rt.store.load(sctx, runID)
+		if err != nil {
+			return loadErr(t, err)
+		}
+		st := r.Step(sd.name)
+		if st == nil {
+			return framework.Permanent(fmt.Errorf("workflow: run %s of %s has no step %q", runID, d.name, sd.name))
+		}
+		if st.State != StepCompensating {
+			return nil // duplicate delivery or already recorded
+		}
+		sc := &stepCtx{info: StepInfo{RunID: runID, Workflow: d.name, Step: sd.name, Attempt: t.Attempt, Compensation: true}, run: r, def: d, store: rt.store}
+		_, err = callStep(t, func() (json.RawMessage, error) {
+			return nil, sd.compensate(withStep(ctx, sc), r.Input, st.Output)
+		})
+		final := err == nil || framework.IsPermanent(err) || t.Attempt >= t.MaxAttempts
+		if !final {
+			_, uerr := rt.store.update(sctx, runID, r, func(r *Run) ([]*nats.Msg, bool, error) {
+				st := r.Step(sd.name)
+				if st == nil || st.State != StepCompensating {
+					return nil, false, nil
+				}
+				st.CompensationError = errString(err)
+				st.CompensationAttempts = t.Attempt
+				r.UpdatedAt = time.Now().UTC()
+				return nil, true, nil
+			})
+			if uerr != nil {
+				t.Logger().Warn("jetflow workflow could not record a failed compensation attempt", slog.String("run", runID), slog.Any(framework.LogKeyError, uerr))
+			}
+			return err
+		}
+		if uerr := rt.settleCompensation(sctx, d, runID, r, sd.name, err, t.Attempt); uerr != nil {
+			if err == nil || t.Attempt < t.MaxAttempts {
+				return fmt.Errorf("workflow: record compensation of step %s of run %s: %w", sd.name, runID, uerr)
+			}
+			t.Logger().Error("jetflow workflow could not record a compensation failure", slog.String("run", runID), slog.Any(framework.LogKeyError, uerr))
+		}
+		return err
+	}
+}
+
+// settleCompensation records the outcome of a step's compensation (cause nil:
+// compensated) and starts the next compensation, or ends the run.
+func (rt *runtime) settleCompensation(ctx context.Context, d *Definition, runID string, r *Run, step string, cause error, attempt int) error {
+	_, err := rt.store.update(ctx, runID, r, func(r *Run) ([]*nats.Msg, bool, error) {
+		st := r.Step(step)
+		if st == nil || st.State != StepCompensating {
+			return nil, false, nil
+		}
+		now := time.Now().UTC()
+		st.CompensationAttempts = attempt
+		st.CompensatedAt = now
+		r.UpdatedAt = now
+		if cause == nil {
+			st.State = StepCompensated
+			st.CompensationError = ""
+		} else {
+			st.State = StepCompensationFailed
+			st.CompensationError = errString(cause)
+			r.Error += "; compensation of step " + step + " failed: " + st.CompensationError
+		}
+		next := r.nextCompensation(now)
+		if next == "" {
+			return nil, true, nil
+		}
+		return []*nats.Msg{compensationTask(rt.names, d, runID, next)}, true, nil
+	})
+	return err
+}
+
+// failed is the worker's Failed hook: it records final failures of workflow
+// tasks that the handlers above did not record themselves (for example an
+// error produced by middleware around them). It is a no-op when the failure
+// was already recorded.
+func (rt *runtime) failed(t *framework.Task, cause error) {
+	ref, ok := rt.types[t.Type]
+	if !ok {
+		return
+	}
+	runID := runIDOf(t)
+	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
+	defer cancel()
+	var err error
+	if ref.comp {
+		err = rt.settleCompensation(ctx, ref.def, runID, nil, ref.step.name, cause, t.Attempt)
+	} else {
+		err = rt.failStep(ctx, ref.def, runID, nil, ref.step.name, cause, t.Attempt)
+	}
+	if err != nil && !errors.Is(err, ErrRunNotFound) {
+		t.Logger().Error("jetflow workflow could not record a failed task; the run may be stuck",
+			slog.String("run", runID), slog.Any(framework.LogKeyError, err))
+	}
+}
+
+// callStep runs fn, turning a panic into an error so that the failure is
+// recorded like any other.
+func callStep(t *framework.Task, fn func() (json.RawMessage, error)) (out json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			t.Logger().Error("jetflow workflow step panicked", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			err = fmt.Errorf("%w: %v", framework.ErrPanic, p)
+		}
+	}()
+	return fn()
+}
+
+func stateContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), stateTimeout)
+}
+
+// runIDOf returns the run ID of a workflow task: its Jetflow-Run header, or
+// the part of its task ID before the first ':'.
+func runIDOf(t *framework.Task) string {
+	if id := t.Header(HeaderRun); id != "" {
+		return id
+	}
+	id, _, _ := strings.Cut(t.ID, ":")
+	return id
+}
+
+func loadErr(t *framework.Task, err error) error {
+	if errors.Is(err, ErrRunNotFound) && t.Attempt >= missingRunAttempts {
+		return framework.Permanent(fmt.Errorf("%w (expired after its retention, or purged): task %s is orphaned", err, t.ID))
+	}
+	if errors.Is(err, ErrRunNotFound) {
+		return framework.RetryAfterErr(time.Second, err)
+	}
+	return err
+}
