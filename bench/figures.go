@@ -61,6 +61,11 @@ func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, je
 	return nil
 }
 
+// rawNextPoll bounds each Next of the raw side, as the jetflow worker does
+// (framework's nextPoll): without it, a nats.go race can leave the iterator
+// with no pull request outstanding for 30 s on a busy machine, on either side.
+const rawNextPoll = 250 * time.Millisecond
+
 // drainRaw pre-enqueues n messages with plain asynchronous publishes and
 // times their drain by a durable pull consumer with the same configuration as
 // jetflow's (streams.ConsumerConfig), read by cfg.concurrency goroutines that
@@ -101,7 +106,10 @@ func (e *env) drainRaw(ctx context.Context) (float64, error) {
 	for range e.cfg.concurrency {
 		wg.Go(func() {
 			for {
-				msg, err := it.Next()
+				msg, err := it.Next(jetstream.NextMaxWait(rawNextPoll))
+				if errors.Is(err, nats.ErrTimeout) {
+					continue
+				}
 				if err != nil {
 					return
 				}

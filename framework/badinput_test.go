@@ -2,11 +2,14 @@ package framework_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
@@ -189,7 +192,8 @@ func TestUndecodablePayloadIsNotRetried(t *testing.T) {
 		return nil
 	}, framework.WithMaxAttempts(5), framework.WithBackoff(framework.BackoffPolicy{Initial: time.Millisecond}))
 	startWorker(t, w)
-	e.enqueue(t, typ, []byte("{not json"), framework.WithID("poison"))
+	// Sent as JSON (no encoding header) but not valid JSON.
+	e.enqueue(t, typ, json.RawMessage("{not json"), framework.WithID("poison"))
 
 	failed := rec.waitFor(t, "failed", "poison")
 	var de *framework.DecodeError
@@ -338,5 +342,33 @@ func TestInvalidOptions(t *testing.T) {
 	}
 	if _, err := framework.NewWorker(nil); !errors.Is(err, framework.ErrInvalidOption) {
 		t.Errorf("NewWorker(nil): %v", err)
+	}
+}
+
+func TestEnqueueAfterServerDied(t *testing.T) {
+	t.Parallel()
+	srv := testutil.RunServer(t)
+	_, js := testutil.JetStream(t, srv)
+	if _, err := streams.Ensure(t.Context(), js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	// A connection that does not try to reconnect ends up closed when the
+	// server goes away.
+	closed := make(chan struct{})
+	nc := testutil.Connect(t, srv, nats.MaxReconnects(0), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	cl, err := framework.NewClient(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Enqueue(t.Context(), "dead.server", nil); err != nil {
+		t.Fatalf("enqueue while up: %v", err)
+	}
+	testutil.ShutdownServer(srv.Server)
+	testutil.Recv(t, closed, waitLong, "connection closed")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, err = cl.Enqueue(ctx, "dead.server", nil)
+	if !errors.Is(err, framework.ErrNotConnected) || !strings.Contains(err.Error(), "nothing was stored") {
+		t.Fatalf("Enqueue on a dead server: %v, want ErrNotConnected", err)
 	}
 }

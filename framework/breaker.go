@@ -443,10 +443,10 @@ type breaker struct {
 	reg      *Breakers
 	cb       *gobreaker.TwoStepCircuitBreaker[struct{}]
 
-	openedAt  atomic.Int64 // unix nanos of the last open
-	openUntil atomic.Int64 // unix nanos when the last open period ends
-	remote    atomic.Bool  // the last open was forced by a remote report
-	forcing   atomic.Bool  // forceOpen in progress
+	openedAt  atomic.Int64  // unix nanos of the last open
+	openUntil atomic.Int64  // unix nanos when the last open period ends
+	remote    atomic.Bool   // the last open was forced by a remote report
+	forcing   atomic.Bool   // forceOpen in progress
 	tripFails atomic.Uint32 // failures counted when the breaker last tripped
 
 	// State changes are recorded under gobreaker's lock and delivered

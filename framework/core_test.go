@@ -361,6 +361,33 @@ func TestEnqueueManyAllArrive(t *testing.T) {
 	}
 }
 
+func TestEnqueueManyWithSmallWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// A window far smaller than the batch: EnqueueMany must wait for
+	// acknowledgements rather than fail items.
+	cl, err := framework.NewClient(e.nc, framework.WithMaxPending(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]framework.Job, 1000)
+	for i := range jobs {
+		jobs[i] = framework.Job{Type: "many.window", Payload: i}
+	}
+	infos, err := cl.EnqueueMany(t.Context(), jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, info := range infos {
+		if info.Sequence == 0 {
+			t.Fatalf("item %d not stored: %+v", i, info)
+		}
+	}
+	if n := e.taskStreamMsgs(t); n != uint64(len(jobs)) {
+		t.Fatalf("task stream holds %d messages, want %d", n, len(jobs))
+	}
+}
+
 func TestEnqueueManyBatchError(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -585,5 +612,48 @@ func TestHooksAndTaskFields(t *testing.T) {
 				t.Errorf("payload leaked into log attribute %s of %v", k, r)
 			}
 		}
+	}
+}
+
+func TestTasksWaitingForASlotAreKeptAlive(t *testing.T) {
+	t.Parallel()
+	const typ = "long.queue"
+	const ackWait = time.Second
+	e := newEnv(t)
+	w := e.worker(t, framework.WithConcurrency(1))
+	var mu sync.Mutex
+	runs := map[string]int{}
+	w.HandleFunc(typ, func(ctx context.Context, task *framework.Task) error {
+		mu.Lock()
+		runs[task.ID]++
+		mu.Unlock()
+		// Each task outlasts the ack wait, so the next one waits for the
+		// single slot longer than the ack wait too.
+		select {
+		case <-time.After(ackWait * 3 / 2):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, framework.WithAckWait(ackWait))
+	for i := range 3 {
+		e.enqueue(t, typ, nil, framework.WithID(fmt.Sprint("q", i)))
+	}
+	startWorker(t, w)
+	testutil.Wait(t, waitLong, "three tasks ran", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(runs) == 3
+	})
+	ci := e.waitSettled(t, typ, framework.PriorityNormal)
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range runs {
+		if n != 1 {
+			t.Errorf("task %s ran %d times", id, n)
+		}
+	}
+	if ci.NumRedelivered != 0 || ci.Delivered.Consumer != 3 {
+		t.Errorf("server delivered %d times, %d redelivered; want 3 and 0", ci.Delivered.Consumer, ci.NumRedelivered)
 	}
 }

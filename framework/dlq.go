@@ -230,7 +230,7 @@ const (
 	DefaultErrorRetention = 72 * time.Hour
 	// dlqRouters is the number of advisories a worker's router handles at
 	// once.
-	dlqRouters = 8
+	dlqRouters = 32
 	// dlqOpTimeout bounds one routing step when the caller's context has no
 	// deadline.
 	dlqOpTimeout = 10 * time.Second
@@ -415,7 +415,7 @@ func (c *dlqCore) markDead(seq uint64, taskID string, dlqSeq uint64) {
 func (c *dlqCore) history(ctx context.Context, seq uint64, taskID string) (failureHistory, error) {
 	var h failureHistory
 	prefix := c.errorKey(seq, "")
-	_, err := directGet(ctx, c.nc, c.errorsStream(), directGetRequest{MultiLastFor: []string{prefix + "*"}},
+	_, err := directGet(ctx, c.nc, c.errorsStream(), directGetRequest{MultiLastFor: []string{prefix + "*"}, Batch: 8},
 		func(m storedMsg) error {
 			var rec failureRecord
 			if json.Unmarshal(m.Data, &rec) != nil || rec.TaskID != taskID {
@@ -537,22 +537,46 @@ func (c *dlqCore) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck
 }
 
 // deleteMsg removes seq from stream. A message that is already gone is not
-// an error; gone reports whether this call removed it.
+// an error; gone reports whether this call removed it. (The request is made
+// by hand: the jetstream package flattens the server's error into text.)
 func (c *dlqCore) deleteMsg(ctx context.Context, stream string, seq uint64) (bool, error) {
-	s, err := c.stream(ctx, stream)
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	body, err := json.Marshal(struct {
+		Seq     uint64 `json:"seq"`
+		NoErase bool   `json:"no_erase"`
+	}{seq, true})
 	if err != nil {
 		return false, err
 	}
-	err = s.DeleteMsg(ctx, seq)
-	if err == nil {
+	resp, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+stream, body)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			err = fmt.Errorf("%w: %w", ErrTopologyMissing, err)
+		}
+		return false, fmt.Errorf("framework: delete message %d of %s: %w", seq, stream, err)
+	}
+	var r struct {
+		Success bool                `json:"success"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return false, fmt.Errorf("framework: delete message %d of %s: %w", seq, stream, err)
+	}
+	if r.Success {
 		return true, nil
 	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jsErrCodeSequenceNotFound ||
-		apiErr.ErrorCode == jsErrCodeMsgDeleteFailed && strings.Contains(apiErr.Description, "not found")) {
+	if r.Error != nil && (r.Error.ErrorCode == jsErrCodeSequenceNotFound ||
+		r.Error.ErrorCode == jsErrCodeMsgDeleteFailed && strings.Contains(r.Error.Description, "found")) {
 		return false, nil
 	}
-	return false, fmt.Errorf("framework: delete message %d of %s: %w", seq, stream, err)
+	if r.Error == nil {
+		return false, fmt.Errorf("framework: delete message %d of %s: unsuccessful", seq, stream)
+	}
+	if r.Error.ErrorCode == jetstream.JSErrCodeStreamNotFound {
+		return false, fmt.Errorf("framework: delete message %d of %s: %w: %w", seq, stream, ErrTopologyMissing, r.Error)
+	}
+	return false, fmt.Errorf("framework: delete message %d of %s: %w", seq, stream, r.Error)
 }
 
 // Server error codes of a delete of a missing message.

@@ -47,12 +47,16 @@ const directBatchBytes = 4 << 20
 
 // directGet sends req to stream's direct get API and calls fn with each
 // message of the answer, in stream order. It returns the number of messages;
-// "no message" is 0 messages and no error. A context without deadline is
+// "no message" is 0 messages and no error. A batch or multi-last request
+// must set Batch: it sizes the reply buffer. A context without deadline is
 // bounded by dlqOpTimeout.
 func directGet(ctx context.Context, nc *nats.Conn, stream string, req directGetRequest, fn func(storedMsg) error) (int, error) {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	multi := req.Batch > 0 || len(req.MultiLastFor) > 0
+	multi := req.Batch > 0
+	if len(req.MultiLastFor) > 0 && !multi {
+		return 0, errors.New("framework: direct get: a multi-last request needs a batch size")
+	}
 	if multi && req.MaxBytes == 0 {
 		req.MaxBytes = directBatchBytes
 	}
@@ -60,43 +64,63 @@ func directGet(ctx context.Context, nc *nats.Conn, stream string, req directGetR
 	if err != nil {
 		return 0, err
 	}
+	subject := "$JS.API.DIRECT.GET." + stream
+	if !multi {
+		m, err := nc.RequestWithContext(ctx, subject, body)
+		if err != nil {
+			if errors.Is(err, nats.ErrNoResponders) {
+				return 0, fmt.Errorf("%w: %s", errDirectNoStream, stream)
+			}
+			return 0, fmt.Errorf("framework: direct get from %s: %w", stream, err)
+		}
+		return directReply(stream, m, fn)
+	}
+	// Room for the whole answer (the batch and its end marker), so that the
+	// connection never drops a reply while fn runs.
+	ch := make(chan *nats.Msg, req.Batch+4)
 	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	sub, err := nc.ChanSubscribe(inbox, ch)
 	if err != nil {
 		return 0, fmt.Errorf("framework: direct get from %s: %w", stream, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, body); err != nil {
+	if err := nc.PublishRequest(subject, inbox, body); err != nil {
 		return 0, fmt.Errorf("framework: direct get from %s: %w", stream, err)
 	}
-	n := 0
+	total := 0
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return n, fmt.Errorf("framework: direct get from %s: %w", stream, err)
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return total, fmt.Errorf("framework: direct get from %s: %w", stream, ctx.Err())
 		}
-		if status := m.Header.Get("Status"); status != "" && len(m.Data) == 0 {
-			switch status {
-			case "204", "404": // end of batch; no (more) message
-				return n, nil
-			case "503":
-				return n, fmt.Errorf("%w: %s", errDirectNoStream, stream)
-			default:
-				return n, fmt.Errorf("framework: direct get from %s: status %s %s", stream, status, m.Header.Get("Description"))
-			}
-		}
-		sm, err := parseDirect(m)
-		if err != nil {
-			return n, fmt.Errorf("framework: direct get from %s: %w", stream, err)
-		}
-		n++
-		if err := fn(sm); err != nil {
-			return n, err
-		}
-		if !multi {
-			return n, nil
+		n, err := directReply(stream, m, fn)
+		total += n
+		if err != nil || n == 0 {
+			return total, err
 		}
 	}
+}
+
+// directReply handles one reply message: it calls fn for a stored message
+// and returns 1, or returns 0 for an end marker or "no message".
+func directReply(stream string, m *nats.Msg, fn func(storedMsg) error) (int, error) {
+	if status := m.Header.Get("Status"); status != "" && len(m.Data) == 0 {
+		switch status {
+		case "204", "404": // end of batch; no (more) message
+			return 0, nil
+		case "503":
+			return 0, fmt.Errorf("%w: %s", errDirectNoStream, stream)
+		default:
+			return 0, fmt.Errorf("framework: direct get from %s: status %s %s", stream, status, m.Header.Get("Description"))
+		}
+	}
+	sm, err := parseDirect(m)
+	if err != nil {
+		return 0, fmt.Errorf("framework: direct get from %s: %w", stream, err)
+	}
+	return 1, fn(sm)
 }
 
 func parseDirect(m *nats.Msg) (storedMsg, error) {

@@ -64,10 +64,9 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	done := make(chan struct{})
+	sent := make(chan string, 1)
 	framework.Handle(w, "invoices.send", func(ctx context.Context, t *framework.Task, inv invoice) error {
-		fmt.Printf("sending invoice %s for %.2f (task %s, %s priority)\n", inv.Number, inv.Amount, t.ID, t.Priority)
-		close(done)
+		sent <- fmt.Sprintf("sent invoice %s for %.2f (task %s, %s priority)", inv.Number, inv.Amount, t.ID, t.Priority)
 		return nil
 	})
 	if err := w.Start(ctx); err != nil {
@@ -89,10 +88,10 @@ func Example() {
 		return
 	}
 	fmt.Println("enqueued on", info.Subject)
-	<-done
+	fmt.Println(<-sent)
 	// Output:
 	// enqueued on jetflow.task.high.invoices.send
-	// sending invoice INV-7 for 99.50 (task inv-7, high priority)
+	// sent invoice INV-7 for 99.50 (task inv-7, high priority)
 }
 
 func ExampleClient_Enqueue_delayed() {

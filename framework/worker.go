@@ -428,14 +428,27 @@ func (w *Worker) fetch(tt *typeRunner, prio Priority, cons jetstream.Consumer) {
 	}
 }
 
+// nextPoll bounds each wait for the next message. The pull iterator of
+// nats.go (v1.55.0) decides whether to send a new pull request only when Next
+// starts or receives something, and skips it while its previous request is
+// still being sent; if that request is then answered in full before the
+// sender finishes (a busy host), the iterator waits with no request
+// outstanding until two heartbeats are missed, 30 s by default. Returning
+// from Next every nextPoll makes it check again, bounding such a stall. It is
+// also how soon an idle fetcher notices that the worker stops.
+const nextPoll = 250 * time.Millisecond
+
 // serve reads it until stop or a terminal iterator error.
 func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it jetstream.MessagesContext) error {
 	errStreak := 0
 	for {
-		msg, err := it.Next(jetstream.NextContext(stop))
+		msg, err := it.Next(jetstream.NextMaxWait(nextPoll))
 		if err != nil {
 			if stop.Err() != nil {
 				return nil
+			}
+			if errors.Is(err, nats.ErrTimeout) {
+				continue // nothing within nextPoll: loop, so the iterator re-checks its pull requests
 			}
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
 				errors.Is(err, jetstream.ErrConsumerNotFound) {

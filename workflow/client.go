@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -128,13 +129,37 @@ func (c *Client) Start(ctx context.Context, name string, input any, opts ...Star
 	for i, s := range roots {
 		tasks[i] = stepTask(c.names, d, r.ID, s)
 	}
-	if err := c.store.commit(ctx, r, 0, tasks); err != nil {
-		if errors.Is(err, errConflict) {
-			return cfg.id, fmt.Errorf("%w: %s", ErrRunExists, cfg.id)
+	err = c.store.commit(ctx, r, 0, tasks)
+	switch {
+	case err == nil:
+		return r.ID, nil
+	case errors.Is(err, errConflict) || errors.Is(err, errDuplicateTask):
+		if rerr := c.resendRoots(ctx, d, cfg.id, in); rerr != nil {
+			return cfg.id, fmt.Errorf("%w: %s (resending its first tasks: %w)", ErrRunExists, cfg.id, rerr)
 		}
-		return "", fmt.Errorf("workflow: start %s: %w", name, err)
+		return cfg.id, fmt.Errorf("%w: %s", ErrRunExists, cfg.id)
+	case errors.Is(err, errTasksNotSent):
+		return cfg.id, fmt.Errorf("workflow: start %s: run %s was stored but not all of its first tasks were sent; Start it again with WithRunID(%q) to send them: %w",
+			name, cfg.id, cfg.id, err)
 	}
-	return r.ID, nil
+	return "", fmt.Errorf("workflow: start %s: %w", name, err)
+}
+
+// resendRoots re-publishes the first tasks of an existing run with the same
+// workflow and input whose roots have not started, in case an earlier Start
+// stored the run but not its tasks (sequenced commits, see atomicCommits).
+func (c *Client) resendRoots(ctx context.Context, d *Definition, id string, in json.RawMessage) error {
+	if !c.store.sequenced(ctx) {
+		return nil
+	}
+	r, err := c.store.load(ctx, id)
+	if err != nil {
+		return err
+	}
+	if r.Workflow != d.name || r.Status != RunRunning || !bytes.Equal(r.Input, in) {
+		return nil
+	}
+	return c.store.publishTasks(ctx, queuedTasks(c.names, d, r, "", true))
 }
 
 func encodeInput(input any) (json.RawMessage, error) {
@@ -223,7 +248,14 @@ func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) er
 			o(&cfg)
 		}
 	}
-	_, err := c.store.update(ctx, id, nil, func(r *Run) ([]*nats.Msg, bool, error) {
+	var resend bool
+	r, err := c.store.update(ctx, id, nil, func(r *Run) ([]*nats.Msg, bool, error) {
+		if r.Status == RunCompensating && r.CompensateOnCancel && cfg.compensate && c.defs[r.Workflow] != nil {
+			// Cancelled with compensation before: make sure the
+			// compensation in progress has its task (see resendRoots).
+			resend = true
+			return nil, false, nil
+		}
 		if r.Status != RunRunning {
 			return nil, false, fmt.Errorf("%w: run %s is %s", ErrRunEnded, id, r.Status)
 		}
@@ -237,6 +269,9 @@ func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) er
 		}
 		return []*nats.Msg{compensationTask(c.names, d, id, comp)}, true, nil
 	})
+	if err == nil && resend && c.store.sequenced(ctx) {
+		err = c.store.publishTasks(ctx, queuedTasks(c.names, c.defs[r.Workflow], r, "", false))
+	}
 	return err
 }
 

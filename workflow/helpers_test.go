@@ -31,13 +31,39 @@ type env struct {
 	fc  *framework.Client
 }
 
-func newEnv(t *testing.T) *env {
+// newEnv starts a server with a file-storage task stream, where run
+// documents and tasks are committed one after the other.
+func newEnv(t *testing.T) *env { return newEnvStorage(t, jetstream.FileStorage) }
+
+// commitModes are the two ways of committing a run document with its tasks:
+// one after the other on a single-replica file stream, in one atomic batch
+// on a memory (or replicated) stream.
+var commitModes = []struct {
+	name    string
+	storage jetstream.StorageType
+}{
+	{"sequenced", jetstream.FileStorage},
+	{"atomic", jetstream.MemoryStorage},
+}
+
+// forModes runs test once per commit mode, in parallel subtests.
+func forModes(t *testing.T, test func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, m := range commitModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, newEnvStorage(t, m.storage))
+		})
+	}
+}
+
+func newEnvStorage(t *testing.T, storage jetstream.StorageType) *env {
 	t.Helper()
 	srv := testutil.RunServer(t)
 	nc, js := testutil.JetStream(t, srv)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+	if _, err := streams.Ensure(ctx, js, streams.Config{Storage: storage}); err != nil {
 		t.Fatalf("ensure: %v", err)
 	}
 	fc, err := framework.NewClient(nc)

@@ -35,6 +35,14 @@ const (
 // since it was read.
 var errConflict = errors.New("workflow: run document changed concurrently")
 
+// errTasksNotSent reports a sequenced commit whose document was stored but
+// whose tasks were not all published.
+var errTasksNotSent = errors.New("workflow: run document stored, but its new tasks were not all sent")
+
+// errDuplicateTask reports a batch refused because one of its task IDs was
+// already used within the stream's duplicate window.
+var errDuplicateTask = errors.New("workflow: a task of this run was already enqueued within the duplicate window")
+
 // maxConflictRetries bounds the re-reads of one update under contention.
 const maxConflictRetries = 200
 
@@ -49,6 +57,7 @@ type store struct {
 
 	mu     sync.Mutex
 	stream jetstream.Stream
+	atomic bool // commit documents and tasks in atomic batches
 }
 
 func newStore(js jetstream.JetStream, names streams.Names, defs map[string]*Definition) *store {
@@ -76,8 +85,37 @@ func (s *store) taskStream(ctx context.Context) (jetstream.Stream, error) {
 		}
 		return nil, fmt.Errorf("workflow: task stream %s: %w", s.names.TaskStream(), err)
 	}
+	cfg := st.CachedInfo().Config
+	s.atomic = atomicCommits(cfg)
 	s.stream = st
 	return st, nil
+}
+
+// atomicCommits decides how a run document and the tasks it enqueues are
+// committed on a stream with configuration cfg. Atomic batches are cheap on
+// replicated and on memory streams, but on a single-replica file stream the
+// server stages every batch in a temporary, synced file store while holding
+// the stream's lock (measured 4-11 ms per batch against 30 µs for two plain
+// publishes, nats-server 2.15.2, and every other publish to the stream
+// waits meanwhile). There, the document is written first and the tasks
+// right after; a crash in between is repaired when the unacknowledged task
+// that made the change is redelivered (see runtime.resend).
+func atomicCommits(cfg jetstream.StreamConfig) bool {
+	if !cfg.AllowAtomicPublish {
+		return false
+	}
+	return cfg.Replicas > 1 || cfg.Storage == jetstream.MemoryStorage
+}
+
+// sequenced reports whether commits write the document and the tasks one
+// after the other instead of in one atomic batch (see atomicCommits).
+func (s *store) sequenced(ctx context.Context) bool {
+	if _, err := s.taskStream(ctx); err != nil {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.atomic
 }
 
 // load reads the current document of run id. It returns an error wrapping
@@ -103,10 +141,13 @@ func (s *store) load(ctx context.Context, id string) (*Run, error) {
 }
 
 // commit stores r, expecting the previous document at sequence expect (0: no
-// document), together with tasks, in one atomic batch: either all are stored
-// or none. On success it sets r.Revision. It returns errConflict when the
-// document changed since expect. A final run gets a message TTL of its
-// workflow's retention, so the server deletes it after that.
+// document), together with tasks: in one atomic batch where that is cheap
+// (either all are stored or none), otherwise the document first and then the
+// tasks (see atomicCommits). On success it sets r.Revision. It returns
+// errConflict when the document changed since expect, and an error wrapping
+// errTasksNotSent when the document was stored but not every task. A final
+// run gets a message TTL of its workflow's retention, so the server deletes
+// it after that.
 func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats.Msg) error {
 	data, err := json.Marshal(r)
 	if err != nil {
@@ -122,8 +163,9 @@ func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats
 		return fmt.Errorf("%w: the document of run %s would be %d bytes, the server accepts %d; keep step outputs small",
 			ErrOutputTooLarge, r.ID, msgSize(doc), limit)
 	}
+	sequenced := s.sequenced(ctx)
 	var resp *nats.Msg
-	if len(tasks) == 0 {
+	if len(tasks) == 0 || sequenced {
 		resp, err = s.nc.RequestMsgWithContext(ctx, doc)
 	} else {
 		resp, err = s.publishBatch(ctx, append(tasks, doc))
@@ -136,7 +178,38 @@ func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats
 		return s.publishErr(r.ID, err)
 	}
 	r.Revision = seq
+	if sequenced && len(tasks) > 0 {
+		if err := s.publishTasks(ctx, tasks); err != nil {
+			return fmt.Errorf("%w: run %s: %w", errTasksNotSent, r.ID, err)
+		}
+	}
 	return nil
+}
+
+// publishTasks publishes tasks asynchronously and waits for every
+// acknowledgement. A task whose ID was seen within the duplicate window is
+// acknowledged as a duplicate and not stored again.
+func (s *store) publishTasks(ctx context.Context, tasks []*nats.Msg) error {
+	futures := make([]jetstream.PubAckFuture, 0, len(tasks))
+	var errs []error
+	for _, m := range tasks {
+		f, err := s.js.PublishMsgAsync(m)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", m.Subject, err))
+			continue
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			errs = append(errs, fmt.Errorf("%s: %w", f.Msg().Subject, err))
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("%s: %w", f.Msg().Subject, ctx.Err()))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // publishBatch sends msgs as one atomic batch and returns the server's
@@ -197,7 +270,7 @@ func (s *store) publishErr(id string, err error) error {
 		case codeAtomicDisabled:
 			return fmt.Errorf("workflow: run %s: the task stream does not allow atomic batches (run streams.Ensure): %w", id, err)
 		case codeBatchDuplicate:
-			return fmt.Errorf("workflow: run %s: a task of this run was already enqueued within the duplicate window: %w", id, err)
+			return fmt.Errorf("%w: run %s: %w", errDuplicateTask, id, err)
 		case codeBatchIncomplete:
 			return fmt.Errorf("workflow: run %s: atomic batch incomplete (connection trouble?); retry: %w", id, err)
 		case jetstream.JSErrCodeStreamMessageExceedsMaximum:

@@ -94,7 +94,7 @@ func (rt *runtime) stepHandler(d *Definition, sd *stepDef) framework.HandlerFunc
 			// A duplicate delivery, or a retry after the outcome was
 			// recorded but before the task was acknowledged.
 			t.Logger().Debug("jetflow workflow step already settled", slog.String("run", runID), slog.String("state", string(st.State)))
-			return nil
+			return rt.resend(sctx, t, d, r, sd.name)
 		}
 		if r.Status != RunRunning {
 			return rt.skip(sctx, t, r, sd.name)
@@ -223,7 +223,9 @@ func (rt *runtime) compensationHandler(d *Definition, sd *stepDef) framework.Han
 			return framework.Permanent(fmt.Errorf("workflow: run %s of %s has no step %q", runID, d.name, sd.name))
 		}
 		if st.State != StepCompensating {
-			return nil // duplicate delivery or already recorded
+			// A duplicate delivery, or a retry after the outcome was
+			// recorded but before the task was acknowledged.
+			return rt.resend(sctx, t, d, r, "")
 		}
 		sc := &stepCtx{info: StepInfo{RunID: runID, Workflow: d.name, Step: sd.name, Attempt: t.Attempt, Compensation: true}, run: r, def: d, store: rt.store}
 		_, err = callStep(t, func() (json.RawMessage, error) {
@@ -303,10 +305,57 @@ func (rt *runtime) failed(t *framework.Task, cause error) {
 	} else {
 		err = rt.failStep(ctx, ref.def, runID, nil, ref.step.name, cause, t.Attempt)
 	}
+	if err == nil && rt.store.sequenced(ctx) {
+		// The handler may have recorded the failure but not sent the
+		// compensation task before this last attempt ended.
+		var r *Run
+		if r, err = rt.store.load(ctx, runID); err == nil {
+			err = rt.store.publishTasks(ctx, queuedTasks(rt.names, ref.def, r, "", false))
+		}
+	}
 	if err != nil && !errors.Is(err, ErrRunNotFound) {
 		t.Logger().Error("jetflow workflow could not record a failed task; the run may be stuck",
 			slog.String("run", runID), slog.Any(framework.LogKeyError, err))
 	}
+}
+
+// resend re-publishes the tasks that the run document says are queued
+// because of step (its enqueued children; with step "" none) and the
+// compensation in progress, when a redelivered task finds its outcome already
+// recorded. With sequenced commits (see atomicCommits) the previous attempt
+// may have stored the document and died before sending those tasks. Task IDs
+// are deterministic, so a task that did get sent is dropped as a duplicate
+// within the stream's duplicate window (default 2 minutes). With atomic
+// commits there is nothing to repair.
+func (rt *runtime) resend(ctx context.Context, t *framework.Task, d *Definition, r *Run, step string) error {
+	if t.Attempt <= 1 || !rt.store.sequenced(ctx) {
+		return nil
+	}
+	tasks := queuedTasks(rt.names, d, r, step, false)
+	if len(tasks) == 0 {
+		return nil
+	}
+	if err := rt.store.publishTasks(ctx, tasks); err != nil {
+		return fmt.Errorf("workflow: resend the tasks of run %s: %w", r.ID, err)
+	}
+	t.Logger().Info("jetflow workflow re-sent queued tasks after a redelivery", slog.String("run", r.ID), slog.Int("tasks", len(tasks)))
+	return nil
+}
+
+// queuedTasks returns the task messages of the steps of r that are enqueued
+// and depend on parent (the roots when roots is set), and of the
+// compensation in progress.
+func queuedTasks(n streams.Names, d *Definition, r *Run, parent string, roots bool) []*nats.Msg {
+	var tasks []*nats.Msg
+	for _, s := range r.Steps {
+		switch {
+		case s.State == StepEnqueued && s.Attempts == 0 && ((roots && len(s.After) == 0) || (parent != "" && depends(s, parent))):
+			tasks = append(tasks, stepTask(n, d, r.ID, s.Name))
+		case s.State == StepCompensating:
+			tasks = append(tasks, compensationTask(n, d, r.ID, s.Name))
+		}
+	}
+	return tasks
 }
 
 // callStep runs fn, turning a panic into an error so that the failure is

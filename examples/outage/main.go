@@ -111,6 +111,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Hooks and the gateway print from their own goroutines.
+	stdout = &syncWriter{w: stdout}
 	level := slog.LevelWarn + 1 // held and retried tasks log warnings by design
 	if cfg.verbose {
 		level = slog.LevelInfo
@@ -170,6 +172,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		settings.IsFailure = func(error) bool { return false } // counts nothing, never opens
 	}
 	httpClient := &http.Client{Timeout: 5 * time.Second}
+	defer httpClient.CloseIdleConnections()
 	workers := make([]*framework.Worker, 2)
 	for i := range workers {
 		name := fmt.Sprintf("worker-%d", i+1)
@@ -326,6 +329,7 @@ type gateway struct {
 	ok          int
 	downFrom    time.Time
 	downUntil   time.Time
+	backUp      *time.Timer
 	calls       int
 	outageCalls int
 }
@@ -357,10 +361,20 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.downFrom = time.Now()
 		g.downUntil = g.downFrom.Add(g.outage)
 		g.report(fmt.Sprintf("down for %v (503 to every request)", g.outage))
-		time.AfterFunc(g.outage, func() { g.report("back up") })
+		g.backUp = time.AfterFunc(g.outage, func() { g.report("back up") })
 	}
 	g.mu.Unlock()
 	_, _ = io.WriteString(w, `{"status":"charged"}`)
+}
+
+// Close stops the gateway.
+func (g *gateway) Close() {
+	g.Server.Close()
+	g.mu.Lock()
+	if g.backUp != nil {
+		g.backUp.Stop()
+	}
+	g.mu.Unlock()
 }
 
 func (g *gateway) down() bool {
@@ -374,4 +388,16 @@ func (g *gateway) counts() (calls, outageCalls int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.calls, g.outageCalls
+}
+
+// syncWriter serialises writes.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

@@ -246,34 +246,80 @@ func adminPermissions(inbox string) *server.Permissions {
 	}
 }
 
-// producerPermissions may publish tasks (now or delayed) and read the task
-// stream's info, which the client asks for when the stream does not answer.
-// It cannot consume, purge, delete or read messages.
+// kvStream returns the stream behind a KV bucket.
+func kvStream(bucket string) string { return "KV_" + bucket }
+
+// producerPermissions may publish tasks (now or delayed), write their
+// "pending" state records, and read the task stream's info, which the client
+// asks for when the stream does not answer. It cannot consume, read, delete
+// or purge anything.
 func producerPermissions(n streams.Names, inbox string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
 			n.TaskWildcard(),
 			n.ScheduleSubject(">"),
+			"$KV." + n.StateBucket() + ".>",
 			"$JS.API.STREAM.INFO." + n.TaskStream(),
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{inbox + ".>"}},
 	}
 }
 
-// workerPermissions may create, look up and pull the consumers of its task
-// types, at every priority, and acknowledge their messages. It cannot
-// publish tasks or touch other types' consumers.
+// workerPermissions may consume its task types, at every priority, and run
+// everything a worker does by default: state records, dead letters (records,
+// errors bucket, advisory router and reconciler), the effects ledger of
+// framework.Once and circuit breakers. It cannot publish tasks, touch other
+// types' consumers, or purge streams.
 func workerPermissions(n streams.Names, inbox string, types ...string) *server.Permissions {
-	stream := n.TaskStream()
-	var pub []string
+	tasks, adv := n.TaskStream(), n.AdvisoryStream()
+	pub := []string{
+		// Start-up checks of the topology.
+		"$JS.API.INFO",
+		"$JS.API.STREAM.INFO." + tasks,
+		"$JS.API.STREAM.INFO." + n.DLQStream(),
+		"$JS.API.STREAM.INFO." + kvStream(n.StateBucket()),
+		"$JS.API.STREAM.INFO." + kvStream(n.EffectsBucket()),
+		"$JS.API.STREAM.INFO." + kvStream(n.ErrorsBucket()),
+		"$JS.API.STREAM.INFO." + kvStream(n.BreakerBucket()),
+		// Task state records.
+		"$KV." + n.StateBucket() + ".>",
+		// Dead letters: records, the errors bucket, the advisory router
+		// and the reconciler (which reads and deletes max-delivered tasks).
+		n.DLQSubject(">"),
+		"$KV." + n.ErrorsBucket() + ".>",
+		"$JS.API.STREAM.CREATE." + kvStream(n.ErrorsBucket()),
+		"$JS.API.DIRECT.GET." + kvStream(n.ErrorsBucket()),
+		"$JS.API.DIRECT.GET." + kvStream(n.ErrorsBucket()) + ".>",
+		"$JS.API.DIRECT.GET." + tasks,
+		"$JS.API.STREAM.MSG.DELETE." + tasks,
+		"$JS.API.CONSUMER.LIST." + tasks,
+		"$JS.API.CONSUMER.INFO." + adv + ".dlq-router",
+		"$JS.API.CONSUMER.CREATE." + adv + ".dlq-router",
+		"$JS.API.CONSUMER.CREATE." + adv + ".dlq-router.>",
+		"$JS.API.CONSUMER.MSG.NEXT." + adv + ".dlq-router",
+		"$JS.ACK." + adv + ".dlq-router.>",
+		// Effects ledger (framework.Once).
+		"$KV." + n.EffectsBucket() + ".>",
+		"$JS.API.DIRECT.GET." + kvStream(n.EffectsBucket()),
+		"$JS.API.DIRECT.GET." + kvStream(n.EffectsBucket()) + ".>",
+		// Circuit breakers: the shared bucket and its watcher.
+		"$KV." + n.BreakerBucket() + ".>",
+		"$JS.API.STREAM.CREATE." + kvStream(n.BreakerBucket()),
+		"$JS.API.CONSUMER.CREATE." + kvStream(n.BreakerBucket()) + ".>",
+		"$JS.API.CONSUMER.DELETE." + kvStream(n.BreakerBucket()) + ".>",
+		"$JS.FC." + kvStream(n.BreakerBucket()) + ".>",
+	}
+	// The consumers of its types: look up, create, pull, acknowledge, and
+	// pause (an open breaker).
 	for _, t := range types {
 		for _, p := range streams.Priorities {
 			c := n.ConsumerName(t, p)
 			pub = append(pub,
-				"$JS.API.CONSUMER.INFO."+stream+"."+c,
-				"$JS.API.CONSUMER.CREATE."+stream+"."+c+"."+n.TaskSubject(p, t),
-				"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+c,
-				"$JS.ACK."+stream+"."+c+".>",
+				"$JS.API.CONSUMER.INFO."+tasks+"."+c,
+				"$JS.API.CONSUMER.CREATE."+tasks+"."+c+"."+n.TaskSubject(p, t),
+				"$JS.API.CONSUMER.MSG.NEXT."+tasks+"."+c,
+				"$JS.API.CONSUMER.PAUSE."+tasks+"."+c,
+				"$JS.ACK."+tasks+"."+c+".>",
 			)
 		}
 	}
@@ -283,21 +329,30 @@ func workerPermissions(n streams.Names, inbox string, types ...string) *server.P
 	}
 }
 
-// operatorPermissions may read stream and consumer state, read, delete and
-// purge dead letters, and replay them to work subjects.
+// operatorPermissions may read stream and consumer state and task records,
+// list, replay, delete and purge dead letters, and manage repeating
+// schedules. It cannot consume tasks. Add
+// "$JS.API.STREAM.PURGE.<task stream>" only if operators cancel delayed
+// tasks: a purge request can name any subject, so it could empty the whole
+// task stream.
 func operatorPermissions(n streams.Names, inbox string) *server.Permissions {
-	dlq := n.DLQStream()
+	dlq, tasks := n.DLQStream(), n.TaskStream()
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
 			"$JS.API.INFO",
 			"$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
 			"$JS.API.STREAM.INFO.*",
 			"$JS.API.CONSUMER.NAMES.*", "$JS.API.CONSUMER.LIST.*", "$JS.API.CONSUMER.INFO.*.*",
+			// Dead letters: read, replay to work subjects, delete, purge.
 			"$JS.API.DIRECT.GET." + dlq, "$JS.API.DIRECT.GET." + dlq + ".>",
 			"$JS.API.STREAM.MSG.GET." + dlq,
 			"$JS.API.STREAM.MSG.DELETE." + dlq,
 			"$JS.API.STREAM.PURGE." + dlq,
-			n.TaskWildcard(), // replay
+			n.TaskWildcard(),
+			// Task records and schedules.
+			"$JS.API.DIRECT.GET." + kvStream(n.StateBucket()) + ".>",
+			"$JS.API.DIRECT.GET." + tasks, "$JS.API.DIRECT.GET." + tasks + ".>",
+			n.CronSubject(">"),
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{inbox + ".>"}},
 	}

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if err := run(t.Context(), &out); err != nil {
+		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
+	}
+	want := `server: TLS with a certificate generated at start-up; users admin, producer, worker, operator
+admin: topology ensured
+worker: serving email.send
+producer: enqueued email.send welcome-ada
+worker: sent welcome e-mail to ada@example.com
+producer: purge JETFLOW_TASKS denied (permissions violation)
+producer: consume email.send denied (permissions violation)
+worker: enqueue denied (permissions violation)
+operator: purged JETFLOW_DLQ
+`
+	if got := out.String(); got != want {
+		t.Errorf("output:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// secured is a TLS server with the example's users.
+type secured struct {
+	users map[string]user
+	url   string
+	dial  func(u user) *conn
+}
+
+func newSecured(t *testing.T, types ...string) *secured {
+	t.Helper()
+	cert, roots, err := selfSignedCert()
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := newUsers(streams.MustNames(""), types...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := startServer(t.TempDir(), cert, users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testutil.ShutdownServer(srv) })
+	s := &secured{users: users, url: srv.ClientURL()}
+	s.dial = func(u user) *conn {
+		t.Helper()
+		c, err := dial(s.url, roots, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	return s
+}
+
+// violations drains the permission violations reported on c so far.
+func violations(c *conn) []string {
+	var out []string
+	for {
+		select {
+		case err := <-c.violations:
+			out = append(out, err.Error())
+		default:
+			return out
+		}
+	}
+}
+
+// TestRolePermissions runs a producer, a worker and an operator with their
+// least-privilege users through what jetflow does by default (state
+// records, retries, dead letters with their router and reconciler, delays,
+// the effects ledger, a circuit breaker that opens and pauses consumers,
+// dead-letter listing and replay) and checks that no allowed path hits a
+// permission violation; then that each role is refused what it must not do.
+func TestRolePermissions(t *testing.T) {
+	t.Parallel()
+	const typ = "perm.work"
+	s := newSecured(t, typ)
+	names := streams.MustNames("")
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	// Deploy time.
+	admin := s.dial(s.users[roleAdmin])
+	if _, err := streams.Ensure(ctx, admin.js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.EnsureBuckets(ctx, admin.js); err != nil {
+		t.Fatal(err)
+	}
+
+	wc := s.dial(s.users[roleWorker])
+	w, err := framework.NewWorker(wc.Conn, framework.WithReconcileInterval(200*time.Millisecond),
+		framework.WithBreaker("mail.smtp", framework.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: 500 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.HandleFunc(typ, func(ctx context.Context, task *framework.Task) error {
+		switch {
+		case strings.HasPrefix(task.ID, "retry") && task.Attempt == 1:
+			return framework.RetryAfter(10 * time.Millisecond)
+		case strings.HasPrefix(task.ID, "fail"):
+			return framework.Permanent(errors.New("refused"))
+		case strings.HasPrefix(task.ID, "exhaust"):
+			return errors.New("always failing")
+		case strings.HasPrefix(task.ID, "once"):
+			return framework.Once(ctx, "send", func(context.Context) error { return nil })
+		case strings.HasPrefix(task.ID, "breaker"):
+			return framework.Call(ctx, "mail.smtp", func(context.Context) error {
+				if task.Attempt == 1 {
+					return errors.New("smtp down")
+				}
+				return nil
+			})
+		}
+		return nil
+	}, framework.WithDependencies("mail.smtp"), framework.WithMaxAttempts(2),
+		framework.WithBackoff(framework.BackoffPolicy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}))
+	if err := w.Start(ctx); err != nil {
+		t.Fatalf("worker start: %v (violations %v)", err, violations(wc))
+	}
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = w.Shutdown(sctx)
+	}()
+
+	pc := s.dial(s.users[roleProducer])
+	cl, err := framework.NewClient(pc.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"ok-1", "retry-1", "fail-1", "exhaust-1", "once-1", "breaker-1"} {
+		if _, err := cl.Enqueue(ctx, typ, nil, framework.WithID(id)); err != nil {
+			t.Fatalf("enqueue %s: %v (violations %v)", id, err, violations(pc))
+		}
+	}
+	if _, err := cl.Enqueue(ctx, typ, nil, framework.WithID("later-1"), framework.In(300*time.Millisecond)); err != nil {
+		t.Fatalf("delayed enqueue: %v (violations %v)", err, violations(pc))
+	}
+	if _, err := cl.EnqueueMany(ctx, []framework.Job{{Type: typ}, {Type: typ}}); err != nil {
+		t.Fatalf("enqueue many: %v (violations %v)", err, violations(pc))
+	}
+
+	oc := s.dial(s.users[roleOperator])
+	ocl, err := framework.NewClient(oc.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := ocl.DeadLetters()
+	var recs []framework.DeadLetter
+	testutil.Wait(t, time.Minute, "two dead letters (permanent and exhausted)", func() bool {
+		recs, _, err = dl.List(ctx, framework.DeadLetterFilter{}, framework.DeadLetterPage{})
+		return err == nil && len(recs) >= 2
+	})
+	// The tasks finish (the breaker task on its second attempt, once its
+	// breaker let a probe through) and leave the stream.
+	testutil.Wait(t, time.Minute, "task stream empty", func() bool {
+		st, err := admin.js.Stream(ctx, names.TaskStream())
+		if err != nil {
+			return false
+		}
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs == 0
+	})
+	if _, err := dl.Replay(ctx, recs[0].Seq); err != nil {
+		t.Errorf("operator replay: %v (violations %v)", err, violations(oc))
+	}
+	if _, err := ocl.Inspector().QueueStats(ctx); err != nil {
+		t.Errorf("operator queue stats: %v (violations %v)", err, violations(oc))
+	}
+	if _, err := dl.Purge(ctx, framework.DeadLetterFilter{}); err != nil {
+		t.Errorf("operator purge: %v (violations %v)", err, violations(oc))
+	}
+
+	for who, c := range map[string]*conn{"worker": wc, "producer": pc, "operator": oc} {
+		for _, v := range violations(c) {
+			t.Errorf("%s hit a permission violation on an allowed path: %s", who, v)
+		}
+	}
+
+	// What each role must not do.
+	tasks := names.TaskStream()
+	workerConsumer := names.ConsumerName(typ, framework.PriorityNormal)
+	for _, c := range []struct {
+		who  string
+		conn *conn
+		what string
+		op   func(ctx context.Context) error
+	}{
+		{"producer", pc, "purge the task stream", func(ctx context.Context) error {
+			_, err := pc.Request("$JS.API.STREAM.PURGE."+tasks, nil, time.Second)
+			return err
+		}},
+		{"producer", pc, "create a consumer", func(ctx context.Context) error {
+			_, err := pc.js.CreateOrUpdateConsumer(ctx, tasks, jetstream.ConsumerConfig{Durable: "steal", FilterSubject: names.TaskWildcard()})
+			return err
+		}},
+		{"producer", pc, "pull a worker's consumer", func(ctx context.Context) error {
+			_, err := pc.Request("$JS.API.CONSUMER.MSG.NEXT."+tasks+"."+workerConsumer, []byte(`{"batch":1}`), time.Second)
+			return err
+		}},
+		{"producer", pc, "read task messages", func(ctx context.Context) error {
+			_, err := pc.Request("$JS.API.DIRECT.GET."+tasks, []byte(`{"seq":1}`), time.Second)
+			return err
+		}},
+		{"producer", pc, "write a dead letter", func(ctx context.Context) error {
+			return pc.Publish(names.DLQSubject(typ), nil)
+		}},
+		{"worker", wc, "enqueue", func(ctx context.Context) error {
+			c, err := framework.NewClient(wc.Conn, framework.WithStateTracking(false))
+			if err != nil {
+				return err
+			}
+			_, err = c.Enqueue(ctx, typ, nil)
+			return err
+		}},
+		{"worker", wc, "consume another type", func(ctx context.Context) error {
+			_, err := wc.js.CreateOrUpdateConsumer(ctx, tasks, jetstream.ConsumerConfig{
+				Durable: names.ConsumerName("other.type", framework.PriorityNormal), FilterSubject: names.TaskSubject(framework.PriorityNormal, "other.type")})
+			return err
+		}},
+		{"worker", wc, "purge dead letters", func(ctx context.Context) error {
+			_, err := wc.Request("$JS.API.STREAM.PURGE."+names.DLQStream(), nil, time.Second)
+			return err
+		}},
+		{"operator", oc, "consume tasks", func(ctx context.Context) error {
+			_, err := oc.js.CreateOrUpdateConsumer(ctx, tasks, jetstream.ConsumerConfig{Durable: "peek", FilterSubject: names.TaskWildcard()})
+			return err
+		}},
+		{"operator", oc, "purge the task stream", func(ctx context.Context) error {
+			_, err := oc.Request("$JS.API.STREAM.PURGE."+tasks, nil, time.Second)
+			return err
+		}},
+	} {
+		if err := c.conn.denied(ctx, c.op); !errors.Is(err, nats.ErrPermissionViolation) {
+			t.Errorf("%s could %s: %v", c.who, c.what, err)
+		}
+	}
+}

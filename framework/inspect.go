@@ -1,0 +1,303 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// ErrNotCancellable reports a task that [Inspector.CancelTask] cannot cancel:
+// it is no longer waiting in a schedule (it is queued, running or done).
+var ErrNotCancellable = errors.New("framework: task cannot be cancelled")
+
+// Inspector reads task state, queue statistics and schedules, and cancels
+// delayed tasks. It is safe for concurrent use.
+type Inspector struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	opts  *options
+	names streams.Names
+}
+
+// NewInspector returns an inspector on nc. Of the options only
+// [WithPrefix], [WithLogger] and [WithCodec] matter.
+func NewInspector(nc *nats.Conn, opts ...Option) (*Inspector, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
+	}
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("framework: jetstream: %w", err)
+	}
+	return &Inspector{nc: nc, js: js, opts: o, names: o.names}, nil
+}
+
+// Inspector returns an inspector sharing the client's connection and
+// options.
+func (c *Client) Inspector() *Inspector {
+	return &Inspector{nc: c.nc, js: c.js, opts: c.opts, names: c.names}
+}
+
+// Schedules returns the manager of repeating schedules.
+func (i *Inspector) Schedules() *Schedules {
+	return &Schedules{nc: i.nc, js: i.js, names: i.names, codec: i.opts.codec}
+}
+
+// GetTask returns the state record of task id. Without a record (state
+// tracking off, or the record expired) a delayed task still waiting in its
+// schedule is reported as [StateScheduled]. Otherwise it returns an error
+// wrapping [ErrNotFound].
+func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error) {
+	if id == "" {
+		return nil, fmt.Errorf("%w: empty task ID", ErrNotFound)
+	}
+	kv, err := i.js.KeyValue(ctx, i.names.StateBucket())
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("framework: get task %s: %w", id, err)
+	default:
+		e, err := kv.Get(ctx, stateKey(id))
+		switch {
+		case err == nil:
+			var rec TaskRecord
+			if err := json.Unmarshal(e.Value(), &rec); err != nil {
+				return nil, fmt.Errorf("framework: get task %s: bad record: %w", id, err)
+			}
+			rec.Revision = e.Revision()
+			return &rec, nil
+		case !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted):
+			return nil, fmt.Errorf("framework: get task %s: %w", id, err)
+		}
+	}
+	// No record: look for a pending schedule.
+	if streams.ValidateID(id) != nil {
+		return nil, fmt.Errorf("%w: task %s", ErrNotFound, id)
+	}
+	var rec *TaskRecord
+	_, err = directGet(ctx, i.nc, i.names.TaskStream(), directGetRequest{NextFor: i.names.ScheduleSubject(id)}, func(m storedMsg) error {
+		r := &TaskRecord{ID: id, State: StateScheduled, Sequence: m.Seq, EnqueuedAt: m.Time, UpdatedAt: m.Time}
+		if p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
+			r.Priority, r.Type = p, typ
+		}
+		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
+			r.ScheduledFor = ts
+		}
+		rec = r
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("framework: get task %s: %w", id, err)
+	}
+	if rec == nil {
+		return nil, fmt.Errorf("%w: task %s", ErrNotFound, id)
+	}
+	return rec, nil
+}
+
+// CancelTask cancels a delayed task that is still waiting in its schedule:
+// the schedule is purged, so the task never runs, and its state record (if
+// state tracking is on) becomes [StateCancelled]. It returns an error
+// wrapping [ErrNotCancellable] when the task is no longer scheduled (it
+// fired, or was enqueued without delay), and [ErrNotFound] when nothing is
+// known about it. A schedule that fires in the same instant as the purge
+// may still run the task; its state record then shows it running.
+func (i *Inspector) CancelTask(ctx context.Context, id string) error {
+	if err := streams.ValidateID(id); err != nil {
+		return err
+	}
+	n, err := purgeSubject(ctx, i.nc, i.names.TaskStream(), i.names.ScheduleSubject(id))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("framework: cancel task %s: %w: %w", id, ErrTopologyMissing, err)
+		}
+		return fmt.Errorf("framework: cancel task %s: %w", id, err)
+	}
+	if n == 0 {
+		rec, err := i.GetTask(ctx, id)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: task %s is %s", ErrNotCancellable, id, rec.State)
+	}
+	// Record the cancellation, keeping what the scheduled record knew.
+	kv, err := i.js.KeyValue(ctx, i.names.StateBucket())
+	if err != nil {
+		return nil // no state tracking
+	}
+	now := time.Now().UTC()
+	rec := TaskRecord{ID: id}
+	if e, err := kv.Get(ctx, stateKey(id)); err == nil {
+		_ = json.Unmarshal(e.Value(), &rec)
+	}
+	rec.State, rec.UpdatedAt, rec.FinishedAt = StateCancelled, now, now
+	if _, err := kv.Put(ctx, stateKey(id), mustJSON(rec)); err != nil {
+		return fmt.Errorf("framework: cancel task %s: schedule removed, but the state record could not be written: %w", id, err)
+	}
+	return nil
+}
+
+// QueueStat is the load of one (task type, priority) queue.
+type QueueStat struct {
+	Type     string
+	Priority Priority
+	// Pending counts tasks waiting on the work subject, not yet delivered.
+	Pending uint64
+	// InFlight counts delivered tasks not yet acknowledged: running, or
+	// waiting for a retry after a failed attempt.
+	InFlight int
+	// Redelivered counts in-flight tasks delivered more than once.
+	Redelivered int
+	// Scheduled counts delayed tasks of the queue waiting in schedules.
+	Scheduled int
+	// Paused is true while the queue's consumer is paused (for example by
+	// an open circuit breaker), until PausedUntil.
+	Paused      bool
+	PausedUntil time.Time
+}
+
+// QueueStats is a snapshot of every queue.
+type QueueStats struct {
+	// Queues lists the (type, priority) pairs that have a consumer or
+	// scheduled tasks, sorted by type then priority (highest first).
+	Queues []QueueStat
+	// Dead counts dead letters per task type.
+	Dead map[string]uint64
+	// Scheduled counts all delayed tasks; Cron counts repeating schedules.
+	Scheduled int
+	Cron      int
+	// ScheduledTruncated is true when there were more delayed tasks than
+	// [MaxScheduledScan]: Scheduled is exact, per-queue counts are not.
+	ScheduledTruncated bool
+	// Taken is when the snapshot was taken.
+	Taken time.Time
+}
+
+// MaxScheduledScan bounds how many delayed tasks [Inspector.QueueStats]
+// reads to count them per queue.
+const MaxScheduledScan = 100_000
+
+// QueueStats returns the load of every queue: pending and in-flight counts
+// from the consumers (one paged request), delayed tasks per queue (read
+// with batched direct gets, a thousand per round trip, because the schedule
+// subject does not carry the task type), repeating schedules, and dead
+// letters per type (one stream info request).
+func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
+	out := &QueueStats{Dead: make(map[string]uint64), Taken: time.Now()}
+	type qk struct {
+		typ  string
+		prio Priority
+	}
+	queues := make(map[qk]*QueueStat)
+	queue := func(typ string, p Priority) *QueueStat {
+		k := qk{typ, p}
+		q := queues[k]
+		if q == nil {
+			q = &QueueStat{Type: typ, Priority: p}
+			queues[k] = q
+		}
+		return q
+	}
+	stream, err := i.js.Stream(ctx, i.names.TaskStream())
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("framework: queue stats: %w: %w", ErrTopologyMissing, err)
+		}
+		return nil, fmt.Errorf("framework: queue stats: %w", err)
+	}
+	lister := stream.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		typ := ci.Config.Metadata[streams.MetaTaskType]
+		p, perr := streams.ParsePriority(ci.Config.Metadata[streams.MetaPriority])
+		if typ == "" || perr != nil {
+			// Not a jetflow queue consumer; derive from its filter if possible.
+			pp, tt, err := i.names.ParseTaskSubject(ci.Config.FilterSubject)
+			if err != nil {
+				continue
+			}
+			p, typ = pp, tt
+		}
+		q := queue(typ, p)
+		q.Pending += ci.NumPending
+		q.InFlight += ci.NumAckPending
+		q.Redelivered += ci.NumRedelivered
+		if ci.Paused {
+			q.Paused = true
+			q.PausedUntil = time.Now().Add(ci.PauseRemaining)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return nil, fmt.Errorf("framework: queue stats: list consumers: %w", err)
+	}
+
+	// Delayed tasks: count them, then read their targets.
+	si, err := stream.Info(ctx, jetstream.WithSubjectFilter(i.names.ScheduleSubject(">")))
+	if err != nil {
+		return nil, fmt.Errorf("framework: queue stats: %w", err)
+	}
+	out.Scheduled = len(si.State.Subjects)
+	if out.Scheduled > 0 {
+		seen := 0
+		err := scanStream(ctx, i.nc, i.names.TaskStream(), i.names.ScheduleSubject(">"), 0, 0, time.Time{}, 1000,
+			func(m storedMsg) (bool, error) {
+				seen++
+				if seen > MaxScheduledScan {
+					out.ScheduledTruncated = true
+					return false, nil
+				}
+				if p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
+					queue(typ, p).Scheduled++
+				}
+				return true, nil
+			})
+		if err != nil {
+			return nil, fmt.Errorf("framework: queue stats: scheduled tasks: %w", err)
+		}
+	}
+	ci, err := stream.Info(ctx, jetstream.WithSubjectFilter(i.names.CronSubject(">")))
+	if err != nil {
+		return nil, fmt.Errorf("framework: queue stats: %w", err)
+	}
+	out.Cron = len(ci.State.Subjects)
+
+	// Dead letters per type.
+	dlq, err := i.js.Stream(ctx, i.names.DLQStream())
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("framework: queue stats: %w", err)
+	default:
+		di, err := dlq.Info(ctx, jetstream.WithSubjectFilter(i.names.DLQSubject(">")))
+		if err != nil {
+			return nil, fmt.Errorf("framework: queue stats: dead letters: %w", err)
+		}
+		prefix := i.names.DLQSubject("")
+		for subj, n := range di.State.Subjects {
+			out.Dead[strings.TrimPrefix(subj, prefix)] += n
+		}
+	}
+
+	for _, q := range queues {
+		out.Queues = append(out.Queues, *q)
+	}
+	slices.SortFunc(out.Queues, func(a, b QueueStat) int {
+		if c := strings.Compare(a.Type, b.Type); c != 0 {
+			return c
+		}
+		return a.Priority.Rank() - b.Priority.Rank()
+	})
+	return out, nil
+}

@@ -1,0 +1,186 @@
+package framework_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+// crashPair runs two workers, each on its own connection, serving one task
+// type with handler h. The handler learns which connection runs it, so it
+// can close it: a real fault that leaves the delivery unacknowledged, so
+// the server redelivers the task to the other worker after the ack wait.
+func crashPair(t *testing.T, e *env, taskType string, h func(ctx context.Context, task *framework.Task, nc *nats.Conn) error) {
+	t.Helper()
+	conns := map[*framework.Worker]*nats.Conn{}
+	var workers []*framework.Worker
+	for range 2 {
+		nc := testutil.Connect(t, e.srv)
+		w, err := framework.NewWorker(nc, framework.WithShutdownTimeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[w] = nc
+		workers = append(workers, w)
+	}
+	for _, w := range workers {
+		w.HandleFunc(taskType, func(ctx context.Context, task *framework.Task) error {
+			return h(ctx, task, conns[framework.WorkerFromContext(ctx)])
+		}, framework.WithAckWait(time.Second), framework.WithMaxAttempts(3),
+			framework.WithBackoff(framework.BackoffPolicy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}))
+		startWorker(t, w)
+	}
+}
+
+func TestOnceSkipsEffectOnRedelivery(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var effects, runs atomic.Int32
+	second := make(chan error, 1)
+	crashPair(t, e, "once.charge", func(ctx context.Context, task *framework.Task, nc *nats.Conn) error {
+		runs.Add(1)
+		err := framework.Once(ctx, "charge", func(ctx context.Context) error {
+			effects.Add(1)
+			return nil
+		})
+		if task.Attempt == 1 {
+			// The effect is recorded; the worker dies before acknowledging.
+			nc.Close()
+			return err
+		}
+		second <- err
+		return err
+	})
+	e.enqueue(t, "once.charge", nil, framework.WithID("pay-1"))
+	if err := testutil.Recv(t, second, waitLong, "redelivery"); err != nil {
+		t.Fatalf("Once on redelivery: %v", err)
+	}
+	if n := effects.Load(); n != 1 {
+		t.Fatalf("effect applied %d times, want 1", n)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("handler ran %d times, want 2", n)
+	}
+}
+
+func TestOnceUncertainOutcome(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		policy      framework.EffectPolicy
+		wantEffects int32
+		wantErr     error
+	}{
+		{framework.EffectFailUncertain, 1, framework.ErrEffectUncertain},
+		{framework.EffectRerun, 2, nil},
+	} {
+		t.Run(tc.policy.String(), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			var effects atomic.Int32
+			second := make(chan error, 1)
+			crashPair(t, e, "once.uncertain", func(ctx context.Context, task *framework.Task, nc *nats.Conn) error {
+				err := framework.Once(ctx, "email", func(ctx context.Context) error {
+					effects.Add(1)
+					if task.Attempt == 1 {
+						// The effect happened; the worker dies before the
+						// ledger records it.
+						nc.Close()
+					}
+					return nil
+				}, framework.WithEffectPolicy(tc.policy))
+				if task.Attempt == 1 {
+					if err == nil {
+						return errors.New("recording should have failed")
+					}
+					return err
+				}
+				second <- err
+				return err
+			})
+			e.enqueue(t, "once.uncertain", nil, framework.WithID("mail-1"))
+			err := testutil.Recv(t, second, waitLong, "redelivery")
+			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Once on redelivery: %v, want %v", err, tc.wantErr)
+			}
+			if tc.wantErr != nil {
+				var ue *framework.EffectUncertainError
+				if !framework.IsPermanent(err) || !errors.As(err, &ue) || ue.Attempt != 1 || ue.Key != "email" || ue.TaskID != "mail-1" {
+					t.Fatalf("error %v is not a permanent EffectUncertainError for attempt 1", err)
+				}
+			}
+			if n := effects.Load(); n != tc.wantEffects {
+				t.Fatalf("effect applied %d times, want %d", n, tc.wantEffects)
+			}
+		})
+	}
+}
+
+func TestOnceValueAndRelease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var charges, mails atomic.Int32
+	done := make(chan string, 1)
+	w := e.worker(t)
+	w.HandleFunc("once.flow", func(ctx context.Context, task *framework.Task) error {
+		id, err := framework.OnceValue(ctx, "charge", func(ctx context.Context) (string, error) {
+			return fmt.Sprintf("ch_%d", charges.Add(1)), nil
+		})
+		if err != nil {
+			return err
+		}
+		// A failing effect releases its claim: the next attempt runs it.
+		err = framework.Once(ctx, "mail", func(ctx context.Context) error {
+			if mails.Add(1) == 1 {
+				return errors.New("smtp down")
+			}
+			return nil
+		})
+		if err != nil {
+			return framework.RetryAfterErr(10*time.Millisecond, err)
+		}
+		if task.Attempt < 3 {
+			return framework.RetryAfter(10 * time.Millisecond) // fail after both effects
+		}
+		done <- id
+		return nil
+	})
+	startWorker(t, w)
+	e.enqueue(t, "once.flow", nil, framework.WithID("flow-1"))
+	if id := testutil.Recv(t, done, waitLong, "third attempt"); id != "ch_1" {
+		t.Fatalf("recorded value %q, want ch_1", id)
+	}
+	if c, m := charges.Load(), mails.Load(); c != 1 || m != 2 {
+		t.Fatalf("charges %d (want 1), mail runs %d (want 2)", c, m)
+	}
+}
+
+func TestOnceErrors(t *testing.T) {
+	t.Parallel()
+	if err := framework.Once(context.Background(), "k", func(context.Context) error { return nil }); !errors.Is(err, framework.ErrNoTask) {
+		t.Fatalf("outside a handler: %v", err)
+	}
+	e := newEnv(t)
+	got := make(chan error, 2)
+	w := e.worker(t)
+	w.HandleFunc("once.bad", func(ctx context.Context, task *framework.Task) error {
+		got <- framework.Once(ctx, "no spaces", func(context.Context) error { return nil })
+		got <- framework.Once(ctx, "k", func(context.Context) error { return nil }, framework.WithEffectPolicy(7))
+		return nil
+	})
+	startWorker(t, w)
+	e.enqueue(t, "once.bad", nil)
+	if err := testutil.Recv(t, got, waitLong, "handler"); !errors.Is(err, framework.ErrInvalidEffectKey) {
+		t.Fatalf("bad key: %v", err)
+	}
+	if err := testutil.Recv(t, got, waitLong, "handler"); !errors.Is(err, framework.ErrInvalidOption) {
+		t.Fatalf("bad policy: %v", err)
+	}
+}
