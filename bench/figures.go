@@ -142,14 +142,17 @@ func (e *env) drainRaw(ctx context.Context) (float64, error) {
 
 // drainJetflow pre-enqueues n no-op tasks with Client.EnqueueMany and times
 // their drain by a jetflow worker, from Start to the n-th acknowledged task.
+// Task state tracking is off on both: like the raw side, one message per
+// task (the drain_state figure measures tracking).
 func (e *env) drainJetflow(ctx context.Context) (float64, error) {
 	n := e.cfg.n
-	if err := e.enqueueJobs(ctx, typeDrain, n, e.payload); err != nil {
+	untracked := framework.WithStateTracking(false)
+	if err := e.enqueueJobsClient(ctx, []framework.Option{untracked}, typeDrain, n, e.payload); err != nil {
 		return 0, err
 	}
 	var done atomic.Int64
 	finished := make(chan struct{})
-	w, stop, err := e.newWorker(framework.WithHooks(framework.Hooks{
+	w, stop, err := e.newWorker(untracked, framework.WithHooks(framework.Hooks{
 		Succeeded: func(*framework.Task, time.Duration) {
 			if done.Add(1) == int64(n) {
 				close(finished)
@@ -261,7 +264,7 @@ func (e *env) enqueueJetflow(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	defer nc.Close()
-	cl, err := framework.NewClient(nc, framework.WithMaxPending(e.cfg.window))
+	cl, err := framework.NewClient(nc, framework.WithMaxPending(e.cfg.window), framework.WithStateTracking(false))
 	if err != nil {
 		return 0, err
 	}

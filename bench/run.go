@@ -82,6 +82,12 @@ func newEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, err erro
 	if _, err := streams.Ensure(ctx, e.js, streams.Config{Storage: jetstream.FileStorage}); err != nil {
 		return nil, fmt.Errorf("bench: ensure topology: %w", err)
 	}
+	// Task state records go to buckets a worker would create at start;
+	// create them now so that records written before (pre-enqueued tasks)
+	// are kept, as in a deployment where workers already ran.
+	if err := framework.EnsureBuckets(ctx, e.js); err != nil {
+		return nil, fmt.Errorf("bench: ensure buckets: %w", err)
+	}
 	e.stream, err = e.js.Stream(ctx, e.names.TaskStream())
 	if err != nil {
 		return nil, fmt.Errorf("bench: task stream: %w", err)
@@ -212,12 +218,17 @@ func (e *env) purge(ctx context.Context, subject string) error {
 // enqueueJobs enqueues n tasks of taskType with jetflow's client on a fresh
 // connection (asynchronous publishes), all with the same payload and options.
 func (e *env) enqueueJobs(ctx context.Context, taskType string, n int, payload any, opts ...framework.EnqueueOption) error {
+	return e.enqueueJobsClient(ctx, nil, taskType, n, payload, opts...)
+}
+
+// enqueueJobsClient is enqueueJobs with extra client options.
+func (e *env) enqueueJobsClient(ctx context.Context, clientOpts []framework.Option, taskType string, n int, payload any, opts ...framework.EnqueueOption) error {
 	nc, err := e.connect()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	cl, err := framework.NewClient(nc, framework.WithMaxPending(e.cfg.window))
+	cl, err := framework.NewClient(nc, append([]framework.Option{framework.WithMaxPending(e.cfg.window)}, clientOpts...)...)
 	if err != nil {
 		return err
 	}

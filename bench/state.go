@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"context"
 	"errors"
 	"fmt"
@@ -93,6 +94,9 @@ func (e *env) drainStateJetflow(ctx context.Context, tracked bool) (float64, err
 			return 0, err
 		}
 		seq += 2 * uint64(n) // "running" and "succeeded"
+		if os.Getenv("TMP_NORUN") != "" {
+			seq -= uint64(n)
+		}
 	}
 
 	var done atomic.Int64

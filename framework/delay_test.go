@@ -100,10 +100,10 @@ func TestCancelDelayedTask(t *testing.T) {
 	startWorker(t, w)
 	ctx := t.Context()
 
-	e.enqueue(t, typ, nil, framework.WithID("doomed"), framework.In(700*time.Millisecond))
+	e.enqueue(t, typ, nil, framework.WithID("doomed"), framework.In(1500*time.Millisecond))
 	// The witness is due later than the cancelled task: once it ran, the
 	// cancelled one would have fired too.
-	e.enqueue(t, typ, nil, framework.WithID("witness"), framework.In(1200*time.Millisecond))
+	e.enqueue(t, typ, nil, framework.WithID("witness"), framework.In(2*time.Second))
 	if err := e.cl.Cancel(ctx, "doomed"); err != nil {
 		t.Fatalf("Cancel: %v", err)
 	}

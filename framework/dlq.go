@@ -526,12 +526,16 @@ func (c *dlqCore) recordMsg(s deadSource) *nats.Msg {
 // publish stores a record in the dead-letter stream and waits for the
 // stream's acknowledgement.
 func (c *dlqCore) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
-	ack, err := c.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(c.names.DLQStream()))
+	ack, err := c.js.PublishMsg(ctx, msg)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 			err = fmt.Errorf("%w: %w", ErrTopologyMissing, err)
 		}
 		return nil, fmt.Errorf("framework: publish dead letter %s: %w", msg.Header.Get(jetstream.MsgIDHeader), err)
+	}
+	if ack.Stream != c.names.DLQStream() {
+		return nil, fmt.Errorf("framework: dead letter %s was stored in stream %s, not %s: check the streams' subjects",
+			msg.Header.Get(jetstream.MsgIDHeader), ack.Stream, c.names.DLQStream())
 	}
 	return ack, nil
 }

@@ -261,7 +261,7 @@ func (d *DeadLetters) Replay(ctx context.Context, seq uint64) (TaskInfo, error) 
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	ack, err := d.core.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(d.core.names.TaskStream()))
+	ack, err := d.core.js.PublishMsg(ctx, msg)
 	if err != nil {
 		return TaskInfo{}, fmt.Errorf("framework: replay dead letter %d: %w", seq, err)
 	}
@@ -342,7 +342,7 @@ func (d *DeadLetters) ReplayFilter(ctx context.Context, f DeadLetterFilter, prog
 	}
 	publish := func(msg *nats.Msg) (jetstream.PubAckFuture, error) {
 		for {
-			fut, err := d.core.js.PublishMsgAsync(msg, jetstream.WithExpectStream(d.core.names.TaskStream()))
+			fut, err := d.core.js.PublishMsgAsync(msg)
 			if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) || ctx.Err() != nil {
 				return fut, err
 			}

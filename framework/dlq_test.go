@@ -195,31 +195,40 @@ func TestDeadLetterReasons(t *testing.T) {
 }
 
 // (2) A worker that loses its connection on the last attempt cannot
-// dead-letter the task itself: the server emits a max-deliveries advisory
-// after the ack wait, and the router of another worker routes the task, with
-// the last error recorded before the fault.
+// dead-letter the task itself. The server notices the max deliveries when it
+// would redeliver the task after the ack wait, that is once a worker pulls
+// the type again (here: the replacement worker), emits the advisory, and the
+// router of that worker routes the task, with the last error recorded before
+// the fault.
 func TestDeadLetterAfterWorkerLosesConnection(t *testing.T) {
 	t.Parallel()
 	const typ = "dlq.crash"
 	e := newEnv(t)
-	router := e.worker(t)
-	router.HandleFunc("dlq.other", noopHandler)
-	startWorker(t, router)
-
 	nc := testutil.Connect(t, e.srv)
 	w, err := framework.NewWorker(nc, framework.WithDeadLetterRouter(false))
 	if err != nil {
 		t.Fatal(err)
 	}
+	crashed := make(chan struct{})
 	w.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
 		if task.Attempt == task.MaxAttempts {
 			nc.Close() // the worker dies mid-task
+			close(crashed)
 			return errors.New("never recorded")
 		}
 		return fmt.Errorf("boom %d", task.Attempt)
 	}, framework.WithMaxAttempts(3), framework.WithAckWait(300*time.Millisecond), dlqFast)
 	startWorker(t, w)
 	info := e.enqueue(t, typ, "payload", framework.WithID("crash-1"))
+	testutil.Recv(t, crashed, waitLong, "last attempt")
+
+	// The replacement worker serves the type (and runs a router).
+	rw := e.worker(t)
+	rw.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
+		t.Errorf("attempt %d delivered after the last one", task.Attempt)
+		return nil
+	}, framework.WithMaxAttempts(3), framework.WithAckWait(300*time.Millisecond))
+	startWorker(t, rw)
 
 	d := e.waitDeadLetters(t, 1)[0]
 	if d.RoutedBy != "router" || d.Reason != framework.DeadLetterMaxDeliveries || d.Deliveries != 3 {

@@ -53,7 +53,7 @@ type store struct {
 	nc    *nats.Conn
 	names streams.Names
 
-	defs  map[string]*Definition // for each workflow's retention
+	defs map[string]*Definition // for each workflow's retention
 
 	mu     sync.Mutex
 	stream jetstream.Stream
@@ -119,7 +119,10 @@ func (s *store) sequenced(ctx context.Context) bool {
 }
 
 // load reads the current document of run id. It returns an error wrapping
-// [ErrRunNotFound] when there is none.
+// [ErrRunNotFound] when there is none. It uses a direct get, which any
+// replica may answer: on a replicated stream the document can lag behind the
+// tasks the leader delivers. Use loadLeader where a stale document would be
+// taken for a decision.
 func (s *store) load(ctx context.Context, id string) (*Run, error) {
 	st, err := s.taskStream(ctx)
 	if err != nil {
@@ -132,11 +135,52 @@ func (s *store) load(ctx context.Context, id string) (*Run, error) {
 		}
 		return nil, fmt.Errorf("workflow: read run %s: %w", id, err)
 	}
-	r := new(Run)
-	if err := json.Unmarshal(m.Data, r); err != nil {
-		return nil, fmt.Errorf("workflow: run %s: corrupt state document at sequence %d: %w", id, m.Sequence, err)
+	return decodeRun(id, m.Data, m.Sequence)
+}
+
+// loadLeader reads the current document of run id from the stream leader,
+// which has every committed write (the stream message get API, not a direct
+// get).
+func (s *store) loadLeader(ctx context.Context, id string) (*Run, error) {
+	if _, err := s.taskStream(ctx); err != nil {
+		return nil, err
 	}
-	r.Revision = m.Sequence
+	req, err := json.Marshal(map[string]string{"last_by_subj": s.names.RunSubject(id)})
+	if err != nil {
+		return nil, err
+	}
+	subj := s.js.Options().APIPrefix + "STREAM.MSG.GET." + s.names.TaskStream()
+	resp, err := s.nc.RequestWithContext(ctx, subj, req)
+	if err != nil {
+		return nil, fmt.Errorf("workflow: read run %s: %w", id, err)
+	}
+	var r struct {
+		Message *struct {
+			Seq  uint64 `json:"seq"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, fmt.Errorf("workflow: read run %s: invalid response: %w", id, err)
+	}
+	switch {
+	case r.Error != nil && r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, fmt.Errorf("%w: %s", ErrRunNotFound, id)
+	case r.Error != nil:
+		return nil, fmt.Errorf("workflow: read run %s: %w", id, r.Error)
+	case r.Message == nil:
+		return nil, fmt.Errorf("workflow: read run %s: empty response", id)
+	}
+	return decodeRun(id, r.Message.Data, r.Message.Seq)
+}
+
+func decodeRun(id string, data []byte, seq uint64) (*Run, error) {
+	r := new(Run)
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("workflow: run %s: corrupt state document at sequence %d: %w", id, seq, err)
+	}
+	r.Revision = seq
 	return r, nil
 }
 
@@ -299,8 +343,14 @@ type mutation func(r *Run) (tasks []*nats.Msg, write bool, err error)
 func (s *store) update(ctx context.Context, id string, r *Run, fn mutation) (*Run, error) {
 	for attempt := 0; ; attempt++ {
 		if r == nil {
+			// After a conflict, read from the leader: a lagging replica
+			// would only lead to another conflict.
+			load := s.load
+			if attempt > 0 {
+				load = s.loadLeader
+			}
 			var err error
-			if r, err = s.load(ctx, id); err != nil {
+			if r, err = load(ctx, id); err != nil {
 				return nil, err
 			}
 		}

@@ -81,14 +81,18 @@ func (rt *runtime) stepHandler(d *Definition, sd *stepDef) framework.HandlerFunc
 		runID := runIDOf(t)
 		sctx, cancel := stateContext(ctx)
 		defer cancel()
-		r, err := rt.store.load(sctx, runID)
+		// A step whose task exists is at least enqueued: a document saying
+		// otherwise is a replica lagging behind.
+		r, st, err := rt.read(sctx, runID, sd.name, func(st *StepStatus) bool { return st.State == StepPending })
 		if err != nil {
 			return loadErr(t, err)
 		}
-		st := r.Step(sd.name)
 		if st == nil {
 			return framework.Permanent(fmt.Errorf("workflow: run %s of %s has no step %q: the definition changed under a running run (give a changed workflow a new name)",
 				runID, d.name, sd.name))
+		}
+		if st.State == StepPending {
+			return framework.RetryAfterErr(time.Second, fmt.Errorf("workflow: run %s: step %s has a task but is still pending in the run document", runID, sd.name))
 		}
 		if !st.open() {
 			// A duplicate delivery, or a retry after the outcome was
@@ -131,6 +135,25 @@ func (rt *runtime) stepHandler(d *Definition, sd *stepDef) framework.HandlerFunc
 	}
 }
 
+// read loads run id and its step, and reads again from the stream leader when
+// the run is missing or stale reports that the step's state cannot be current
+// (see store.loadLeader).
+func (rt *runtime) read(ctx context.Context, id, step string, stale func(*StepStatus) bool) (*Run, *StepStatus, error) {
+	r, err := rt.store.load(ctx, id)
+	if err == nil {
+		st := r.Step(step)
+		if st == nil || !stale(st) {
+			return r, st, nil
+		}
+	} else if !errors.Is(err, ErrRunNotFound) {
+		return nil, nil, err
+	}
+	if r, err = rt.store.loadLeader(ctx, id); err != nil {
+		return nil, nil, err
+	}
+	return r, r.Step(step), nil
+}
+
 // stepFailed records a failed attempt of a step. A final failure (permanent
 // error or last attempt) fails the run and starts its compensations.
 func (rt *runtime) stepFailed(ctx context.Context, t *framework.Task, d *Definition, r *Run, step string, cause error) error {
@@ -141,7 +164,7 @@ func (rt *runtime) stepFailed(ctx context.Context, t *framework.Task, d *Definit
 			return rt.skip(ctx, t, cur, step)
 		}
 	}
-	final := framework.IsPermanent(cause) || t.Attempt >= t.MaxAttempts
+	final := isFinal(t, cause)
 	if !final {
 		_, err := rt.store.update(ctx, r.ID, r, func(r *Run) ([]*nats.Msg, bool, error) {
 			st := r.Step(step)
@@ -214,11 +237,12 @@ func (rt *runtime) compensationHandler(d *Definition, sd *stepDef) framework.Han
 		runID := runIDOf(t)
 		sctx, cancel := stateContext(ctx)
 		defer cancel()
-		r, err := rt.store.load(sctx, runID)
+		// A compensation whose task exists follows a completed step: a
+		// document saying the step is merely done may be a lagging replica.
+		r, st, err := rt.read(sctx, runID, sd.name, func(st *StepStatus) bool { return st.State == StepDone })
 		if err != nil {
 			return loadErr(t, err)
 		}
-		st := r.Step(sd.name)
 		if st == nil {
 			return framework.Permanent(fmt.Errorf("workflow: run %s of %s has no step %q", runID, d.name, sd.name))
 		}
@@ -231,7 +255,7 @@ func (rt *runtime) compensationHandler(d *Definition, sd *stepDef) framework.Han
 		_, err = callStep(t, func() (json.RawMessage, error) {
 			return nil, sd.compensate(withStep(ctx, sc), r.Input, st.Output)
 		})
-		final := err == nil || framework.IsPermanent(err) || t.Attempt >= t.MaxAttempts
+		final := err == nil || isFinal(t, err)
 		if !final {
 			_, uerr := rt.store.update(sctx, runID, r, func(r *Run) ([]*nats.Msg, bool, error) {
 				st := r.Step(sd.name)
@@ -368,6 +392,20 @@ func callStep(t *framework.Task, fn func() (json.RawMessage, error)) (out json.R
 		}
 	}()
 	return fn()
+}
+
+// isFinal reports whether the worker will give up on t after this error:
+// a permanent error, or the last attempt, except for an open circuit breaker,
+// which the worker reruns in process without spending an attempt.
+func isFinal(t *framework.Task, err error) bool {
+	if framework.IsPermanent(err) {
+		return true
+	}
+	var open *framework.BreakerOpenError
+	if errors.As(err, &open) {
+		return false
+	}
+	return t.Attempt >= t.MaxAttempts
 }
 
 func stateContext(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -97,6 +97,9 @@ func run(ctx context.Context, out io.Writer) error {
 	if _, err := streams.Ensure(ctx, admin.js, streams.Config{}); err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}
+	if err := framework.EnsureBuckets(ctx, admin.js); err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
 	fmt.Fprintln(out, "admin: topology ensured")
 
 	// The worker serves email.send.
@@ -416,21 +419,29 @@ func dial(url string, roots *x509.CertPool, u user) (*conn, error) {
 }
 
 // denied runs op, which the server should refuse, and returns the
-// permission violation it reported. A denied publish is dropped by the
-// server, so op itself only times out; the violation arrives on the
-// connection's error handler.
+// permission violation the server reported. A denied publish is dropped by
+// the server, so op itself would only time out: the violation arrives on the
+// connection's error handler, and op is cancelled then.
 func (c *conn) denied(ctx context.Context, op func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	for {
+	for drained := false; !drained; {
 		select {
-		case <-c.violations: // drop earlier ones
-			continue
+		case <-c.violations: // reported before op ran
 		default:
+			drained = true
 		}
-		break
 	}
-	opErr := op(ctx)
+	opDone := make(chan error, 1)
+	go func() { opDone <- op(ctx) }()
+	var opErr error
+	select {
+	case v := <-c.violations:
+		cancel()
+		<-opDone
+		return v
+	case opErr = <-opDone:
+	}
 	select {
 	case v := <-c.violations:
 		return v

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,6 +120,7 @@ func TestRolePermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var smtpCalls atomic.Int32
 	w.HandleFunc(typ, func(ctx context.Context, task *framework.Task) error {
 		switch {
 		case strings.HasPrefix(task.ID, "retry") && task.Attempt == 1:
@@ -131,8 +133,8 @@ func TestRolePermissions(t *testing.T) {
 			return framework.Once(ctx, "send", func(context.Context) error { return nil })
 		case strings.HasPrefix(task.ID, "breaker"):
 			return framework.Call(ctx, "mail.smtp", func(context.Context) error {
-				if task.Attempt == 1 {
-					return errors.New("smtp down")
+				if smtpCalls.Add(1) == 1 {
+					return errors.New("smtp down") // opens the breaker
 				}
 				return nil
 			})
@@ -213,7 +215,7 @@ func TestRolePermissions(t *testing.T) {
 		op   func(ctx context.Context) error
 	}{
 		{"producer", pc, "purge the task stream", func(ctx context.Context) error {
-			_, err := pc.Request("$JS.API.STREAM.PURGE."+tasks, nil, time.Second)
+			_, err := pc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+tasks, nil)
 			return err
 		}},
 		{"producer", pc, "create a consumer", func(ctx context.Context) error {
@@ -221,11 +223,11 @@ func TestRolePermissions(t *testing.T) {
 			return err
 		}},
 		{"producer", pc, "pull a worker's consumer", func(ctx context.Context) error {
-			_, err := pc.Request("$JS.API.CONSUMER.MSG.NEXT."+tasks+"."+workerConsumer, []byte(`{"batch":1}`), time.Second)
+			_, err := pc.RequestWithContext(ctx, "$JS.API.CONSUMER.MSG.NEXT."+tasks+"."+workerConsumer, []byte(`{"batch":1}`))
 			return err
 		}},
 		{"producer", pc, "read task messages", func(ctx context.Context) error {
-			_, err := pc.Request("$JS.API.DIRECT.GET."+tasks, []byte(`{"seq":1}`), time.Second)
+			_, err := pc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+tasks, []byte(`{"seq":1}`))
 			return err
 		}},
 		{"producer", pc, "write a dead letter", func(ctx context.Context) error {
@@ -245,7 +247,7 @@ func TestRolePermissions(t *testing.T) {
 			return err
 		}},
 		{"worker", wc, "purge dead letters", func(ctx context.Context) error {
-			_, err := wc.Request("$JS.API.STREAM.PURGE."+names.DLQStream(), nil, time.Second)
+			_, err := wc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+names.DLQStream(), nil)
 			return err
 		}},
 		{"operator", oc, "consume tasks", func(ctx context.Context) error {
@@ -253,7 +255,7 @@ func TestRolePermissions(t *testing.T) {
 			return err
 		}},
 		{"operator", oc, "purge the task stream", func(ctx context.Context) error {
-			_, err := oc.Request("$JS.API.STREAM.PURGE."+tasks, nil, time.Second)
+			_, err := oc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+tasks, nil)
 			return err
 		}},
 	} {

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/workflow"
+)
+
+// The workflow figure compares runs of a 3-step chain of no-op steps with
+// single no-op tasks, in the same process and server:
+//
+//	RESULT workflow steps=3 runs=… runs_per_s=… tasks_per_s=… step_ratio=… atomic_runs_per_s=… atomic_tasks_per_s=… atomic_step_ratio=…
+//
+// runs_per_s and tasks_per_s are measured on the file-storage task stream
+// (one replica: run documents and tasks are committed one after the other);
+// the atomic_ pair on a memory-storage stream under a second prefix, where a
+// step's result and the next step's task commit in one atomic batch, as on
+// a replicated stream. step_ratio is steps/s over tasks/s: the cost of the
+// workflow bookkeeping per task. Runs are started (and tasks enqueued) before
+// the worker starts; the clock runs from worker start to the last
+// acknowledged step (or task).
+
+const (
+	wfBenchName    = "bench-chain"
+	wfBenchSteps   = 3
+	wfBenchTask    = "bench.wftask"
+	wfAtomicPrefix = "wfatomic"
+)
+
+// runWorkflow measures and prints the workflow figure. runs = max(n/10, 100)
+// runs per measurement, against 3×runs single tasks; each measurement is
+// repeated cfg.runs times and the medians are reported.
+func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
+	runs := max(e.cfg.n/10, 100)
+	tasks := wfBenchSteps * runs
+	if _, err := streams.Ensure(ctx, e.js, streams.Config{Prefix: wfAtomicPrefix, Storage: jetstream.MemoryStorage}); err != nil {
+		return fmt.Errorf("bench: ensure %s topology: %w", wfAtomicPrefix, err)
+	}
+	defer e.dropTopology(wfAtomicPrefix)
+	def := workflow.New(wfBenchName)
+	noop := func(context.Context, struct{}) (struct{}, error) { return struct{}{}, nil }
+	workflow.Step(def, "one", noop)
+	workflow.Step(def, "two", noop, workflow.After("one"))
+	workflow.Step(def, "three", noop, workflow.After("two"))
+
+	var runRates, taskRates, atomicRunRates, atomicTaskRates []float64
+	for r := 1; r <= e.cfg.runs; r++ {
+		for _, prefix := range []string{streams.DefaultPrefix, wfAtomicPrefix} {
+			tr, err := e.wfTasks(ctx, prefix, tasks)
+			if err != nil {
+				return fmt.Errorf("tasks (%s) run %d: %w", prefix, r, err)
+			}
+			rr, err := e.wfRuns(ctx, prefix, def, runs)
+			if err != nil {
+				return fmt.Errorf("runs (%s) run %d: %w", prefix, r, err)
+			}
+			e.progress("workflow run %d/%d %-8s: %8.0f runs/s (%8.0f steps/s), %8.0f tasks/s", r, e.cfg.runs, prefix, rr, rr*wfBenchSteps, tr)
+			if prefix == wfAtomicPrefix {
+				atomicRunRates, atomicTaskRates = append(atomicRunRates, rr), append(atomicTaskRates, tr)
+			} else {
+				runRates, taskRates = append(runRates, rr), append(taskRates, tr)
+			}
+		}
+	}
+	ratio := func(runs, tasks float64) float64 {
+		if tasks == 0 {
+			return 0
+		}
+		return runs * wfBenchSteps / tasks
+	}
+	mr, mt, ar, at := median(runRates), median(taskRates), median(atomicRunRates), median(atomicTaskRates)
+	printResult(out, "workflow", fint("steps", wfBenchSteps), fint("runs", runs),
+		frate("runs_per_s", mr), frate("tasks_per_s", mt), fratio("step_ratio", ratio(mr, mt)),
+		frate("atomic_runs_per_s", ar), frate("atomic_tasks_per_s", at), fratio("atomic_step_ratio", ratio(ar, at)))
+	return nil
+}
+
+// wfTasks pre-enqueues n no-op tasks under prefix and times their drain.
+func (e *env) wfTasks(ctx context.Context, prefix string, n int) (float64, error) {
+	nc, err := e.connect()
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	cl, err := framework.NewClient(nc, framework.WithPrefix(prefix), framework.WithMaxPending(e.cfg.window))
+	if err != nil {
+		return 0, err
+	}
+	jobs := make([]framework.Job, n)
+	for i := range jobs {
+		jobs[i] = framework.Job{Type: wfBenchTask}
+	}
+	if _, err := cl.EnqueueMany(ctx, jobs); err != nil {
+		return 0, fmt.Errorf("bench: enqueue: %w", err)
+	}
+	return e.wfDrain(ctx, prefix, n, wfBenchTask, func(w *framework.Worker) {
+		w.HandleFunc(wfBenchTask, func(context.Context, *framework.Task) error { return nil })
+	})
+}
+
+// wfRuns starts n runs of def under prefix and times them to completion.
+func (e *env) wfRuns(ctx context.Context, prefix string, def *workflow.Definition, n int) (float64, error) {
+	nc, err := e.connect()
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	fc, err := framework.NewClient(nc, framework.WithPrefix(prefix))
+	if err != nil {
+		return 0, err
+	}
+	wc, err := workflow.NewClient(fc, def)
+	if err != nil {
+		return 0, err
+	}
+	var next atomic.Int64
+	errs := make(chan error, e.cfg.concurrency)
+	var wg sync.WaitGroup
+	for range e.cfg.concurrency {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if _, err := wc.Start(ctx, wfBenchName, nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, fmt.Errorf("bench: start run: %w", err)
+	}
+	steps := def.Steps()
+	last := workflow.StepTaskType(wfBenchName, steps[len(steps)-1])
+	return e.wfDrain(ctx, prefix, n, last, func(w *framework.Worker) { workflow.Register(w, def) })
+}
+
+// wfDrain starts a worker under prefix with handlers from register and
+// returns n divided by the time from its start to the n-th acknowledged task
+// of type last.
+func (e *env) wfDrain(ctx context.Context, prefix string, n int, last string, register func(*framework.Worker)) (float64, error) {
+	var done atomic.Int64
+	finished := make(chan struct{})
+	w, stop, err := e.newWorker(framework.WithPrefix(prefix), framework.WithHooks(framework.Hooks{
+		Succeeded: func(t *framework.Task, _ time.Duration) {
+			if t.Type == last && done.Add(1) == int64(n) {
+				close(finished)
+			}
+		},
+	}))
+	if err != nil {
+		return 0, err
+	}
+	register(w)
+	start := time.Now()
+	if err := w.Start(ctx); err != nil {
+		_ = stop()
+		return 0, err
+	}
+	werr := e.waitFor(ctx, finished, fmt.Sprintf("%d × %s", n, last))
+	elapsed := time.Since(start)
+	if err := stop(); err != nil {
+		return 0, err
+	}
+	if werr != nil {
+		return 0, werr
+	}
+	return float64(n) / elapsed.Seconds(), nil
+}
+
+// dropTopology deletes the streams of prefix, best effort.
+func (e *env) dropTopology(prefix string) {
+	cfgs, err := streams.StreamConfigs(streams.Config{Prefix: prefix})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range cfgs {
+		_ = e.js.DeleteStream(ctx, c.Name)
+	}
+}
