@@ -25,11 +25,14 @@ func (e *env) figureDrain(ctx context.Context, out io.Writer) error {
 	return e.compare(ctx, out, figDrain, e.drainRaw, e.drainJetflow, fint("n", e.cfg.n))
 }
 
-// compare runs raw and jetflow alternately cfg.runs times and prints the
-// medians of their rates and the ratio of the medians. With -side only one
-// of them runs (for profiling) and the ratio is 0.
+// compare runs cfg.runs rounds of raw then jetflow, back to back, and prints
+// the medians of their rates and the median of the rounds' ratios
+// (jetflow/raw). Each round's ratio compares two runs a second apart, so
+// load that drifts between rounds (other processes on the machine) cancels
+// out better than in the ratio of the medians. With -side only one side runs
+// (for profiling) and the ratio is 0.
 func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, jetflow func(context.Context) (float64, error), extra ...kv) error {
-	var rawRates, jfRates []float64
+	var rawRates, jfRates, ratios []float64
 	for r := 1; r <= e.cfg.runs; r++ {
 		var rr, jr float64
 		var err error
@@ -49,14 +52,11 @@ func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, je
 		}
 		if rr > 0 && jr > 0 {
 			e.progress("%s run %d/%d ratio %.3f", figure, r, e.cfg.runs, jr/rr)
+			ratios = append(ratios, jr/rr)
 		}
 	}
-	mr, mj := median(rawRates), median(jfRates)
-	ratio := 0.0
-	if mr > 0 {
-		ratio = mj / mr
-	}
-	pairs := append([]kv{frate("raw_per_s", mr), frate("jetflow_per_s", mj), fratio("ratio", ratio)}, extra...)
+	pairs := append([]kv{frate("raw_per_s", median(rawRates)), frate("jetflow_per_s", median(jfRates)),
+		fratio("ratio", median(ratios))}, extra...)
 	printResult(out, figure, append(pairs, fint("runs", e.cfg.runs))...)
 	return nil
 }
@@ -210,8 +210,11 @@ func (e *env) publishRaw(ctx context.Context, subject string, n int) (time.Durat
 	start := time.Now()
 	for range n {
 		m := &nats.Msg{Subject: subject, Data: e.payload}
-		if e.cfg.rawMsgID {
+		switch e.cfg.rawHeader {
+		case "msgid":
 			m.Header = nats.Header{jetstream.MsgIDHeader: []string{nuid.Next()}}
+		case "id":
+			m.Header = nats.Header{framework.HeaderTaskID: []string{nuid.Next()}}
 		}
 		f, err := js.PublishMsgAsync(m)
 		for errors.Is(err, jetstream.ErrTooManyStalledMsgs) && ctx.Err() == nil {

@@ -76,7 +76,7 @@ type config struct {
 	payloadSize int // bytes of the drain/enqueue payload
 	only        map[string]bool
 	cpuProfile  string
-	rawMsgID    bool   // raw publishes carry a unique Nats-Msg-Id like jetflow's
+	rawHeader   string // "", "msgid" or "id": a unique ID header on raw publishes
 	side        string // "", sideRaw or sideJetflow: run one side of drain and enqueue only
 
 	latencyRate   int           // tasks per second of the latency figure
@@ -135,7 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	backlog := fs.Int("backlog", def.backlog, "low-priority backlog of the priority figure")
 	delayTasks := fs.Int("delay-tasks", def.delayTasks, "tasks of the delay figure")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
-	rawMsgID := fs.Bool("raw-msgid", false, "give raw publishes a unique Nats-Msg-Id header too (isolates the cost of deduplication)")
+	rawHeader := fs.String("raw-header", "", `give raw publishes a unique ID header: "msgid" (Nats-Msg-Id, deduplicated like jetflow's) or "id" (a plain header); splits jetflow's overhead from the cost of its task ID`)
 	side := fs.String("side", "", "run only the raw or the jetflow side of drain and enqueue (to profile one of them)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -151,7 +151,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		c = c.quick()
 	}
 	c.cpuProfile = *cpuProfile
-	c.rawMsgID = *rawMsgID
+	c.rawHeader = *rawHeader
 	c.side = *side
 	sel, err := parseOnly(*only)
 	if err != nil {
@@ -190,6 +190,8 @@ func parseOnly(s string) (map[string]bool, error) {
 
 func (c config) validate() error {
 	switch {
+	case c.rawHeader != "" && c.rawHeader != "msgid" && c.rawHeader != "id":
+		return fmt.Errorf("bench: -raw-header must be msgid or id")
 	case c.side != "" && c.side != sideRaw && c.side != sideJetflow:
 		return fmt.Errorf("bench: -side must be %q or %q", sideRaw, sideJetflow)
 	case c.n < 1, c.runs < 1, c.concurrency < 1, c.window < 1, c.backlog < 1, c.delayTasks < 1:

@@ -5,6 +5,8 @@ import (
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestTmpTrackedOnly(t *testing.T) {
@@ -16,16 +18,23 @@ func TestTmpTrackedOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.close()
+	mem := os.Getenv("TMP_MEM") != ""
+	if mem {
+		_ = e.js.DeleteKeyValue(ctx, "JETFLOW_STATE")
+		if _, err := e.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "JETFLOW_STATE", History: 1, TTL: 7 * 24 * 3600e9, Storage: jetstream.MemoryStorage}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := e.runDrainStateSetup(ctx); err != nil {
 		t.Fatal(err)
 	}
-	type variant struct{ name, norun, core string; tracked bool }
-	vs := []variant{{"off", "", "", false}, {"full-async", "", "", true}, {"norun-async", "1", "", true}, {"full-core", "", "1", true}, {"norun-core", "1", "1", true}}
+	type variant struct{ name, norun, nopend string; tracked bool }
+	vs := []variant{{"off", "", "", false}, {"full", "", "", true}, {"norun", "1", "", true}}
 	res := map[string][]float64{}
 	for round := 0; round < 5; round++ {
 		for _, v := range vs {
 			os.Setenv("TMP_NORUN", v.norun)
-			os.Setenv("TMP_CORE", v.core)
+			os.Setenv("TMP_NOPEND", v.nopend)
 			r, err := e.drainStateJetflow(ctx, v.tracked)
 			if err != nil {
 				t.Fatal(err)
@@ -36,6 +45,6 @@ func TestTmpTrackedOnly(t *testing.T) {
 	for _, v := range vs {
 		x := res[v.name]
 		slices.Sort(x)
-		t.Logf("%-12s median %.0f/s  all %.0f", v.name, x[len(x)/2], x)
+		t.Logf("mem=%v %-12s median %.0f/s  all %.0f", mem, v.name, x[len(x)/2], x)
 	}
 }

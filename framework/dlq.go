@@ -212,12 +212,16 @@ func headerText(s string, n int) string {
 	return clean[:cut] + ellipsis
 }
 
-// dlqHeaders are the headers a record sets itself; copies of them in the
-// task's headers are replaced.
-var dlqRecordHeaders = []string{
-	HeaderDLQType, HeaderDLQPriority, HeaderDLQReason, HeaderDLQOriginalSubject, HeaderDLQOriginalSeq,
-	HeaderDLQDeliveries, HeaderDLQLastError, HeaderDLQLastErrorAttempt, HeaderDLQFirstFailure,
-	HeaderDLQLastFailure, HeaderDLQDeadAt, HeaderDLQDeadCount, HeaderDLQRoutedBy, HeaderDLQPayloadOmitted,
+// isRecordHeader reports whether k is a header a record sets itself; copies
+// of them in the task's headers are replaced.
+func isRecordHeader(k string) bool {
+	switch k {
+	case HeaderDLQType, HeaderDLQPriority, HeaderDLQReason, HeaderDLQOriginalSubject, HeaderDLQOriginalSeq,
+		HeaderDLQDeliveries, HeaderDLQLastError, HeaderDLQLastErrorAttempt, HeaderDLQFirstFailure,
+		HeaderDLQLastFailure, HeaderDLQDeadAt, HeaderDLQDeadCount, HeaderDLQRoutedBy, HeaderDLQPayloadOmitted:
+		return true
+	}
+	return false
 }
 
 // Dead-letter defaults.
@@ -468,13 +472,10 @@ func (c *dlqCore) dlqMsgID(seq uint64) string {
 func (c *dlqCore) recordMsg(s deadSource) *nats.Msg {
 	h := make(nats.Header, len(s.header)+16)
 	for k, v := range s.header {
-		if hasFoldPrefix(k, "nats-") {
+		if hasFoldPrefix(k, "nats-") || isRecordHeader(k) {
 			continue
 		}
 		h[k] = append([]string(nil), v...)
-	}
-	for _, k := range dlqRecordHeaders {
-		h.Del(k)
 	}
 	deadCount := 1
 	if n, err := strconv.Atoi(s.header.Get(HeaderDLQDeadCount)); err == nil && n > 0 {

@@ -188,10 +188,16 @@ func (d *DeadLetters) Get(ctx context.Context, seq uint64) (*DeadLetter, error) 
 	return found, nil
 }
 
-// replayHeaders are the record headers a replayed task does not carry (it
-// gets fresh ones, or they described the dead task).
-var replayHeaders = append(append([]string(nil), dlqRecordHeaders...),
-	HeaderDLQReplayedFromSeq, HeaderDLQReplayedAt, HeaderDLQPreviousError, HeaderScheduledFor, HeaderEnqueuedAt)
+// isReplayDropped reports whether a replayed task leaves out header k of its
+// record: the record's own headers, the previous replay's (they get fresh
+// values) and the schedule of a delayed task.
+func isReplayDropped(k string) bool {
+	switch k {
+	case HeaderDLQReplayedFromSeq, HeaderDLQReplayedAt, HeaderDLQPreviousError, HeaderScheduledFor, HeaderEnqueuedAt:
+		return true
+	}
+	return isRecordHeader(k)
+}
 
 // replayMsgID is the deduplication ID of the replay of record seq.
 func (d *DeadLetters) replayMsgID(seq uint64) string {
@@ -215,13 +221,10 @@ func (d *DeadLetters) replayMsg(dl *DeadLetter) (*nats.Msg, TaskInfo, error) {
 	}
 	h := make(nats.Header, len(dl.Headers))
 	for k, v := range dl.Headers {
-		if hasFoldPrefix(k, "nats-") {
+		if hasFoldPrefix(k, "nats-") || isReplayDropped(k) {
 			continue
 		}
 		h[k] = append([]string(nil), v...)
-	}
-	for _, k := range replayHeaders {
-		h.Del(k)
 	}
 	id := dl.TaskID
 	if id == "" {

@@ -1,6 +1,7 @@
-// Package handlers provides middleware for jetflow handlers. It is built only
-// on the public API of package [framework]: everything here could live in
-// user code, and serves as an example of how to write middleware.
+// Package handlers provides middleware and helpers for jetflow handlers. It
+// is built only on the public API of package [framework]: everything here
+// could live in user code, and serves as an example of how to write
+// middleware.
 //
 // # Using middleware
 //
@@ -21,7 +22,7 @@
 //			handlers.PermanentIf(func(err error) bool { return errors.Is(err, image.ErrFormat) }),
 //		))
 //
-// # What is here
+// # Middleware in this package
 //
 //   - [Logging] logs the start, end, duration and error of every attempt, with
 //     the [framework.LogKeyTaskID] family of attributes. It never logs

@@ -17,7 +17,7 @@ func task() *framework.Task {
 func TestTimeoutCancelsSlowHandler(t *testing.T) {
 	t.Parallel()
 	var cause error
-	h := handlers.Timeout(20*time.Millisecond)(framework.HandlerFunc(func(ctx context.Context, _ *framework.Task) error {
+	h := handlers.Timeout(20 * time.Millisecond)(framework.HandlerFunc(func(ctx context.Context, _ *framework.Task) error {
 		<-ctx.Done()
 		cause = context.Cause(ctx)
 		return ctx.Err()
@@ -55,7 +55,7 @@ func TestTimeoutLeavesFastHandlersAlone(t *testing.T) {
 
 func TestTimeoutSuccessAfterDeadlineStands(t *testing.T) {
 	t.Parallel()
-	h := handlers.Timeout(10*time.Millisecond)(framework.HandlerFunc(func(ctx context.Context, _ *framework.Task) error {
+	h := handlers.Timeout(10 * time.Millisecond)(framework.HandlerFunc(func(ctx context.Context, _ *framework.Task) error {
 		<-ctx.Done()
 		return nil // the work completed anyway
 	}))

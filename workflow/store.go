@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,7 +150,14 @@ func (s *store) loadLeader(ctx context.Context, id string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	subj := s.js.Options().APIPrefix + "STREAM.MSG.GET." + s.names.TaskStream()
+	prefix := s.js.Options().APIPrefix
+	if prefix == "" {
+		prefix = jetstream.DefaultAPIPrefix
+	}
+	if !strings.HasSuffix(prefix, ".") {
+		prefix += "."
+	}
+	subj := prefix + "STREAM.MSG.GET." + s.names.TaskStream()
 	resp, err := s.nc.RequestWithContext(ctx, subj, req)
 	if err != nil {
 		return nil, fmt.Errorf("workflow: read run %s: %w", id, err)

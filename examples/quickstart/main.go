@@ -146,8 +146,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	// A worker runs the handlers: one durable consumer per (type,
-	// priority), critical work first. A handler's error decides the
-	// outcome: nil acks, an error retries with backoff, Permanent fails.
+	// priority); when tasks wait for a free slot, critical ones start
+	// first. The handler's error decides: nil acks, an error retries with
+	// backoff, Permanent fails at once.
 	worker, err := framework.NewWorker(nc,
 		framework.WithConcurrency(4),
 		framework.WithLogger(logger),
