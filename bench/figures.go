@@ -103,10 +103,11 @@ func (e *env) drainRaw(ctx context.Context) (float64, error) {
 		return 0, fmt.Errorf("bench: messages: %w", err)
 	}
 	var wg sync.WaitGroup
+	poll := jetstream.NextMaxWait(rawNextPoll)
 	for range e.cfg.concurrency {
 		wg.Go(func() {
 			for {
-				msg, err := it.Next(jetstream.NextMaxWait(rawNextPoll))
+				msg, err := it.Next(poll)
 				if errors.Is(err, nats.ErrTimeout) {
 					continue
 				}
@@ -189,6 +190,20 @@ func (e *env) drainJetflow(ctx context.Context) (float64, error) {
 // PublishMsgAsync on a fresh connection, at most cfg.window in flight, and
 // checks every acknowledgement. It returns how long that took.
 func (e *env) publishRaw(ctx context.Context, subject string, n int) (time.Duration, error) {
+	return e.publishRawMsgs(ctx, n, func() *nats.Msg {
+		m := &nats.Msg{Subject: subject, Data: e.payload}
+		switch e.cfg.rawHeader {
+		case "msgid":
+			m.Header = nats.Header{jetstream.MsgIDHeader: []string{nuid.Next()}}
+		case "id":
+			m.Header = nats.Header{framework.HeaderTaskID: []string{nuid.Next()}}
+		}
+		return m
+	})
+}
+
+// publishRawMsgs publishes n messages made by next, as publishRaw does.
+func (e *env) publishRawMsgs(ctx context.Context, n int, next func() *nats.Msg) (time.Duration, error) {
 	nc, err := e.connect()
 	if err != nil {
 		return 0, err
@@ -209,13 +224,7 @@ func (e *env) publishRaw(ctx context.Context, subject string, n int) (time.Durat
 	}
 	start := time.Now()
 	for range n {
-		m := &nats.Msg{Subject: subject, Data: e.payload}
-		switch e.cfg.rawHeader {
-		case "msgid":
-			m.Header = nats.Header{jetstream.MsgIDHeader: []string{nuid.Next()}}
-		case "id":
-			m.Header = nats.Header{framework.HeaderTaskID: []string{nuid.Next()}}
-		}
+		m := next()
 		f, err := js.PublishMsgAsync(m)
 		for errors.Is(err, jetstream.ErrTooManyStalledMsgs) && ctx.Err() == nil {
 			f, err = js.PublishMsgAsync(m) // window full for 200 ms: wait more, as EnqueueMany does
@@ -421,6 +430,7 @@ func (e *env) latencyRun(ctx context.Context) (time.Duration, time.Duration, int
 		_ = stop()
 		return 0, 0, 0, err
 	}
+	firstSend := time.Since(t0)
 	failed := e.paced(ctx, time.Second/time.Duration(e.cfg.latencyRate), total, nil, func() error {
 		return stampedEnqueue(ctx, cl, t0, typeLatency)
 	})
@@ -432,7 +442,7 @@ func (e *env) latencyRun(ctx context.Context) (time.Duration, time.Duration, int
 	if failed > 0 {
 		return 0, 0, 0, fmt.Errorf("bench: %d enqueues failed", failed)
 	}
-	lats := rec.latencies(e.cfg.latencyWarmup)
+	lats := rec.latencies(firstSend + e.cfg.latencyWarmup)
 	return percentile(lats, 50), percentile(lats, 99), len(lats), nil
 }
 
@@ -466,22 +476,114 @@ loop:
 // ---- delay ----
 
 func (e *env) figureDelay(ctx context.Context, out io.Writer) error {
-	var p50s, p99s, maxs []float64
+	var p50s, p99s, maxs, rawP99s, firedP99s []float64
 	early := 0
 	for r := 1; r <= e.cfg.runs; r++ {
+		fired, rawStart, err := e.delayRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("raw run %d: %w", r, err)
+		}
+		firedP99, rawP99 := percentile(fired, 99), percentile(rawStart, 99)
+		e.progress("delay run %d/%d raw: %d schedules fired p50 %.2f ms, p99 %.2f ms late; received p99 %.2f ms late",
+			r, e.cfg.runs, e.cfg.delayTasks, ms(percentile(fired, 50)), ms(firedP99), ms(rawP99))
 		res, err := e.delayRun(ctx)
 		if err != nil {
-			return fmt.Errorf("run %d: %w", r, err)
+			return fmt.Errorf("jetflow run %d: %w", r, err)
 		}
-		e.progress("delay run %d/%d: %d tasks due %s, early %d, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+		e.progress("delay run %d/%d jetflow: %d tasks due %s, early %d, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
 			r, e.cfg.runs, e.cfg.delayTasks, res.due.Format("15:04:05.000"), res.early, ms(res.p50), ms(res.p99), ms(res.max))
 		p50s, p99s, maxs = append(p50s, ms(res.p50)), append(p99s, ms(res.p99)), append(maxs, ms(res.max))
+		rawP99s, firedP99s = append(rawP99s, ms(rawP99)), append(firedP99s, ms(firedP99))
 		early += res.early
 	}
 	// Early starts are summed over all runs: one is one too many.
 	printResult(out, figDelay, fint("tasks", e.cfg.delayTasks), fint("early", early), fms("p50_ms", median(p50s)),
-		fms("p99_ms", median(p99s)), fms("max_ms", median(maxs)), fint("runs", e.cfg.runs))
+		fms("p99_ms", median(p99s)), fms("max_ms", median(maxs)), fms("fired_p99_ms", median(firedP99s)),
+		fms("raw_p99_ms", median(rawP99s)), fint("runs", e.cfg.runs))
 	return nil
+}
+
+// delayRaw is the raw side of the delay figure: cfg.delayTasks schedule
+// messages (Nats-Schedule "@at", nanosecond precision) due the same instant,
+// targeting a subject read by a plain pull consumer (cfg.concurrency
+// goroutines that take and ack). For each message it returns how late the
+// server stored the fired message (its stream timestamp) and how late a
+// goroutine received it, both relative to the due time.
+func (e *env) delayRaw(ctx context.Context) (fired, received []time.Duration, err error) {
+	n := e.cfg.delayTasks
+	target := e.names.TaskSubject(streams.PriorityNormal, typeRawDelay)
+	spec := streams.ConsumerSpec{TaskType: typeRawDelay}
+	if _, err := streams.EnsureConsumer(ctx, e.js, e.names, spec); err != nil {
+		return nil, nil, err
+	}
+	nc, err := e.connect()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, nil, err
+	}
+	cons, err := js.Consumer(ctx, e.names.TaskStream(), e.names.ConsumerName(typeRawDelay, streams.PriorityNormal))
+	if err != nil {
+		return nil, nil, err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(e.prefetch()))
+	if err != nil {
+		return nil, nil, err
+	}
+	due := time.Now().Add(e.cfg.delayLead).Truncate(time.Second).Add(time.Second)
+	var mu sync.Mutex
+	fired = make([]time.Duration, 0, n)
+	received = make([]time.Duration, 0, n)
+	finished := make(chan struct{})
+	var wg sync.WaitGroup
+	poll := jetstream.NextMaxWait(rawNextPoll)
+	for range e.cfg.concurrency {
+		wg.Go(func() {
+			for {
+				msg, err := it.Next(poll)
+				if errors.Is(err, nats.ErrTimeout) {
+					continue
+				}
+				if err != nil {
+					return
+				}
+				now := time.Now()
+				md, mdErr := msg.Metadata()
+				_ = msg.Ack()
+				mu.Lock()
+				received = append(received, now.Sub(due))
+				if mdErr == nil {
+					fired = append(fired, md.Timestamp.Sub(due))
+				}
+				if len(received) == n {
+					close(finished)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	at := "@at " + due.UTC().Format(time.RFC3339Nano)
+	_, perr := e.publishRawMsgs(ctx, n, func() *nats.Msg {
+		return &nats.Msg{Subject: e.names.ScheduleSubject(nuid.Next()), Data: e.payload, Header: nats.Header{
+			jetstream.ScheduleHeader:       []string{at},
+			jetstream.ScheduleTargetHeader: []string{target},
+		}}
+	})
+	werr := perr
+	if werr == nil {
+		werr = e.waitFor(ctx, finished, "raw delayed messages")
+	}
+	it.Stop()
+	wg.Wait()
+	if werr != nil {
+		return nil, nil, werr
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return fired, received, nil
 }
 
 type delayResult struct {

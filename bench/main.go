@@ -76,6 +76,7 @@ type config struct {
 	payloadSize int // bytes of the drain/enqueue payload
 	only        map[string]bool
 	cpuProfile  string
+	memProfile  string
 	rawHeader   string // "", "msgid" or "id": a unique ID header on raw publishes
 	side        string // "", sideRaw or sideJetflow: run one side of drain and enqueue only
 
@@ -134,7 +135,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	quick := fs.Bool("quick", false, "smoke test: small sizes, one run (other size flags are ignored)")
 	backlog := fs.Int("backlog", def.backlog, "low-priority backlog of the priority figure")
 	delayTasks := fs.Int("delay-tasks", def.delayTasks, "tasks of the delay figure")
+	lowWork := fs.Duration("low-work", def.lowWork, "busy CPU time of each low task of the priority figure (0: no-op)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProfile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
 	rawHeader := fs.String("raw-header", "", `give raw publishes a unique ID header: "msgid" (Nats-Msg-Id, deduplicated like jetflow's) or "id" (a plain header); splits jetflow's overhead from the cost of its task ID`)
 	side := fs.String("side", "", "run only the raw or the jetflow side of drain and enqueue (to profile one of them)")
 	if err := fs.Parse(args); err != nil {
@@ -146,11 +149,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	c := def
 	c.n, c.runs, c.concurrency, c.window = *n, *runs, *conc, *window
-	c.backlog, c.delayTasks = *backlog, *delayTasks
+	c.backlog, c.delayTasks, c.lowWork = *backlog, *delayTasks, *lowWork
 	if *quick {
 		c = c.quick()
 	}
 	c.cpuProfile = *cpuProfile
+	c.memProfile = *memProfile
 	c.rawHeader = *rawHeader
 	c.side = *side
 	sel, err := parseOnly(*only)
@@ -212,5 +216,18 @@ func runWithProfile(ctx context.Context, cfg config, stdout, stderr io.Writer) e
 		}
 		defer pprof.StopCPUProfile()
 	}
-	return run(ctx, cfg, stdout, stderr)
+	if err := run(ctx, cfg, stdout, stderr); err != nil {
+		return err
+	}
+	if cfg.memProfile != "" {
+		f, err := os.Create(cfg.memProfile)
+		if err != nil {
+			return fmt.Errorf("bench: memory profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			return fmt.Errorf("bench: memory profile: %w", err)
+		}
+	}
+	return nil
 }

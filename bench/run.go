@@ -31,6 +31,7 @@ const (
 	typeRawEnq   = "bench.rawenq"   // raw enqueue subject
 	typeLatency  = "bench.latency"
 	typeDelay    = "bench.delay"
+	typeRawDelay = "bench.rawdelay" // raw delay: target subject and consumer
 	typePriority = "bench.priority"
 )
 

@@ -487,7 +487,7 @@ func (d *DeadLetters) Reconcile(ctx context.Context) (int, error) {
 	if len(r.prev) == 0 {
 		return 0, nil
 	}
-	if !sleepCtx(ctx, reconcileGrace) {
+	if !dlqSleep(ctx, reconcileGrace) {
 		return 0, ctx.Err()
 	}
 	return r.pass(ctx)

@@ -44,8 +44,8 @@ const (
 	advisoryTerminated    = "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."
 )
 
-// advisory holds the fields of a consumer advisory the router reads.
-type advisory struct {
+// dlqAdvisory holds the fields of a consumer advisory the router reads.
+type dlqAdvisory struct {
 	Time       time.Time `json:"timestamp"`
 	Stream     string    `json:"stream"`
 	Consumer   string    `json:"consumer"`
@@ -84,8 +84,8 @@ func (x *dlqExt) service(ctx context.Context, _ *Worker) {
 	wg.Wait()
 }
 
-// sleepCtx waits d or until ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// dlqSleep waits d or until ctx ends; it reports whether d passed.
+func dlqSleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -107,7 +107,7 @@ func (c *dlqCore) runRouter(ctx context.Context) {
 		}
 		wait = min(max(wait*2, 250*time.Millisecond), 10*time.Second)
 		c.log.Warn("jetflow dead-letter router interrupted; retrying", slog.Duration("retry_in", wait), slog.Any(LogKeyError, err))
-		if !sleepCtx(ctx, wait) {
+		if !dlqSleep(ctx, wait) {
 			return
 		}
 	}
@@ -182,7 +182,7 @@ func (c *dlqCore) handleAdvisory(ctx context.Context, m jetstream.Msg) {
 		_ = m.Ack()
 		return
 	}
-	var adv advisory
+	var adv dlqAdvisory
 	if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 {
 		c.log.Warn("jetflow dead-letter router: unreadable advisory dropped", slog.String("subject", m.Subject()), slog.Any(LogKeyError, err))
 		_ = m.Term()
@@ -214,7 +214,7 @@ func (c *dlqCore) handleAdvisory(ctx context.Context, m jetstream.Msg) {
 
 // routeAdvisory routes the task an advisory names, if it is still in the
 // task stream and is the task the advisory was about.
-func (c *dlqCore) routeAdvisory(ctx context.Context, adv advisory) error {
+func (c *dlqCore) routeAdvisory(ctx context.Context, adv dlqAdvisory) error {
 	var found *storedMsg
 	_, err := directGet(ctx, c.nc, c.names.TaskStream(), directGetRequest{Seq: adv.StreamSeq}, func(m storedMsg) error {
 		found = &m
@@ -251,7 +251,7 @@ func (c *dlqCore) runReconciler(ctx context.Context, every time.Duration) {
 		return every - every/10 + rand.N(every/5+1)
 	}
 	// The first pass comes early: it only collects candidates.
-	if !sleepCtx(ctx, rand.N(min(every, time.Second)+1)) {
+	if !dlqSleep(ctx, rand.N(min(every, time.Second)+1)) {
 		return
 	}
 	for {
@@ -264,7 +264,7 @@ func (c *dlqCore) runReconciler(ctx context.Context, every time.Duration) {
 		} else if n > 0 {
 			c.log.Warn("jetflow dead-letter reconciler routed tasks whose advisory was lost", slog.Int("tasks", n))
 		}
-		if !sleepCtx(ctx, next()) {
+		if !dlqSleep(ctx, next()) {
 			return
 		}
 	}
@@ -305,10 +305,10 @@ const reconcileGrace = 2 * time.Second
 // max-delivered one stays.
 type reconciler struct {
 	c    *dlqCore
-	prev map[string]candidates // by consumer name
+	prev map[string]reconcileCands // by consumer name
 }
 
-type candidates struct {
+type reconcileCands struct {
 	created time.Time
 	seqs    map[uint64]struct{}
 	max     uint64
@@ -338,7 +338,7 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 	if err := lister.Err(); err != nil {
 		return 0, fmt.Errorf("framework: reconcile: list consumers: %w", err)
 	}
-	next := make(map[string]candidates)
+	next := make(map[string]reconcileCands)
 	routed := 0
 	var errs []error
 	for _, ci := range infos {
@@ -348,7 +348,7 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 		}
 		prev := r.prev[ci.Name]
 		if !prev.created.Equal(ci.Created) {
-			prev = candidates{}
+			prev = reconcileCands{}
 		}
 		// Stored tasks that are neither undelivered nor pending: leftovers
 		// (up to races between the two snapshots).
@@ -360,7 +360,7 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 		if ci.NumAckPending == 0 {
 			bound = ci.Delivered.Stream
 		}
-		cur := candidates{created: ci.Created, seqs: make(map[uint64]struct{})}
+		cur := reconcileCands{created: ci.Created, seqs: make(map[uint64]struct{})}
 		err := scanStream(ctx, c.nc, c.names.TaskStream(), filter, 1, max(bound, prev.max), time.Time{}, 256,
 			func(m storedMsg) (bool, error) {
 				if _, ok := prev.seqs[m.Seq]; ok {
@@ -389,7 +389,7 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 	return routed, errors.Join(errs...)
 }
 
-func (cs *candidates) add(seq uint64) {
+func (cs *reconcileCands) add(seq uint64) {
 	cs.seqs[seq] = struct{}{}
 	cs.max = max(cs.max, seq)
 }

@@ -421,6 +421,74 @@ func TestDeadLetterReconcilerLeavesLiveTasks(t *testing.T) {
 	}
 }
 
+// Dead tasks below the ack floor of a busy consumer are routed while a task
+// of the same consumer runs. (On nats-server 2.15 a max-delivered task does
+// not move the ack floor; the next acknowledgement moves it past.)
+func TestDeadLetterReconcilerBelowAckFloor(t *testing.T) {
+	t.Parallel()
+	const typ = "dlq.floor"
+	e := newEnv(t)
+	release := make(chan struct{})
+	running := make(chan struct{}, 1)
+	acked := make(chan struct{}, 1)
+	w := e.worker(t, framework.WithDeadLetters(false))
+	w.HandleFunc(typ, func(ctx context.Context, task *framework.Task) error {
+		switch string(task.Payload) {
+		case `"ok"`:
+			acked <- struct{}{}
+			return nil
+		case `"block"`:
+			running <- struct{}{}
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return errBoom
+	}, framework.WithMaxAttempts(2), dlqFast)
+	startWorker(t, w)
+	dead := make(map[uint64]bool)
+	for i := range 3 {
+		dead[e.enqueue(t, typ, i).Sequence] = true
+	}
+	testutil.Wait(t, waitLong, "3 advisories", func() bool { return e.maxDeliveryAdvisories(t) >= 3 })
+	adv, err := e.js.Stream(t.Context(), dlqNames.AdvisoryStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adv.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.enqueue(t, typ, "ok")
+	testutil.Recv(t, acked, waitLong, "ok task")
+	okSettled := e.waitSettled(t, typ, framework.PriorityNormal)
+	block := e.enqueue(t, typ, "block")
+	testutil.Recv(t, running, waitLong, "blocking task running")
+	ci := e.consumerInfo(t, typ, framework.PriorityNormal)
+	if ci.NumAckPending != 1 || ci.AckFloor.Stream < okSettled.Delivered.Stream || ci.AckFloor.Stream >= block.Sequence {
+		t.Fatalf("consumer: %d pending, ack floor %d; want 1 pending and the floor past the dead tasks (≥ %d) below the running one (%d)",
+			ci.NumAckPending, ci.AckFloor.Stream, okSettled.Delivered.Stream, block.Sequence)
+	}
+
+	routed, err := e.cl.DeadLetters().Reconcile(t.Context())
+	if err != nil || routed != 3 {
+		t.Fatalf("Reconcile = %d, %v; want 3", routed, err)
+	}
+	for _, d := range e.deadLetters(t) {
+		if !dead[d.OriginalSeq] {
+			t.Errorf("record of task seq %d, not a dead one", d.OriginalSeq)
+		}
+	}
+	if n := e.taskStreamMsgs(t); n != 1 {
+		t.Errorf("task stream holds %d messages, want the running one", n)
+	}
+	close(release)
+	e.waitSettled(t, typ, framework.PriorityNormal)
+	testutil.Wait(t, waitLong, "task stream empty", func() bool { return e.taskStreamMsgs(t) == 0 })
+}
+
 // replayRun is what a handler saw of a replayed task.
 type replayRun struct {
 	id, payload, tenant, fromSeq, deadCount, prevErr string

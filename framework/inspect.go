@@ -119,7 +119,28 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 	if err := streams.ValidateID(id); err != nil {
 		return err
 	}
-	n, err := purgeSubject(ctx, i.nc, i.names.TaskStream(), i.names.ScheduleSubject(id))
+	subject := i.names.ScheduleSubject(id)
+	// Read the schedule first, for the cancelled record.
+	rec := TaskRecord{ID: id}
+	_, err := directGet(ctx, i.nc, i.names.TaskStream(), directGetRequest{NextFor: subject}, func(m storedMsg) error {
+		if p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
+			rec.Priority, rec.Type = p, typ
+		}
+		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
+			rec.ScheduledFor = ts
+		}
+		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderEnqueuedAt)); err == nil {
+			rec.EnqueuedAt = ts
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, errDirectNoStream) {
+			return fmt.Errorf("framework: cancel task %s: %w: %w", id, ErrTopologyMissing, err)
+		}
+		return fmt.Errorf("framework: cancel task %s: %w", id, err)
+	}
+	n, err := purgeSubject(ctx, i.nc, i.names.TaskStream(), subject)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return fmt.Errorf("framework: cancel task %s: %w: %w", id, ErrTopologyMissing, err)
@@ -133,18 +154,14 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 		}
 		return fmt.Errorf("%w: task %s is %s", ErrNotCancellable, id, rec.State)
 	}
-	// Record the cancellation, keeping what the scheduled record knew.
+	// Record the cancellation when the state bucket exists.
 	kv, err := i.js.KeyValue(ctx, i.names.StateBucket())
 	if err != nil {
-		return nil // no state tracking
+		return nil
 	}
 	now := time.Now().UTC()
-	rec := TaskRecord{ID: id}
-	if e, err := kv.Get(ctx, stateKey(id)); err == nil {
-		_ = json.Unmarshal(e.Value(), &rec)
-	}
 	rec.State, rec.UpdatedAt, rec.FinishedAt = StateCancelled, now, now
-	if _, err := kv.Put(ctx, stateKey(id), mustJSON(rec)); err != nil {
+	if _, err := kv.Put(ctx, stateKey(id), rec.appendJSON(nil)); err != nil {
 		return fmt.Errorf("framework: cancel task %s: schedule removed, but the state record could not be written: %w", id, err)
 	}
 	return nil

@@ -1,8 +1,11 @@
 package framework
 
 import (
+	"bytes"
+	"encoding/json"
 	"regexp"
 	"testing"
+	"time"
 )
 
 // kvKey is what the jetstream package accepts as a KV key.
@@ -38,6 +41,31 @@ func FuzzStateKey(f *testing.F) {
 		}
 		if ek := effectKey(a, "k"); !kvKey.MatchString(ek) {
 			t.Fatalf("effectKey(%q) = %q is not a valid KV key", a, ek)
+		}
+	})
+}
+
+func FuzzRecordJSON(f *testing.F) {
+	f.Add("id1", "a.b", "boom", "nightly", uint64(7), int64(1790000000123456789), []byte(`{"x":1}`))
+	f.Add("é<&>", "", "line\nbreak\t\"q\" \u2028", "", uint64(0), int64(0), []byte(nil))
+	f.Add("\xff", "t", "\x00", "s", uint64(1), int64(-1), []byte(`"s"`))
+	f.Fuzz(func(t *testing.T, id, typ, errText, sched string, seq uint64, unix int64, result []byte) {
+		at := time.Unix(0, unix).UTC()
+		rec := TaskRecord{ID: id, Type: typ, Priority: PriorityHigh, State: StateRetrying, Attempt: 2, MaxAttempts: 5,
+			Error: errText, Schedule: sched, Sequence: seq, EnqueuedAt: at, StartedAt: at.Add(time.Second),
+			NextAttemptAt: at.Add(time.Minute), UpdatedAt: at}
+		if json.Valid(result) {
+			var buf bytes.Buffer
+			if json.Compact(&buf, result) == nil {
+				rec.Result = buf.Bytes()
+			}
+		}
+		want, err := json.Marshal(&rec)
+		if err != nil {
+			t.Skip(err)
+		}
+		if got := rec.appendJSON(nil); !bytes.Equal(got, want) {
+			t.Fatalf("appendJSON:\n got %s\nwant %s", got, want)
 		}
 	})
 }

@@ -77,7 +77,7 @@ type Task struct {
 	baseLogger *slog.Logger
 	logger     *slog.Logger
 	worker     *Worker
-	result     []byte // JSON value set by SetResult (state.go)
+	state      *taskState // state tracking: result, delayed "running" record (state.go)
 }
 
 // Header returns the first value of a header, or "".

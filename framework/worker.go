@@ -441,8 +441,9 @@ const nextPoll = 250 * time.Millisecond
 // serve reads it until stop or a terminal iterator error.
 func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it jetstream.MessagesContext) error {
 	errStreak := 0
+	poll := jetstream.NextMaxWait(nextPoll)
 	for {
-		msg, err := it.Next(jetstream.NextMaxWait(nextPoll))
+		msg, err := it.Next(poll)
 		if err != nil {
 			if stop.Err() != nil {
 				return nil

@@ -238,6 +238,11 @@ func WithReason(reason string) CancelOption {
 // [Check] or, at the latest, when they finish (their output is recorded, and
 // nothing follows). It returns an error wrapping [ErrRunEnded] when the run
 // is no longer running, and [ErrRunNotFound] when there is no such run.
+//
+// With [WithCompensation], calling Cancel again on a run it already put in
+// compensation re-sends the compensation task in progress and returns nil:
+// retry it that way when it failed after the run was marked (on a
+// single-replica file stream the document and the task are two writes).
 func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) error {
 	if err := validateRunID(id); err != nil {
 		return err

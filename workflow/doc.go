@@ -29,14 +29,18 @@
 // # Durability
 //
 // The state of a run is one JSON document on subject "<prefix>.wf.<run>" of
-// the task stream, replaced on every change (subject roll-up). Starting a run,
-// and finishing a step, commit the document and the tasks of the steps that
-// become ready in one atomic batch guarded by the document's last sequence
-// (optimistic concurrency): either both are stored or neither, and of two
-// parents finishing at once exactly one enqueues their common child. Task IDs
-// are "<run>:<step>", so a retried commit never enqueues a step twice. A
+// the task stream, replaced on every change (subject roll-up) and guarded by
+// its last sequence (optimistic concurrency): of two parents finishing at
+// once, exactly one enqueues their common child. Starting a run, and
+// finishing a step, commit the document together with the tasks of the steps
+// that become ready: in one atomic batch on replicated and memory streams; on
+// a single-replica file stream, where atomic batches are slow, the document
+// first and the tasks right after, a crash in between being repaired when the
+// unacknowledged task is redelivered. Task IDs are "<run>:<step>", so a
+// repeated send never enqueues a step twice within the duplicate window. A
 // worker that crashes mid-step leaves the task unacknowledged: it is
 // redelivered, and a step whose outcome is already recorded is not run again.
+// See docs/workflows.md for the details and the measurements behind them.
 //
 // When a step fails for good, the run fails and the compensations of the
 // completed steps run one at a time, as tasks, in reverse completion order.

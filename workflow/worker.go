@@ -74,8 +74,8 @@ func Register(w *framework.Worker, defs ...*Definition) {
 }
 
 // stepHandler runs one step: read the run, skip if there is nothing to do,
-// run the step function, then record the outcome together with the tasks it
-// unlocks in one atomic commit.
+// run the step function, then commit the outcome together with the tasks it
+// unlocks (see store.commit).
 func (rt *runtime) stepHandler(d *Definition, sd *stepDef) framework.HandlerFunc {
 	return func(ctx context.Context, t *framework.Task) error {
 		runID := runIDOf(t)
@@ -230,8 +230,9 @@ func (rt *runtime) skip(ctx context.Context, t *framework.Task, r *Run, step str
 	return nil
 }
 
-// compensationHandler runs the compensation of one step and then starts the
-// next one (in reverse completion order), in one atomic commit.
+// compensationHandler runs the compensation of one step, then commits its
+// outcome together with the task of the next compensation (in reverse
+// completion order).
 func (rt *runtime) compensationHandler(d *Definition, sd *stepDef) framework.HandlerFunc {
 	return func(ctx context.Context, t *framework.Task) error {
 		runID := runIDOf(t)

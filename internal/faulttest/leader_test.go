@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
@@ -49,21 +50,73 @@ func (tl *timeline) maxGapAfter(from time.Time) time.Duration {
 	return gap
 }
 
+const leaderLossType = "fault.leader"
+
+// failover is one injected leader loss.
+type failover struct {
+	what  string        // "stream leader" or "consumer leader"
+	node  int           // index of the node taken down
+	down  time.Duration // time to take the node down
+	elect time.Duration // from the fault until stream and consumer have leaders again
+	at    time.Time     // when the fault began
+}
+
+// leaderLoss is a cluster under test: how to connect to it and how to take
+// the leader down in round r (then bring the node back and wait until it
+// caught up).
+type leaderLoss struct {
+	connect func(t *testing.T, opts ...nats.Option) *nats.Conn
+	fault   func(t *testing.T, r int) failover
+}
+
 // TestStreamLeaderLossDuringEnqueueAndProcessing stops the task stream's
-// leader (and, in the heavy variant, consumer leaders too, several times)
-// while producers enqueue and two workers process tasks on an R3 topology.
-// Every acknowledged enqueue must run to success; duplicate executions are
-// counted and reported, as are the stalls producers and workers saw.
+// leader (and, in the heavy variant, consumer leaders too, three times in a
+// row) in a three-node embedded cluster while producers enqueue and two
+// workers process tasks on an R3 topology. The node shuts down gracefully,
+// handing its leaderships over, as in a rolling restart.
 func TestStreamLeaderLossDuringEnqueueAndProcessing(t *testing.T) {
 	t.Parallel()
 	n, rounds := 2000, 1
 	if heavy() {
 		n, rounds = 10000, 3
 	}
-	const typ = "fault.leader"
 	names := streams.MustNames("")
+	consumer := names.ConsumerName(leaderLossType, framework.PriorityNormal)
 	c := testutil.RunCluster(t, 3)
-	_, js := c.JetStream(t)
+	runLeaderLoss(t, n, rounds, leaderLoss{
+		connect: func(t *testing.T, opts ...nats.Option) *nats.Conn { return c.Connect(t, opts...) },
+		fault: func(t *testing.T, r int) failover {
+			fo := failover{what: "stream leader", node: c.StreamLeader(t, names.TaskStream())}
+			if r%2 == 1 {
+				fo.what, fo.node = "consumer leader", c.ConsumerLeader(t, names.TaskStream(), consumer)
+			}
+			fo.at = time.Now()
+			c.StopNode(fo.node)
+			fo.down = time.Since(fo.at)
+			c.StreamLeader(t, names.TaskStream())
+			c.ConsumerLeader(t, names.TaskStream(), consumer)
+			fo.elect = time.Since(fo.at)
+			// Bring the node back and let it catch up before the next
+			// round, so the stream never loses its quorum.
+			c.RestartNode(t, fo.node)
+			c.WaitJetStreamReady(t)
+			c.WaitStreamCurrent(t, names.TaskStream())
+			return fo
+		},
+	})
+}
+
+// runLeaderLoss enqueues n tasks with 8 producers while two workers run
+// them, injects rounds faults spread over the enqueueing, and checks that
+// every acknowledged enqueue ran to success. It reports duplicate
+// executions, enqueue latency, stalls and goroutine counts.
+func runLeaderLoss(t *testing.T, n, rounds int, ll leaderLoss) {
+	t.Helper()
+	nc := ll.connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ensure(t, js, 3)
 
 	l := newLedger()
@@ -76,22 +129,22 @@ func TestStreamLeaderLossDuringEnqueueAndProcessing(t *testing.T) {
 		}
 	})
 	for range 2 {
-		w := newWorker(t, c.Connect(t, asyncErrs), framework.WithLogger(slog.New(logs)), framework.WithConcurrency(32),
+		w := newWorker(t, ll.connect(t, asyncErrs), framework.WithLogger(slog.New(logs)), framework.WithConcurrency(32),
 			framework.WithHooks(framework.Hooks{Succeeded: func(task *framework.Task, _ time.Duration) {
 				successes.add(time.Now())
 				l.success(task.ID)
 			}}))
-		w.HandleFunc(typ, func(ctx context.Context, task *framework.Task) error {
+		w.HandleFunc(leaderLossType, func(ctx context.Context, task *framework.Task) error {
 			l.ran(task.ID)
 			return nil
 		}, framework.WithAckWait(5*time.Second))
 		start(t, w)
 	}
-	consumer := names.ConsumerName(typ, framework.PriorityNormal)
 
 	// Producers: 8 goroutines enqueueing n tasks with IDs t-0 … t-(n-1).
 	var clientReconnects atomic.Int64
-	cl, err := framework.NewClient(c.Connect(t, asyncErrs, nats.ReconnectHandler(func(*nats.Conn) { clientReconnects.Add(1) })), framework.WithLogger(slog.New(logs)))
+	cl, err := framework.NewClient(ll.connect(t, asyncErrs, nats.ReconnectHandler(func(*nats.Conn) { clientReconnects.Add(1) })),
+		framework.WithLogger(slog.New(logs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +164,7 @@ func TestStreamLeaderLossDuringEnqueueAndProcessing(t *testing.T) {
 			for id := range ids {
 				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 				began := time.Now()
-				_, err := cl.Enqueue(ctx, typ, id, framework.WithID(id))
+				_, err := cl.Enqueue(ctx, leaderLossType, id, framework.WithID(id))
 				cancel()
 				took := time.Since(began)
 				for {
@@ -162,38 +215,17 @@ func TestStreamLeaderLossDuringEnqueueAndProcessing(t *testing.T) {
 		}
 	}()
 
-	type failover struct {
-		what           string
-		stopped        int
-		stop, elect    time.Duration
-		at             time.Time
-		baseGoroutines int
-	}
 	var fos []failover
+	baseGoroutines := 0
 	for r := range rounds {
 		threshold := int64(n * (r + 1) / (rounds + 1))
 		testutil.Wait(t, 2*time.Minute, fmt.Sprintf("%d enqueues acknowledged", threshold), func() bool {
 			return acked.Load() >= threshold
 		})
-		fo := failover{what: "stream leader", baseGoroutines: runtime.NumGoroutine()}
-		victim := c.StreamLeader(t, names.TaskStream())
-		if r%2 == 1 {
-			// Odd heavy rounds take the consumer leader down instead.
-			fo.what = "consumer leader"
-			victim = c.ConsumerLeader(t, names.TaskStream(), consumer)
+		if r == 0 {
+			baseGoroutines = runtime.NumGoroutine()
 		}
-		fo.stopped, fo.at = victim, time.Now()
-		c.StopNode(victim)
-		fo.stop = time.Since(fo.at)
-		c.StreamLeader(t, names.TaskStream())
-		c.ConsumerLeader(t, names.TaskStream(), consumer)
-		fo.elect = time.Since(fo.at)
-		fos = append(fos, fo)
-		// Bring the node back and let it catch up before the next round,
-		// so the stream never loses its quorum.
-		c.RestartNode(t, victim)
-		c.WaitJetStreamReady(t)
-		c.WaitStreamCurrent(t, names.TaskStream())
+		fos = append(fos, ll.fault(t, r))
 	}
 
 	producers.Wait()
@@ -206,15 +238,15 @@ func TestStreamLeaderLossDuringEnqueueAndProcessing(t *testing.T) {
 	<-sampled
 
 	rep := l.report()
-	t.Logf("leader loss: n=%d %v enqueue_errors=%d max_enqueue_latency=%v slow_consumer_events=%d client_reconnects=%d", n, rep, enqErrs.Load(),
-		time.Duration(maxLatency.Load()).Round(time.Millisecond), slowConsumer.Load(), clientReconnects.Load())
+	t.Logf("leader loss: n=%d %v enqueue_errors=%d max_enqueue_latency=%v slow_consumer_events=%d client_reconnects=%d",
+		n, rep, enqErrs.Load(), time.Duration(maxLatency.Load()).Round(time.Millisecond), slowConsumer.Load(), clientReconnects.Load())
 	for _, fo := range fos {
-		t.Logf("failover (%s, node %d): node stopped in %v; stream and consumer leaders ready after %v; "+
-			"longest enqueue stall after %v, longest processing stall %v; goroutines %d before, peak %d",
-			fo.what, fo.stopped, fo.stop.Round(time.Millisecond), fo.elect.Round(time.Millisecond),
-			acks.maxGapAfter(fo.at).Round(time.Millisecond), successes.maxGapAfter(fo.at).Round(time.Millisecond),
-			fo.baseGoroutines, peakGoroutines.Load())
+		t.Logf("failover (%s, node %d): down in %v; stream and consumer leaders back after %v; "+
+			"longest gap between enqueue acks %v, between task successes %v",
+			fo.what, fo.node, fo.down.Round(time.Millisecond), fo.elect.Round(time.Millisecond),
+			acks.maxGapAfter(fo.at).Round(time.Millisecond), successes.maxGapAfter(fo.at).Round(time.Millisecond))
 	}
+	t.Logf("goroutines: %d before the first fault, peak %d", baseGoroutines, peakGoroutines.Load())
 	t.Logf("worker and client logs: %s", logs.summary())
 
 	if e := enqErrs.Load(); e > 0 {
@@ -224,7 +256,7 @@ func TestStreamLeaderLossDuringEnqueueAndProcessing(t *testing.T) {
 		t.Errorf("lost tasks: %v, first: %v", rep, rep.LostIDs)
 	}
 	// A retry or reconnect storm would show as thousands of goroutines.
-	if peak, base := peakGoroutines.Load(), int64(fos[0].baseGoroutines); peak > 2*base+500 {
-		t.Errorf("goroutines peaked at %d (baseline %d): a retry storm?", peak, base)
+	if peak := peakGoroutines.Load(); peak > int64(2*baseGoroutines+500) {
+		t.Errorf("goroutines peaked at %d (baseline %d): a retry storm?", peak, baseGoroutines)
 	}
 }
