@@ -163,7 +163,7 @@ func (e *env) drainJetflow(ctx context.Context) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	w.HandleFunc(typeDrain, func(context.Context, *framework.Task) error { return nil })
+	w.HandleFunc(typeDrain, func(context.Context, *framework.Task) error { return nil }, framework.WithPrefetch(e.prefetch()))
 
 	start := time.Now()
 	if err := w.Start(ctx); err != nil {
@@ -410,7 +410,7 @@ func (e *env) latencyRun(ctx context.Context) (time.Duration, time.Duration, int
 	total := int(int64(e.cfg.latencyRate) * int64(e.cfg.latencyWarmup+e.cfg.latencyDur) / int64(time.Second))
 	t0 := time.Now()
 	rec := newRecorder(total)
-	w, stop, err := e.newWorker()
+	w, stop, err := e.newWorker(e.tracking())
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -425,7 +425,7 @@ func (e *env) latencyRun(ctx context.Context) (time.Duration, time.Duration, int
 		return 0, 0, 0, err
 	}
 	defer nc.Close()
-	cl, err := framework.NewClient(nc)
+	cl, err := framework.NewClient(nc, e.tracking())
 	if err != nil {
 		_ = stop()
 		return 0, 0, 0, err
@@ -601,7 +601,7 @@ func (e *env) delayRun(ctx context.Context) (delayResult, error) {
 	lateness := make([]time.Duration, 0, n)
 	early, unscheduled := 0, 0
 	finished := make(chan struct{})
-	w, stop, err := e.newWorker()
+	w, stop, err := e.newWorker(e.tracking())
 	if err != nil {
 		return delayResult{}, err
 	}
@@ -627,7 +627,7 @@ func (e *env) delayRun(ctx context.Context) (delayResult, error) {
 		return delayResult{}, err
 	}
 	due := time.Now().Add(e.cfg.delayLead).Truncate(time.Second).Add(time.Second)
-	if err := e.enqueueJobs(ctx, typeDelay, n, e.payload, framework.At(due)); err != nil {
+	if err := e.enqueueJobsClient(ctx, []framework.Option{e.tracking()}, typeDelay, n, e.payload, framework.At(due)); err != nil {
 		_ = stop()
 		return delayResult{}, err
 	}
@@ -676,7 +676,7 @@ func (e *env) figurePriority(ctx context.Context, out io.Writer) error {
 // enqueue→start latency.
 func (e *env) priorityRun(ctx context.Context) (p50, p99 time.Duration, count int, drain time.Duration, err error) {
 	backlog := e.cfg.backlog
-	if err := e.enqueueJobs(ctx, typePriority, backlog, e.payload, framework.WithPriority(framework.PriorityLow)); err != nil {
+	if err := e.enqueueJobsClient(ctx, []framework.Option{e.tracking()}, typePriority, backlog, e.payload, framework.WithPriority(framework.PriorityLow)); err != nil {
 		return 0, 0, 0, 0, err
 	}
 	t0 := time.Now()
@@ -684,7 +684,7 @@ func (e *env) priorityRun(ctx context.Context) (p50, p99 time.Duration, count in
 	critical := stampHandler(t0, rec)
 	var lowDone atomic.Int64
 	lowFinished := make(chan struct{})
-	w, stop, err := e.newWorker()
+	w, stop, err := e.newWorker(e.tracking())
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
@@ -706,7 +706,7 @@ func (e *env) priorityRun(ctx context.Context) (p50, p99 time.Duration, count in
 		return 0, 0, 0, 0, err
 	}
 	defer nc.Close()
-	cl, err := framework.NewClient(nc)
+	cl, err := framework.NewClient(nc, e.tracking())
 	if err != nil {
 		_ = stop()
 		return 0, 0, 0, 0, err

@@ -73,10 +73,12 @@ type config struct {
 	runs        int // repetitions of each measurement
 	concurrency int // worker concurrency and raw goroutines
 	window      int // in-flight async publishes
+	prefetch    int // pull buffer of the drain (both sides); 0: jetflow's default
 	payloadSize int // bytes of the drain/enqueue payload
 	only        map[string]bool
 	cpuProfile  string
 	memProfile  string
+	state       bool // state tracking in the latency, delay and priority figures
 	rawHeader   string // "", "msgid" or "id": a unique ID header on raw publishes
 	side        string // "", sideRaw or sideJetflow: run one side of drain and enqueue only
 
@@ -107,6 +109,7 @@ func defaultConfig() config {
 		lowWork:       50 * time.Microsecond,
 		criticalEvery: 5 * time.Millisecond,
 		timeout:       2 * time.Minute,
+		state:         true,
 	}
 }
 
@@ -131,10 +134,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	runs := fs.Int("runs", def.runs, "repetitions of each measurement; the median is reported")
 	conc := fs.Int("concurrency", def.concurrency, "worker concurrency, and goroutines acking on the raw side")
 	window := fs.Int("window", def.window, "in-flight asynchronous publishes (both sides)")
+	prefetch := fs.Int("prefetch", 0, "pull buffer of the drain figure, both sides (default: jetflow's, the concurrency capped at 256)")
 	only := fs.String("only", "", "comma-separated figures to run: "+strings.Join(allFigures, ","))
 	quick := fs.Bool("quick", false, "smoke test: small sizes, one run (other size flags are ignored)")
 	backlog := fs.Int("backlog", def.backlog, "low-priority backlog of the priority figure")
 	delayTasks := fs.Int("delay-tasks", def.delayTasks, "tasks of the delay figure")
+	state := fs.Bool("state", def.state, "task state tracking in the latency, delay and priority figures (jetflow's default: on); drain and enqueue always run without")
 	lowWork := fs.Duration("low-work", def.lowWork, "busy CPU time of each low task of the priority figure (0: no-op)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
@@ -148,12 +153,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, fmt.Errorf("bench: unexpected arguments")
 	}
 	c := def
-	c.n, c.runs, c.concurrency, c.window = *n, *runs, *conc, *window
+	c.n, c.runs, c.concurrency, c.window, c.prefetch = *n, *runs, *conc, *window, *prefetch
 	c.backlog, c.delayTasks, c.lowWork = *backlog, *delayTasks, *lowWork
 	if *quick {
 		c = c.quick()
 	}
 	c.cpuProfile = *cpuProfile
+	c.state = *state
 	c.memProfile = *memProfile
 	c.rawHeader = *rawHeader
 	c.side = *side
@@ -198,6 +204,8 @@ func (c config) validate() error {
 		return fmt.Errorf("bench: -raw-header must be msgid or id")
 	case c.side != "" && c.side != sideRaw && c.side != sideJetflow:
 		return fmt.Errorf("bench: -side must be %q or %q", sideRaw, sideJetflow)
+	case c.prefetch < 0 || c.prefetch > 256:
+		return fmt.Errorf("bench: -prefetch must be 0 (default) to 256")
 	case c.n < 1, c.runs < 1, c.concurrency < 1, c.window < 1, c.backlog < 1, c.delayTasks < 1:
 		return fmt.Errorf("bench: -n, -runs, -concurrency, -window, -backlog and -delay-tasks must be ≥ 1")
 	}

@@ -124,9 +124,18 @@ func (e *env) progress(format string, args ...any) {
 	fmt.Fprintf(e.stderr, "bench: "+format+"\n", args...)
 }
 
-// prefetch is the pull buffer of both sides: jetflow's default for the
-// configured concurrency.
-func (e *env) prefetch() int { return min(e.cfg.concurrency, framework.MaxPrefetch) }
+// tracking is the state tracking option of the latency, delay and priority
+// figures' clients and workers: jetflow's default (on) unless -state=false.
+func (e *env) tracking() framework.Option { return framework.WithStateTracking(e.cfg.state) }
+
+// prefetch is the pull buffer of both sides: -prefetch, or jetflow's default
+// for the configured concurrency.
+func (e *env) prefetch() int {
+	if e.cfg.prefetch > 0 {
+		return e.cfg.prefetch
+	}
+	return min(e.cfg.concurrency, framework.MaxPrefetch)
+}
 
 // run measures the selected figures in order and prints their RESULT lines.
 func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {

@@ -26,9 +26,9 @@ type handlerConfig struct {
 	// dependencies are the circuit-broken dependencies the handler calls
 	// (WithDependencies).
 	dependencies []string
-	// noState turns task state records off for the type
-	// (WithTypeStateTracking, state.go).
-	noState bool
+	// stateTracking overrides the worker's state tracking for the type:
+	// 0 inherits, 1 on, -1 off (WithTypeStateTracking, state.go).
+	stateTracking int8
 }
 
 // Handler defaults.

@@ -118,30 +118,30 @@ var (
 
 // stateOptions configure state tracking of a client or worker.
 type stateOptions struct {
-	set          bool          // WithStateTracking was given
-	enabled      bool          // its value
+	enabled      bool          // WithStateTracking
 	ttl          time.Duration // WithStateTTL; 0 means DefaultStateTTL
 	runningAfter time.Duration // WithStateRunningAfter
 	runningSet   bool
-	writer       *stateWriter // set at NewClient / NewWorker when enabled
+	writer       *stateWriter // created at NewClient, or at Worker.Start when a type is tracked
 }
 
 // DefaultStateRunningAfter is how long an attempt runs before its
 // "running" record is written ([WithStateRunningAfter]).
 const DefaultStateRunningAfter = time.Second
 
-// WithStateTracking turns task state records on or off.
+// WithStateTracking turns task state records on or off. Default off: a
+// record costs one more stored message per task, which on a busy server
+// halves the throughput of tasks that do little work (see docs/state.md
+// for measurements). Per task type, [WithTypeStateTracking] overrides it.
 //
 // On a worker it controls the records written as tasks run: "running" (see
 // [WithStateRunningAfter]), "retrying", "succeeded", "failed" and "dead".
-// Default on; [WithTypeStateTracking] turns one type off.
 //
-// On a client it controls the "pending" and "scheduled" records written at
-// enqueue. Default off: such a record doubles the publishes of an enqueue
-// (measured: client enqueue throughput falls by half), and without it
-// [Inspector.GetTask] still finds a delayed task in its schedule.
+// On a client it controls the "pending" and "scheduled" records written
+// after each enqueue, which double the publishes of an enqueue. Without
+// them [Inspector.GetTask] still finds a delayed task in its schedule.
 func WithStateTracking(enabled bool) Option {
-	return func(o *options) error { o.state.set, o.state.enabled = true, enabled; return nil }
+	return func(o *options) error { o.state.enabled = enabled; return nil }
 }
 
 // WithStateRunningAfter sets how long an attempt must run before the worker
@@ -172,9 +172,15 @@ func WithStateTTL(d time.Duration) Option {
 }
 
 // WithTypeStateTracking turns task state records of one task type on or
-// off, when the worker tracks state ([WithStateTracking]). Default on.
+// off, overriding the worker's [WithStateTracking]. Default: the worker's.
 func WithTypeStateTracking(enabled bool) HandlerOption {
-	return func(c *handlerConfig) error { c.noState = !enabled; return nil }
+	return func(c *handlerConfig) error {
+		c.stateTracking = -1
+		if enabled {
+			c.stateTracking = 1
+		}
+		return nil
+	}
 }
 
 // EnsureBuckets creates the task state and effects KV buckets, or updates
@@ -352,7 +358,7 @@ func keySafe(c byte) bool {
 // each enqueue when state tracking was turned on for it.
 func (c *Client) installClientState() {
 	o := c.opts
-	if !o.state.set || !o.state.enabled {
+	if !o.state.enabled {
 		return
 	}
 	sw, err := newStateWriter(c.nc, c.names, o.logger)
@@ -378,27 +384,16 @@ func (c *Client) installClientState() {
 	}
 }
 
-// installState gives w its state tracking extension, unless it is off. The
-// extension ensures the state and effects buckets at start.
+// installState gives w its state tracking extension. Its hooks cost a map
+// lookup per task when no type is tracked; its start-up step creates the
+// writer and the buckets only when one is.
 func (w *Worker) installState() {
-	o := w.opts
-	if o.state.set && !o.state.enabled {
-		return // Once creates the effects bucket when first used
+	if !w.opts.state.runningSet {
+		w.opts.state.runningAfter = DefaultStateRunningAfter
 	}
-	if !o.state.runningSet {
-		o.state.runningAfter = DefaultStateRunningAfter
-	}
-	sw, err := newStateWriter(w.nc, w.names, w.log)
-	if err != nil {
-		w.log.Warn("jetflow state tracking disabled", slog.Any(LogKeyError, err))
-		return
-	}
-	o.state.writer = sw
 	w.addExtension(extension{
-		name: "state",
-		prepare: func(ctx context.Context, w *Worker) error {
-			return ensureBuckets(ctx, w.js, w.opts)
-		},
+		name:    "state",
+		prepare: w.prepareState,
 		hooks: Hooks{
 			Started:   w.stateStarted,
 			Succeeded: w.stateSucceeded,
@@ -406,6 +401,27 @@ func (w *Worker) installState() {
 			Failed:    w.stateFailed,
 		},
 	})
+}
+
+// prepareState creates the record writer and the buckets when at least
+// one registered type is tracked.
+func (w *Worker) prepareState(ctx context.Context, _ *Worker) error {
+	tracked := false
+	for _, tt := range w.order {
+		tracked = tracked || w.typeTracked(tt)
+	}
+	if !tracked {
+		return nil // Once creates the effects bucket when first used
+	}
+	if err := ensureBuckets(ctx, w.js, w.opts); err != nil {
+		return err
+	}
+	sw, err := newStateWriter(w.nc, w.names, w.log)
+	if err != nil {
+		return err
+	}
+	w.opts.state.writer = sw
+	return nil
 }
 
 // stateRecord starts the record of t in state st.
@@ -424,8 +440,21 @@ func (w *Worker) stateRecord(t *Task, st TaskState, now time.Time) *TaskRecord {
 
 // stateTracked reports whether t's type has state tracking.
 func (w *Worker) stateTracked(t *Task) bool {
-	tt := w.types[t.Type]
-	return tt != nil && !tt.cfg.noState
+	return w.opts.state.writer != nil && w.typeTracked(w.types[t.Type])
+}
+
+// typeTracked reports whether tasks of tt get state records.
+func (w *Worker) typeTracked(tt *typeRunner) bool {
+	if tt == nil {
+		return false
+	}
+	switch tt.cfg.stateTracking {
+	case 1:
+		return true
+	case -1:
+		return false
+	}
+	return w.opts.state.enabled
 }
 
 // taskState is the per-task state of state tracking.

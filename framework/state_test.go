@@ -79,12 +79,18 @@ func TestStateSuccess(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	kv := stateHistory(t, e)
-	w := e.worker(t)
+	w := e.worker(t, framework.WithStateTracking(true), framework.WithStateRunningAfter(0))
 	w.HandleFunc("state.ok", func(ctx context.Context, task *framework.Task) error {
 		return framework.SetResult(ctx, map[string]string{"receipt": "r-" + task.ID})
 	})
 	startWorker(t, w)
-	e.enqueue(t, "state.ok", nil, framework.WithID("ok1"), framework.WithPriority(framework.PriorityHigh))
+	cl, err := framework.NewClient(testutil.Connect(t, e.srv), framework.WithStateTracking(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Enqueue(t.Context(), "state.ok", nil, framework.WithID("ok1"), framework.WithPriority(framework.PriorityHigh)); err != nil {
+		t.Fatal(err)
+	}
 	h := waitState(t, kv, "ok1", framework.StateSucceeded)
 	// The client's "pending" record is written only if no worker record
 	// exists yet, so it may be missing, never after "running".
@@ -113,7 +119,7 @@ func TestStateRetryThenSuccess(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	kv := stateHistory(t, e)
-	w := e.worker(t)
+	w := e.worker(t, framework.WithStateTracking(true), framework.WithStateRunningAfter(0))
 	w.HandleFunc("state.flaky", func(ctx context.Context, task *framework.Task) error {
 		if task.Attempt == 1 {
 			return framework.RetryAfterErr(50*time.Millisecond, errors.New("gateway 503"))
@@ -123,8 +129,7 @@ func TestStateRetryThenSuccess(t *testing.T) {
 	startWorker(t, w)
 	e.enqueue(t, "state.flaky", nil, framework.WithID("flaky1"))
 	h := waitState(t, kv, "flaky1", framework.StateSucceeded)
-	got := stateNames(h)
-	if got != "pending,running,retrying,running,succeeded" && got != "running,retrying,running,succeeded" {
+	if got := stateNames(h); got != "running,retrying,running,succeeded" {
 		t.Fatalf("states %s", got)
 	}
 	retry := h[len(h)-3]
@@ -150,7 +155,7 @@ func TestStateDeadAndFailed(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			kv := stateHistory(t, e)
-			w := e.worker(t, framework.WithDeadLetters(tc.deadLetters))
+			w := e.worker(t, framework.WithDeadLetters(tc.deadLetters), framework.WithStateTracking(true), framework.WithStateRunningAfter(0))
 			w.HandleFunc("state.doomed", func(ctx context.Context, task *framework.Task) error {
 				if task.Attempt == 1 {
 					return framework.RetryAfterErr(10*time.Millisecond, errors.New("first failure"))
@@ -160,7 +165,7 @@ func TestStateDeadAndFailed(t *testing.T) {
 			startWorker(t, w)
 			e.enqueue(t, "state.doomed", nil, framework.WithID("doomed1"))
 			h := waitState(t, kv, "doomed1", tc.want)
-			if got := stateNames(h); !strings.HasSuffix(got, "running,retrying,running,"+string(tc.want)) {
+			if got := stateNames(h); got != "running,retrying,running,"+string(tc.want) {
 				t.Fatalf("states %s", got)
 			}
 			last := h[len(h)-1]
@@ -175,29 +180,74 @@ func TestStateTrackingSwitches(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	kv := stateHistory(t, e)
-	nc := testutil.Connect(t, e.srv)
-	quiet, err := framework.NewClient(nc, framework.WithStateTracking(false))
-	if err != nil {
-		t.Fatal(err)
+	noop := func(ctx context.Context, task *framework.Task) error { return nil }
+	// A worker tracking by default, with one type opted out.
+	on := e.worker(t, framework.WithStateTracking(true))
+	on.HandleFunc("state.optout", noop, framework.WithTypeStateTracking(false))
+	on.HandleFunc("state.tracked", noop)
+	startWorker(t, on)
+	// A worker not tracking by default (the default), with one type opted in.
+	off := e.worker(t)
+	off.HandleFunc("state.optin", noop, framework.WithTypeStateTracking(true))
+	off.HandleFunc("state.plain", noop)
+	startWorker(t, off)
+
+	e.enqueue(t, "state.optout", nil, framework.WithID("out1"))
+	e.enqueue(t, "state.plain", nil, framework.WithID("plain1"))
+	testutil.Wait(t, waitLong, "untracked tasks done", func() bool {
+		return on.Stats().Succeeded == 1 && off.Stats().Succeeded == 1
+	})
+	// Records of one connection reach the bucket in order: once a tracked
+	// task's record from the same worker is there, one for the untracked
+	// task would be too.
+	e.enqueue(t, "state.tracked", nil, framework.WithID("tracked1"))
+	e.enqueue(t, "state.optin", nil, framework.WithID("in1"))
+	waitState(t, kv, "tracked1", framework.StateSucceeded)
+	waitState(t, kv, "in1", framework.StateSucceeded)
+	for _, id := range []string{"out1", "plain1"} {
+		if h := states(t, kv, id); len(h) != 0 {
+			t.Fatalf("untracked task %s has records: %s", id, stateNames(h))
+		}
+		if _, err := e.cl.Inspector().GetTask(t.Context(), id); !errors.Is(err, framework.ErrNotFound) {
+			t.Fatalf("GetTask(%s) = %v, want ErrNotFound", id, err)
+		}
 	}
-	w := e.worker(t)
-	w.HandleFunc("state.untracked", func(ctx context.Context, task *framework.Task) error { return nil },
-		framework.WithTypeStateTracking(false))
-	w.HandleFunc("state.tracked", func(ctx context.Context, task *framework.Task) error { return nil })
+}
+
+// TestStateRunningDelayed checks the default: the "running" record is
+// written only for attempts that run for a second.
+func TestStateRunningDelayed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	kv := stateHistory(t, e)
+	insp := e.cl.Inspector()
+	sawRunning := make(chan bool, 1)
+	w := e.worker(t, framework.WithStateTracking(true))
+	w.HandleFunc("state.slow", func(ctx context.Context, task *framework.Task) error {
+		if task.ID == "quick" {
+			return nil
+		}
+		sawRunning <- waitCond(ctx, waitLong, func() bool {
+			r, err := insp.GetTask(ctx, task.ID)
+			return err == nil && r.State == framework.StateRunning
+		})
+		return nil
+	})
 	startWorker(t, w)
-	if _, err := quiet.Enqueue(t.Context(), "state.untracked", nil, framework.WithID("u1")); err != nil {
-		t.Fatal(err)
+	e.enqueue(t, "state.slow", nil, framework.WithID("quick"))
+	e.enqueue(t, "state.slow", nil, framework.WithID("slow"))
+	if !testutil.Recv(t, sawRunning, waitLong, "slow task") {
+		t.Fatal("no running record while the slow task ran")
 	}
-	testutil.Wait(t, waitLong, "untracked task done", func() bool { return w.Stats().Succeeded == 1 })
-	// Records of one connection reach the bucket in order: once the tracked
-	// task's record is there, one for the untracked task would be too.
-	e.enqueue(t, "state.tracked", nil, framework.WithID("t1"))
-	waitState(t, kv, "t1", framework.StateSucceeded)
-	if h := states(t, kv, "u1"); len(h) != 0 {
-		t.Fatalf("untracked task has records: %s", stateNames(h))
+	h := waitState(t, kv, "slow", framework.StateSucceeded)
+	if got := stateNames(h); got != "running,succeeded" {
+		t.Fatalf("slow task states %s", got)
 	}
-	if _, err := e.cl.Inspector().GetTask(t.Context(), "u1"); !errors.Is(err, framework.ErrNotFound) {
-		t.Fatalf("GetTask(u1) = %v, want ErrNotFound", err)
+	if r := h[0]; r.StartedAt.IsZero() || r.UpdatedAt.Sub(r.StartedAt) < 900*time.Millisecond {
+		t.Fatalf("running record written %v after the start", r.UpdatedAt.Sub(r.StartedAt))
+	}
+	if got := stateNames(waitState(t, kv, "quick", framework.StateSucceeded)); got != "succeeded" {
+		t.Fatalf("quick task states %s", got)
 	}
 }
 
@@ -218,9 +268,15 @@ func TestCancelScheduledTask(t *testing.T) {
 		return nil
 	})
 	startWorker(t, w)
-	e.enqueue(t, "state.later", nil, framework.WithID("cancel-me"), framework.In(1500*time.Millisecond))
+	cl, err := framework.NewClient(testutil.Connect(t, e.srv), framework.WithStateTracking(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Enqueue(t.Context(), "state.later", nil, framework.WithID("cancel-me"), framework.In(1500*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
 	waitState(t, kv, "cancel-me", framework.StateScheduled)
-	insp := e.cl.Inspector()
+	insp := cl.Inspector()
 	if err := insp.CancelTask(t.Context(), "cancel-me"); err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +348,7 @@ func TestQueueStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	// One dead letter of type stats.b.
-	w := e.worker(t)
+	w := e.worker(t, framework.WithStateTracking(true))
 	w.HandleFunc("stats.b", func(ctx context.Context, task *framework.Task) error {
 		return framework.Permanent(errors.New("bad"))
 	})
