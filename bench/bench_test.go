@@ -159,6 +159,9 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-side", "both"}, false},
 		{[]string{"-raw-header", "msgid"}, true},
 		{[]string{"-raw-header", "x"}, false},
+		{[]string{"-state", "off"}, true},
+		{[]string{"-state", "maybe"}, false},
+		{[]string{"-prefetch", "300"}, false},
 		{[]string{"extra"}, false},
 	}
 	for _, tc := range tests {

@@ -22,41 +22,67 @@ import (
 // ---- drain ----
 
 func (e *env) figureDrain(ctx context.Context, out io.Writer) error {
-	return e.compare(ctx, out, figDrain, e.drainRaw, e.drainJetflow, fint("n", e.cfg.n))
+	return e.compare(ctx, out, figDrain, e.drainRawRun, e.drainJetflowRun, fint("n", e.cfg.n))
+}
+
+// runResult is one timed run of one side: its rate, and the CPU time the
+// whole process (embedded server included) spent per task while timed.
+type runResult struct {
+	rate float64
+	cpu  time.Duration
+}
+
+// timer measures one timed section: wall time and process CPU time.
+type timer struct {
+	start time.Time
+	cpu0  time.Duration
+}
+
+func startTimer() timer { return timer{start: time.Now(), cpu0: processCPU()} }
+
+// result returns the rate and the CPU time per task of n tasks since t started.
+func (t timer) result(n int) runResult {
+	elapsed := time.Since(t.start)
+	return runResult{rate: float64(n) / elapsed.Seconds(), cpu: (processCPU() - t.cpu0) / time.Duration(n)}
 }
 
 // compare runs cfg.runs rounds of raw then jetflow, back to back, and prints
 // the medians of their rates and the median of the rounds' ratios
 // (jetflow/raw). Each round's ratio compares two runs a second apart, so
 // load that drifts between rounds (other processes on the machine) cancels
-// out better than in the ratio of the medians. With -side only one side runs
-// (for profiling) and the ratio is 0.
-func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, jetflow func(context.Context) (float64, error), extra ...kv) error {
-	var rawRates, jfRates, ratios []float64
+// out better than in the ratio of the medians. It also prints the median
+// CPU time per task of each side (raw_cpu_us, jetflow_cpu_us): the whole
+// process's, embedded server included, which other processes disturb far
+// less than rates. With -side only one side runs (for profiling) and the
+// ratio is 0.
+func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, jetflow func(context.Context) (runResult, error), extra ...kv) error {
+	var rawRates, jfRates, ratios, rawCPU, jfCPU []float64
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	for r := 1; r <= e.cfg.runs; r++ {
-		var rr, jr float64
+		var rr, jr runResult
 		var err error
 		if e.cfg.side != sideJetflow {
 			if rr, err = raw(ctx); err != nil {
 				return fmt.Errorf("raw run %d: %w", r, err)
 			}
-			e.progress("%s run %d/%d raw:     %8.0f tasks/s", figure, r, e.cfg.runs, rr)
-			rawRates = append(rawRates, rr)
+			e.progress("%s run %d/%d raw:     %8.0f tasks/s, %5.1f µs CPU/task", figure, r, e.cfg.runs, rr.rate, us(rr.cpu))
+			rawRates, rawCPU = append(rawRates, rr.rate), append(rawCPU, us(rr.cpu))
 		}
 		if e.cfg.side != sideRaw {
 			if jr, err = jetflow(ctx); err != nil {
 				return fmt.Errorf("jetflow run %d: %w", r, err)
 			}
-			e.progress("%s run %d/%d jetflow: %8.0f tasks/s", figure, r, e.cfg.runs, jr)
-			jfRates = append(jfRates, jr)
+			e.progress("%s run %d/%d jetflow: %8.0f tasks/s, %5.1f µs CPU/task", figure, r, e.cfg.runs, jr.rate, us(jr.cpu))
+			jfRates, jfCPU = append(jfRates, jr.rate), append(jfCPU, us(jr.cpu))
 		}
-		if rr > 0 && jr > 0 {
-			e.progress("%s run %d/%d ratio %.3f", figure, r, e.cfg.runs, jr/rr)
-			ratios = append(ratios, jr/rr)
+		if rr.rate > 0 && jr.rate > 0 {
+			e.progress("%s run %d/%d ratio %.3f", figure, r, e.cfg.runs, jr.rate/rr.rate)
+			ratios = append(ratios, jr.rate/rr.rate)
 		}
 	}
 	pairs := append([]kv{frate("raw_per_s", median(rawRates)), frate("jetflow_per_s", median(jfRates)),
 		fratio("ratio", median(ratios))}, extra...)
+	pairs = append(pairs, fcpu("raw_cpu_us", median(rawCPU)), fcpu("jetflow_cpu_us", median(jfCPU)))
 	printResult(out, figure, append(pairs, fint("runs", e.cfg.runs))...)
 	return nil
 }
@@ -69,38 +95,44 @@ const rawNextPoll = 250 * time.Millisecond
 // drainRaw pre-enqueues n messages with plain asynchronous publishes and
 // times their drain by a durable pull consumer with the same configuration as
 // jetflow's (streams.ConsumerConfig), read by cfg.concurrency goroutines that
-// each take the next message and ack it.
+// each take the next message and ack it. It returns the drain rate.
 func (e *env) drainRaw(ctx context.Context) (float64, error) {
+	r, err := e.drainRawRun(ctx)
+	return r.rate, err
+}
+
+// drainRawRun is drainRaw with the CPU time per task.
+func (e *env) drainRawRun(ctx context.Context) (runResult, error) {
 	n := e.cfg.n
 	subject := e.names.TaskSubject(streams.PriorityNormal, typeRawDrain)
 	spec := streams.ConsumerSpec{TaskType: typeRawDrain}
 	if _, err := streams.EnsureConsumer(ctx, e.js, e.names, spec); err != nil {
-		return 0, err
+		return runResult{}, err
 	}
 	if _, err := e.publishRaw(ctx, subject, n); err != nil {
-		return 0, err
+		return runResult{}, err
 	}
 	nc, err := e.connect()
 	if err != nil {
-		return 0, err
+		return runResult{}, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return 0, err
+		return runResult{}, err
 	}
 	name := e.names.ConsumerName(typeRawDrain, streams.PriorityNormal)
 	var done, ackErrs atomic.Int64
 	finished := make(chan struct{})
 
-	start := time.Now()
+	tm := startTimer()
 	cons, err := js.Consumer(ctx, e.names.TaskStream(), name)
 	if err != nil {
-		return 0, fmt.Errorf("bench: consumer %s: %w", name, err)
+		return runResult{}, fmt.Errorf("bench: consumer %s: %w", name, err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(e.prefetch()))
 	if err != nil {
-		return 0, fmt.Errorf("bench: messages: %w", err)
+		return runResult{}, fmt.Errorf("bench: messages: %w", err)
 	}
 	var wg sync.WaitGroup
 	poll := jetstream.NextMaxWait(rawNextPoll)
@@ -125,31 +157,37 @@ func (e *env) drainRaw(ctx context.Context) (float64, error) {
 	}
 	unwatch := e.watch(&done, name)
 	werr := e.waitFor(ctx, finished, "the raw drain")
-	elapsed := time.Since(start)
+	res := tm.result(n)
 	unwatch()
 	it.Stop()
 	wg.Wait()
 	if werr != nil {
-		return 0, werr
+		return runResult{}, werr
 	}
 	if k := ackErrs.Load(); k > 0 {
-		return 0, fmt.Errorf("bench: %d raw acks failed", k)
+		return runResult{}, fmt.Errorf("bench: %d raw acks failed", k)
 	}
 	if err := e.waitConsumerEmpty(ctx, name); err != nil {
-		return 0, err
+		return runResult{}, err
 	}
-	return float64(n) / elapsed.Seconds(), nil
+	return res, nil
 }
 
 // drainJetflow pre-enqueues n no-op tasks with Client.EnqueueMany and times
 // their drain by a jetflow worker, from Start to the n-th acknowledged task.
 // Task state tracking is off on both: like the raw side, one message per
-// task (the drain_state figure measures tracking).
+// task (the drain_state figure measures tracking). It returns the rate.
 func (e *env) drainJetflow(ctx context.Context) (float64, error) {
+	r, err := e.drainJetflowRun(ctx)
+	return r.rate, err
+}
+
+// drainJetflowRun is drainJetflow with the CPU time per task.
+func (e *env) drainJetflowRun(ctx context.Context) (runResult, error) {
 	n := e.cfg.n
 	untracked := framework.WithStateTracking(false)
 	if err := e.enqueueJobsClient(ctx, []framework.Option{untracked}, typeDrain, n, e.payload); err != nil {
-		return 0, err
+		return runResult{}, err
 	}
 	var done atomic.Int64
 	finished := make(chan struct{})
@@ -161,35 +199,35 @@ func (e *env) drainJetflow(ctx context.Context) (float64, error) {
 		},
 	}))
 	if err != nil {
-		return 0, err
+		return runResult{}, err
 	}
 	w.HandleFunc(typeDrain, func(context.Context, *framework.Task) error { return nil }, framework.WithPrefetch(e.prefetch()))
 
-	start := time.Now()
+	tm := startTimer()
 	if err := w.Start(ctx); err != nil {
 		_ = stop()
-		return 0, err
+		return runResult{}, err
 	}
 	unwatch := e.watch(&done, e.names.ConsumerName(typeDrain, streams.PriorityNormal))
 	werr := e.waitFor(ctx, finished, "the jetflow drain")
-	elapsed := time.Since(start)
+	res := tm.result(n)
 	unwatch()
 	if err := errors.Join(werr, stop()); err != nil {
-		return 0, err
+		return runResult{}, err
 	}
 	if s := w.Stats(); s.AckErrors > 0 {
-		return 0, fmt.Errorf("bench: %d jetflow acks failed", s.AckErrors)
+		return runResult{}, fmt.Errorf("bench: %d jetflow acks failed", s.AckErrors)
 	}
 	if err := e.waitConsumerEmpty(ctx, e.names.ConsumerName(typeDrain, streams.PriorityNormal)); err != nil {
-		return 0, err
+		return runResult{}, err
 	}
-	return float64(n) / elapsed.Seconds(), nil
+	return res, nil
 }
 
 // publishRaw publishes n copies of the payload to subject with
 // PublishMsgAsync on a fresh connection, at most cfg.window in flight, and
 // checks every acknowledgement. It returns how long that took.
-func (e *env) publishRaw(ctx context.Context, subject string, n int) (time.Duration, error) {
+func (e *env) publishRaw(ctx context.Context, subject string, n int) (runResult, error) {
 	return e.publishRawMsgs(ctx, n, func() *nats.Msg {
 		m := &nats.Msg{Subject: subject, Data: e.payload}
 		switch e.cfg.rawHeader {
@@ -203,15 +241,15 @@ func (e *env) publishRaw(ctx context.Context, subject string, n int) (time.Durat
 }
 
 // publishRawMsgs publishes n messages made by next, as publishRaw does.
-func (e *env) publishRawMsgs(ctx context.Context, n int, next func() *nats.Msg) (time.Duration, error) {
+func (e *env) publishRawMsgs(ctx context.Context, n int, next func() *nats.Msg) (runResult, error) {
 	nc, err := e.connect()
 	if err != nil {
-		return 0, err
+		return runResult{}, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(e.cfg.window))
 	if err != nil {
-		return 0, err
+		return runResult{}, err
 	}
 	futures := make([]jetstream.PubAckFuture, 0, n)
 	failed := 0
@@ -222,7 +260,7 @@ func (e *env) publishRawMsgs(ctx context.Context, n int, next func() *nats.Msg) 
 			firstErr = err
 		}
 	}
-	start := time.Now()
+	tm := startTimer()
 	for range n {
 		m := next()
 		f, err := js.PublishMsgAsync(m)
@@ -241,14 +279,14 @@ func (e *env) publishRawMsgs(ctx context.Context, n int, next func() *nats.Msg) 
 		case err := <-f.Err():
 			fail(err)
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return runResult{}, ctx.Err()
 		}
 	}
-	elapsed := time.Since(start)
+	res := tm.result(n)
 	if failed > 0 {
-		return 0, fmt.Errorf("bench: %d of %d raw publishes failed, first: %w", failed, n, firstErr)
+		return runResult{}, fmt.Errorf("bench: %d of %d raw publishes failed, first: %w", failed, n, firstErr)
 	}
-	return elapsed, nil
+	return res, nil
 }
 
 // ---- enqueue ----
@@ -257,43 +295,43 @@ func (e *env) figureEnqueue(ctx context.Context, out io.Writer) error {
 	return e.compare(ctx, out, figEnqueue, e.enqueueRaw, e.enqueueJetflow, fint("n", e.cfg.n), fint("window", e.cfg.window))
 }
 
-func (e *env) enqueueRaw(ctx context.Context) (float64, error) {
+func (e *env) enqueueRaw(ctx context.Context) (runResult, error) {
 	subject := e.names.TaskSubject(streams.PriorityNormal, typeRawEnq)
-	took, err := e.publishRaw(ctx, subject, e.cfg.n)
+	res, err := e.publishRaw(ctx, subject, e.cfg.n)
 	if err != nil {
-		return 0, err
+		return runResult{}, err
 	}
 	if err := e.checkStored(ctx, subject, e.cfg.n); err != nil {
-		return 0, err
+		return runResult{}, err
 	}
-	return float64(e.cfg.n) / took.Seconds(), nil
+	return res, nil
 }
 
-func (e *env) enqueueJetflow(ctx context.Context) (float64, error) {
+func (e *env) enqueueJetflow(ctx context.Context) (runResult, error) {
 	n := e.cfg.n
 	nc, err := e.connect()
 	if err != nil {
-		return 0, err
+		return runResult{}, err
 	}
 	defer nc.Close()
 	cl, err := framework.NewClient(nc, framework.WithMaxPending(e.cfg.window), framework.WithStateTracking(false))
 	if err != nil {
-		return 0, err
+		return runResult{}, err
 	}
 	jobs := make([]framework.Job, n)
 	var payload any = e.payload
 	for i := range jobs {
 		jobs[i] = framework.Job{Type: typeEnqueue, Payload: payload}
 	}
-	start := time.Now()
+	tm := startTimer()
 	if _, err := cl.EnqueueMany(ctx, jobs); err != nil {
-		return 0, err
+		return runResult{}, err
 	}
-	took := time.Since(start)
+	res := tm.result(n)
 	if err := e.checkStored(ctx, e.names.TaskSubject(streams.PriorityNormal, typeEnqueue), n); err != nil {
-		return 0, err
+		return runResult{}, err
 	}
-	return float64(n) / took.Seconds(), nil
+	return res, nil
 }
 
 // checkStored verifies that subject holds exactly n messages, then purges it.

@@ -1,16 +1,22 @@
 // Command bench measures jetflow against raw JetStream on one embedded
-// nats-server and prints one summary line per figure.
+// nats-server (file storage, in-process connections) and prints one summary
+// line per figure.
 //
 // Usage:
 //
 //	go run ./bench [-n 50000] [-runs 3] [-concurrency 32] [-only drain,enqueue,latency,delay,priority]
-//	               [-quick] [-cpuprofile cpu.out]
+//	               [-quick] [-cpuprofile cpu.out] [-memprofile mem.out]
 //
-// Every figure is measured -runs times; raw and jetflow runs alternate
-// (raw, jetflow, raw, jetflow, …) and the median of each statistic is
-// reported, so that machine noise hits both sides alike. Progress goes to
-// stderr; the summary lines go to stdout and start with "RESULT", followed by
-// the figure's name and key=value pairs:
+// Run "go run ./bench -h" for the other flags (sizes, -state, -prefetch, and
+// the diagnostic -side and -raw-header).
+//
+// Every figure is measured -runs times. Drain and enqueue run in rounds of
+// raw then jetflow, back to back (raw, jetflow, raw, jetflow, …); each
+// figure reports the median of each statistic over the runs, and the ratio
+// is the median of the rounds' jetflow/raw ratios, so that machine noise
+// hits both sides alike. Progress goes to stderr; the summary lines go to
+// stdout and start with "RESULT", followed by the figure's name and
+// key=value pairs (extra keys follow the ones shown):
 //
 //	RESULT drain raw_per_s=… jetflow_per_s=… ratio=…
 //	RESULT enqueue raw_per_s=… jetflow_per_s=… ratio=…
@@ -78,7 +84,7 @@ type config struct {
 	only        map[string]bool
 	cpuProfile  string
 	memProfile  string
-	state       bool // state tracking in the latency, delay and priority figures
+	state       string // state tracking in the latency, delay and priority figures: "", "on" or "off"
 	rawHeader   string // "", "msgid" or "id": a unique ID header on raw publishes
 	side        string // "", sideRaw or sideJetflow: run one side of drain and enqueue only
 
@@ -109,7 +115,6 @@ func defaultConfig() config {
 		lowWork:       50 * time.Microsecond,
 		criticalEvery: 5 * time.Millisecond,
 		timeout:       2 * time.Minute,
-		state:         true,
 	}
 }
 
@@ -139,7 +144,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	quick := fs.Bool("quick", false, "smoke test: small sizes, one run (other size flags are ignored)")
 	backlog := fs.Int("backlog", def.backlog, "low-priority backlog of the priority figure")
 	delayTasks := fs.Int("delay-tasks", def.delayTasks, "tasks of the delay figure")
-	state := fs.Bool("state", def.state, "task state tracking in the latency, delay and priority figures (jetflow's default: on); drain and enqueue always run without")
+	state := fs.String("state", "", `task state tracking in the latency, delay and priority figures: "on" or "off" (default: jetflow's default); drain and enqueue always run without`)
 	lowWork := fs.Duration("low-work", def.lowWork, "busy CPU time of each low task of the priority figure (0: no-op)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
@@ -204,6 +209,8 @@ func (c config) validate() error {
 		return fmt.Errorf("bench: -raw-header must be msgid or id")
 	case c.side != "" && c.side != sideRaw && c.side != sideJetflow:
 		return fmt.Errorf("bench: -side must be %q or %q", sideRaw, sideJetflow)
+	case c.state != "" && c.state != "on" && c.state != "off":
+		return fmt.Errorf("bench: -state must be on or off")
 	case c.prefetch < 0 || c.prefetch > 256:
 		return fmt.Errorf("bench: -prefetch must be 0 (default) to 256")
 	case c.n < 1, c.runs < 1, c.concurrency < 1, c.window < 1, c.backlog < 1, c.delayTasks < 1:

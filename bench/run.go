@@ -125,8 +125,16 @@ func (e *env) progress(format string, args ...any) {
 }
 
 // tracking is the state tracking option of the latency, delay and priority
-// figures' clients and workers: jetflow's default (on) unless -state=false.
-func (e *env) tracking() framework.Option { return framework.WithStateTracking(e.cfg.state) }
+// figures' clients and workers: nil (jetflow's default) unless -state is set.
+func (e *env) tracking() framework.Option {
+	switch e.cfg.state {
+	case "on":
+		return framework.WithStateTracking(true)
+	case "off":
+		return framework.WithStateTracking(false)
+	}
+	return nil
+}
 
 // prefetch is the pull buffer of both sides: -prefetch, or jetflow's default
 // for the configured concurrency.

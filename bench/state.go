@@ -21,14 +21,15 @@ const typeDrainState = "bench.drainstate"
 type stateMode int
 
 const (
-	stateOff     stateMode = iota // WithStateTracking(false) on the worker
-	stateDefault                  // the defaults: the worker tracks, the client does not
+	stateOff     stateMode = iota // no state tracking (the default)
+	stateDefault                  // the worker tracks state, the client does not
 	statePending                  // the client also writes "pending" records
 )
 
-// runDrainState measures the drain with task state tracking on. The worker
-// uses its defaults: one "succeeded" record per task (a "running" record
-// is due only after a task ran for a second, which no-op tasks never do).
+// runDrainState measures the drain with task state tracking on
+// (WithStateTracking(true) on the worker): one "succeeded" record per task
+// (a "running" record is due only after a task ran for a second, which
+// no-op tasks never do).
 // The clock stops when the last task is acknowledged and every record the
 // worker wrote is stored: asynchronous writes may not trail behind. The
 // raw side is the drain figure's. Sides alternate -runs times and the
@@ -36,7 +37,7 @@ const (
 //
 //	RESULT drain_state raw_per_s=… jetflow_per_s=… ratio=… pending_per_s=… untracked_per_s=… n=… runs=…
 //
-// jetflow_per_s is the default tracking; pending_per_s adds the client's
+// jetflow_per_s is the worker's tracking; pending_per_s adds the client's
 // "pending" record per task (written at enqueue, before the clock starts,
 // so it only weighs on the drain as a record the worker then replaces);
 // untracked_per_s has tracking off. All are measured in the same rounds.

@@ -50,6 +50,8 @@ func frate(k string, v float64) kv { return kv{k, strconv.FormatFloat(v, 'f', 0,
 
 func fratio(k string, v float64) kv { return kv{k, strconv.FormatFloat(v, 'f', 3, 64)} }
 
+func fcpu(k string, v float64) kv { return kv{k, strconv.FormatFloat(v, 'f', 1, 64)} }
+
 func fms(k string, v float64) kv { return kv{k, strconv.FormatFloat(v, 'f', 2, 64)} }
 
 // printResult writes "RESULT <figure> k=v …" to w.

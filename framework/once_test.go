@@ -184,3 +184,53 @@ func TestOnceErrors(t *testing.T) {
 		t.Fatalf("bad policy: %v", err)
 	}
 }
+
+// TestOnceManualResolution follows docs/effects.md: an operator resolves an
+// uncertain effect by marking it done (the task then skips it) or by
+// deleting the claim (the task then runs it).
+func TestOnceManualResolution(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	if err := framework.EnsureBuckets(ctx, e.js); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := e.js.KeyValue(ctx, "JETFLOW_EFFECTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := []byte(`{"state":"started","attempt":1,"at":"2026-03-02T10:15:04Z"}`)
+	for _, k := range []string{"applied.x", "notapplied.x"} {
+		if _, err := kv.Put(ctx, k, claim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kv.Put(ctx, "applied.x", []byte(`{"state":"done","attempt":1,"at":"2026-03-02T10:20:00Z"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "notapplied.x"); err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		id  string
+		ran bool
+		err error
+	}
+	got := make(chan outcome, 2)
+	w := e.worker(t)
+	w.HandleFunc("once.manual", func(ctx context.Context, task *framework.Task) error {
+		ran := false
+		err := framework.Once(ctx, "x", func(context.Context) error { ran = true; return nil })
+		got <- outcome{task.ID, ran, err}
+		return err
+	})
+	startWorker(t, w)
+	e.enqueue(t, "once.manual", nil, framework.WithID("applied"))
+	e.enqueue(t, "once.manual", nil, framework.WithID("notapplied"))
+	for range 2 {
+		o := testutil.Recv(t, got, waitLong, "handler")
+		if o.err != nil || o.ran != (o.id == "notapplied") {
+			t.Errorf("task %s: ran %v, err %v", o.id, o.ran, o.err)
+		}
+	}
+}

@@ -183,9 +183,10 @@ func WithTypeStateTracking(enabled bool) HandlerOption {
 	}
 }
 
-// EnsureBuckets creates the task state and effects KV buckets, or updates
-// their TTLs ([WithStateTTL], [WithEffectsTTL]), with the task stream's
-// storage and replica count. Workers call it at start; call it yourself
+// EnsureBuckets creates the task state and effects KV buckets with the task
+// stream's storage and replica count, and sets the TTLs given with
+// [WithStateTTL] and [WithEffectsTTL] on existing buckets (a TTL left at
+// its default does not change an existing bucket). Workers call it at start; call it yourself
 // before enqueueing with a client while no worker ever ran, or the first
 // "pending" records are lost. The task stream must exist.
 func EnsureBuckets(ctx context.Context, js jetstream.JetStream, opts ...Option) error {
@@ -206,39 +207,28 @@ func ensureBuckets(ctx context.Context, js jetstream.JetStream, o *options) erro
 		return fmt.Errorf("framework: ensure buckets: %w", err)
 	}
 	cfg := s.CachedInfo().Config
-	stateTTL := o.state.ttl
-	if stateTTL == 0 {
-		stateTTL = DefaultStateTTL
-	}
-	effectsTTL := o.effects.ttl
-	if effectsTTL == 0 {
-		effectsTTL = DefaultEffectsTTL
-	}
-	for _, kv := range []jetstream.KeyValueConfig{
-		{
-			Bucket:      names.StateBucket(),
-			Description: "jetflow task state: one record per task ID",
-			History:     1,
-			TTL:         stateTTL,
-		},
-		{
-			Bucket:      names.EffectsBucket(),
-			Description: "jetflow effects ledger: side effects applied per task (framework.Once)",
-			History:     1,
-			TTL:         effectsTTL,
-		},
+	for _, b := range []struct {
+		bucket, description string
+		ttl, defaultTTL     time.Duration
+	}{
+		{names.StateBucket(), "jetflow task state: one record per task ID", o.state.ttl, DefaultStateTTL},
+		{names.EffectsBucket(), "jetflow effects ledger: side effects applied per task (framework.Once)", o.effects.ttl, DefaultEffectsTTL},
 	} {
-		kv.Storage, kv.Replicas = cfg.Storage, cfg.Replicas
-		if err := ensureBucket(ctx, js, kv); err != nil {
+		kv := jetstream.KeyValueConfig{Bucket: b.bucket, Description: b.description, History: 1,
+			TTL: b.ttl, Storage: cfg.Storage, Replicas: cfg.Replicas}
+		if kv.TTL == 0 {
+			kv.TTL = b.defaultTTL
+		}
+		if err := ensureBucket(ctx, js, kv, b.ttl != 0); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// ensureBucket creates a bucket, or updates its TTL when it differs. Other
-// settings an operator changed are kept.
-func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) error {
+// ensureBucket creates a bucket, or, with setTTL, updates the TTL of an
+// existing one when it differs. Other settings an operator changed are kept.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, setTTL bool) error {
 	kv, err := js.KeyValue(ctx, want.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		_, err = js.CreateKeyValue(ctx, want)
@@ -250,14 +240,18 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 	if err != nil {
 		return fmt.Errorf("framework: bucket %s: %w", want.Bucket, err)
 	}
+	if !setTTL {
+		return nil
+	}
 	st, err := kv.Status(ctx)
 	if err != nil {
 		return fmt.Errorf("framework: bucket %s: %w", want.Bucket, err)
 	}
-	if st.TTL() == want.TTL {
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || st.TTL() == want.TTL {
 		return nil
 	}
-	si := st.(*jetstream.KeyValueBucketStatus).StreamInfo()
+	si := bs.StreamInfo()
 	cfg := si.Config
 	cfg.MaxAge = want.TTL
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
@@ -265,6 +259,10 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 	}
 	return nil
 }
+
+// stateStallRetries bounds how long a record write waits for room in the
+// asynchronous publish window: 25 stalls of 200 ms.
+const stateStallRetries = 25
 
 // stateWriter writes task records with asynchronous publishes.
 type stateWriter struct {
@@ -294,7 +292,15 @@ func (sw *stateWriter) write(rec *TaskRecord, onlyIfNew bool) {
 	if onlyIfNew {
 		msg.Header = nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{"0"}}
 	}
-	if _, err := sw.js.PublishMsgAsync(msg); err != nil {
+	_, err := sw.js.PublishMsgAsync(msg)
+	// A full window (DefaultMaxPending writes awaiting their
+	// acknowledgement) makes the publish wait 200 ms and give up: wait
+	// longer, slowing tasks down rather than losing records, but not
+	// forever (a server that does not answer).
+	for i := 1; errors.Is(err, jetstream.ErrTooManyStalledMsgs) && i < stateStallRetries; i++ {
+		_, err = sw.js.PublishMsgAsync(msg)
+	}
+	if err != nil {
 		sw.fail(rec.ID, err)
 	}
 }
@@ -484,6 +490,9 @@ func (w *Worker) stateStarted(t *Task) {
 	}
 	st := t.stateOf()
 	st.mu.Lock()
+	if st.timer != nil {
+		st.timer.Stop() // an in-process rerun (held by a breaker) restarts the clock
+	}
 	st.timer = time.AfterFunc(after, func() {
 		st.mu.Lock()
 		defer st.mu.Unlock()

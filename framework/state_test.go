@@ -418,11 +418,12 @@ func TestStateTTLOption(t *testing.T) {
 	if err := framework.EnsureBuckets(t.Context(), e.js, framework.WithStateTTL(time.Hour), framework.WithEffectsTTL(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	// Changing the TTL updates the existing bucket.
+	// A TTL given updates the existing bucket; one left at its default
+	// does not.
 	if err := framework.EnsureBuckets(t.Context(), e.js, framework.WithStateTTL(3*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	for bucket, want := range map[string]time.Duration{"JETFLOW_STATE": 3 * time.Hour, "JETFLOW_EFFECTS": framework.DefaultEffectsTTL} {
+	for bucket, want := range map[string]time.Duration{"JETFLOW_STATE": 3 * time.Hour, "JETFLOW_EFFECTS": 2 * time.Hour} {
 		kv, err := e.js.KeyValue(t.Context(), bucket)
 		if err != nil {
 			t.Fatal(err)

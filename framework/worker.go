@@ -408,6 +408,10 @@ func (w *Worker) fetch(tt *typeRunner, prio Priority, cons jetstream.Consumer) {
 				return
 			}
 			it.Stop()
+			if errors.Is(err, errPullIdle) {
+				retry = 0
+				continue // a fresh iterator at once, with a fresh pull request
+			}
 		}
 		// The iterator failed (consumer deleted, connection trouble): log,
 		// wait, re-ensure the consumer and resume.
@@ -438,10 +442,25 @@ func (w *Worker) fetch(tt *typeRunner, prio Priority, cons jetstream.Consumer) {
 // also how soon an idle fetcher notices that the worker stops.
 const nextPoll = 250 * time.Millisecond
 
-// serve reads it until stop or a terminal iterator error.
+// pullIdleRestart is how long a fetcher waits without receiving anything
+// before it replaces its pull iterator. The iterator counts the messages its
+// pull requests may still bring and sends no new request meanwhile; it
+// forgets a request only on a status from the server or after two missed
+// idle heartbeats. A consumer leader that crashes sends no status, and
+// missed heartbeats are checked only within a single Next call, which
+// nextPoll keeps short: without this, a fetcher whose consumer leader
+// crashed would wait forever. Twice the iterator's default heartbeat, like
+// its own check; on an idle consumer it costs one new pull request each time.
+const pullIdleRestart = 30 * time.Second
+
+// errPullIdle ends serve after pullIdleRestart without a message.
+var errPullIdle = errors.New("framework: pull iterator idle")
+
+// serve reads it until stop, a terminal iterator error, or errPullIdle.
 func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it jetstream.MessagesContext) error {
 	errStreak := 0
 	poll := jetstream.NextMaxWait(nextPoll)
+	lastMsg := time.Now()
 	for {
 		msg, err := it.Next(poll)
 		if err != nil {
@@ -449,6 +468,9 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it j
 				return nil
 			}
 			if errors.Is(err, nats.ErrTimeout) {
+				if time.Since(lastMsg) >= pullIdleRestart {
+					return errPullIdle
+				}
 				continue // nothing within nextPoll: loop, so the iterator re-checks its pull requests
 			}
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
@@ -473,6 +495,7 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it j
 		if !w.awaitDispatch(stop, p) {
 			return nil
 		}
+		lastMsg = time.Now()
 	}
 }
 

@@ -8,6 +8,24 @@
 // recovery. [StartServer] and [ShutdownServer] are the same machinery for
 // programs that are not tests, such as the quickstart.
 //
+// # Clusters
+//
+// [RunCluster] starts an embedded JetStream cluster (three nodes for R3
+// streams) on loopback, each node with its own store. [Cluster.StopNode] and
+// [Cluster.RestartNode] take a node down and bring it back on the same store
+// and ports; [Cluster.StreamLeader], [Cluster.ConsumerLeader] and
+// [Cluster.StepDownStream] find and move leaders; [Cluster.WaitJetStreamReady]
+// and [Cluster.WaitStreamCurrent] wait for the cluster to settle.
+// [Cluster.Connect] returns connections that know every node and fail over.
+// [StartCluster] is the same for programs such as benchmarks.
+//
+// # Network faults
+//
+// [NewProxy] puts a TCP proxy between a client and a server listening on
+// loopback ([WithListen]); [Proxy.Cut] drops the client's connection and
+// refuses new ones until [Proxy.Restore], to test what happens when a worker
+// loses the network and comes back.
+//
 // # Connections and waiting
 //
 // [Connect] and [JetStream] open connections that are closed with the test.

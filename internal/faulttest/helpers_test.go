@@ -229,8 +229,9 @@ func taskStreamMsgs(t *testing.T, js jetstream.JetStream) uint64 {
 	return info.State.Msgs
 }
 
-// waitDone waits for l.done, failing with the ledger's report on timeout.
-func waitDone(t *testing.T, l *ledger, timeout time.Duration) {
+// waitDone waits for l.done, failing with the ledger's report and the
+// output of the diagnostics functions on timeout.
+func waitDone(t *testing.T, l *ledger, timeout time.Duration, diags ...func() string) {
 	t.Helper()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -238,6 +239,27 @@ func waitDone(t *testing.T, l *ledger, timeout time.Duration) {
 	case <-l.done:
 	case <-timer.C:
 		r := l.report()
-		t.Fatalf("not every acknowledged task succeeded within %v: %v; first missing: %v", timeout, r, r.LostIDs)
+		var d []string
+		for _, f := range diags {
+			d = append(d, f())
+		}
+		t.Fatalf("not every acknowledged task succeeded within %v: %v; first missing: %v\n%s", timeout, r, r.LostIDs, strings.Join(d, "\n"))
 	}
+}
+
+// consumerState describes a task consumer for failure messages.
+func consumerState(js jetstream.JetStream, consumer string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, streams.MustNames("").TaskStream(), consumer)
+	if err != nil {
+		return fmt.Sprintf("consumer %s: %v", consumer, err)
+	}
+	ci := c.CachedInfo()
+	leader := ""
+	if ci.Cluster != nil {
+		leader = ci.Cluster.Leader
+	}
+	return fmt.Sprintf("consumer %s: leader %q pending %d ack_pending %d redelivered %d waiting_pulls %d delivered %+v ack_floor %+v paused %v",
+		consumer, leader, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting, ci.Delivered, ci.AckFloor, ci.Paused)
 }

@@ -128,6 +128,7 @@ func runLeaderLoss(t *testing.T, n, rounds int, ll leaderLoss) {
 			slowConsumer.Add(1)
 		}
 	})
+	var workers []*framework.Worker
 	for range 2 {
 		w := newWorker(t, ll.connect(t, asyncErrs), framework.WithLogger(slog.New(logs)), framework.WithConcurrency(32),
 			framework.WithHooks(framework.Hooks{Succeeded: func(task *framework.Task, _ time.Duration) {
@@ -139,6 +140,7 @@ func runLeaderLoss(t *testing.T, n, rounds int, ll leaderLoss) {
 			return nil
 		}, framework.WithAckWait(5*time.Second))
 		start(t, w)
+		workers = append(workers, w)
 	}
 
 	// Producers: 8 goroutines enqueueing n tasks with IDs t-0 … t-(n-1).
@@ -230,7 +232,11 @@ func runLeaderLoss(t *testing.T, n, rounds int, ll leaderLoss) {
 
 	producers.Wait()
 	l.enqueueingDone()
-	waitDone(t, l, 3*time.Minute)
+	waitDone(t, l, 3*time.Minute, func() string {
+		return consumerState(js, streams.MustNames("").ConsumerName(leaderLossType, framework.PriorityNormal))
+	}, func() string {
+		return fmt.Sprintf("worker stats: %+v / %+v; logs: %s", workers[0].Stats(), workers[1].Stats(), logs.summary())
+	})
 	testutil.Wait(t, time.Minute, "task stream empty (every task acked)", func() bool {
 		return taskStreamMsgs(t, js) == 0
 	})
