@@ -63,6 +63,11 @@ const (
 	figLatency  = "latency"
 	figDelay    = "delay"
 	figPriority = "priority"
+	// Figures of the later features; they run after the core five.
+	figDrainState = "drain_state"
+	figDLQ        = "dlq"
+	figWorkflow   = "workflow"
+	figCluster    = "cluster_drain"
 )
 
 // Values of -side.
@@ -71,7 +76,8 @@ const (
 	sideJetflow = "jetflow"
 )
 
-var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority}
+var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority,
+	figDrainState, figDLQ, figWorkflow, figCluster}
 
 // config holds the settings of one bench run.
 type config struct {

@@ -164,6 +164,11 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{figLatency, e.figureLatency},
 		{figDelay, e.figureDelay},
 		{figPriority, e.figurePriority},
+		{figDrainState, e.runDrainState},
+		{figDLQ, e.runDLQ},
+		{figWorkflow, func(ctx context.Context, out io.Writer) error { return runWorkflow(ctx, e, out) }},
+		// The cluster figure starts its own three-node cluster.
+		{figCluster, func(ctx context.Context, out io.Writer) error { return runClusterDrain(ctx, cfg, out, stderr) }},
 	}
 	for _, f := range figures {
 		if !cfg.only[f.name] {

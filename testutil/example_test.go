@@ -47,7 +47,8 @@ func ExampleStartCluster() {
 	}
 	for i, srv := range c.Servers() {
 		if srv.JetStreamIsStreamLeader(testutil.GlobalAccount, "ORDERS") {
-			c.StopNode(i)
+			c.StopNode(i) // one node only: two would take the quorum away
+			break
 		}
 	}
 	info, err := s.Info(ctx) // answered by the new leader
