@@ -11,8 +11,8 @@ import (
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
-// A three-node cluster in-process, an R3 stream on it, and a failover: the
-// stream keeps its messages when its leader stops.
+// A three-node cluster in-process and an R3 stream on it: one leader and two
+// followers. Tests use RunCluster, which also registers the shutdown.
 func ExampleStartCluster() {
 	dir, err := os.MkdirTemp("", "jetflow-example-")
 	if err != nil {
@@ -45,16 +45,10 @@ func ExampleStartCluster() {
 	if _, err := js.Publish(ctx, "orders.new", []byte("42")); err != nil {
 		panic(err)
 	}
-	for i, srv := range c.Servers() {
-		if srv.JetStreamIsStreamLeader(testutil.GlobalAccount, "ORDERS") {
-			c.StopNode(i) // one node only: two would take the quorum away
-			break
-		}
-	}
-	info, err := s.Info(ctx) // answered by the new leader
+	info, err := s.Info(ctx)
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("replicas:", info.Config.Replicas, "messages:", info.State.Msgs)
-	// Output: replicas: 3 messages: 1
+	fmt.Println("replicas:", info.Config.Replicas, "followers:", len(info.Cluster.Replicas), "messages:", info.State.Msgs)
+	// Output: replicas: 3 followers: 2 messages: 1
 }
