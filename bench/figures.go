@@ -186,7 +186,7 @@ func (e *env) drainJetflow(ctx context.Context) (float64, error) {
 func (e *env) drainJetflowRun(ctx context.Context) (runResult, error) {
 	n := e.cfg.n
 	untracked := framework.WithStateTracking(false)
-	if err := e.enqueueJobsClient(ctx, []framework.Option{untracked}, typeDrain, n, e.payload); err != nil {
+	if err := e.enqueueJobsClient(ctx, append([]framework.Option{untracked}, e.jfClientOpts...), typeDrain, n, e.payload); err != nil {
 		return runResult{}, err
 	}
 	var done atomic.Int64
@@ -295,6 +295,21 @@ func (e *env) figureEnqueue(ctx context.Context, out io.Writer) error {
 	return e.compare(ctx, out, figEnqueue, e.enqueueRaw, e.enqueueJetflow, fint("n", e.cfg.n), fint("window", e.cfg.window))
 }
 
+// figureDrainNoDedup is the drain figure with tasks enqueued by a client with
+// framework.WithDedup(false): no Nats-Msg-Id, so the same message as raw.
+func (e *env) figureDrainNoDedup(ctx context.Context, out io.Writer) error {
+	e.jfClientOpts = []framework.Option{framework.WithDedup(false)}
+	defer func() { e.jfClientOpts = nil }()
+	return e.compare(ctx, out, figDrainNoDedup, e.drainRawRun, e.drainJetflowRun, fint("n", e.cfg.n))
+}
+
+// figureEnqueueNoDedup is the enqueue figure with framework.WithDedup(false).
+func (e *env) figureEnqueueNoDedup(ctx context.Context, out io.Writer) error {
+	e.jfClientOpts = []framework.Option{framework.WithDedup(false)}
+	defer func() { e.jfClientOpts = nil }()
+	return e.compare(ctx, out, figEnqueueNoDedup, e.enqueueRaw, e.enqueueJetflow, fint("n", e.cfg.n), fint("window", e.cfg.window))
+}
+
 func (e *env) enqueueRaw(ctx context.Context) (runResult, error) {
 	subject := e.names.TaskSubject(streams.PriorityNormal, typeRawEnq)
 	res, err := e.publishRaw(ctx, subject, e.cfg.n)
@@ -314,7 +329,7 @@ func (e *env) enqueueJetflow(ctx context.Context) (runResult, error) {
 		return runResult{}, err
 	}
 	defer nc.Close()
-	cl, err := framework.NewClient(nc, framework.WithMaxPending(e.cfg.window), framework.WithStateTracking(false))
+	cl, err := framework.NewClient(nc, append([]framework.Option{framework.WithMaxPending(e.cfg.window), framework.WithStateTracking(false)}, e.jfClientOpts...)...)
 	if err != nil {
 		return runResult{}, err
 	}

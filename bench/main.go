@@ -65,6 +65,9 @@ const (
 	figPriority = "priority"
 	// Figures of the later features; they run after the core five.
 	figDrainState = "drain_state"
+	// The drain and enqueue figures with framework.WithDedup(false).
+	figDrainNoDedup   = "drain_nodedup"
+	figEnqueueNoDedup = "enqueue_nodedup"
 	figDLQ        = "dlq"
 	figWorkflow   = "workflow"
 	figCluster    = "cluster_drain"
@@ -77,7 +80,7 @@ const (
 )
 
 var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority,
-	figDrainState, figDLQ, figWorkflow, figCluster}
+	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster}
 
 // config holds the settings of one bench run.
 type config struct {

@@ -47,6 +47,9 @@ type env struct {
 	stream  jetstream.Stream
 	names   streams.Names
 	payload json.RawMessage // drain and enqueue payload, the same bytes on both sides
+	// jfClientOpts are added to the jetflow clients of the drain and enqueue
+	// figures (the *_nodedup variants set WithDedup(false)).
+	jfClientOpts []framework.Option
 }
 
 func newEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, err error) {
@@ -164,6 +167,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{figLatency, e.figureLatency},
 		{figDelay, e.figureDelay},
 		{figPriority, e.figurePriority},
+		{figDrainNoDedup, e.figureDrainNoDedup},
+		{figEnqueueNoDedup, e.figureEnqueueNoDedup},
 		{figDrainState, e.runDrainState},
 		{figDLQ, e.runDLQ},
 		{figWorkflow, func(ctx context.Context, out io.Writer) error { return runWorkflow(ctx, e, out) }},

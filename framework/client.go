@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -78,6 +79,7 @@ func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts
 		return TaskInfo{}, c.publishErr(info, err)
 	}
 	info.Stream, info.Sequence, info.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
+	info.ID = seqID(info.ID, ack.Sequence)
 	if h := c.opts.hooks.Enqueued; h != nil {
 		h(info)
 	}
@@ -140,6 +142,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []Job) ([]TaskInfo, error
 		select {
 		case ack := <-f.Ok():
 			infos[i].Stream, infos[i].Sequence, infos[i].Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
+			infos[i].ID = seqID(infos[i].ID, ack.Sequence)
 			if h := c.opts.hooks.Enqueued; h != nil {
 				h(infos[i])
 			}
@@ -156,6 +159,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []Job) ([]TaskInfo, error
 				continue
 			}
 			infos[i].Stream, infos[i].Sequence, infos[i].Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
+			infos[i].ID = seqID(infos[i].ID, ack.Sequence)
 			if h := c.opts.hooks.Enqueued; h != nil {
 				h(infos[i])
 			}
@@ -212,27 +216,33 @@ func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nat
 	if err != nil {
 		return nil, TaskInfo{}, fmt.Errorf("%w: task type %s (%T): %w", ErrEncode, taskType, payload, err)
 	}
+	now := time.Now()
+	due := cfg.at
+	if cfg.delay > 0 {
+		due = now.Add(cfg.delay)
+	}
+	delayed := due.After(now)
 	id := cfg.id
-	if id == "" {
+	// Without dedup an immediate task's ID is its stream sequence, filled in
+	// from the acknowledgement (seqID).
+	anonymous := id == "" && c.opts.noDedup && !delayed
+	if id == "" && !anonymous {
 		id = nuid.Next()
 	}
 	info := TaskInfo{ID: id, Type: taskType, Priority: cfg.priority}
 	target := c.names.TaskSubject(cfg.priority, taskType)
 	hdr := make(nats.Header, 4+len(cfg.headers))
-	hdr[jetstream.MsgIDHeader] = []string{id}
+	if !anonymous {
+		hdr[jetstream.MsgIDHeader] = []string{id}
+	}
 	if enc != "" {
 		hdr[HeaderEncoding] = []string{enc}
 	}
 	for k, v := range cfg.headers {
 		hdr.Set(k, v)
 	}
-	now := time.Now()
-	due := cfg.at
-	if cfg.delay > 0 {
-		due = now.Add(cfg.delay)
-	}
 	subject := target
-	if due.After(now) {
+	if delayed {
 		subject = c.names.ScheduleSubject(id)
 		dueStr := due.UTC().Format(time.RFC3339Nano)
 		// Set by hand: jetstream.WithScheduleAt truncates to whole seconds,
@@ -245,6 +255,9 @@ func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nat
 		info.ScheduledFor = due
 	}
 	info.Subject = subject
+	if len(hdr) == 0 {
+		hdr = nil // no header block at all
+	}
 	msg := &nats.Msg{Subject: subject, Data: data, Header: hdr}
 	if max := c.nc.MaxPayload(); max > 0 {
 		if size := msgSize(msg); size > max {
@@ -253,6 +266,15 @@ func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nat
 		}
 	}
 	return msg, info, nil
+}
+
+// seqID returns id, or for a task enqueued without dedup header the ID the
+// worker derives from its stream sequence.
+func seqID(id string, seq uint64) string {
+	if id != "" {
+		return id
+	}
+	return "seq-" + strconv.FormatUint(seq, 10)
 }
 
 func msgSize(m *nats.Msg) int64 {

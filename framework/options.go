@@ -24,6 +24,7 @@ type options struct {
 	shutdownTimeout time.Duration
 	middleware      []Middleware
 	maxPending      int
+	noDedup         bool
 	breakers        map[string]BreakerSettings // WithBreaker
 	deadLetters     deadLetterOptions          // WithDeadLetters and related (dlq.go)
 	state           stateOptions               // WithStateTracking, WithStateTTL (state.go)
@@ -190,6 +191,18 @@ func WithMaxPending(n int) Option {
 		o.maxPending = n
 		return nil
 	}
+}
+
+// WithDedup(false) publishes immediate tasks that have no caller-supplied ID
+// ([WithID]) without a Nats-Msg-Id header, so the server skips its duplicate
+// check. Their ID becomes "seq-<stream sequence>" and is known once the
+// server acknowledged the task. This is the fastest mode (see
+// docs/benchmarks.md), at a price: an enqueue retried after a lost
+// acknowledgement (a leader election, a timeout) may store the task twice.
+// Delayed tasks and tasks with [WithID] keep their dedup header. Clients
+// only. Default true.
+func WithDedup(on bool) Option {
+	return func(o *options) error { o.noDedup = !on; return nil }
 }
 
 // EnqueueOption configures one enqueue.

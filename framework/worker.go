@@ -29,6 +29,8 @@ type Worker struct {
 	opts  *options
 	names streams.Names
 	log   *slog.Logger
+	// taskStream caches names.TaskStream(), read for every task.
+	taskStream string
 
 	types map[string]*typeRunner
 	order []*typeRunner
@@ -107,6 +109,7 @@ func NewWorker(nc *nats.Conn, opts ...Option) (*Worker, error) {
 		js:         js,
 		opts:       o,
 		names:      o.names,
+		taskStream: o.names.TaskStream(),
 		log:        o.logger,
 		types:      make(map[string]*typeRunner),
 		stopFetch:  make(chan struct{}),
@@ -864,7 +867,7 @@ func (w *Worker) newTask(p *pending) *Task {
 		MaxAttempts: p.tt.cfg.maxAttempts,
 		Headers:     p.msg.Headers(),
 		Payload:     p.msg.Data(),
-		Stream:      w.names.TaskStream(),
+		Stream:      w.taskStream,
 		Attempt:     1,
 		baseLogger:  w.log,
 		worker:      w,
