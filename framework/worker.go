@@ -29,6 +29,8 @@ type Worker struct {
 	opts  *options
 	names streams.Names
 	log   *slog.Logger
+	bg background // heartbeat sweeper and executors (heartbeats.go)
+
 	// taskStream caches names.TaskStream(), read for every task.
 	taskStream string
 
@@ -85,6 +87,9 @@ type pending struct {
 	msg        jetstream.Msg
 	dispatched chan struct{} // receives once when a slot is granted
 	settled    atomic.Bool   // set by whoever acks/naks/terms first
+	// lastBeat is when the server last heard of this delivery (receipt or
+	// InProgress), in Unix nanoseconds; the heartbeat sweeper reads it.
+	lastBeat atomic.Int64
 	// resume, guarded by Worker.mu, marks a held task waiting for a slot
 	// again: its own goroutine continues it once dispatched.
 	resume bool
@@ -118,6 +123,7 @@ func NewWorker(nc *nats.Conn, opts ...Option) (*Worker, error) {
 		finished:   make(chan struct{}),
 		free:       o.concurrency,
 		inflight:   make(map[*pending]struct{}),
+		bg:         background{execCh: make(chan *pending), stop: make(chan struct{})},
 	}
 	w.installBreakers()
 	w.installDeadLetters()
@@ -254,6 +260,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			subs = append(subs, sub{tt, p, cons})
 		}
 	}
+	w.startBackground()
 	svcCtx, svcCancel := context.WithCancel(context.Background())
 	w.svcCancel = svcCancel
 	for i := range w.ext {
@@ -330,6 +337,8 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		}
 	}
 	defer close(w.finished)
+	idle := false // every execution returned
+	defer func() { w.stopBackground(idle) }()
 	w.svcCancel()
 	defer w.services.Wait()
 	w.fetchers.Wait()
@@ -337,6 +346,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	go func() { w.execs.Wait(); close(done) }()
 	select {
 	case <-done:
+		idle = true
 		w.hardCancel()
 		w.log.Info("jetflow worker stopped")
 		return nil
@@ -359,6 +369,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	defer grace.Stop()
 	select {
 	case <-done:
+		idle = true
 	case <-grace.C:
 	}
 	err := fmt.Errorf("framework: shutdown: %d running tasks handed back: %w", len(back), ctx.Err())
@@ -494,6 +505,7 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it j
 		}
 		errStreak = 0
 		p := &pending{tt: tt, prio: prio, msg: msg, dispatched: make(chan struct{}, 1)}
+		p.lastBeat.Store(time.Now().UnixNano())
 		w.offer(p)
 		if !w.awaitDispatch(stop, p) {
 			return nil
@@ -502,32 +514,19 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it j
 	}
 }
 
-// awaitDispatch waits until p gets a slot, sending heartbeats meanwhile so
-// that a task held back by higher priorities does not time out. It returns
-// false (after handing p back) when the worker stops first.
+// awaitDispatch waits until p gets a slot; the heartbeat sweeper keeps it
+// alive meanwhile, so a task held back by higher priorities does not time
+// out. It returns false (after handing p back) when the worker stops first.
 func (w *Worker) awaitDispatch(stop context.Context, p *pending) bool {
 	select {
 	case <-p.dispatched:
 		return true
-	default:
-	}
-	hb := time.NewTicker(p.tt.cfg.heartbeat)
-	defer hb.Stop()
-	for {
-		select {
-		case <-p.dispatched:
-			return true
-		case <-hb.C:
-			if err := p.msg.InProgress(); err != nil {
-				w.ackFailed(nil, p, "in_progress", err)
-			}
-		case <-stop.Done():
-			if w.withdraw(p) {
-				w.handBack(p, "worker stopping")
-				return false
-			}
-			return true // dispatched concurrently; its execution owns it
+	case <-stop.Done():
+		if w.withdraw(p) {
+			w.handBack(p, "worker stopping")
+			return false
 		}
+		return true // dispatched concurrently; its execution owns it
 	}
 }
 
@@ -587,7 +586,11 @@ func (w *Worker) dispatchLocked() {
 		}
 		w.execs.Add(1)
 		p.dispatched <- struct{}{}
-		go w.execute(p)
+		select {
+		case w.bg.execCh <- p: // an idle executor (heartbeats.go) takes it
+		default:
+			go w.execute(p)
+		}
 	}
 }
 
@@ -643,12 +646,9 @@ func (w *Worker) release(p *pending) {
 func (w *Worker) execute(p *pending) {
 	defer w.release(p)
 	t := w.newTask(p)
-	cfg := &p.tt.cfg
 
-	// Heartbeats keep the task alive while it waits for its time or runs.
-	hb := &heartbeat{w: w, t: t, p: p, every: cfg.heartbeat}
-	hb.start()
-	defer hb.stop()
+	// The heartbeat sweeper keeps the task alive while it waits for its
+	// time or runs (heartbeats.go).
 
 	// A due time that cannot be trusted fails the task for good rather than
 	// holding a slot until a bogus time.
@@ -716,42 +716,6 @@ func (w *Worker) runOnce(base context.Context, p *pending, t *Task) (time.Durati
 	return took, err
 }
 
-// heartbeat sends InProgress every interval until stopped, without a
-// goroutine of its own between ticks.
-type heartbeat struct {
-	w     *Worker
-	t     *Task
-	p     *pending
-	every time.Duration
-	mu    sync.Mutex
-	timer *time.Timer
-	done  bool
-}
-
-func (h *heartbeat) start() {
-	h.mu.Lock()
-	h.timer = time.AfterFunc(h.every, h.tick)
-	h.mu.Unlock()
-}
-
-func (h *heartbeat) tick() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.done || h.p.settled.Load() {
-		return
-	}
-	if err := h.p.msg.InProgress(); err != nil {
-		h.w.ackFailed(h.t, h.p, "in_progress", err)
-	}
-	h.timer.Reset(h.every)
-}
-
-func (h *heartbeat) stop() {
-	h.mu.Lock()
-	h.done = true
-	h.timer.Stop()
-	h.mu.Unlock()
-}
 
 // call runs the handler, turning a panic into an error.
 func (w *Worker) call(ctx context.Context, h Handler, t *Task) (err error) {
