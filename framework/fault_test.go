@@ -191,6 +191,9 @@ func TestCorruptMessagesFailPermanently(t *testing.T) {
 		t.Fatalf("ran %q", id)
 	}
 
+	// The handler reports before it returns; the ack and the counters follow.
+	testutil.Wait(t, 30*time.Second, "the valid task acked", func() bool { return w.Stats().Succeeded == 1 })
+
 	mu.Lock()
 	defer mu.Unlock()
 	for _, c := range cases {
