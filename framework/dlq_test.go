@@ -286,13 +286,13 @@ func TestDeadLetterRouterCatchesUp(t *testing.T) {
 	w.HandleFunc("dlq.other", noopHandler)
 	startWorker(t, w)
 
-	dls := e.waitDeadLetters(t, n)
+	e.waitDeadLetters(t, n)
 	testutil.Wait(t, waitLong, "task stream empty", func() bool { return e.taskStreamMsgs(t) == 0 })
 	e.waitRouterIdle(t)
 	if routed, err := e.cl.DeadLetters().Reconcile(t.Context()); err != nil || routed != 0 {
 		t.Errorf("Reconcile after the router = %d, %v; want 0", routed, err)
 	}
-	dls = e.deadLetters(t)
+	dls := e.deadLetters(t)
 	if len(dls) != n {
 		t.Fatalf("%d dead letters, want %d", len(dls), n)
 	}

@@ -38,7 +38,6 @@ type Worker struct {
 	order []*typeRunner
 
 	state     atomic.Int32 // workerNew, workerRunning, workerStopping
-	startOnce sync.Once
 
 	stopFetch   chan struct{} // closed: stop pulling
 	stopOnce    sync.Once
