@@ -29,7 +29,7 @@ type Worker struct {
 	opts  *options
 	names streams.Names
 	log   *slog.Logger
-	bg background // heartbeat sweeper and executors (heartbeats.go)
+	bg    background // heartbeat sweeper and executors (heartbeats.go)
 
 	// taskStream caches names.TaskStream(), read for every task.
 	taskStream string
@@ -37,7 +37,7 @@ type Worker struct {
 	types map[string]*typeRunner
 	order []*typeRunner
 
-	state     atomic.Int32 // workerNew, workerRunning, workerStopping
+	state atomic.Int32 // workerNew, workerRunning, workerStopping
 
 	stopFetch   chan struct{} // closed: stop pulling
 	stopOnce    sync.Once
@@ -714,7 +714,6 @@ func (w *Worker) runOnce(base context.Context, p *pending, t *Task) (time.Durati
 	}
 	return took, err
 }
-
 
 // call runs the handler, turning a panic into an error.
 func (w *Worker) call(ctx context.Context, h Handler, t *Task) (err error) {
