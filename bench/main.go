@@ -68,9 +68,9 @@ const (
 	// The drain and enqueue figures with framework.WithDedup(false).
 	figDrainNoDedup   = "drain_nodedup"
 	figEnqueueNoDedup = "enqueue_nodedup"
-	figDLQ        = "dlq"
-	figWorkflow   = "workflow"
-	figCluster    = "cluster_drain"
+	figDLQ            = "dlq"
+	figWorkflow       = "workflow"
+	figCluster        = "cluster_drain"
 )
 
 // Values of -side.
