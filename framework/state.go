@@ -266,6 +266,7 @@ const stateStallRetries = 25
 
 // stateWriter writes task records with asynchronous publishes.
 type stateWriter struct {
+	nc     *nats.Conn
 	js     jetstream.JetStream
 	prefix string // "$KV.<bucket>."
 	log    *slog.Logger
@@ -273,7 +274,7 @@ type stateWriter struct {
 }
 
 func newStateWriter(nc *nats.Conn, names streams.Names, log *slog.Logger) (*stateWriter, error) {
-	sw := &stateWriter{prefix: "$KV." + names.StateBucket() + ".", log: log}
+	sw := &stateWriter{nc: nc, prefix: "$KV." + names.StateBucket() + ".", log: log}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(DefaultMaxPending),
 		jetstream.WithPublishAsyncErrHandler(sw.failed))
@@ -289,9 +290,17 @@ func newStateWriter(nc *nats.Conn, names streams.Names, log *slog.Logger) (*stat
 // worker already wrote).
 func (sw *stateWriter) write(rec *TaskRecord, onlyIfNew bool) {
 	msg := &nats.Msg{Subject: sw.prefix + stateKey(rec.ID), Data: rec.appendJSON(make([]byte, 0, 256))}
-	if onlyIfNew {
-		msg.Header = nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{"0"}}
+	if !onlyIfNew {
+		// Worker records overwrite whatever is there: publish without
+		// asking for an acknowledgement. It halves the client's cost of a
+		// record; a record the stream could not store is lost, like one
+		// whose asynchronous acknowledgement reported an error.
+		if err := sw.nc.PublishMsg(msg); err != nil {
+			sw.fail(rec.ID, err)
+		}
+		return
 	}
+	msg.Header = nats.Header{jetstream.ExpectedLastSubjSeqHeader: []string{"0"}}
 	_, err := sw.js.PublishMsgAsync(msg)
 	// A full window (DefaultMaxPending writes awaiting their
 	// acknowledgement) makes the publish wait 200 ms and give up: wait
