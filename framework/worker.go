@@ -421,7 +421,7 @@ func (w *Worker) fetch(tt *typeRunner, prio Priority, cons jetstream.Consumer) {
 				return
 			}
 			it.Stop()
-			if errors.Is(err, errPullIdle) {
+			if errors.Is(err, errPullIdle) || errors.Is(err, errRescued) {
 				retry = 0
 				continue // a fresh iterator at once, with a fresh pull request
 			}
@@ -503,14 +503,88 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it j
 			continue
 		}
 		errStreak = 0
-		p := &pending{tt: tt, prio: prio, msg: msg, dispatched: make(chan struct{}, 1)}
-		p.lastBeat.Store(time.Now().UnixNano())
+		p := w.newPending(tt, prio, msg)
 		w.offer(p)
-		if !w.awaitDispatch(stop, p) {
+		dispatched, starved := w.awaitSlot(stop, p, tt.cfg.ackWait/2)
+		if starved {
+			// p has waited half an ack wait for a slot: the tasks behind it
+			// in the pull buffer get no heartbeats and would be redelivered
+			// (spending an attempt). Take them out of the buffer, where the
+			// sweeper keeps them alive, and pull again only once they ran.
+			return w.rescue(stop, it, tt, prio, p)
+		}
+		if !dispatched {
 			return nil
 		}
 		lastMsg = time.Now()
 	}
+}
+
+// errRescued ends serve after its pull buffer was emptied into the waiting
+// lists because a task starved (see rescue).
+var errRescued = errors.New("framework: pull buffer rescued from starvation")
+
+func (w *Worker) newPending(tt *typeRunner, prio Priority, msg jetstream.Msg) *pending {
+	p := &pending{tt: tt, prio: prio, msg: msg, dispatched: make(chan struct{}, 1)}
+	p.lastBeat.Store(time.Now().UnixNano())
+	return p
+}
+
+// awaitSlot waits until p is dispatched (true, false), the worker stops
+// (false, false; p was handed back unless dispatched concurrently), or
+// starveAfter passes (false, true; p still waits).
+func (w *Worker) awaitSlot(stop context.Context, p *pending, starveAfter time.Duration) (dispatched, starved bool) {
+	select {
+	case <-p.dispatched:
+		return true, false
+	default:
+	}
+	timer := time.NewTimer(starveAfter)
+	defer timer.Stop()
+	select {
+	case <-p.dispatched:
+		return true, false
+	case <-timer.C:
+		return false, true
+	case <-stop.Done():
+		if w.withdraw(p) {
+			w.handBack(p, "worker stopping")
+			return false, false
+		}
+		return true, false
+	}
+}
+
+// rescue drains the iterator's buffer into the waiting lists, where the
+// heartbeat sweeper covers every task, then waits until held and rescued
+// tasks were all dispatched (or the worker stops). It returns errRescued so
+// that fetch opens a fresh iterator.
+func (w *Worker) rescue(stop context.Context, it jetstream.MessagesContext, tt *typeRunner, prio Priority, held *pending) error {
+	it.Drain()
+	batch := []*pending{held}
+	for {
+		msg, err := it.Next(jetstream.NextMaxWait(100 * time.Millisecond))
+		if err != nil {
+			break
+		}
+		q := w.newPending(tt, prio, msg)
+		w.offer(q)
+		batch = append(batch, q)
+	}
+	w.log.Debug("jetflow fetched tasks starved; holding them with heartbeats", slog.String(LogKeyTaskType, tt.name),
+		slog.String(LogKeyPriority, prio.String()), slog.Int("tasks", len(batch)))
+	for _, q := range batch {
+		if !w.awaitDispatch(stop, q) {
+			// Stopping: hand back the rest still waiting.
+			for _, r := range batch {
+				if w.withdraw(r) {
+					w.handBack(r, "worker stopping")
+				}
+			}
+			return nil
+		}
+	}
+	return errRescued
 }
 
 // awaitDispatch waits until p gets a slot; the heartbeat sweeper keeps it
