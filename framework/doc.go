@@ -141,4 +141,33 @@
 // [LogKeyAttempt] and [LogKeyError]. Handlers get a logger carrying the task's
 // attributes from [Task.Logger] or [LoggerFromContext]. Payloads are never
 // logged.
+//
+// # Dead letters
+//
+// A task that fails for good — a [Permanent] error, an undecodable payload
+// ([DecodeError]) or a failed last attempt — is written to the dead-letter
+// stream before it is terminated, with its reason, attempts and last error in
+// headers. Tasks whose worker died on the last attempt reach it through the
+// server's max-deliveries advisories, routed by every worker, and a
+// reconciler catches advisories that were lost. [Client.DeadLetters] lists,
+// inspects, replays and purges them ([DeadLetters]). See [WithDeadLetters],
+// [WithDeadLetterRouter] and [WithReconcileInterval].
+//
+// # Circuit breakers
+//
+// [Call] and [CallValue] run an external call through the named breaker of a
+// dependency ([WithBreaker], [BreakerSettings]). Task types declare what they
+// call with [WithDependencies]; when a breaker opens in any worker, those
+// types' consumers are paused cluster-wide for the open period, and tasks
+// that failed fast are held in the worker and rerun afterwards without
+// spending an attempt. [Worker.Breakers] reports the states; the
+// BreakerStateChanged hook reports transitions.
+//
+// # Cron, task state and effects
+//
+// [Client.Schedules] registers repeating schedules ([Schedule]) as server-side
+// message schedules: one fire per tick however many processes register them,
+// each fire with a stable task ID ([IdempotencyKey]). Optional task records
+// ([WithStateTracking], [SetResult]) are read with an [Inspector]. [Once]
+// records an effect in a KV ledger so that a redelivered task skips it.
 package framework
