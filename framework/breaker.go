@@ -261,6 +261,7 @@ type BreakerOpenError struct {
 	Err error
 }
 
+// Error describes the failure; it implements the error interface.
 func (e *BreakerOpenError) Error() string {
 	return fmt.Sprintf("framework: circuit breaker of %s open until %s: %v",
 		e.Dependency, e.Until.UTC().Format(time.RFC3339Nano), e.Err)

@@ -72,6 +72,7 @@ type EffectUncertainError struct {
 	ClaimedAt time.Time
 }
 
+// Error describes the failure; it implements the error interface.
 func (e *EffectUncertainError) Error() string {
 	return fmt.Sprintf("framework: effect %q of task %s was started by attempt %d at %s but its outcome was never recorded "+
 		"(the worker crashed or lost its connection, or that attempt still runs); check the external system, "+

@@ -33,6 +33,7 @@ type HTTPError struct {
 // [HTTPError.Body].
 const MaxErrorBody = 512
 
+// Error describes the failure; it implements the error interface.
 func (e *HTTPError) Error() string {
 	msg := fmt.Sprintf("handlers: %s %s %s: %s", e.Dependency, e.Method, e.URL, e.Status)
 	if b := strings.TrimSpace(e.Body); b != "" {
