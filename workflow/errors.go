@@ -72,6 +72,7 @@ type DefinitionError struct {
 	Problems []error
 }
 
+// Error lists every problem of the definition.
 func (e *DefinitionError) Error() string {
 	parts := make([]string, len(e.Problems))
 	for i, p := range e.Problems {
