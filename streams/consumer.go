@@ -83,7 +83,20 @@ func ConsumerConfig(names Names, spec ConsumerSpec) (jetstream.ConsumerConfig, e
 // open circuit breaker) is kept. It refuses, with an error wrapping
 // [ErrDrift], a consumer of the same name whose filter subject belongs to
 // another task type.
+//
+// Like [Ensure], it retries errors of a cluster that is still forming until
+// ctx ends (at most [EnsureRetryFor] without a deadline).
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, names Names, spec ConsumerSpec) (jetstream.Consumer, error) {
+	var c jetstream.Consumer
+	err := retryTransient(ctx, func() error {
+		var err error
+		c, err = ensureConsumer(ctx, js, names, spec)
+		return err
+	})
+	return c, err
+}
+
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, names Names, spec ConsumerSpec) (jetstream.Consumer, error) {
 	want, err := ConsumerConfig(names, spec)
 	if err != nil {
 		return nil, err

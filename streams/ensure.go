@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -181,7 +182,10 @@ func (e *DriftError) Unwrap() error { return ErrDrift }
 // them to match c. It is idempotent and safe to call from many processes at
 // once. Fields Ensure does not manage (for example limits an operator added)
 // are kept. Differences that cannot be updated in place (retention, storage)
-// are reported in Report.Drift and as a *[DriftError].
+// are reported in Report.Drift and as a *[DriftError]. Errors of a cluster
+// that is still forming ("no suitable peers", "temporarily unavailable",
+// timeouts) are retried until ctx ends, or for [EnsureRetryFor] when ctx has
+// no deadline.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, error) {
 	cfgs, err := StreamConfigs(c)
 	if err != nil {
@@ -189,7 +193,20 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, err
 	}
 	rep := &Report{}
 	for _, want := range cfgs {
-		if err := ensureStream(ctx, js, want, rep); err != nil {
+		// A cluster that is still forming (or electing its meta leader)
+		// answers "no suitable peers" or "temporarily unavailable" for a
+		// moment: retry those until ctx ends (at most EnsureRetryFor when
+		// ctx has no deadline).
+		var one *Report
+		err := retryTransient(ctx, func() error {
+			one = &Report{}
+			return ensureStream(ctx, js, want, one)
+		})
+		rep.Created = append(rep.Created, one.Created...)
+		rep.Updated = append(rep.Updated, one.Updated...)
+		rep.Unchanged = append(rep.Unchanged, one.Unchanged...)
+		rep.Drift = append(rep.Drift, one.Drift...)
+		if err != nil {
 			return rep, err
 		}
 	}
@@ -254,6 +271,48 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	}
 	rep.Updated = append(rep.Updated, want.Name)
 	return nil
+}
+
+// EnsureRetryFor bounds how long [Ensure] retries transient cluster errors
+// when its context has no deadline.
+const EnsureRetryFor = 30 * time.Second
+
+// Server error codes that mean "try again in a moment".
+const (
+	errCodeNoSuitablePeers jetstream.ErrorCode = 10005 // placement while peers are still joining
+	errCodeTempUnavailable jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
+)
+
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeNoSuitablePeers || apiErr.ErrorCode == errCodeTempUnavailable)
+}
+
+func retryTransient(ctx context.Context, f func() error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, EnsureRetryFor)
+		defer cancel()
+	}
+	wait := 50 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(wait*2, time.Second)
+	}
 }
 
 func sameSet(a, b []string) bool {
