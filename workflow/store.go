@@ -216,16 +216,26 @@ func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats
 			ErrOutputTooLarge, r.ID, msgSize(doc), limit)
 	}
 	sequenced := s.sequenced(ctx)
-	var resp *nats.Msg
-	if len(tasks) == 0 || sequenced {
-		resp, err = s.nc.RequestMsgWithContext(ctx, doc)
-	} else {
-		resp, err = s.publishBatch(ctx, append(tasks, doc))
+	var seq uint64
+	for attempt := 1; ; attempt++ {
+		var resp *nats.Msg
+		if len(tasks) == 0 || sequenced {
+			resp, err = s.nc.RequestMsgWithContext(ctx, doc)
+		} else {
+			resp, err = s.publishBatch(ctx, append(tasks, doc))
+		}
+		if err == nil {
+			seq, err = parseAck(resp)
+		}
+		// An atomic batch the server found incomplete stored nothing (a
+		// batch message lost or timed out on a busy server): send it again
+		// as a new batch, a few times.
+		var apiErr *jetstream.APIError
+		if err != nil && attempt < batchAttempts && errors.As(err, &apiErr) && apiErr.ErrorCode == codeBatchIncomplete && ctx.Err() == nil {
+			continue
+		}
+		break
 	}
-	if err != nil {
-		return s.publishErr(r.ID, err)
-	}
-	seq, err := parseAck(resp)
 	if err != nil {
 		return s.publishErr(r.ID, err)
 	}
@@ -305,6 +315,10 @@ func parseAck(resp *nats.Msg) (uint64, error) {
 	}
 	return ack.Seq, nil
 }
+
+// batchAttempts bounds how often an atomic batch the server reported
+// incomplete is sent again.
+const batchAttempts = 5
 
 // Server error codes handled specially.
 const (
