@@ -103,32 +103,20 @@ func (x *breakerExt) prepare(ctx context.Context, w *Worker) error {
 }
 
 // ensureBreakerBucket binds the breaker bucket, creating it with the task
-// stream's replica count when missing.
+// stream's storage and replica count when missing.
 func ensureBreakerBucket(ctx context.Context, js jetstream.JetStream, names streams.Names) (jetstream.KeyValue, error) {
 	bucket := names.BreakerBucket()
-	kv, err := js.KeyValue(ctx, bucket)
-	if err == nil {
-		return kv, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("breaker bucket %s: %w", bucket, err)
-	}
-	replicas := 1
-	if s, err := js.Stream(ctx, names.TaskStream()); err == nil {
-		replicas = s.CachedInfo().Config.Replicas
-	}
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+	err := ensureBucket(ctx, js, taskStreamBucket(ctx, js, names, jetstream.KeyValueConfig{
 		Bucket:      bucket,
 		Description: "jetflow circuit breakers: latest state change per dependency",
 		History:     8,
-		Replicas:    replicas,
-		Storage:     jetstream.FileStorage,
-	})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = js.KeyValue(ctx, bucket) // created concurrently
-	}
+	}), false)
 	if err != nil {
-		return nil, fmt.Errorf("create breaker bucket %s: %w", bucket, err)
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("breaker bucket %s: %w", bucket, err)
 	}
 	return kv, nil
 }

@@ -665,24 +665,20 @@ func (x *dlqExt) prepare(ctx context.Context, w *Worker) error {
 	if _, err := x.core.stream(ctx, w.names.DLQStream()); err != nil {
 		return err
 	}
-	ts, err := x.core.stream(ctx, w.names.TaskStream())
-	if err != nil {
+	if _, err := x.core.stream(ctx, w.names.TaskStream()); err != nil {
 		return err
 	}
 	ttl := x.opts.errorTTL
 	if ttl == 0 {
 		ttl = DefaultErrorRetention
 	}
-	cfg := ts.CachedInfo().Config
-	_, err = w.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+	err := ensureBucket(ctx, w.js, taskStreamBucket(ctx, w.js, w.names, jetstream.KeyValueConfig{
 		Bucket:      w.names.ErrorsBucket(),
 		Description: "jetflow: failed attempts of tasks, read when a task is dead-lettered",
 		History:     1,
 		TTL:         ttl,
-		Storage:     cfg.Storage,
-		Replicas:    cfg.Replicas,
-	})
-	if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+	}), false)
+	if err != nil {
 		// Records still work without it, only with less detail.
 		w.log.Warn("jetflow could not create the errors bucket; dead-letter records written by the router will lack the last error",
 			slog.String("bucket", w.names.ErrorsBucket()), slog.Any(LogKeyError, err))

@@ -226,6 +226,17 @@ func ensureBuckets(ctx context.Context, js jetstream.JetStream, o *options) erro
 	return nil
 }
 
+// taskStreamBucket returns kv with the task stream's storage and replica
+// count, so that every jetflow bucket lives like the tasks do. If the task
+// stream cannot be read, kv keeps its own (file storage, one replica).
+func taskStreamBucket(ctx context.Context, js jetstream.JetStream, names streams.Names, kv jetstream.KeyValueConfig) jetstream.KeyValueConfig {
+	if s, err := js.Stream(ctx, names.TaskStream()); err == nil {
+		cfg := s.CachedInfo().Config
+		kv.Storage, kv.Replicas = cfg.Storage, cfg.Replicas
+	}
+	return kv
+}
+
 // ensureBucket creates a bucket, or, with setTTL, updates the TTL of an
 // existing one when it differs. Other settings an operator changed are kept.
 func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, setTTL bool) error {
