@@ -6,7 +6,9 @@
 // t.TempDir and shutdown registered with t.Cleanup, so tests stay independent
 // and parallel. [RestartServer] restarts a server on the same store to test
 // recovery. [StartServer] and [ShutdownServer] are the same machinery for
-// programs that are not tests, such as the quickstart.
+// programs that are not tests, such as the quickstart; [StartEmbedded] adds a
+// temporary store, a connection and the jetflow topology in one call, as the
+// examples use it.
 //
 // # Clusters
 //

@@ -31,9 +31,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
@@ -105,31 +103,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 
-	dir, err := os.MkdirTemp("", "jetflow-cron-")
+	emb, err := testutil.StartEmbedded(ctx, streams.Config{})
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	srv, err := testutil.StartServer(&server.Options{
-		JetStream: true, StoreDir: dir, DontListen: true, NoLog: true, NoSigs: true,
-		JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 256 << 20,
-	})
-	if err != nil {
-		return err
-	}
-	defer testutil.ShutdownServer(srv)
-	admin, err := testutil.ConnectServer(srv)
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
-	js, err := jetstream.New(admin)
-	if err != nil {
-		return err
-	}
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
-		return err
-	}
+	defer emb.Close()
 
 	// Handlers report their runs on ticks, so that only this goroutine
 	// writes to stdout.
@@ -148,7 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}()
 	var client *framework.Client
 	for _, replica := range []string{"replica-a", "replica-b"} {
-		nc, err := testutil.ConnectServer(srv, nats.Name(replica))
+		nc, err := emb.Connect(nats.Name(replica))
 		if err != nil {
 			return err
 		}

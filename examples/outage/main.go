@@ -42,9 +42,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/handlers"
@@ -121,35 +119,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	since := func() string { return fmt.Sprintf("+%5.2fs", time.Since(start).Seconds()) }
 
-	dir, err := os.MkdirTemp("", "jetflow-outage-")
+	emb, err := testutil.StartEmbedded(ctx, streams.Config{}, nats.Name("outage-client"))
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	srv, err := testutil.StartServer(&server.Options{
-		JetStream: true, StoreDir: dir, DontListen: true, NoLog: true, NoSigs: true,
-		JetStreamMaxMemory: 256 << 20, JetStreamMaxStore: 1 << 30,
-	})
-	if err != nil {
-		return err
-	}
-	defer testutil.ShutdownServer(srv)
+	defer emb.Close()
+	nc := emb.Conn
 
 	gw := newGateway(cfg.tasks/10, cfg.outage, func(what string) { fmt.Fprintf(stdout, "%s gateway: %s\n", since(), what) })
 	defer gw.Close()
-
-	nc, err := testutil.ConnectServer(srv, nats.Name("outage-client"))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
-		return err
-	}
 	client, err := framework.NewClient(nc)
 	if err != nil {
 		return err
@@ -176,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	workers := make([]*framework.Worker, 2)
 	for i := range workers {
 		name := fmt.Sprintf("worker-%d", i+1)
-		wnc, err := testutil.ConnectServer(srv, nats.Name(name))
+		wnc, err := emb.Connect(nats.Name(name))
 		if err != nil {
 			return err
 		}

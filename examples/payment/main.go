@@ -50,9 +50,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -180,31 +177,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
-	dir, err := os.MkdirTemp("", "jetflow-payment-")
+	emb, err := testutil.StartEmbedded(ctx, streams.Config{})
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	srv, err := testutil.StartServer(&server.Options{
-		JetStream: true, StoreDir: dir, DontListen: true, NoLog: true, NoSigs: true,
-		JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 256 << 20,
-	})
-	if err != nil {
-		return err
-	}
-	defer testutil.ShutdownServer(srv)
-	nc, err := testutil.ConnectServer(srv)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
-		return err
-	}
+	defer emb.Close()
+	nc := emb.Conn
 
 	gw := &gateway{byKey: map[string]string{}, charges: map[string]int{}, seen: map[string]bool{}}
 	mail := &mailer{sent: map[string]int{}}

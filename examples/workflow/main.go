@@ -28,9 +28,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -191,28 +188,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	dir, err := os.MkdirTemp("", "jetflow-workflow-")
+	emb, err := testutil.StartEmbedded(ctx, streams.Config{})
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	srv, err := testutil.StartServer(&server.Options{JetStream: true, StoreDir: dir, DontListen: true, NoLog: true, NoSigs: true})
-	if err != nil {
-		return err
-	}
-	defer testutil.ShutdownServer(srv)
-	nc, err := testutil.ConnectServer(srv)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
-		return err
-	}
+	defer emb.Close()
+	nc := emb.Conn
 
 	s := &shop{inv: newInventory(), gw: newGateway("order-2"), carrier: carrier{refuse: "nowhere"}, out: stdout}
 	def := s.define()
