@@ -2,7 +2,6 @@ package framework
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -439,36 +438,14 @@ func (d *DeadLetters) Purge(ctx context.Context, f DeadLetterFilter) (int, error
 // purgeSubject purges subj from the dead-letter stream in one request and
 // returns the number of records purged.
 func (d *DeadLetters) purgeSubject(ctx context.Context, subj string) (int, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	body, err := json.Marshal(struct {
-		Filter string `json:"filter"`
-	}{subj})
+	n, err := purgeSubject(ctx, d.core.nc, d.core.names.DLQStream(), subj)
 	if err != nil {
-		return 0, err
-	}
-	resp, err := d.core.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+d.core.names.DLQStream(), body)
-	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
-			err = fmt.Errorf("%w: %w", ErrTopologyMissing, err)
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			return 0, fmt.Errorf("framework: purge dead letters: %w: %w", ErrTopologyMissing, err)
 		}
 		return 0, fmt.Errorf("framework: purge dead letters: %w", err)
 	}
-	var r struct {
-		Success bool                `json:"success"`
-		Purged  uint64              `json:"purged"`
-		Error   *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return 0, fmt.Errorf("framework: purge dead letters: %w", err)
-	}
-	if r.Error != nil {
-		if r.Error.ErrorCode == jetstream.JSErrCodeStreamNotFound {
-			return 0, fmt.Errorf("framework: purge dead letters: %w: %w", ErrTopologyMissing, r.Error)
-		}
-		return 0, fmt.Errorf("framework: purge dead letters: %w", r.Error)
-	}
-	return int(r.Purged), nil
+	return int(n), nil
 }
 
 // Reconcile finds tasks that reached their max deliveries but whose
