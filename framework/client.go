@@ -186,10 +186,8 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	// schedule that fires meanwhile is reported as not found, not cancelled.
 	n, err := purgeSubject(ctx, c.nc, c.names.TaskStream(), c.names.ScheduleSubject(id))
 	if err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrNoResponders) {
-			return fmt.Errorf("framework: cancel %s: %w: %w", id, ErrTopologyMissing, err)
-		}
-		return fmt.Errorf("framework: cancel %s: %w", id, err)
+		// Closed connection → ErrNotConnected, no stream → ErrTopologyMissing.
+		return c.publishErr(TaskInfo{ID: id}, err)
 	}
 	if n == 0 {
 		return fmt.Errorf("%w: task %s has no pending schedule", ErrNotFound, id)
