@@ -59,10 +59,19 @@ type store struct {
 	mu     sync.Mutex
 	stream jetstream.Stream
 	atomic bool // commit documents and tasks in atomic batches
+
+	// batches bounds this process's open atomic batches (see maxOpenBatches).
+	batches chan struct{}
 }
 
+// maxOpenBatches bounds the atomic batches one store has open at once. The
+// server accepts 50 open batches per stream by default and refuses the first
+// message of any further one; the rest of that batch then fails as
+// "incomplete". Staying well below leaves room for other processes.
+const maxOpenBatches = 16
+
 func newStore(js jetstream.JetStream, names streams.Names, defs map[string]*Definition) *store {
-	return &store{js: js, nc: js.Conn(), names: names, defs: defs}
+	return &store{js: js, nc: js.Conn(), names: names, defs: defs, batches: make(chan struct{}, maxOpenBatches)}
 }
 
 // retention returns how long a final document of workflow wf is kept.
@@ -227,14 +236,22 @@ func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats
 		if err == nil {
 			seq, err = parseAck(resp)
 		}
-		// An atomic batch the server found incomplete stored nothing (a
-		// batch message lost or timed out on a busy server): send it again
-		// as a new batch, a few times.
+		// An atomic batch the server found incomplete stored nothing: its
+		// first message was refused (other processes hold the stream's open
+		// batches) or timed out on a busy server. Send it again as a new
+		// batch after a short, growing, jittered pause.
 		var apiErr *jetstream.APIError
-		if err != nil && attempt < batchAttempts && errors.As(err, &apiErr) && apiErr.ErrorCode == codeBatchIncomplete && ctx.Err() == nil {
-			continue
+		if err == nil || attempt >= batchAttempts || !errors.As(err, &apiErr) || apiErr.ErrorCode != codeBatchIncomplete {
+			break
 		}
-		break
+		pause := time.Duration(attempt) * 10 * time.Millisecond
+		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return s.publishErr(r.ID, err)
+		case <-t.C:
+		}
 	}
 	if err != nil {
 		return s.publishErr(r.ID, err)
@@ -278,6 +295,12 @@ func (s *store) publishTasks(ctx context.Context, tasks []*nats.Msg) error {
 // response to the commit (the last message). All but the last are sent
 // without waiting; the server rejects the whole batch if one is missing.
 func (s *store) publishBatch(ctx context.Context, msgs []*nats.Msg) (*nats.Msg, error) {
+	select {
+	case s.batches <- struct{}{}:
+		defer func() { <-s.batches }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	id := nuid.Next()
 	for i, m := range msgs {
 		if m.Header == nil {
