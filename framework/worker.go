@@ -351,13 +351,16 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	w.hardCancel()
+	// Take the running tasks before cancelling their contexts: a handler
+	// that returns at once hands its task back itself (settle), and must
+	// still count among the tasks the deadline interrupted.
 	w.mu.Lock()
 	var back []*pending
 	for p := range w.inflight {
 		back = append(back, p)
 	}
 	w.mu.Unlock()
+	w.hardCancel()
 	for _, p := range back {
 		w.handBack(p, "shutdown deadline")
 	}
