@@ -186,14 +186,14 @@ func (e *env) drainJetflow(ctx context.Context) (float64, error) {
 func (e *env) drainJetflowRun(ctx context.Context) (runResult, error) {
 	n := e.cfg.n
 	untracked := framework.WithStateTracking(false)
-	if err := e.enqueueJobsClient(ctx, append([]framework.Option{untracked}, e.jfClientOpts...), typeDrain, n, e.payload); err != nil {
+	if err := e.enqueueJobsClient(ctx, append([]framework.ClientOption{untracked}, e.jfClientOpts...), typeDrain, n, e.payload); err != nil {
 		return runResult{}, err
 	}
 	var done atomic.Int64
 	finished := make(chan struct{})
 	w, stop, err := e.newWorker(untracked, framework.WithHooks(framework.Hooks{
-		Succeeded: func(*framework.Task, time.Duration) {
-			if done.Add(1) == int64(n) {
+		Finished: func(_ context.Context, _ *framework.Task, o framework.Outcome) {
+			if o.Action == framework.ActionAck && done.Add(1) == int64(n) {
 				close(finished)
 			}
 		},
@@ -298,14 +298,14 @@ func (e *env) figureEnqueue(ctx context.Context, out io.Writer) error {
 // figureDrainNoDedup is the drain figure with tasks enqueued by a client with
 // framework.WithDedup(false): no Nats-Msg-Id, so the same message as raw.
 func (e *env) figureDrainNoDedup(ctx context.Context, out io.Writer) error {
-	e.jfClientOpts = []framework.Option{framework.WithDedup(false)}
+	e.jfClientOpts = []framework.ClientOption{framework.WithDedup(false)}
 	defer func() { e.jfClientOpts = nil }()
 	return e.compare(ctx, out, figDrainNoDedup, e.drainRawRun, e.drainJetflowRun, fint("n", e.cfg.n))
 }
 
 // figureEnqueueNoDedup is the enqueue figure with framework.WithDedup(false).
 func (e *env) figureEnqueueNoDedup(ctx context.Context, out io.Writer) error {
-	e.jfClientOpts = []framework.Option{framework.WithDedup(false)}
+	e.jfClientOpts = []framework.ClientOption{framework.WithDedup(false)}
 	defer func() { e.jfClientOpts = nil }()
 	return e.compare(ctx, out, figEnqueueNoDedup, e.enqueueRaw, e.enqueueJetflow, fint("n", e.cfg.n), fint("window", e.cfg.window))
 }
@@ -329,14 +329,14 @@ func (e *env) enqueueJetflow(ctx context.Context) (runResult, error) {
 		return runResult{}, err
 	}
 	defer nc.Close()
-	cl, err := framework.NewClient(nc, append([]framework.Option{framework.WithMaxPending(e.cfg.window), framework.WithStateTracking(false)}, e.jfClientOpts...)...)
+	cl, err := framework.NewClient(nc, append([]framework.ClientOption{framework.WithMaxPending(e.cfg.window), framework.WithStateTracking(false)}, e.jfClientOpts...)...)
 	if err != nil {
 		return runResult{}, err
 	}
-	jobs := make([]framework.Job, n)
+	jobs := make([]framework.TaskSpec, n)
 	var payload any = e.payload
 	for i := range jobs {
-		jobs[i] = framework.Job{Type: typeEnqueue, Payload: payload}
+		jobs[i] = framework.TaskSpec{Type: typeEnqueue, Payload: payload}
 	}
 	tm := startTimer()
 	if _, err := cl.EnqueueMany(ctx, jobs); err != nil {
@@ -680,7 +680,7 @@ func (e *env) delayRun(ctx context.Context) (delayResult, error) {
 		return delayResult{}, err
 	}
 	due := time.Now().Add(e.cfg.delayLead).Truncate(time.Second).Add(time.Second)
-	if err := e.enqueueJobsClient(ctx, []framework.Option{e.tracking()}, typeDelay, n, e.payload, framework.At(due)); err != nil {
+	if err := e.enqueueJobsClient(ctx, []framework.ClientOption{e.tracking()}, typeDelay, n, e.payload, framework.At(due)); err != nil {
 		_ = stop()
 		return delayResult{}, err
 	}
@@ -729,7 +729,7 @@ func (e *env) figurePriority(ctx context.Context, out io.Writer) error {
 // enqueue→start latency.
 func (e *env) priorityRun(ctx context.Context) (p50, p99 time.Duration, count int, drain time.Duration, err error) {
 	backlog := e.cfg.backlog
-	if err := e.enqueueJobsClient(ctx, []framework.Option{e.tracking()}, typePriority, backlog, e.payload, framework.WithPriority(framework.PriorityLow)); err != nil {
+	if err := e.enqueueJobsClient(ctx, []framework.ClientOption{e.tracking()}, typePriority, backlog, e.payload, framework.WithPriority(framework.PriorityLow)); err != nil {
 		return 0, 0, 0, 0, err
 	}
 	t0 := time.Now()

@@ -49,7 +49,7 @@ type env struct {
 	payload json.RawMessage // drain and enqueue payload, the same bytes on both sides
 	// jfClientOpts are added to the jetflow clients of the drain and enqueue
 	// figures (the *_nodedup variants set WithDedup(false)).
-	jfClientOpts []framework.Option
+	jfClientOpts []framework.ClientOption
 }
 
 func newEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, err error) {
@@ -128,15 +128,9 @@ func (e *env) progress(format string, args ...any) {
 }
 
 // tracking is the state tracking option of the latency, delay and priority
-// figures' clients and workers: nil (jetflow's default) unless -state is set.
-func (e *env) tracking() framework.Option {
-	switch e.cfg.state {
-	case "on":
-		return framework.WithStateTracking(true)
-	case "off":
-		return framework.WithStateTracking(false)
-	}
-	return nil
+// figures' clients and workers: off (jetflow's default) unless -state on.
+func (e *env) tracking() framework.StateTrackingOption {
+	return framework.WithStateTracking(e.cfg.state == "on")
 }
 
 // prefetch is the pull buffer of both sides: -prefetch, or jetflow's default
@@ -250,19 +244,19 @@ func (e *env) enqueueJobs(ctx context.Context, taskType string, n int, payload a
 }
 
 // enqueueJobsClient is enqueueJobs with extra client options.
-func (e *env) enqueueJobsClient(ctx context.Context, clientOpts []framework.Option, taskType string, n int, payload any, opts ...framework.EnqueueOption) error {
+func (e *env) enqueueJobsClient(ctx context.Context, clientOpts []framework.ClientOption, taskType string, n int, payload any, opts ...framework.EnqueueOption) error {
 	nc, err := e.connect()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	cl, err := framework.NewClient(nc, append([]framework.Option{framework.WithMaxPending(e.cfg.window)}, clientOpts...)...)
+	cl, err := framework.NewClient(nc, append([]framework.ClientOption{framework.WithMaxPending(e.cfg.window)}, clientOpts...)...)
 	if err != nil {
 		return err
 	}
-	jobs := make([]framework.Job, n)
+	jobs := make([]framework.TaskSpec, n)
 	for i := range jobs {
-		jobs[i] = framework.Job{Type: taskType, Payload: payload, Options: opts}
+		jobs[i] = framework.TaskSpec{Type: taskType, Payload: payload, Options: opts}
 	}
 	if _, err := cl.EnqueueMany(ctx, jobs); err != nil {
 		return fmt.Errorf("bench: pre-enqueue %s: %w", taskType, err)
@@ -272,12 +266,12 @@ func (e *env) enqueueJobsClient(ctx context.Context, clientOpts []framework.Opti
 
 // newWorker returns a jetflow worker on a fresh connection with the
 // configured concurrency. stop shuts it down and closes the connection.
-func (e *env) newWorker(opts ...framework.Option) (*framework.Worker, func() error, error) {
+func (e *env) newWorker(opts ...framework.WorkerOption) (*framework.Worker, func() error, error) {
 	nc, err := e.connect()
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := framework.NewWorker(nc, append([]framework.Option{framework.WithConcurrency(e.cfg.concurrency)}, opts...)...)
+	w, err := framework.NewWorker(nc, append([]framework.WorkerOption{framework.WithConcurrency(e.cfg.concurrency)}, opts...)...)
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

@@ -96,9 +96,9 @@ func (e *env) drainStateJetflow(ctx context.Context, mode stateMode) (float64, e
 	if err != nil {
 		return 0, err
 	}
-	jobs := make([]framework.Job, n)
+	jobs := make([]framework.TaskSpec, n)
 	for i := range jobs {
-		jobs[i] = framework.Job{Type: typeDrainState, Payload: e.payload}
+		jobs[i] = framework.TaskSpec{Type: typeDrainState, Payload: e.payload}
 	}
 	if _, err := cl.EnqueueMany(ctx, jobs); err != nil {
 		return 0, fmt.Errorf("bench: pre-enqueue: %w", err)
@@ -116,8 +116,8 @@ func (e *env) drainStateJetflow(ctx context.Context, mode stateMode) (float64, e
 	var done atomic.Int64
 	finished := make(chan struct{})
 	w, stop, err := e.newWorker(framework.WithStateTracking(mode != stateOff), framework.WithHooks(framework.Hooks{
-		Succeeded: func(*framework.Task, time.Duration) {
-			if done.Add(1) == int64(n) {
+		Finished: func(_ context.Context, _ *framework.Task, o framework.Outcome) {
+			if o.Action == framework.ActionAck && done.Add(1) == int64(n) {
 				close(finished)
 			}
 		},

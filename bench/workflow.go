@@ -95,9 +95,9 @@ func (e *env) wfTasks(ctx context.Context, prefix string, n int) (float64, error
 	if err != nil {
 		return 0, err
 	}
-	jobs := make([]framework.Job, n)
+	jobs := make([]framework.TaskSpec, n)
 	for i := range jobs {
-		jobs[i] = framework.Job{Type: wfBenchTask}
+		jobs[i] = framework.TaskSpec{Type: wfBenchTask}
 	}
 	if _, err := cl.EnqueueMany(ctx, jobs); err != nil {
 		return 0, fmt.Errorf("bench: enqueue: %w", err)
@@ -152,8 +152,8 @@ func (e *env) wfDrain(ctx context.Context, prefix string, n int, last string, re
 	var done atomic.Int64
 	finished := make(chan struct{})
 	w, stop, err := e.newWorker(framework.WithPrefix(prefix), framework.WithHooks(framework.Hooks{
-		Succeeded: func(t *framework.Task, _ time.Duration) {
-			if t.Type == last && done.Add(1) == int64(n) {
+		Finished: func(_ context.Context, t *framework.Task, o framework.Outcome) {
+			if o.Action == framework.ActionAck && t.Type == last && done.Add(1) == int64(n) {
 				close(finished)
 			}
 		},

@@ -133,7 +133,7 @@ func TestTopologyMissing(t *testing.T) {
 	if _, err := cl.Enqueue(ctx, "no.stream", nil, framework.In(time.Minute)); !errors.Is(err, framework.ErrTopologyMissing) {
 		t.Errorf("delayed Enqueue: %v, want ErrTopologyMissing", err)
 	}
-	_, err = cl.EnqueueMany(ctx, []framework.Job{{Type: "no.stream"}})
+	_, err = cl.EnqueueMany(ctx, []framework.TaskSpec{{Type: "no.stream"}})
 	if !errors.Is(err, framework.ErrTopologyMissing) {
 		t.Errorf("EnqueueMany: %v, want ErrTopologyMissing", err)
 	}
@@ -170,7 +170,7 @@ func TestEnqueueOnClosedConnection(t *testing.T) {
 	if _, err := e.cl.Enqueue(ctx, "dead.conn", nil, framework.In(time.Minute)); !errors.Is(err, framework.ErrNotConnected) {
 		t.Errorf("delayed Enqueue: %v, want ErrNotConnected", err)
 	}
-	_, err := e.cl.EnqueueMany(ctx, []framework.Job{{Type: "dead.conn"}, {Type: "dead.conn"}})
+	_, err := e.cl.EnqueueMany(ctx, []framework.TaskSpec{{Type: "dead.conn"}, {Type: "dead.conn"}})
 	var be *framework.BatchError
 	if !errors.As(err, &be) || len(be.Errors) != 2 || !errors.Is(err, framework.ErrNotConnected) {
 		t.Errorf("EnqueueMany: %v, want a BatchError of ErrNotConnected", err)
@@ -313,9 +313,11 @@ func TestInvalidOptions(t *testing.T) {
 	t.Parallel()
 	srv := testutil.RunServer(t)
 	nc := testutil.Connect(t, srv)
-	cases := []struct {
+	// Each invalid option fails every constructor it applies to; passing it
+	// to another one does not compile (TestMisplacedOptionDoesNotCompile).
+	workerCases := []struct {
 		name string
-		opt  framework.Option
+		opt  framework.WorkerOption
 	}{
 		{"prefix", framework.WithPrefix("Bad.Prefix")},
 		{"logger", framework.WithLogger(nil)},
@@ -325,13 +327,25 @@ func TestInvalidOptions(t *testing.T) {
 		{"weights", framework.WithWeights(1, 0, 1, 1)},
 		{"shutdown timeout", framework.WithShutdownTimeout(0)},
 		{"middleware", framework.WithMiddleware(nil)},
-		{"max pending", framework.WithMaxPending(0)},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+	for _, c := range workerCases {
+		t.Run("worker/"+c.name, func(t *testing.T) {
 			if _, err := framework.NewWorker(nc, c.opt); !errors.Is(err, framework.ErrInvalidOption) {
 				t.Errorf("NewWorker: %v, want ErrInvalidOption", err)
 			}
+		})
+	}
+	clientCases := []struct {
+		name string
+		opt  framework.ClientOption
+	}{
+		{"prefix", framework.WithPrefix("Bad.Prefix")},
+		{"logger", framework.WithLogger(nil)},
+		{"codec", framework.WithCodec(nil)},
+		{"max pending", framework.WithMaxPending(0)},
+	}
+	for _, c := range clientCases {
+		t.Run("client/"+c.name, func(t *testing.T) {
 			if _, err := framework.NewClient(nc, c.opt); !errors.Is(err, framework.ErrInvalidOption) {
 				t.Errorf("NewClient: %v, want ErrInvalidOption", err)
 			}

@@ -211,8 +211,8 @@ func ValidateDependency(dep string) error {
 // WithBreaker declares the circuit breaker settings of dependency dep.
 // Dependencies used without a declaration get the defaults. Workers and
 // [NewBreakers] only.
-func WithBreaker(dep string, s BreakerSettings) Option {
-	return func(o *options) error {
+func WithBreaker(dep string, s BreakerSettings) BreakerOption {
+	return BreakerOption(func(o *options) error {
 		if err := ValidateDependency(dep); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
@@ -224,7 +224,7 @@ func WithBreaker(dep string, s BreakerSettings) Option {
 		}
 		o.breakers[dep] = s
 		return nil
-	}
+	})
 }
 
 // WithDependencies declares the dependencies the handler of a task type
@@ -318,7 +318,7 @@ type breakerEvent struct {
 // runs outside handlers. It is safe for concurrent use.
 type Breakers struct {
 	declared map[string]BreakerSettings
-	hook     func(dep string, from, to BreakerState)
+	hook     func(ctx context.Context, dep string, from, to BreakerState)
 	log      *slog.Logger
 	notify   func(ev breakerEvent) // set by a worker before it starts; nil otherwise
 
@@ -330,8 +330,8 @@ type Breakers struct {
 // [WithLogger] and the BreakerStateChanged field of [WithHooks]; other
 // options are ignored. A standalone registry is local to the process: it
 // pauses no consumer and publishes nothing.
-func NewBreakers(opts ...Option) (*Breakers, error) {
-	o, err := newOptions(opts)
+func NewBreakers(opts ...BreakersOption) (*Breakers, error) {
+	o, err := newOptions(opts, BreakersOption.applyBreakers)
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +408,7 @@ func (r *Breakers) States() []BreakerInfo {
 	return out
 }
 
-func (r *Breakers) deliver(ev breakerEvent) {
+func (r *Breakers) deliver(ctx context.Context, ev breakerEvent) {
 	lvl := slog.LevelInfo
 	if ev.to == BreakerOpen {
 		lvl = slog.LevelWarn
@@ -418,12 +418,12 @@ func (r *Breakers) deliver(ev breakerEvent) {
 	if ev.to == BreakerOpen {
 		attrs = append(attrs, slog.Time("until", ev.until), slog.Uint64("failures", uint64(ev.failures)))
 	}
-	r.log.LogAttrs(context.Background(), lvl, "jetflow circuit breaker state changed", attrs...)
+	r.log.LogAttrs(ctx, lvl, "jetflow circuit breaker state changed", attrs...)
 	if r.notify != nil {
 		r.notify(ev)
 	}
 	if r.hook != nil {
-		r.hook(ev.dep, ev.from, ev.to)
+		callHook(r.log, nil, "BreakerStateChanged", func() { r.hook(ctx, ev.dep, ev.from, ev.to) })
 	}
 }
 
@@ -515,7 +515,7 @@ func (b *breaker) onStateChange(_ string, from, to gobreaker.State) {
 // flush delivers pending state changes, in order, outside gobreaker's lock.
 // A hook that queries the breaker again does not deadlock: the nested flush
 // returns at once and the outer loop delivers what it produced.
-func (b *breaker) flush() {
+func (b *breaker) flush(ctx context.Context) {
 	for b.nEvents.Load() > 0 {
 		if !b.deliverMu.TryLock() {
 			return
@@ -526,7 +526,7 @@ func (b *breaker) flush() {
 		b.nEvents.Store(0)
 		b.evMu.Unlock()
 		for _, ev := range evs {
-			b.reg.deliver(ev)
+			b.reg.deliver(ctx, ev)
 		}
 		b.deliverMu.Unlock()
 	}
@@ -535,7 +535,7 @@ func (b *breaker) flush() {
 func (b *breaker) call(ctx context.Context, fn func(ctx context.Context) error) error {
 	done, err := b.cb.Allow()
 	if b.nEvents.Load() > 0 {
-		b.flush()
+		b.flush(ctx)
 	}
 	if err != nil {
 		return b.refused(err)
@@ -544,7 +544,7 @@ func (b *breaker) call(ctx context.Context, fn func(ctx context.Context) error) 
 	defer func() {
 		if !completed { // fn panicked: count it, let the panic go on
 			done(errOutcomeFailure)
-			b.flush()
+			b.flush(ctx)
 		}
 	}()
 	err = fn(ctx)
@@ -552,7 +552,7 @@ func (b *breaker) call(ctx context.Context, fn func(ctx context.Context) error) 
 	outcome := b.classify(ctx, err)
 	done(outcome)
 	if b.nEvents.Load() > 0 {
-		b.flush()
+		b.flush(ctx)
 	}
 	if outcome == errOutcomeFailure {
 		// The breaker is open now (this call tripped it, was a failed probe,
@@ -596,7 +596,7 @@ func (b *breaker) refused(err error) error {
 // forceOpen opens a closed or half-open breaker because another worker
 // reported the dependency down. It reports whether the breaker opened.
 func (b *breaker) forceOpen() bool {
-	defer b.flush()
+	defer b.flush(context.Background())
 	if b.cb.State() == gobreaker.StateOpen {
 		return false
 	}
@@ -613,7 +613,7 @@ func (b *breaker) forceOpen() bool {
 func (b *breaker) info() BreakerInfo {
 	st := stateOf(b.cb.State())
 	c := b.cb.Counts()
-	b.flush()
+	b.flush(context.Background())
 	in := BreakerInfo{
 		Dependency: b.name,
 		State:      st,

@@ -148,8 +148,14 @@ func TestBreakerOutage(t *testing.T) {
 			framework.WithBreaker(dep, settings),
 			framework.WithHooks(framework.Hooks{
 				BreakerStateChanged: tr.hook,
-				Failed:              func(*framework.Task, error) { failed.Add(1) },
-				Retried:             func(*framework.Task, error, time.Duration) { retried.Add(1) },
+				Finished: func(_ context.Context, _ *framework.Task, o framework.Outcome) {
+					switch o.Action {
+					case framework.ActionFail:
+						failed.Add(1)
+					case framework.ActionRetry:
+						retried.Add(1)
+					}
+				},
 			}))
 		w.HandleFunc("pay.charge", func(ctx context.Context, task *framework.Task) error {
 			if err := framework.Call(ctx, dep, d.call); err != nil {
@@ -171,9 +177,9 @@ func TestBreakerOutage(t *testing.T) {
 		startWorker(t, w)
 		workers[i] = w
 	}
-	jobs := make([]framework.Job, charges)
+	jobs := make([]framework.TaskSpec, charges)
 	for i := range jobs {
-		jobs[i] = framework.Job{Type: "pay.charge", Payload: i}
+		jobs[i] = framework.TaskSpec{Type: "pay.charge", Payload: i}
 	}
 	if _, err := e.cl.EnqueueMany(t.Context(), jobs); err != nil {
 		t.Fatal(err)
@@ -277,7 +283,7 @@ func TestBreakerRemoteOpen(t *testing.T) {
 	b := e.worker(t, framework.WithLogger(logs.logger(t, "b")), framework.WithBreaker(dep, settings),
 		framework.WithHooks(framework.Hooks{
 			BreakerStateChanged: trB.hook,
-			Started: func(task *framework.Task) {
+			Started: func(_ context.Context, task *framework.Task) {
 				if task.Type == "acct.refund" {
 					refundDelivered.CompareAndSwap(0, time.Now().UnixNano())
 				}

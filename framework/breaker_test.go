@@ -32,7 +32,7 @@ type transitions struct {
 
 func newTransitions() *transitions { return &transitions{ch: make(chan transition, 1024)} }
 
-func (tr *transitions) hook(dep string, from, to framework.BreakerState) {
+func (tr *transitions) hook(_ context.Context, dep string, from, to framework.BreakerState) {
 	tr.mu.Lock()
 	tr.all = append(tr.all, transition{dep, from, to})
 	tr.mu.Unlock()
@@ -328,7 +328,7 @@ func TestBreakerHookMayQueryRegistry(t *testing.T) {
 	var seen atomic.Int32
 	r, err := framework.NewBreakers(
 		framework.WithBreaker("dep", framework.BreakerSettings{ConsecutiveFailures: 1}),
-		framework.WithHooks(framework.Hooks{BreakerStateChanged: func(dep string, _, to framework.BreakerState) {
+		framework.WithHooks(framework.Hooks{BreakerStateChanged: func(_ context.Context, dep string, _, to framework.BreakerState) {
 			// Reading the registry from the hook must not deadlock.
 			if in, _ := r.State(dep); in.State == to {
 				seen.Add(1)

@@ -23,15 +23,17 @@ type Client struct {
 	js    jetstream.JetStream
 	opts  *options
 	names streams.Names
+	// stateWriter writes "pending" records; nil without state tracking.
+	stateWriter *stateWriter
 }
 
 // NewClient returns a client publishing on nc. The topology must exist
 // ([streams.Ensure]) with the same prefix ([WithPrefix]).
-func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
+func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
 	}
-	o, err := newOptions(opts)
+	o, err := newOptions(opts, ClientOption.applyClient)
 	if err != nil {
 		return nil, err
 	}
@@ -80,14 +82,21 @@ func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts
 	}
 	info.Stream, info.Sequence, info.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
 	info.ID = seqID(info.ID, ack.Sequence)
-	if h := c.opts.hooks.Enqueued; h != nil {
-		h(info)
-	}
+	c.enqueued(ctx, info)
 	return info, nil
 }
 
-// Job is one task of [Client.EnqueueMany].
-type Job struct {
+// enqueued writes the state record of a stored task and calls the Enqueued
+// hook.
+func (c *Client) enqueued(ctx context.Context, info TaskInfo) {
+	c.writeEnqueued(info)
+	if h := c.opts.hooks.Enqueued; h != nil {
+		callHook(c.opts.logger, nil, "Enqueued", func() { h(ctx, info) })
+	}
+}
+
+// TaskSpec is one task of [Client.EnqueueMany].
+type TaskSpec struct {
 	// Type is the task type, as for [Client.Enqueue].
 	Type string
 	// Payload is encoded like the payload of [Client.Enqueue].
@@ -101,7 +110,7 @@ type Job struct {
 // acknowledgement. It returns one TaskInfo per job, in order. Jobs that failed
 // have a zero TaskInfo and are listed in the returned *[BatchError]; the
 // others were stored.
-func (c *Client) EnqueueMany(ctx context.Context, jobs []Job) ([]TaskInfo, error) {
+func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, error) {
 	infos := make([]TaskInfo, len(jobs))
 	futures := make([]jetstream.PubAckFuture, len(jobs))
 	var batchErr *BatchError
@@ -143,9 +152,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []Job) ([]TaskInfo, error
 		case ack := <-f.Ok():
 			infos[i].Stream, infos[i].Sequence, infos[i].Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
 			infos[i].ID = seqID(infos[i].ID, ack.Sequence)
-			if h := c.opts.hooks.Enqueued; h != nil {
-				h(infos[i])
-			}
+			c.enqueued(ctx, infos[i])
 		case err := <-f.Err():
 			// Retry what the stream could not take (for example during a
 			// leader election) with the same message and task ID.
@@ -160,9 +167,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []Job) ([]TaskInfo, error
 			}
 			infos[i].Stream, infos[i].Sequence, infos[i].Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
 			infos[i].ID = seqID(infos[i].ID, ack.Sequence)
-			if h := c.opts.hooks.Enqueued; h != nil {
-				h(infos[i])
-			}
+			c.enqueued(ctx, infos[i])
 		case <-ctx.Done():
 			fail(i, fmt.Errorf("framework: enqueue %s %s: acknowledgement not received (retry with the same ID): %w", infos[i].Type, infos[i].ID, ctx.Err()))
 			infos[i] = TaskInfo{}

@@ -324,9 +324,9 @@ func TestEnqueueManyAllArrive(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
-	jobs := make([]framework.Job, n)
+	jobs := make([]framework.TaskSpec, n)
 	for i := range jobs {
-		jobs[i] = framework.Job{Type: typ, Payload: []byte(fmt.Sprint(i)),
+		jobs[i] = framework.TaskSpec{Type: typ, Payload: []byte(fmt.Sprint(i)),
 			Options: []framework.EnqueueOption{framework.WithPriority(streams.Priorities[i%4])}}
 	}
 	infos, err := e.cl.EnqueueMany(t.Context(), jobs)
@@ -370,9 +370,9 @@ func TestEnqueueManyWithSmallWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := make([]framework.Job, 1000)
+	jobs := make([]framework.TaskSpec, 1000)
 	for i := range jobs {
-		jobs[i] = framework.Job{Type: "many.window", Payload: i}
+		jobs[i] = framework.TaskSpec{Type: "many.window", Payload: i}
 	}
 	infos, err := cl.EnqueueMany(t.Context(), jobs)
 	if err != nil {
@@ -392,7 +392,7 @@ func TestEnqueueManyBatchError(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const typ = "many.mixed"
-	jobs := []framework.Job{
+	jobs := []framework.TaskSpec{
 		{Type: typ, Payload: 1},
 		{Type: "Bad Type", Payload: 2},
 		{Type: typ, Payload: 3},
@@ -492,7 +492,7 @@ func TestHooksAndTaskFields(t *testing.T) {
 	e := newEnv(t)
 	enqueued := make(chan framework.TaskInfo, 4)
 	cl, err := framework.NewClient(e.nc, framework.WithHooks(framework.Hooks{
-		Enqueued: func(info framework.TaskInfo) { enqueued <- info },
+		Enqueued: func(_ context.Context, info framework.TaskInfo) { enqueued <- info },
 	}))
 	if err != nil {
 		t.Fatal(err)

@@ -63,7 +63,7 @@ func TestEnqueueWithoutDedup(t *testing.T) {
 	}
 
 	// EnqueueMany fills the IDs from the acknowledgements.
-	infos, err := cl.EnqueueMany(t.Context(), []framework.Job{{Type: "nodedup.run"}, {Type: "nodedup.run"}})
+	infos, err := cl.EnqueueMany(t.Context(), []framework.TaskSpec{{Type: "nodedup.run"}, {Type: "nodedup.run"}})
 	if err != nil {
 		t.Fatal(err)
 	}

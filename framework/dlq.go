@@ -259,8 +259,8 @@ type deadLetterOptions struct {
 // is handed back to the server, which emits a max-deliveries advisory that
 // the router of another worker (or [DeadLetters.Reconcile]) routes, without
 // the error.
-func WithDeadLetters(enabled bool) Option {
-	return func(o *options) error { o.deadLetters.disabled = !enabled; return nil }
+func WithDeadLetters(enabled bool) WorkerOption {
+	return workerOnly(func(o *options) error { o.deadLetters.disabled = !enabled; return nil })
 }
 
 // WithDeadLetterRouter turns the worker's dead-letter router and reconciler
@@ -270,36 +270,36 @@ func WithDeadLetters(enabled bool) Option {
 // letters off) to the dead-letter stream, from the advisories captured in
 // the advisory stream; the reconciler finds those whose advisory was lost.
 // Both are safe to run in every worker process at once.
-func WithDeadLetterRouter(enabled bool) Option {
-	return func(o *options) error { o.deadLetters.routerDisabled = !enabled; return nil }
+func WithDeadLetterRouter(enabled bool) WorkerOption {
+	return workerOnly(func(o *options) error { o.deadLetters.routerDisabled = !enabled; return nil })
 }
 
 // WithReconcileInterval sets how often the worker's reconciler looks for
 // max-delivered tasks that no advisory routed. A task it finds is routed on
 // the following look, one interval later, once the look confirmed it.
 // Workers only. Default [DefaultReconcileInterval]; at least 100 ms.
-func WithReconcileInterval(d time.Duration) Option {
-	return func(o *options) error {
+func WithReconcileInterval(d time.Duration) WorkerOption {
+	return workerOnly(func(o *options) error {
 		if d < 100*time.Millisecond {
 			return fmt.Errorf("%w: reconcile interval %v, want ≥ 100ms", ErrInvalidOption, d)
 		}
 		o.deadLetters.reconcileEvery = d
 		return nil
-	}
+	})
 }
 
 // WithErrorRetention sets how long the errors bucket keeps the record of a
 // failed attempt; it should exceed the longest time a task spends retrying.
 // It applies when a worker creates the bucket; an existing bucket keeps its
 // setting. Workers only. Default [DefaultErrorRetention]; at least 1 minute.
-func WithErrorRetention(d time.Duration) Option {
-	return func(o *options) error {
+func WithErrorRetention(d time.Duration) WorkerOption {
+	return workerOnly(func(o *options) error {
 		if d < time.Minute {
 			return fmt.Errorf("%w: error retention %v, want ≥ 1m", ErrInvalidOption, d)
 		}
 		o.deadLetters.errorTTL = d
 		return nil
-	}
+	})
 }
 
 // dlqCore is what the worker side, the router, the reconciler and the
@@ -649,7 +649,7 @@ func (w *Worker) installDeadLetters() {
 	x := &dlqExt{w: w, core: newDLQCore(w.nc, w.js, w.names, w.log), opts: o}
 	e := extension{
 		name:       "dead-letters",
-		hooks:      Hooks{Retried: x.retried},
+		finished:   x.finished,
 		prepare:    x.prepare,
 		deadLetter: x.deadLetter,
 	}
@@ -686,8 +686,12 @@ func (x *dlqExt) prepare(ctx context.Context, w *Worker) error {
 	return nil
 }
 
-// retried records a failed attempt that will be retried.
-func (x *dlqExt) retried(t *Task, err error, _ time.Duration) { x.core.recordFailure(t, err) }
+// finished records a failed attempt that will be retried.
+func (x *dlqExt) finished(_ context.Context, t *Task, o Outcome) {
+	if o.Action == ActionRetry {
+		x.core.recordFailure(t, o.Err)
+	}
+}
 
 // deadLetter writes the record of a task the worker is about to terminate.
 func (x *dlqExt) deadLetter(ctx context.Context, t *Task, msg jetstream.Msg, cause error) error {

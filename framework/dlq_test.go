@@ -748,9 +748,9 @@ func TestDeadLetterReplayAll(t *testing.T) {
 		return nil
 	})
 	startWorker(t, w)
-	jobs := make([]framework.Job, n)
+	jobs := make([]framework.TaskSpec, n)
 	for i := range jobs {
-		jobs[i] = framework.Job{Type: typ, Payload: i}
+		jobs[i] = framework.TaskSpec{Type: typ, Payload: i}
 	}
 	if _, err := e.cl.EnqueueMany(t.Context(), jobs); err != nil {
 		t.Fatal(err)
@@ -828,7 +828,7 @@ func TestDeadLettersOff(t *testing.T) {
 	if n := e.dlqStreamMsgs(t, dlqNames.DLQStream(), ""); n != 0 {
 		t.Errorf("%d dead letters with dead letters off", n)
 	}
-	for _, opt := range []framework.Option{framework.WithReconcileInterval(0), framework.WithErrorRetention(time.Second)} {
+	for _, opt := range []framework.WorkerOption{framework.WithReconcileInterval(0), framework.WithErrorRetention(time.Second)} {
 		if _, err := framework.NewWorker(e.nc, opt); !errors.Is(err, framework.ErrInvalidOption) {
 			t.Errorf("invalid option accepted: %v", err)
 		}

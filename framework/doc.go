@@ -39,7 +39,7 @@
 //	}, framework.WithMaxAttempts(10))
 //
 // [Worker.Start] creates one durable pull consumer per (type, priority) the
-// worker serves ([WithPriorities], default all four) and starts pulling;
+// worker serves ([WithServedPriorities], default all four) and starts pulling;
 // [Worker.Run] does the same and blocks until its context ends. Any number of
 // workers, in any number of processes, may serve the same types: the
 // consumers are shared and each task goes to one of them.
@@ -100,8 +100,8 @@
 // delivering it and emits a max-deliveries advisory; a permanent failure is
 // terminated. Whether such tasks are then kept as dead letters depends on
 // what else is installed: see the dead-letter documentation in the
-// repository's docs directory. The Failed callback of [Hooks] and the
-// Failed counter of [Stats] report both cases.
+// repository's docs directory. The Finished callback of [Hooks] (with
+// [ActionFail]) and the Failed counter of [Stats] report both cases.
 //
 // # Shutdown
 //
@@ -131,10 +131,21 @@
 // # Hooks
 //
 // [Hooks] are optional callbacks for metrics and tracing, set with
-// [WithHooks] on workers (Started, Succeeded, Retried, Failed, AckFailed) and
-// clients (Enqueued). They run synchronously on the task's goroutine: keep
-// them fast and safe for concurrent use. [Worker.Stats] returns the worker's
-// counters at any time.
+// [WithHooks] on workers (Started, Finished, AckFailed, BreakerStateChanged)
+// and clients (Enqueued). Each takes the context of the task or call it
+// reports, so a tracer can find its span there; Finished reports the
+// attempt's [Outcome]: the [Action] taken (ack, retry after a delay, fail),
+// the error and how long the handler ran. They run synchronously on the
+// task's goroutine: keep them fast and safe for concurrent use. A hook that
+// panics is recovered and counted ([Stats].HookPanics). [Worker.Stats]
+// returns the worker's counters at any time.
+//
+// # Options
+//
+// Each constructor takes its own option type: [ClientOption],
+// [WorkerOption], [InspectorOption], [BreakersOption], [BucketsOption]. An
+// option valid for several (for example [WithPrefix]) implements each of
+// their interfaces; one passed where it does not apply does not compile.
 //
 // Logs go to the [*slog.Logger] set with [WithLogger] (default: discarded),
 // with the attribute keys [LogKeyTaskID], [LogKeyTaskType], [LogKeyPriority],

@@ -11,11 +11,17 @@ import (
 
 // extension is an internal plug-in point of the worker, used by the features
 // of this package that sit beside the core loop (dead letters, circuit
-// breakers, task state, workflows). Any field may be nil.
+// breakers, task state). Its events are the engine's own path, apart from
+// the public [Hooks]: they run before the hooks, are not recovered, and see
+// what the hooks do not (whether the worker wrote a dead letter). Any field
+// may be nil.
 type extension struct {
 	name string
-	// hooks are called before the user's hooks, with the same arguments.
-	hooks Hooks
+	// started runs before each attempt's handler.
+	started func(ctx context.Context, t *Task)
+	// finished runs once an attempt's outcome was settled, where the
+	// Finished hook runs.
+	finished func(ctx context.Context, t *Task, o Outcome)
 	// prepare runs at Start before pulling begins (ensure buckets, streams).
 	prepare func(ctx context.Context, w *Worker) error
 	// service runs in its own goroutine from Start until shutdown begins; it
@@ -37,71 +43,57 @@ func (w *Worker) addExtension(e extension) {
 		panic("framework: extension " + e.name + " added after the worker started")
 	}
 	w.ext = append(w.ext, e)
-}
-
-func (w *Worker) hookStarted(t *Task) {
-	for i := range w.ext {
-		if h := w.ext[i].hooks.Started; h != nil {
-			h(t)
-		}
-	}
-	if h := w.opts.hooks.Started; h != nil {
-		h(t)
+	if e.deadLetter != nil && w.deadLetter == nil {
+		w.deadLetter = e.deadLetter
 	}
 }
 
-func (w *Worker) hookSucceeded(t *Task, took time.Duration) {
+// emitStarted tells the extensions, then the hooks, that an attempt starts.
+func (w *Worker) emitStarted(ctx context.Context, t *Task) {
 	for i := range w.ext {
-		if h := w.ext[i].hooks.Succeeded; h != nil {
-			h(t, took)
+		if f := w.ext[i].started; f != nil {
+			f(ctx, t)
 		}
 	}
-	if h := w.opts.hooks.Succeeded; h != nil {
-		h(t, took)
+	for i := range w.hooks {
+		if h := w.hooks[i].Started; h != nil {
+			w.hookStarted(h, ctx, t)
+		}
 	}
 }
 
-func (w *Worker) hookRetried(t *Task, err error, delay time.Duration) {
+// emitFinished tells the extensions, then the hooks, an attempt's outcome.
+func (w *Worker) emitFinished(ctx context.Context, t *Task, o Outcome) {
 	for i := range w.ext {
-		if h := w.ext[i].hooks.Retried; h != nil {
-			h(t, err, delay)
+		if f := w.ext[i].finished; f != nil {
+			f(ctx, t, o)
 		}
 	}
-	if h := w.opts.hooks.Retried; h != nil {
-		h(t, err, delay)
+	for i := range w.hooks {
+		if h := w.hooks[i].Finished; h != nil {
+			w.hookFinished(h, ctx, t, o)
+		}
 	}
 }
 
-func (w *Worker) hookFailed(t *Task, err error) {
-	for i := range w.ext {
-		if h := w.ext[i].hooks.Failed; h != nil {
-			h(t, err)
-		}
-	}
-	if h := w.opts.hooks.Failed; h != nil {
-		h(t, err)
-	}
+// hookStarted and hookFinished call a user hook without allocating a
+// closure: they run for every task.
+func (w *Worker) hookStarted(h func(context.Context, *Task), ctx context.Context, t *Task) {
+	defer recoverHook(w.log, &w.stats.hookPanics, "Started")
+	h(ctx, t)
 }
 
-func (w *Worker) hookAckFailed(t *Task, op string, err error) {
-	for i := range w.ext {
-		if h := w.ext[i].hooks.AckFailed; h != nil {
-			h(t, op, err)
-		}
-	}
-	if h := w.opts.hooks.AckFailed; h != nil {
-		h(t, op, err)
-	}
+func (w *Worker) hookFinished(h func(context.Context, *Task, Outcome), ctx context.Context, t *Task, o Outcome) {
+	defer recoverHook(w.log, &w.stats.hookPanics, "Finished")
+	h(ctx, t, o)
 }
 
-// deadLetterFunc returns the installed dead-letter function, or nil.
-func (w *Worker) deadLetterFunc() func(ctx context.Context, t *Task, msg jetstream.Msg, cause error) error {
-	for i := range w.ext {
-		if f := w.ext[i].deadLetter; f != nil {
-			return f
+func (w *Worker) emitAckFailed(ctx context.Context, t *Task, op string, err error) {
+	for i := range w.hooks {
+		if h := w.hooks[i].AckFailed; h != nil {
+			callHook(w.log, &w.stats.hookPanics, "AckFailed", func() { h(ctx, t, op, err) })
 		}
 	}
-	return nil
 }
 
 // holdFor asks the extensions whether a failed attempt should be rerun in
@@ -138,5 +130,9 @@ func (w *Worker) Names() streams.Names { return w.names }
 // the [WithHooks] ones, in the order they were added. It panics when called
 // after the worker started.
 func (w *Worker) AddHooks(h Hooks) {
-	w.addExtension(extension{name: "hooks", hooks: h})
+	if w.state.Load() != workerNew {
+		panic("framework: AddHooks called after the worker started")
+	}
+	// The WithHooks entry stays last.
+	w.hooks = append(w.hooks[:len(w.hooks)-1:len(w.hooks)-1], h, w.hooks[len(w.hooks)-1])
 }

@@ -129,9 +129,12 @@ func TestCorruptMessagesFailPermanently(t *testing.T) {
 	failedCh := make(chan string, 16)
 	okCh := make(chan string, 16)
 	w, err := NewWorker(testutil.Connect(t, srv), WithHooks(Hooks{
-		Failed: func(task *Task, err error) {
+		Finished: func(_ context.Context, task *Task, o Outcome) {
+			if o.Action != ActionFail {
+				return
+			}
 			mu.Lock()
-			failed[task.ID] = err
+			failed[task.ID] = o.Err
 			mu.Unlock()
 			failedCh <- task.ID
 		},

@@ -139,9 +139,9 @@ func WithPrefetch(n int) HandlerOption {
 	}
 }
 
-// WithPriorities limits the priorities this worker serves for the type.
+// WithServedPriorities limits the priorities this worker serves for the type.
 // Default: all four.
-func WithPriorities(ps ...Priority) HandlerOption {
+func WithServedPriorities(ps ...Priority) HandlerOption {
 	return func(c *handlerConfig) error {
 		if len(ps) == 0 {
 			return fmt.Errorf("%w: no priorities", ErrInvalidOption)

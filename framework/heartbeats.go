@@ -90,7 +90,7 @@ func (w *Worker) sweep() {
 					continue
 				}
 				if err := p.msg.InProgress(); err != nil {
-					w.ackFailed(nil, p, "in_progress", err)
+					w.ackFailed(nil, nil, p, "in_progress", err)
 					continue
 				}
 				p.lastBeat.Store(stamp)

@@ -55,7 +55,7 @@ func startWorker(t *testing.T, w *framework.Worker) {
 	})
 }
 
-func (e *env) worker(t *testing.T, opts ...framework.Option) *framework.Worker {
+func (e *env) worker(t *testing.T, opts ...framework.WorkerOption) *framework.Worker {
 	t.Helper()
 	nc := testutil.Connect(t, e.srv)
 	w, err := framework.NewWorker(nc, opts...)
@@ -170,15 +170,18 @@ func (r *recorder) add(ev event) {
 // hooks returns hooks feeding r.
 func (r *recorder) hooks() framework.Hooks {
 	return framework.Hooks{
-		Started: func(t *framework.Task) { r.add(event{Hook: "started", ID: t.ID, Attempt: t.Attempt}) },
-		Succeeded: func(t *framework.Task, _ time.Duration) {
-			r.add(event{Hook: "succeeded", ID: t.ID, Attempt: t.Attempt})
+		Started: func(_ context.Context, t *framework.Task) {
+			r.add(event{Hook: "started", ID: t.ID, Attempt: t.Attempt})
 		},
-		Retried: func(t *framework.Task, err error, d time.Duration) {
-			r.add(event{Hook: "retried", ID: t.ID, Attempt: t.Attempt, Err: err, Delay: d})
-		},
-		Failed: func(t *framework.Task, err error) {
-			r.add(event{Hook: "failed", ID: t.ID, Attempt: t.Attempt, Err: err})
+		Finished: func(_ context.Context, t *framework.Task, o framework.Outcome) {
+			switch o.Action {
+			case framework.ActionAck:
+				r.add(event{Hook: "succeeded", ID: t.ID, Attempt: t.Attempt})
+			case framework.ActionRetry:
+				r.add(event{Hook: "retried", ID: t.ID, Attempt: t.Attempt, Err: o.Err, Delay: o.Delay})
+			case framework.ActionFail:
+				r.add(event{Hook: "failed", ID: t.ID, Attempt: t.Attempt, Err: o.Err})
+			}
 		},
 	}
 }

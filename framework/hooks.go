@@ -1,29 +1,111 @@
 package framework
 
-import "time"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+)
 
-// Hooks are optional callbacks for metrics and tracing. Any field may be nil.
-// Callbacks run synchronously on the task's goroutine: keep them fast and
-// non-blocking. They must be safe for concurrent use.
+// Hooks are optional callbacks for metrics, tracing and logging. Any field
+// may be nil. Callbacks run synchronously on the goroutine of the task or
+// call they report: keep them fast and non-blocking. They must be safe for
+// concurrent use. A callback that panics is recovered: the panic is logged
+// (and counted in [Stats].HookPanics for a worker's hooks) and the task goes
+// on as if the callback had returned.
 type Hooks struct {
-	// Enqueued is called after a task was stored (or found duplicate).
-	Enqueued func(info TaskInfo)
-	// Started is called before the handler runs.
-	Started func(t *Task)
-	// Succeeded is called after the handler returned nil and the task was acked.
-	Succeeded func(t *Task, took time.Duration)
-	// Retried is called when a failed attempt is handed back for a retry
-	// after delay.
-	Retried func(t *Task, err error, delay time.Duration)
-	// Failed is called when a task fails for good: a permanent error, an
-	// undecodable payload, or its last attempt failed.
-	Failed func(t *Task, err error)
-	// AckFailed is called when an Ack, Nak, InProgress or Term could not be
-	// sent; op names the operation. The task will be redelivered after its
-	// AckWait.
-	AckFailed func(t *Task, op string, err error)
+	// Enqueued is called after a task was stored (or found duplicate), with
+	// the context of the enqueue call.
+	Enqueued func(ctx context.Context, info TaskInfo)
+	// Started is called before each attempt's handler runs, with the
+	// handler's context (it carries the task: [TaskFromContext]).
+	Started func(ctx context.Context, t *Task)
+	// Finished is called once the outcome of an attempt was settled with the
+	// server: the task was acknowledged ([ActionAck]), handed back for a
+	// retry ([ActionRetry]) or failed for good ([ActionFail]). ctx is the
+	// handler's context. It is not called when the settlement itself could
+	// not be sent (see AckFailed) nor for tasks handed back at shutdown.
+	Finished func(ctx context.Context, t *Task, o Outcome)
+	// AckFailed is called when an Ack, Nak, InProgress (heartbeat) or Term
+	// could not be sent; op names the operation ("ack", "nak",
+	// "in_progress", "term"). The task will be redelivered after its
+	// AckWait. ctx is the handler's context, or a background context for
+	// heartbeats and hand-backs.
+	AckFailed func(ctx context.Context, t *Task, op string, err error)
 	// BreakerStateChanged is called when the circuit breaker of dependency
 	// dep changes state (see [Call]). It runs on the goroutine of the call
-	// that caused the change, after the breaker's lock was released.
-	BreakerStateChanged func(dep string, from, to BreakerState)
+	// that caused the change, with its context, after the breaker's lock
+	// was released.
+	BreakerStateChanged func(ctx context.Context, dep string, from, to BreakerState)
+}
+
+// Action is what the worker did with a task after an attempt.
+type Action uint8
+
+const (
+	// ActionAck: the handler returned nil; the task was acknowledged and is
+	// gone from the task stream.
+	ActionAck Action = iota + 1
+	// ActionRetry: the attempt failed; the task was handed back for
+	// redelivery after [Outcome].Delay.
+	ActionRetry
+	// ActionFail: the task failed for good: a permanent error
+	// ([Permanent]), an undecodable payload, or its last attempt failed. With
+	// dead letters on ([WithDeadLetters]) it was written to the dead-letter
+	// stream first ([Outcome].DeadLettered).
+	ActionFail
+)
+
+// String returns "ack", "retry" or "fail".
+func (a Action) String() string {
+	switch a {
+	case ActionAck:
+		return "ack"
+	case ActionRetry:
+		return "retry"
+	case ActionFail:
+		return "fail"
+	}
+	return fmt.Sprintf("Action(%d)", uint8(a))
+}
+
+// Outcome is the result of one attempt: what the worker did and why.
+type Outcome struct {
+	// Action is what was done with the task.
+	Action Action
+	// Err is the attempt's error; nil for [ActionAck].
+	Err error
+	// Delay is the wait before the redelivery of [ActionRetry]: the
+	// handler's [RetryAfter], or the type's backoff.
+	Delay time.Duration
+	// Took is how long the handler ran.
+	Took time.Duration
+	// Panicked is true when the handler panicked (Err wraps [ErrPanic]).
+	Panicked bool
+	// DeadLettered is true when the worker wrote the dead-letter record of
+	// an [ActionFail] itself. It is false with dead letters off, when the
+	// server's max-deliveries advisory leads the dead-letter router to the
+	// task instead (a last attempt), or nobody does (a permanent error).
+	DeadLettered bool
+}
+
+// recoverHook, deferred around a user callback, recovers its panic: it is
+// logged and counted in panics (when not nil) instead of crashing the
+// process.
+func recoverHook(log *slog.Logger, panics *atomic.Uint64, name string) {
+	if r := recover(); r != nil {
+		if panics != nil {
+			panics.Add(1)
+		}
+		log.Error("jetflow hook panicked; ignored", slog.String("hook", name), slog.Any("panic", r),
+			slog.String("stack", string(debug.Stack())))
+	}
+}
+
+// callHook runs fn, recovering a panic (see recoverHook).
+func callHook(log *slog.Logger, panics *atomic.Uint64, name string, fn func()) {
+	defer recoverHook(log, panics, name)
+	fn()
 }

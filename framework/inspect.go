@@ -30,11 +30,11 @@ type Inspector struct {
 
 // NewInspector returns an inspector on nc. Of the options only
 // [WithPrefix], [WithLogger] and [WithCodec] matter.
-func NewInspector(nc *nats.Conn, opts ...Option) (*Inspector, error) {
+func NewInspector(nc *nats.Conn, opts ...InspectorOption) (*Inspector, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
 	}
-	o, err := newOptions(opts)
+	o, err := newOptions(opts, InspectorOption.applyInspector)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +172,7 @@ type QueueStat struct {
 	Type     string
 	Priority Priority
 	// Pending counts tasks waiting on the work subject, not yet delivered.
-	Pending uint64
+	Pending int
 	// InFlight counts delivered tasks not yet acknowledged: running, or
 	// waiting for a retry after a failed attempt.
 	InFlight int
@@ -248,7 +248,7 @@ func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
 			p, typ = pp, tt
 		}
 		q := queue(typ, p)
-		q.Pending += ci.NumPending
+		q.Pending += int(ci.NumPending)
 		q.InFlight += ci.NumAckPending
 		q.Redelivered += ci.NumRedelivered
 		if ci.Paused {

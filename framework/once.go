@@ -128,26 +128,24 @@ func WithEffectPolicy(p EffectPolicy) OnceOption {
 	}
 }
 
-// effectsOptions configure the effects ledger of a worker and cache its
-// bucket.
-type effectsOptions struct {
-	ttl time.Duration // WithEffectsTTL; 0 means DefaultEffectsTTL
-	mu  sync.Mutex
-	kv  jetstream.KeyValue
+// effectsCache caches a worker's effects bucket.
+type effectsCache struct {
+	mu sync.Mutex
+	kv jetstream.KeyValue
 }
 
 // WithEffectsTTL sets how long effect records are kept: the MaxAge of the
 // effects bucket, applied when a worker creates or updates it
 // ([EnsureBuckets]). Keep it longer than a task can be retried or sit in
 // the dead-letter stream before a replay. Workers only. Default 30 days.
-func WithEffectsTTL(d time.Duration) Option {
-	return func(o *options) error {
+func WithEffectsTTL(d time.Duration) RetentionOption {
+	return RetentionOption(func(o *options) error {
 		if d < time.Minute {
 			return fmt.Errorf("%w: effects TTL %v, want ≥ 1m", ErrInvalidOption, d)
 		}
-		o.effects.ttl = d
+		o.effectsTTL = d
 		return nil
-	}
+	})
 }
 
 // effectRecord is the value stored per (task, effect key).
@@ -349,7 +347,7 @@ func (e *unrecordableValue) Error() string { return "unrecordable effect value: 
 
 // effectsKV returns the worker's effects bucket, creating it on first use.
 func (w *Worker) effectsKV(ctx context.Context) (jetstream.KeyValue, error) {
-	e := &w.opts.effects
+	e := &w.effects
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.kv != nil {

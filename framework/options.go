@@ -8,27 +8,105 @@ import (
 	"github.com/jetflow-io/jetflow/streams"
 )
 
-// Option configures a [Client] ([NewClient]) or a [Worker] ([NewWorker]).
-// Options that only concern workers are ignored by clients, as documented on
-// each.
-type Option func(*options) error
+// Each constructor takes its own option type, as nats.go's jetstream
+// package does: [NewClient] takes [ClientOption], [NewWorker] takes
+// [WorkerOption], [NewInspector] takes [InspectorOption], [NewBreakers]
+// takes [BreakersOption] and [EnsureBuckets] takes [BucketsOption]. An option
+// that applies to several constructors implements each of their interfaces
+// (for example [PrefixOption]); one passed to a constructor it does not apply to is
+// a compile error. Options are read once, by the constructor: the object
+// built never changes them afterwards.
+
+// ClientOption configures [NewClient].
+type ClientOption interface{ applyClient(*options) error }
+
+// WorkerOption configures [NewWorker].
+type WorkerOption interface{ applyWorker(*options) error }
+
+// InspectorOption configures [NewInspector].
+type InspectorOption interface{ applyInspector(*options) error }
+
+// BreakersOption configures [NewBreakers].
+type BreakersOption interface{ applyBreakers(*options) error }
+
+// BucketsOption configures [EnsureBuckets].
+type BucketsOption interface{ applyBuckets(*options) error }
+
+// PrefixOption is returned by [WithPrefix]; it applies to [NewClient], [NewWorker], [NewInspector] and [EnsureBuckets].
+type PrefixOption func(*options) error
+
+func (f PrefixOption) applyClient(o *options) error    { return f(o) }
+func (f PrefixOption) applyWorker(o *options) error    { return f(o) }
+func (f PrefixOption) applyInspector(o *options) error { return f(o) }
+func (f PrefixOption) applyBuckets(o *options) error   { return f(o) }
+
+// LoggerOption is returned by [WithLogger]; it applies to [NewClient], [NewWorker], [NewInspector] and [NewBreakers].
+type LoggerOption func(*options) error
+
+func (f LoggerOption) applyClient(o *options) error    { return f(o) }
+func (f LoggerOption) applyWorker(o *options) error    { return f(o) }
+func (f LoggerOption) applyInspector(o *options) error { return f(o) }
+func (f LoggerOption) applyBreakers(o *options) error  { return f(o) }
+
+// HooksOption is returned by [WithHooks]; it applies to [NewClient], [NewWorker] and [NewBreakers].
+type HooksOption func(*options) error
+
+func (f HooksOption) applyClient(o *options) error   { return f(o) }
+func (f HooksOption) applyWorker(o *options) error   { return f(o) }
+func (f HooksOption) applyBreakers(o *options) error { return f(o) }
+
+// CodecOption is returned by [WithCodec]; it applies to [NewClient], [NewWorker] and [NewInspector].
+type CodecOption func(*options) error
+
+func (f CodecOption) applyClient(o *options) error    { return f(o) }
+func (f CodecOption) applyWorker(o *options) error    { return f(o) }
+func (f CodecOption) applyInspector(o *options) error { return f(o) }
+
+// BreakerOption is returned by [WithBreaker]; it applies to [NewWorker] and [NewBreakers].
+type BreakerOption func(*options) error
+
+func (f BreakerOption) applyWorker(o *options) error   { return f(o) }
+func (f BreakerOption) applyBreakers(o *options) error { return f(o) }
+
+// StateTrackingOption is returned by [WithStateTracking]; it applies to [NewClient] and [NewWorker].
+type StateTrackingOption func(*options) error
+
+func (f StateTrackingOption) applyClient(o *options) error { return f(o) }
+func (f StateTrackingOption) applyWorker(o *options) error { return f(o) }
+
+// RetentionOption is returned by [WithStateTTL] and [WithEffectsTTL]; it applies to [NewWorker] and [EnsureBuckets].
+type RetentionOption func(*options) error
+
+func (f RetentionOption) applyWorker(o *options) error  { return f(o) }
+func (f RetentionOption) applyBuckets(o *options) error { return f(o) }
+
+// clientOnly and workerOnly are the options of one constructor.
+type clientOnly func(*options) error
+
+func (f clientOnly) applyClient(o *options) error { return f(o) }
+
+type workerOnly func(*options) error
+
+func (f workerOnly) applyWorker(o *options) error { return f(o) }
 
 type options struct {
-	names           streams.Names
-	logger          *slog.Logger
-	hooks           Hooks
-	codec           Codec
-	concurrency     int
-	dispatch        DispatchMode
-	weights         [streams.NumPriorities]int
-	shutdownTimeout time.Duration
-	middleware      []Middleware
-	maxPending      int
-	noDedup         bool
-	breakers        map[string]BreakerSettings // WithBreaker
-	deadLetters     deadLetterOptions          // WithDeadLetters and related (dlq.go)
-	state           stateOptions               // WithStateTracking, WithStateTTL (state.go)
-	effects         effectsOptions             // WithEffectsTTL and the effects bucket (once.go)
+	names             streams.Names
+	logger            *slog.Logger
+	hooks             Hooks
+	codec             Codec
+	concurrency       int
+	dispatch          DispatchMode
+	weights           [streams.NumPriorities]int
+	shutdownTimeout   time.Duration
+	middleware        []Middleware
+	maxPending        int
+	noDedup           bool
+	breakers          map[string]BreakerSettings // WithBreaker
+	deadLetters       deadLetterOptions          // WithDeadLetters and related (dlq.go)
+	stateEnabled      bool                       // WithStateTracking
+	stateTTL          time.Duration              // WithStateTTL; 0 means DefaultStateTTL
+	stateRunningAfter time.Duration              // WithStateRunningAfter
+	effectsTTL        time.Duration              // WithEffectsTTL; 0 means DefaultEffectsTTL
 }
 
 // Worker defaults.
@@ -38,21 +116,25 @@ const (
 	DefaultMaxPending      = 4096
 )
 
-func newOptions(opts []Option) (*options, error) {
+// newOptions applies opts, in order, over the defaults with apply, the
+// method of the constructor's option interface.
+func newOptions[O comparable](opts []O, apply func(O, *options) error) (*options, error) {
 	o := &options{
-		names:           streams.MustNames(""),
-		logger:          slog.New(slog.DiscardHandler),
-		codec:           JSONCodec(),
-		concurrency:     DefaultConcurrency,
-		shutdownTimeout: DefaultShutdownTimeout,
-		weights:         [streams.NumPriorities]int{8, 4, 2, 1},
-		maxPending:      DefaultMaxPending,
+		names:             streams.MustNames(""),
+		logger:            slog.New(slog.DiscardHandler),
+		codec:             JSONCodec(),
+		concurrency:       DefaultConcurrency,
+		shutdownTimeout:   DefaultShutdownTimeout,
+		weights:           [streams.NumPriorities]int{8, 4, 2, 1},
+		maxPending:        DefaultMaxPending,
+		stateRunningAfter: DefaultStateRunningAfter,
 	}
+	var zero O
 	for _, opt := range opts {
-		if opt == nil {
+		if opt == zero {
 			continue
 		}
-		if err := opt(o); err != nil {
+		if err := apply(opt, o); err != nil {
 			return nil, err
 		}
 	}
@@ -61,38 +143,38 @@ func newOptions(opts []Option) (*options, error) {
 
 // WithPrefix sets the subject prefix; it must match the [streams.Config.Prefix]
 // the topology was ensured with. Default "jetflow".
-func WithPrefix(prefix string) Option {
-	return func(o *options) error {
+func WithPrefix(prefix string) PrefixOption {
+	return PrefixOption(func(o *options) error {
 		n, err := streams.NewNames(prefix)
 		if err != nil {
 			return fmt.Errorf("%w: prefix: %w", ErrInvalidOption, err)
 		}
 		o.names = n
 		return nil
-	}
+	})
 }
 
 // WithLogger sets the logger. Default: discard. Payloads are never logged.
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) error {
+func WithLogger(l *slog.Logger) LoggerOption {
+	return LoggerOption(func(o *options) error {
 		if l == nil {
 			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
 		}
 		o.logger = l
 		return nil
-	}
+	})
 }
 
 // WithHooks sets observability callbacks.
-func WithHooks(h Hooks) Option {
-	return func(o *options) error { o.hooks = h; return nil }
+func WithHooks(h Hooks) HooksOption {
+	return HooksOption(func(o *options) error { o.hooks = h; return nil })
 }
 
 // WithCodec sets the payload codec. Default [JSONCodec]. Client and workers
 // must agree: a task encoded with another codec fails to decode and is
 // dead-lettered.
-func WithCodec(c Codec) Option {
-	return func(o *options) error {
+func WithCodec(c Codec) CodecOption {
+	return CodecOption(func(o *options) error {
 		if c == nil {
 			return fmt.Errorf("%w: nil codec", ErrInvalidOption)
 		}
@@ -101,19 +183,19 @@ func WithCodec(c Codec) Option {
 		}
 		o.codec = c
 		return nil
-	}
+	})
 }
 
 // WithConcurrency caps the tasks a worker runs at once, across all types.
 // Workers only. Default 32.
-func WithConcurrency(n int) Option {
-	return func(o *options) error {
+func WithConcurrency(n int) WorkerOption {
+	return workerOnly(func(o *options) error {
 		if n < 1 {
 			return fmt.Errorf("%w: concurrency %d, want ≥ 1", ErrInvalidOption, n)
 		}
 		o.concurrency = n
 		return nil
-	}
+	})
 }
 
 // DispatchMode decides which waiting task gets a free slot.
@@ -130,20 +212,20 @@ const (
 )
 
 // WithDispatch sets the dispatch mode. Workers only. Default [DispatchStrict].
-func WithDispatch(m DispatchMode) Option {
-	return func(o *options) error {
+func WithDispatch(m DispatchMode) WorkerOption {
+	return workerOnly(func(o *options) error {
 		if m != DispatchStrict && m != DispatchWeighted {
 			return fmt.Errorf("%w: dispatch mode %d", ErrInvalidOption, m)
 		}
 		o.dispatch = m
 		return nil
-	}
+	})
 }
 
 // WithWeights sets the weights of critical, high, normal and low for
 // [DispatchWeighted] and selects that mode. Workers only. Default 8, 4, 2, 1.
-func WithWeights(critical, high, normal, low int) Option {
-	return func(o *options) error {
+func WithWeights(critical, high, normal, low int) WorkerOption {
+	return workerOnly(func(o *options) error {
 		for _, w := range []int{critical, high, normal, low} {
 			if w < 1 {
 				return fmt.Errorf("%w: weight %d, want ≥ 1", ErrInvalidOption, w)
@@ -152,25 +234,25 @@ func WithWeights(critical, high, normal, low int) Option {
 		o.weights = [streams.NumPriorities]int{critical, high, normal, low}
 		o.dispatch = DispatchWeighted
 		return nil
-	}
+	})
 }
 
 // WithShutdownTimeout bounds how long [Worker.Run] waits for in-flight tasks
 // after its context ends. Workers only. Default 30 s.
-func WithShutdownTimeout(d time.Duration) Option {
-	return func(o *options) error {
+func WithShutdownTimeout(d time.Duration) WorkerOption {
+	return workerOnly(func(o *options) error {
 		if d <= 0 {
 			return fmt.Errorf("%w: shutdown timeout %v, want > 0", ErrInvalidOption, d)
 		}
 		o.shutdownTimeout = d
 		return nil
-	}
+	})
 }
 
 // WithMiddleware adds middleware around every handler of a worker, outside
 // per-type middleware. The first one runs outermost. Workers only.
-func WithMiddleware(mw ...Middleware) Option {
-	return func(o *options) error {
+func WithMiddleware(mw ...Middleware) WorkerOption {
+	return workerOnly(func(o *options) error {
 		for _, m := range mw {
 			if m == nil {
 				return fmt.Errorf("%w: nil middleware", ErrInvalidOption)
@@ -178,19 +260,19 @@ func WithMiddleware(mw ...Middleware) Option {
 		}
 		o.middleware = append(o.middleware, mw...)
 		return nil
-	}
+	})
 }
 
 // WithMaxPending bounds the unacknowledged publishes of [Client.EnqueueMany].
 // Clients only. Default 4096.
-func WithMaxPending(n int) Option {
-	return func(o *options) error {
+func WithMaxPending(n int) ClientOption {
+	return clientOnly(func(o *options) error {
 		if n < 1 {
 			return fmt.Errorf("%w: max pending %d, want ≥ 1", ErrInvalidOption, n)
 		}
 		o.maxPending = n
 		return nil
-	}
+	})
 }
 
 // WithDedup(false) publishes immediate tasks that have no caller-supplied ID
@@ -201,8 +283,8 @@ func WithMaxPending(n int) Option {
 // acknowledgement (a leader election, a timeout) may store the task twice.
 // Delayed tasks and tasks with [WithID] keep their dedup header. Clients
 // only. Default true.
-func WithDedup(on bool) Option {
-	return func(o *options) error { o.noDedup = !on; return nil }
+func WithDedup(on bool) ClientOption {
+	return clientOnly(func(o *options) error { o.noDedup = !on; return nil })
 }
 
 // EnqueueOption configures one enqueue.

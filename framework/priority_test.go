@@ -21,11 +21,11 @@ import (
 // critical task waits for the slot whenever critical tasks remain, and so
 // does a low one whenever low tasks remain. The order therefore reflects the
 // dispatch policy alone, not the timing of fetches.
-func runPriorityBacklog(t *testing.T, nLow, nCrit int, opts ...framework.Option) []string {
+func runPriorityBacklog(t *testing.T, nLow, nCrit int, opts ...framework.WorkerOption) []string {
 	t.Helper()
 	const typ = "prio.work"
 	e := newEnv(t)
-	w := e.worker(t, append([]framework.Option{framework.WithConcurrency(1)}, opts...)...)
+	w := e.worker(t, append([]framework.WorkerOption{framework.WithConcurrency(1)}, opts...)...)
 
 	var (
 		mu       sync.Mutex
@@ -66,9 +66,9 @@ func runPriorityBacklog(t *testing.T, nLow, nCrit int, opts ...framework.Option)
 		return nil
 	})
 
-	jobs := make([]framework.Job, nLow)
+	jobs := make([]framework.TaskSpec, nLow)
 	for i := range jobs {
-		jobs[i] = framework.Job{Type: typ, Payload: []byte(fmt.Sprintf("low-%d", i)),
+		jobs[i] = framework.TaskSpec{Type: typ, Payload: []byte(fmt.Sprintf("low-%d", i)),
 			Options: []framework.EnqueueOption{framework.WithPriority(framework.PriorityLow)}}
 	}
 	if _, err := e.cl.EnqueueMany(t.Context(), jobs); err != nil {

@@ -116,15 +116,6 @@ var (
 	ErrResultTooLarge = errors.New("framework: task result too large")
 )
 
-// stateOptions configure state tracking of a client or worker.
-type stateOptions struct {
-	enabled      bool          // WithStateTracking
-	ttl          time.Duration // WithStateTTL; 0 means DefaultStateTTL
-	runningAfter time.Duration // WithStateRunningAfter
-	runningSet   bool
-	writer       *stateWriter // created at NewClient, or at Worker.Start when a type is tracked
-}
-
 // DefaultStateRunningAfter is how long an attempt runs before its
 // "running" record is written ([WithStateRunningAfter]).
 const DefaultStateRunningAfter = time.Second
@@ -140,35 +131,35 @@ const DefaultStateRunningAfter = time.Second
 // On a client it controls the "pending" and "scheduled" records written
 // after each enqueue, which double the publishes of an enqueue. Without
 // them [Inspector.GetTask] still finds a delayed task in its schedule.
-func WithStateTracking(enabled bool) Option {
-	return func(o *options) error { o.state.enabled = enabled; return nil }
+func WithStateTracking(enabled bool) StateTrackingOption {
+	return StateTrackingOption(func(o *options) error { o.stateEnabled = enabled; return nil })
 }
 
 // WithStateRunningAfter sets how long an attempt must run before the worker
 // writes its "running" record. Short tasks then cost one record (their
 // outcome) instead of two; a task is seen "running" only once it ran for d.
 // 0 writes the record when every attempt starts. Workers only. Default 1 s.
-func WithStateRunningAfter(d time.Duration) Option {
-	return func(o *options) error {
+func WithStateRunningAfter(d time.Duration) WorkerOption {
+	return workerOnly(func(o *options) error {
 		if d < 0 {
 			return fmt.Errorf("%w: state running-after %v, want ≥ 0", ErrInvalidOption, d)
 		}
-		o.state.runningAfter, o.state.runningSet = d, true
+		o.stateRunningAfter = d
 		return nil
-	}
+	})
 }
 
 // WithStateTTL sets how long task records are kept after their last write:
 // the MaxAge of the state bucket, applied when a worker creates or updates
 // it ([EnsureBuckets]). Workers only. Default 7 days.
-func WithStateTTL(d time.Duration) Option {
-	return func(o *options) error {
+func WithStateTTL(d time.Duration) RetentionOption {
+	return RetentionOption(func(o *options) error {
 		if d < time.Second {
 			return fmt.Errorf("%w: state TTL %v, want ≥ 1s", ErrInvalidOption, d)
 		}
-		o.state.ttl = d
+		o.stateTTL = d
 		return nil
-	}
+	})
 }
 
 // WithTypeStateTracking turns task state records of one task type on or
@@ -189,8 +180,8 @@ func WithTypeStateTracking(enabled bool) HandlerOption {
 // its default does not change an existing bucket). Workers call it at start; call it yourself
 // before enqueueing with a client while no worker ever ran, or the first
 // "pending" records are lost. The task stream must exist.
-func EnsureBuckets(ctx context.Context, js jetstream.JetStream, opts ...Option) error {
-	o, err := newOptions(opts)
+func EnsureBuckets(ctx context.Context, js jetstream.JetStream, opts ...BucketsOption) error {
+	o, err := newOptions(opts, BucketsOption.applyBuckets)
 	if err != nil {
 		return err
 	}
@@ -211,8 +202,8 @@ func ensureBuckets(ctx context.Context, js jetstream.JetStream, o *options) erro
 		bucket, description string
 		ttl, defaultTTL     time.Duration
 	}{
-		{names.StateBucket(), "jetflow task state: one record per task ID", o.state.ttl, DefaultStateTTL},
-		{names.EffectsBucket(), "jetflow effects ledger: side effects applied per task (framework.Once)", o.effects.ttl, DefaultEffectsTTL},
+		{names.StateBucket(), "jetflow task state: one record per task ID", o.stateTTL, DefaultStateTTL},
+		{names.EffectsBucket(), "jetflow effects ledger: side effects applied per task (framework.Once)", o.effectsTTL, DefaultEffectsTTL},
 	} {
 		kv := jetstream.KeyValueConfig{Bucket: b.bucket, Description: b.description, History: 1,
 			TTL: b.ttl, Storage: cfg.Storage, Replicas: cfg.Replicas}
@@ -380,52 +371,44 @@ func keySafe(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
 }
 
-// installClientState makes c write "pending" and "scheduled" records after
-// each enqueue when state tracking was turned on for it.
+// installClientState gives c its state writer when state tracking was
+// turned on for it: it writes "pending" and "scheduled" records after each
+// enqueue (see Client.enqueued).
 func (c *Client) installClientState() {
-	o := c.opts
-	if !o.state.enabled {
+	if !c.opts.stateEnabled {
 		return
 	}
-	sw, err := newStateWriter(c.nc, c.names, o.logger)
+	sw, err := newStateWriter(c.nc, c.names, c.opts.logger)
 	if err != nil {
-		o.logger.Warn("jetflow state tracking disabled", slog.Any(LogKeyError, err))
+		c.opts.logger.Warn("jetflow state tracking disabled", slog.Any(LogKeyError, err))
 		return
 	}
-	o.state.writer = sw
-	user := o.hooks.Enqueued
-	o.hooks.Enqueued = func(info TaskInfo) {
-		if !info.Duplicate {
-			now := time.Now().UTC()
-			rec := TaskRecord{ID: info.ID, Type: info.Type, Priority: info.Priority, State: StatePending,
-				Sequence: info.Sequence, EnqueuedAt: now, UpdatedAt: now}
-			if !info.ScheduledFor.IsZero() {
-				rec.State, rec.ScheduledFor, rec.Sequence = StateScheduled, info.ScheduledFor.UTC(), 0
-			}
-			sw.write(&rec, true)
-		}
-		if user != nil {
-			user(info)
-		}
-	}
+	c.stateWriter = sw
 }
 
-// installState gives w its state tracking extension. Its hooks cost a map
+// writeEnqueued writes the "pending" or "scheduled" record of a new task.
+func (c *Client) writeEnqueued(info TaskInfo) {
+	if c.stateWriter == nil || info.Duplicate {
+		return
+	}
+	now := time.Now().UTC()
+	rec := TaskRecord{ID: info.ID, Type: info.Type, Priority: info.Priority, State: StatePending,
+		Sequence: info.Sequence, EnqueuedAt: now, UpdatedAt: now}
+	if !info.ScheduledFor.IsZero() {
+		rec.State, rec.ScheduledFor, rec.Sequence = StateScheduled, info.ScheduledFor.UTC(), 0
+	}
+	c.stateWriter.write(&rec, true)
+}
+
+// installState gives w its state tracking extension. Its events cost a map
 // lookup per task when no type is tracked; its start-up step creates the
 // writer and the buckets only when one is.
 func (w *Worker) installState() {
-	if !w.opts.state.runningSet {
-		w.opts.state.runningAfter = DefaultStateRunningAfter
-	}
 	w.addExtension(extension{
-		name:    "state",
-		prepare: w.prepareState,
-		hooks: Hooks{
-			Started:   w.stateStarted,
-			Succeeded: w.stateSucceeded,
-			Retried:   w.stateRetried,
-			Failed:    w.stateFailed,
-		},
+		name:     "state",
+		prepare:  w.prepareState,
+		started:  w.stateStarted,
+		finished: w.stateFinished,
 	})
 }
 
@@ -446,7 +429,7 @@ func (w *Worker) prepareState(ctx context.Context, _ *Worker) error {
 	if err != nil {
 		return err
 	}
-	w.opts.state.writer = sw
+	w.stateWriter = sw
 	return nil
 }
 
@@ -466,7 +449,7 @@ func (w *Worker) stateRecord(t *Task, st TaskState, now time.Time) *TaskRecord {
 
 // stateTracked reports whether t's type has state tracking.
 func (w *Worker) stateTracked(t *Task) bool {
-	return w.opts.state.writer != nil && w.typeTracked(w.types[t.Type])
+	return w.stateWriter != nil && w.typeTracked(w.types[t.Type])
 }
 
 // typeTracked reports whether tasks of tt get state records.
@@ -480,7 +463,7 @@ func (w *Worker) typeTracked(tt *typeRunner) bool {
 	case -1:
 		return false
 	}
-	return w.opts.state.enabled
+	return w.opts.stateEnabled
 }
 
 // taskState is the per-task state of state tracking.
@@ -493,7 +476,7 @@ type taskState struct {
 	final bool
 }
 
-func (w *Worker) stateStarted(t *Task) {
+func (w *Worker) stateStarted(_ context.Context, t *Task) {
 	if !w.stateTracked(t) {
 		return
 	}
@@ -501,9 +484,9 @@ func (w *Worker) stateStarted(t *Task) {
 	running := func() {
 		rec := w.stateRecord(t, StateRunning, time.Now().UTC())
 		rec.StartedAt = start
-		w.opts.state.writer.write(rec, false)
+		w.stateWriter.write(rec, false)
 	}
-	after := w.opts.state.runningAfter
+	after := w.opts.stateRunningAfter
 	if after == 0 {
 		running()
 		return
@@ -535,44 +518,36 @@ func (w *Worker) stateFinal(t *Task, rec *TaskRecord) {
 		}
 		st.mu.Unlock()
 	}
-	w.opts.state.writer.write(rec, false)
+	w.stateWriter.write(rec, false)
 }
 
-func (w *Worker) stateSucceeded(t *Task, took time.Duration) {
+// stateFinished writes the record of an attempt's outcome.
+func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
 	if !w.stateTracked(t) {
 		return
 	}
 	now := time.Now().UTC()
-	rec := w.stateRecord(t, StateSucceeded, now)
-	rec.StartedAt, rec.FinishedAt = now.Add(-took), now
-	if t.state != nil {
-		rec.Result = t.state.result
-	}
-	w.stateFinal(t, rec)
-}
-
-func (w *Worker) stateRetried(t *Task, err error, delay time.Duration) {
-	if !w.stateTracked(t) {
+	var rec *TaskRecord
+	switch o.Action {
+	case ActionAck:
+		rec = w.stateRecord(t, StateSucceeded, now)
+		rec.StartedAt, rec.FinishedAt = now.Add(-o.Took), now
+		if t.state != nil {
+			rec.Result = t.state.result
+		}
+	case ActionRetry:
+		rec = w.stateRecord(t, StateRetrying, now)
+		rec.Error, rec.NextAttemptAt = truncate(o.Err.Error(), maxRecordError), now.Add(o.Delay)
+	case ActionFail:
+		st := StateFailed
+		if o.DeadLettered {
+			st = StateDead
+		}
+		rec = w.stateRecord(t, st, now)
+		rec.Error, rec.FinishedAt = truncate(o.Err.Error(), maxRecordError), now
+	default:
 		return
 	}
-	now := time.Now().UTC()
-	rec := w.stateRecord(t, StateRetrying, now)
-	rec.Error, rec.NextAttemptAt = truncate(err.Error(), maxRecordError), now.Add(delay)
-	w.stateFinal(t, rec)
-}
-
-func (w *Worker) stateFailed(t *Task, err error) {
-	if !w.stateTracked(t) {
-		return
-	}
-	now := time.Now().UTC()
-	st := StateFailed
-	if w.deadLetterFunc() != nil {
-		// The worker wrote the dead-letter record before terminating it.
-		st = StateDead
-	}
-	rec := w.stateRecord(t, st, now)
-	rec.Error, rec.FinishedAt = truncate(err.Error(), maxRecordError), now
 	w.stateFinal(t, rec)
 }
 

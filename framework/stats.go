@@ -23,12 +23,14 @@ type Stats struct {
 	HeldEarly uint64
 	// AckErrors counts Ack/Nak/Term/InProgress calls that could not be sent.
 	AckErrors uint64
+	// HookPanics counts recovered panics of hooks ([Hooks]).
+	HookPanics uint64
 	// Running is the number of tasks running now.
 	Running int
 }
 
 type workerStats struct {
-	started, succeeded, retried, failed, panics, handedBack, heldEarly, ackErrors atomic.Uint64
+	started, succeeded, retried, failed, panics, handedBack, heldEarly, ackErrors, hookPanics atomic.Uint64
 }
 
 // Stats returns a snapshot of the worker's counters.
@@ -45,6 +47,7 @@ func (w *Worker) Stats() Stats {
 		HandedBack: w.stats.handedBack.Load(),
 		HeldEarly:  w.stats.heldEarly.Load(),
 		AckErrors:  w.stats.ackErrors.Load(),
+		HookPanics: w.stats.hookPanics.Load(),
 		Running:    running,
 	}
 }

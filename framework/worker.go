@@ -11,10 +11,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/settle"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -63,6 +65,15 @@ type Worker struct {
 	svcCancel context.CancelFunc
 
 	breakers *breakerExt // circuit breakers (breaker_worker.go)
+
+	// hooks are the AddHooks hooks, then the WithHooks ones (last).
+	hooks []Hooks
+	// deadLetter is the dead-letter extension's writer, or nil (dlq.go).
+	deadLetter func(ctx context.Context, t *Task, msg jetstream.Msg, cause error) error
+	// stateWriter writes task records, when a registered type is tracked
+	// (state.go); effects caches the effects bucket (once.go).
+	stateWriter *stateWriter
+	effects     effectsCache
 }
 
 const (
@@ -95,11 +106,11 @@ type pending struct {
 }
 
 // NewWorker returns a worker consuming on nc. See [Option] for settings.
-func NewWorker(nc *nats.Conn, opts ...Option) (*Worker, error) {
+func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
 	}
-	o, err := newOptions(opts)
+	o, err := newOptions(opts, WorkerOption.applyWorker)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +134,7 @@ func NewWorker(nc *nats.Conn, opts ...Option) (*Worker, error) {
 		free:       o.concurrency,
 		inflight:   make(map[*pending]struct{}),
 		bg:         background{execCh: make(chan *pending), stop: make(chan struct{})},
+		hooks:      []Hooks{o.hooks},
 	}
 	w.installBreakers()
 	w.installDeadLetters()
@@ -394,7 +406,7 @@ func (w *Worker) handBack(p *pending, why string) {
 		return
 	}
 	if err := p.msg.Nak(); err != nil {
-		w.ackFailed(nil, p, "nak", err)
+		w.ackFailed(nil, nil, p, "nak", err)
 		return
 	}
 	w.stats.handedBack.Add(1)
@@ -614,9 +626,13 @@ func (w *Worker) drain(it jetstream.MessagesContext) {
 		if err != nil {
 			return
 		}
-		if err := msg.Nak(); err == nil {
-			w.stats.handedBack.Add(1)
+		if err := msg.Nak(); err != nil {
+			w.stats.ackErrors.Add(1)
+			w.log.Warn("jetflow could not hand back a buffered task; it will be redelivered after its ack wait",
+				slog.Any(LogKeyError, err))
+			continue
 		}
+		w.stats.handedBack.Add(1)
 	}
 }
 
@@ -729,7 +745,7 @@ func (w *Worker) execute(p *pending) {
 	// A due time that cannot be trusted fails the task for good rather than
 	// holding a slot until a bogus time.
 	if err := checkSchedule(t, p.msg); err != nil {
-		w.settle(t, p, err, 0)
+		w.settle(w.hardCtx, t, p, err, 0)
 		return
 	}
 	// Never start early: the server may fire a schedule slightly before the
@@ -767,7 +783,7 @@ func (w *Worker) execute(p *pending) {
 			return // handed back: the worker is stopping
 		}
 	}
-	w.settle(t, p, err, took)
+	w.settle(base, t, p, err, took)
 }
 
 // runOnce runs the handler once with the type's timeout.
@@ -782,7 +798,7 @@ func (w *Worker) runOnce(base context.Context, p *pending, t *Task) (time.Durati
 	}
 	defer cancel()
 	w.stats.started.Add(1)
-	w.hookStarted(t)
+	w.emitStarted(ctx, t)
 	start := time.Now()
 	err := w.call(ctx, p.tt.handler, t)
 	took := time.Since(start)
@@ -805,33 +821,48 @@ func (w *Worker) call(ctx context.Context, h Handler, t *Task) (err error) {
 	return h.Handle(ctx, t)
 }
 
-func (w *Worker) settle(t *Task, p *pending, err error, took time.Duration) {
+// classify turns an attempt's error into the input of the settlement
+// decision.
+func classify(err error, attempt int) settle.Result {
+	r := settle.Result{Failed: err != nil, Permanent: IsPermanent(err), Attempt: attempt}
+	var ra *RetryAfterError
+	if errors.As(err, &ra) {
+		r.RetryAfter, r.HasRetryAfter = ra.Delay, true
+	}
+	return r
+}
+
+// settle decides what to do with t after its attempt ended with err
+// (internal/settle) and carries it out: Ack, Nak, dead letter and Term.
+func (w *Worker) settle(ctx context.Context, t *Task, p *pending, err error, took time.Duration) {
 	if !p.settled.CompareAndSwap(false, true) {
 		return // handed back at the shutdown deadline
 	}
-	if err == nil {
+	r := classify(err, t.Attempt)
+	r.ShuttingDown = w.hardCtx.Err() != nil
+	d := settle.Decide(r, settle.Policy{MaxAttempts: t.MaxAttempts, Backoff: p.tt.cfg.backoff.Delay,
+		DeadLetters: w.deadLetter != nil})
+	o := Outcome{Err: err, Took: took, Delay: d.Delay, Panicked: errors.Is(err, ErrPanic)}
+	log := t.Logger()
+	switch d.Action {
+	case settle.Ack:
 		if aerr := p.msg.Ack(); aerr != nil {
-			w.ackFailed(t, p, "ack", aerr)
+			w.ackFailed(ctx, t, p, "ack", aerr)
 			return
 		}
 		w.stats.succeeded.Add(1)
-		w.hookSucceeded(t, took)
-		return
-	}
-	if w.hardCtx.Err() != nil && !IsPermanent(err) {
+		o.Action = ActionAck
+	case settle.HandBack:
 		// Cancelled by shutdown: not the task's fault.
 		if nerr := p.msg.Nak(); nerr != nil {
-			w.ackFailed(t, p, "nak", nerr)
+			w.ackFailed(ctx, t, p, "nak", nerr)
 		}
 		w.stats.handedBack.Add(1)
 		return
-	}
-	log := t.Logger()
-	dl := w.deadLetterFunc()
-	if IsPermanent(err) || (dl != nil && t.Attempt >= t.MaxAttempts) {
-		if dl != nil {
+	case settle.Fail:
+		if d.DeadLetter {
 			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			dlErr := dl(dctx, t, p.msg, err)
+			dlErr := w.deadLetter(dctx, t, p.msg, err)
 			cancel()
 			if dlErr != nil {
 				// Never terminate what could not be dead-lettered.
@@ -839,64 +870,64 @@ func (w *Worker) settle(t *Task, p *pending, err error, took time.Duration) {
 				log.Error("jetflow could not dead-letter task; retrying it later", slog.Any(LogKeyError, dlErr),
 					slog.Any("cause", err), slog.Duration("retry_in", delay))
 				if nerr := p.msg.NakWithDelay(delay); nerr != nil {
-					w.ackFailed(t, p, "nak", nerr)
+					w.ackFailed(ctx, t, p, "nak", nerr)
 				}
 				return
 			}
+			o.DeadLettered = true
 		}
 		w.stats.failed.Add(1)
-		if IsPermanent(err) {
+		if r.Permanent {
 			log.Error("jetflow task failed permanently; not retried", slog.Any(LogKeyError, err))
 		} else {
 			log.Error("jetflow task failed on its last attempt", slog.Any(LogKeyError, err), slog.Int("max_attempts", t.MaxAttempts))
 		}
-		if terr := p.msg.TermWithReason(truncate(err.Error(), 1024)); terr != nil {
-			w.ackFailed(t, p, "term", terr)
+		if d.Term {
+			if terr := p.msg.TermWithReason(truncateUTF8(err.Error(), maxTermReason)); terr != nil {
+				w.ackFailed(ctx, t, p, "term", terr)
+			}
+		} else if nerr := p.msg.Nak(); nerr != nil {
+			// Handed back without delay: the server sees MaxDeliver reached,
+			// keeps the message and emits a max-deliveries advisory for the
+			// dead-letter router.
+			w.ackFailed(ctx, t, p, "nak", nerr)
 		}
-		w.hookFailed(t, err)
-		return
-	}
-	if t.Attempt >= t.MaxAttempts {
-		// Hand it back without delay: the server sees MaxDeliver reached,
-		// keeps the message and emits a max-deliveries advisory for the
-		// dead-letter router.
-		w.stats.failed.Add(1)
-		log.Error("jetflow task failed on its last attempt", slog.Any(LogKeyError, err), slog.Int("max_attempts", t.MaxAttempts))
-		if nerr := p.msg.Nak(); nerr != nil {
-			w.ackFailed(t, p, "nak", nerr)
+		o.Action = ActionFail
+	case settle.Retry:
+		w.stats.retried.Add(1)
+		log.Warn("jetflow task failed; will retry", slog.Any(LogKeyError, err), slog.Duration("retry_in", d.Delay))
+		var nerr error
+		if d.Delay > 0 {
+			nerr = p.msg.NakWithDelay(d.Delay)
+		} else {
+			nerr = p.msg.Nak()
 		}
-		w.hookFailed(t, err)
-		return
+		if nerr != nil {
+			w.ackFailed(ctx, t, p, "nak", nerr)
+			return
+		}
+		o.Action = ActionRetry
 	}
-	var delay time.Duration
-	var ra *RetryAfterError
-	if errors.As(err, &ra) {
-		delay = ra.Delay
-	} else {
-		delay = p.tt.cfg.backoff.Delay(t.Attempt)
-	}
-	w.stats.retried.Add(1)
-	log.Warn("jetflow task failed; will retry", slog.Any(LogKeyError, err), slog.Duration("retry_in", delay))
-	var nerr error
-	if delay > 0 {
-		nerr = p.msg.NakWithDelay(delay)
-	} else {
-		nerr = p.msg.Nak()
-	}
-	if nerr != nil {
-		w.ackFailed(t, p, "nak", nerr)
-		return
-	}
-	w.hookRetried(t, err, delay)
+	w.emitFinished(ctx, t, o)
 }
 
-func (w *Worker) ackFailed(t *Task, p *pending, op string, err error) {
+// maxTermReason bounds the reason sent with a Term.
+const maxTermReason = 1024
+
+// ackFailed logs and counts an Ack, Nak, InProgress or Term that could not
+// be sent, and reports it to the AckFailed hook. t may be nil (heartbeats,
+// hand-backs): the task is then read from p's message.
+func (w *Worker) ackFailed(ctx context.Context, t *Task, p *pending, op string, err error) {
 	w.stats.ackErrors.Add(1)
 	w.log.Error("jetflow could not "+op+" task; it will be redelivered after its ack wait",
 		slog.String(LogKeyTaskType, p.tt.name), slog.Any(LogKeyError, err))
-	if t != nil {
-		w.hookAckFailed(t, op, err)
+	if t == nil {
+		t = w.newTask(p)
 	}
+	if ctx == nil {
+		ctx = context.WithValue(context.Background(), taskKey{}, t)
+	}
+	w.emitAckFailed(ctx, t, op, err)
 }
 
 func (w *Worker) newTask(p *pending) *Task {
@@ -944,9 +975,17 @@ func (w *Worker) newTask(p *pending) *Task {
 	return t
 }
 
-func truncate(s string, n int) string {
+// truncate cuts s to at most n bytes without splitting a UTF-8 character.
+func truncate(s string, n int) string { return truncateUTF8(s, n) }
+
+// truncateUTF8 cuts s to at most n bytes without splitting a UTF-8
+// character.
+func truncateUTF8(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n]
 }

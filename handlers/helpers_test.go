@@ -92,7 +92,7 @@ func newEnv(t *testing.T) *env {
 }
 
 // worker returns a worker on its own connection; start it with start.
-func (e *env) worker(t *testing.T, opts ...framework.Option) *framework.Worker {
+func (e *env) worker(t *testing.T, opts ...framework.WorkerOption) *framework.Worker {
 	t.Helper()
 	w, err := framework.NewWorker(testutil.Connect(t, e.srv), opts...)
 	if err != nil {
@@ -135,9 +135,11 @@ type outcome struct {
 func outcomes() (framework.Hooks, <-chan outcome) {
 	ch := make(chan outcome, 64)
 	return framework.Hooks{
-		Succeeded: func(t *framework.Task, _ time.Duration) { ch <- outcome{"succeeded", t.Attempt, nil} },
-		Retried:   func(t *framework.Task, err error, _ time.Duration) { ch <- outcome{"retried", t.Attempt, err} },
-		Failed:    func(t *framework.Task, err error) { ch <- outcome{"failed", t.Attempt, err} },
+		Finished: func(_ context.Context, t *framework.Task, o framework.Outcome) {
+			name := map[framework.Action]string{framework.ActionAck: "succeeded", framework.ActionRetry: "retried",
+				framework.ActionFail: "failed"}[o.Action]
+			ch <- outcome{name, t.Attempt, o.Err}
+		},
 	}, ch
 }
 

@@ -84,7 +84,7 @@ func (e *env) client(t *testing.T, defs ...*workflow.Definition) *workflow.Clien
 
 // worker returns a worker on its own connection with defs registered, not
 // started. Its connection is closed at cleanup.
-func (e *env) worker(t *testing.T, defs []*workflow.Definition, opts ...framework.Option) (*framework.Worker, *nats.Conn) {
+func (e *env) worker(t *testing.T, defs []*workflow.Definition, opts ...framework.WorkerOption) (*framework.Worker, *nats.Conn) {
 	t.Helper()
 	nc := testutil.Connect(t, e.srv)
 	w, err := framework.NewWorker(nc, opts...)

@@ -59,18 +59,22 @@ func Register(w *framework.Worker, defs ...*Definition) {
 	for _, d := range defs {
 		for _, sd := range d.order {
 			typ := StepTaskType(d.name, sd.name)
-			opts := append([]framework.HandlerOption{framework.WithPriorities(d.priority)}, sd.taskOpts...)
+			opts := append([]framework.HandlerOption{framework.WithServedPriorities(d.priority)}, sd.taskOpts...)
 			w.Register(typ, rt.stepHandler(d, sd), opts...)
 			rt.types[typ] = typeRef{def: d, step: sd}
 			if sd.compensate != nil {
 				typ := CompensationTaskType(d.name, sd.name)
-				opts := append([]framework.HandlerOption{framework.WithPriorities(d.priority)}, sd.compOpts...)
+				opts := append([]framework.HandlerOption{framework.WithServedPriorities(d.priority)}, sd.compOpts...)
 				w.Register(typ, rt.compensationHandler(d, sd), opts...)
 				rt.types[typ] = typeRef{def: d, step: sd, comp: true}
 			}
 		}
 	}
-	w.AddHooks(framework.Hooks{Failed: rt.failed})
+	w.AddHooks(framework.Hooks{Finished: func(_ context.Context, t *framework.Task, o framework.Outcome) {
+		if o.Action == framework.ActionFail {
+			rt.failed(t, o.Err)
+		}
+	}})
 }
 
 // stepHandler runs one step: read the run, skip if there is nothing to do,

@@ -164,7 +164,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			framework.WithLogger(logger.With("worker", name)),
 			framework.WithBreaker(dependency, settings),
 			framework.WithHooks(framework.Hooks{
-				Succeeded: func(t *framework.Task, _ time.Duration) {
+				Finished: func(_ context.Context, t *framework.Task, o framework.Outcome) {
+					if o.Action == framework.ActionFail {
+						dead.Add(1)
+						logger.Error("task failed for good", "task_type", t.Type, "task_id", t.ID, "error", o.Err)
+						return
+					}
+					if o.Action != framework.ActionAck {
+						return
+					}
 					if t.Type == "emails.send" {
 						emails.Add(1)
 						if gw.down() {
@@ -179,11 +187,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					}
 					mu.Unlock()
 				},
-				Failed: func(t *framework.Task, err error) {
-					dead.Add(1)
-					logger.Error("task failed for good", "task_type", t.Type, "task_id", t.ID, "error", err)
-				},
-				BreakerStateChanged: func(dep string, from, to framework.BreakerState) {
+				BreakerStateChanged: func(_ context.Context, dep string, from, to framework.BreakerState) {
 					fmt.Fprintf(stdout, "%s %s: breaker %s %s -> %s\n", since(), name, dep, from, to)
 				},
 			}),
@@ -223,9 +227,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 
-	jobs := make([]framework.Job, cfg.tasks)
+	jobs := make([]framework.TaskSpec, cfg.tasks)
 	for i := range jobs {
-		jobs[i] = framework.Job{Type: "payments.charge", Payload: Charge{OrderID: fmt.Sprintf("ord-%04d", i), AmountCents: 1999}}
+		jobs[i] = framework.TaskSpec{Type: "payments.charge", Payload: Charge{OrderID: fmt.Sprintf("ord-%04d", i), AmountCents: 1999}}
 	}
 	if _, err := client.EnqueueMany(ctx, jobs); err != nil {
 		return err

@@ -193,8 +193,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	w, err := framework.NewWorker(nc, framework.WithLogger(logger), framework.WithStateTracking(true),
 		framework.WithBreaker(dependency, framework.BreakerSettings{OpenTimeout: 2 * time.Second}),
 		framework.WithHooks(framework.Hooks{
-			Retried:   func(*framework.Task, error, time.Duration) { retries.Add(1) },
-			Succeeded: func(t *framework.Task, _ time.Duration) { done <- t.ID },
+			Finished: func(_ context.Context, t *framework.Task, o framework.Outcome) {
+				switch o.Action {
+				case framework.ActionRetry:
+					retries.Add(1)
+				case framework.ActionAck:
+					done <- t.ID
+				}
+			},
 		}))
 	if err != nil {
 		return err

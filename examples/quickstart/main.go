@@ -165,16 +165,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			return err
 		},
-		framework.WithPriorities(framework.PriorityCritical),
+		framework.WithServedPriorities(framework.PriorityCritical),
 		framework.WithMaxAttempts(5),
 		framework.WithBackoff(framework.BackoffPolicy{Initial: 200 * time.Millisecond}),
 	)
 	framework.Handle(worker, "reports.build", buildReport,
-		framework.WithPriorities(framework.PriorityNormal),
+		framework.WithServedPriorities(framework.PriorityNormal),
 		framework.WithTimeout(time.Minute),
 	)
 	framework.Handle(worker, "emails.send", sendEmail,
-		framework.WithPriorities(framework.PriorityLow),
+		framework.WithServedPriorities(framework.PriorityLow),
 		framework.WithTypeConcurrency(2),
 	)
 	if err := worker.Start(ctx); err != nil {
@@ -300,10 +300,10 @@ type Report struct {
 }
 
 // plan is the backlog the quickstart enqueues.
-func plan() []framework.Job {
+func plan() []framework.TaskSpec {
 	critical := framework.WithPriority(framework.PriorityCritical)
 	low := framework.WithPriority(framework.PriorityLow)
-	jobs := []framework.Job{
+	jobs := []framework.TaskSpec{
 		{Type: "payments.charge", Payload: Charge{"ord-1001", 4999, "EUR"}, Options: []framework.EnqueueOption{critical}},
 		{Type: "payments.charge", Payload: Charge{"ord-1002", 1250, "EUR"}, Options: []framework.EnqueueOption{critical}},
 		// The gateway answers 503 twice for this order, then accepts it.
@@ -318,7 +318,7 @@ func plan() []framework.Job {
 	}
 	for i, tmpl := range []string{"welcome", "receipt", "receipt", "welcome", "password-reset", "receipt", "welcome", "newsletter", "receipt", "welcome"} {
 		to := fmt.Sprintf("user%02d@example.com", i+1)
-		jobs = append(jobs, framework.Job{Type: "emails.send", Payload: Email{to, tmpl}, Options: []framework.EnqueueOption{low}})
+		jobs = append(jobs, framework.TaskSpec{Type: "emails.send", Payload: Email{to, tmpl}, Options: []framework.EnqueueOption{low}})
 	}
 	return jobs
 }

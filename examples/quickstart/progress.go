@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -78,7 +79,7 @@ func (p *progress) live(header string) {
 
 func (p *progress) hooks() framework.Hooks {
 	return framework.Hooks{
-		Enqueued: func(info framework.TaskInfo) {
+		Enqueued: func(_ context.Context, info framework.TaskInfo) {
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			if !p.counting || info.Duplicate {
@@ -91,7 +92,7 @@ func (p *progress) hooks() framework.Hooks {
 			p.tasks[info.ID] = &taskState{typ: info.Type}
 			p.left++
 		},
-		Started: func(t *framework.Task) {
+		Started: func(_ context.Context, t *framework.Task) {
 			extra := ""
 			if !t.ScheduledFor.IsZero() {
 				extra = fmt.Sprintf("  (delayed; started %v after its due time)",
@@ -99,21 +100,22 @@ func (p *progress) hooks() framework.Hooks {
 			}
 			p.line(t, "start", fmt.Sprintf("attempt %d/%d%s", t.Attempt, t.MaxAttempts, extra))
 		},
-		Succeeded: func(t *framework.Task, took time.Duration) {
-			p.line(t, "done", "in "+took.Round(time.Millisecond).String())
-			p.finish(t, false)
-		},
-		Retried: func(t *framework.Task, err error, delay time.Duration) {
-			p.line(t, "retry", fmt.Sprintf("%v; next attempt in %v", err, delay.Round(time.Millisecond)))
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			if s, ok := p.tasks[t.ID]; ok && !s.finished {
-				p.byType[s.typ].retries++
+		Finished: func(_ context.Context, t *framework.Task, o framework.Outcome) {
+			switch o.Action {
+			case framework.ActionAck:
+				p.line(t, "done", "in "+o.Took.Round(time.Millisecond).String())
+				p.finish(t, false)
+			case framework.ActionRetry:
+				p.line(t, "retry", fmt.Sprintf("%v; next attempt in %v", o.Err, o.Delay.Round(time.Millisecond)))
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				if s, ok := p.tasks[t.ID]; ok && !s.finished {
+					p.byType[s.typ].retries++
+				}
+			case framework.ActionFail:
+				p.line(t, "FAILED", o.Err.Error())
+				p.finish(t, true)
 			}
-		},
-		Failed: func(t *framework.Task, err error) {
-			p.line(t, "FAILED", err.Error())
-			p.finish(t, true)
 		},
 	}
 }

@@ -164,7 +164,7 @@ func TestRolePermissions(t *testing.T) {
 	if _, err := cl.Enqueue(ctx, typ, nil, framework.WithID("later-1"), framework.In(300*time.Millisecond)); err != nil {
 		t.Fatalf("delayed enqueue: %v (violations %v)", err, violations(pc))
 	}
-	if _, err := cl.EnqueueMany(ctx, []framework.Job{{Type: typ}, {Type: typ}}); err != nil {
+	if _, err := cl.EnqueueMany(ctx, []framework.TaskSpec{{Type: typ}, {Type: typ}}); err != nil {
 		t.Fatalf("enqueue many: %v (violations %v)", err, violations(pc))
 	}
 

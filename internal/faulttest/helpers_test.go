@@ -190,7 +190,7 @@ func ensure(t *testing.T, js jetstream.JetStream, replicas int) {
 }
 
 // newWorker returns a worker on nc, shut down at cleanup.
-func newWorker(t *testing.T, nc *nats.Conn, opts ...framework.Option) *framework.Worker {
+func newWorker(t *testing.T, nc *nats.Conn, opts ...framework.WorkerOption) *framework.Worker {
 	t.Helper()
 	w, err := framework.NewWorker(nc, opts...)
 	if err != nil {

@@ -129,7 +129,11 @@ func TestKilledWorkerProcessTasksRunElsewhere(t *testing.T) {
 		attempt = make(map[string]int)
 	)
 	w := newWorker(t, testutil.Connect(t, srv), framework.WithHooks(framework.Hooks{
-		Succeeded: func(task *framework.Task, _ time.Duration) { l.success(task.ID) },
+		Finished: func(_ context.Context, task *framework.Task, o framework.Outcome) {
+			if o.Action == framework.ActionAck {
+				l.success(task.ID)
+			}
+		},
 	}))
 	w.HandleFunc(typ, func(ctx context.Context, task *framework.Task) error {
 		l.ran(task.ID)

@@ -131,7 +131,11 @@ func runLeaderLoss(t *testing.T, n, rounds int, ll leaderLoss) {
 	var workers []*framework.Worker
 	for range 2 {
 		w := newWorker(t, ll.connect(t, asyncErrs), framework.WithLogger(slog.New(logs)), framework.WithConcurrency(32),
-			framework.WithHooks(framework.Hooks{Succeeded: func(task *framework.Task, _ time.Duration) {
+			framework.WithHooks(framework.Hooks{Finished: func(_ context.Context, task *framework.Task, o framework.Outcome) {
+				if o.Action != framework.ActionAck {
+					return
+				}
+
 				successes.add(time.Now())
 				l.success(task.ID)
 			}}))

@@ -92,7 +92,12 @@ func TestNetworkCutShorterThanAckWait(t *testing.T) {
 	release := make(chan struct{})
 	done := make(chan string, 4)
 	w := newWorker(t, e.proxiedConn(t), framework.WithHooks(framework.Hooks{
-		Succeeded: func(task *framework.Task, _ time.Duration) { done <- task.ID },
+		Finished: func(_ context.Context, task *framework.Task, o framework.Outcome) {
+			if o.Action != framework.ActionAck {
+				return
+			}
+			done <- task.ID
+		},
 	}))
 	w.HandleFunc(typ, func(ctx context.Context, task *framework.Task) error {
 		r.add(task.ID, "proxied")
@@ -152,7 +157,12 @@ func TestNetworkCutLongerThanAckWait(t *testing.T) {
 	r := newRuns()
 	release := make(chan struct{})
 	done := make(chan string, 4)
-	hooks := framework.WithHooks(framework.Hooks{Succeeded: func(task *framework.Task, _ time.Duration) { done <- task.ID }})
+	hooks := framework.WithHooks(framework.Hooks{Finished: func(_ context.Context, task *framework.Task, o framework.Outcome) {
+		if o.Action != framework.ActionAck {
+			return
+		}
+		done <- task.ID
+	}})
 	opts := []framework.HandlerOption{framework.WithAckWait(cutAckWait), framework.WithHeartbeat(cutHeartbeat)}
 
 	cutW := newWorker(t, e.proxiedConn(t), hooks)

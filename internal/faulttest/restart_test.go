@@ -50,7 +50,12 @@ func TestServerRestartLosesNothing(t *testing.T) {
 		firedAt  = make(map[string]time.Time)
 		restarts time.Time
 	)
-	hooks := framework.WithHooks(framework.Hooks{Succeeded: func(task *framework.Task, _ time.Duration) { l.success(task.ID) }})
+	hooks := framework.WithHooks(framework.Hooks{Finished: func(_ context.Context, task *framework.Task, o framework.Outcome) {
+		if o.Action != framework.ActionAck {
+			return
+		}
+		l.success(task.ID)
+	}})
 	opts := []framework.HandlerOption{framework.WithAckWait(3 * time.Second)}
 
 	// Worker 1 runs the "slow" tasks (held until released) and the delayed

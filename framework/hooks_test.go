@@ -1,0 +1,115 @@
+package framework_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+// TestAckFailedHook closes the worker's connection while a handler runs:
+// the heartbeat (InProgress) and then the Nak of the failed attempt cannot
+// be sent, and the AckFailed hook reports both, with the task.
+func TestAckFailedHook(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	type report struct {
+		op string
+		id string
+	}
+	reports := make(chan report, 64)
+	nc := testutil.Connect(t, e.srv)
+	w, err := framework.NewWorker(nc, framework.WithHooks(framework.Hooks{
+		AckFailed: func(ctx context.Context, task *framework.Task, op string, err error) {
+			if err == nil || framework.TaskFromContext(ctx) != task {
+				t.Errorf("AckFailed(%s): err %v, task in ctx %v", op, err, framework.TaskFromContext(ctx))
+			}
+			reports <- report{op, task.ID}
+		},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := make(chan struct{})
+	release := make(chan struct{})
+	w.HandleFunc("hooks.ackfail", func(ctx context.Context, task *framework.Task) error {
+		close(running)
+		<-release
+		return errors.New("fails after the connection closed")
+	}, framework.WithAckWait(time.Second), framework.WithHeartbeat(50*time.Millisecond))
+	startWorker(t, w)
+	info := e.enqueue(t, "hooks.ackfail", nil)
+	<-running
+	nc.Close()
+	wait := func(op string) {
+		t.Helper()
+		deadline := time.After(waitLong)
+		for {
+			select {
+			case r := <-reports:
+				if r.id != info.ID {
+					t.Fatalf("AckFailed for task %s, want %s", r.id, info.ID)
+				}
+				if r.op == op {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no AckFailed %q", op)
+			}
+		}
+	}
+	wait("in_progress")
+	close(release)
+	wait("nak")
+	if st := w.Stats(); st.AckErrors < 2 {
+		t.Errorf("AckErrors = %d, want ≥ 2", st.AckErrors)
+	}
+}
+
+// TestPanickingHooksAreRecovered: hooks that panic cannot crash the worker;
+// the task is settled as if they had returned, and the panics are counted.
+func TestPanickingHooksAreRecovered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var mu sync.Mutex
+	var outcomes []framework.Action
+	done := make(chan struct{}, 1)
+	w := e.worker(t, framework.WithHooks(framework.Hooks{
+		Started: func(context.Context, *framework.Task) { panic("started hook") },
+		Finished: func(_ context.Context, _ *framework.Task, o framework.Outcome) {
+			mu.Lock()
+			outcomes = append(outcomes, o.Action)
+			mu.Unlock()
+			done <- struct{}{}
+			panic("finished hook")
+		},
+	}))
+	ran := make(chan struct{}, 1)
+	w.HandleFunc("hooks.panic", func(ctx context.Context, task *framework.Task) error {
+		ran <- struct{}{}
+		return nil
+	})
+	startWorker(t, w)
+	e.enqueue(t, "hooks.panic", nil)
+	for _, ch := range []chan struct{}{ran, done} {
+		select {
+		case <-ch:
+		case <-time.After(waitLong):
+			t.Fatal("task did not run and finish")
+		}
+	}
+	e.waitSettled(t, "hooks.panic", framework.PriorityNormal)
+	testutil.Wait(t, waitLong, "hook panics counted", func() bool { return w.Stats().HookPanics == 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(outcomes) != 1 || outcomes[0] != framework.ActionAck {
+		t.Errorf("outcomes %v, want [ack]", outcomes)
+	}
+	if st := w.Stats(); st.Succeeded != 1 {
+		t.Errorf("Succeeded = %d, want 1", st.Succeeded)
+	}
+}
