@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -106,7 +107,7 @@ func (x *breakerExt) prepare(ctx context.Context, w *Worker) error {
 // stream's storage and replica count when missing.
 func ensureBreakerBucket(ctx context.Context, js jetstream.JetStream, names streams.Names) (jetstream.KeyValue, error) {
 	bucket := names.BreakerBucket()
-	err := ensureBucket(ctx, js, taskStreamBucket(ctx, js, names, jetstream.KeyValueConfig{
+	err := jsapi.EnsureBucket(ctx, js, jsapi.TaskStreamBucket(ctx, js, names.TaskStream(), jetstream.KeyValueConfig{
 		Bucket:      bucket,
 		Description: "jetflow circuit breakers: latest state change per dependency",
 		History:     8,

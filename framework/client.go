@@ -5,14 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/retry"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -157,7 +159,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, 
 			// Retry what the stream could not take (for example during a
 			// leader election) with the same message and task ID.
 			var ack *jetstream.PubAck
-			if retryable(err) {
+			if natserr.Transient(err) {
 				ack, err = c.publish(ctx, f.Msg())
 			}
 			if err != nil {
@@ -189,7 +191,7 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	}
 	// One request: the purge reports how many schedules it removed, so a
 	// schedule that fires meanwhile is reported as not found, not cancelled.
-	n, err := purgeSubject(ctx, c.nc, c.names.TaskStream(), c.names.ScheduleSubject(id))
+	n, err := jsapi.PurgeSubject(ctx, c.nc, c.names.TaskStream(), c.names.ScheduleSubject(id))
 	if err != nil {
 		// Closed connection → ErrNotConnected, no stream → ErrTopologyMissing.
 		return c.publishErr(TaskInfo{ID: id}, err)
@@ -230,38 +232,18 @@ func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nat
 	if id == "" && !anonymous {
 		id = nuid.Next()
 	}
-	info := TaskInfo{ID: id, Type: taskType, Priority: cfg.priority}
-	target := c.names.TaskSubject(cfg.priority, taskType)
-	hdr := make(nats.Header, 4+len(cfg.headers))
-	if !anonymous {
-		hdr[jetstream.MsgIDHeader] = []string{id}
-	}
-	if enc != "" {
-		hdr[HeaderEncoding] = []string{enc}
-	}
-	for k, v := range cfg.headers {
-		hdr.Set(k, v)
-	}
-	subject := target
+	spec := taskmsg.Spec{Target: c.names.TaskSubject(cfg.priority, taskType), ID: id, Anonymous: anonymous,
+		Encoding: enc, Headers: cfg.headers, Data: data, Due: due, Now: now}
 	if delayed {
-		subject = c.names.ScheduleSubject(id)
-		dueStr := due.UTC().Format(time.RFC3339Nano)
-		// Set by hand: jetstream.WithScheduleAt truncates to whole seconds,
-		// which would fire up to 1 s early.
-		hdr[jetstream.ScheduleHeader] = []string{"@at " + dueStr}
-		hdr[jetstream.ScheduleTargetHeader] = []string{target}
-		hdr[HeaderTaskID] = []string{id}
-		hdr[HeaderScheduledFor] = []string{dueStr}
-		hdr[HeaderEnqueuedAt] = []string{now.UTC().Format(time.RFC3339Nano)}
+		spec.ScheduleSubject = c.names.ScheduleSubject(id)
+	}
+	msg, _ := taskmsg.Build(spec)
+	info := TaskInfo{ID: id, Type: taskType, Priority: cfg.priority, Subject: msg.Subject}
+	if delayed {
 		info.ScheduledFor = due
 	}
-	info.Subject = subject
-	if len(hdr) == 0 {
-		hdr = nil // no header block at all
-	}
-	msg := &nats.Msg{Subject: subject, Data: data, Header: hdr}
 	if max := c.nc.MaxPayload(); max > 0 {
-		if size := msgSize(msg); size > max {
+		if size := taskmsg.Size(msg); size > max {
 			return nil, TaskInfo{}, fmt.Errorf("%w: task type %s is %d bytes with headers, the server accepts at most %d; store large data elsewhere (for example an object store) and enqueue a reference",
 				ErrPayloadTooLarge, taskType, size, max)
 		}
@@ -275,17 +257,7 @@ func seqID(id string, seq uint64) string {
 	if id != "" {
 		return id
 	}
-	return "seq-" + strconv.FormatUint(seq, 10)
-}
-
-func msgSize(m *nats.Msg) int64 {
-	n := len(m.Data) + len("NATS/1.0\r\n\r\n")
-	for k, vs := range m.Header {
-		for _, v := range vs {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return int64(n)
+	return taskmsg.SeqID(seq)
 }
 
 func (c *Client) publishErr(info TaskInfo, err error) error {
@@ -293,41 +265,28 @@ func (c *Client) publishErr(info TaskInfo, err error) error {
 	if info.Type == "" {
 		what = fmt.Sprintf("framework: task %s", info.ID)
 	}
-	if c.nc.IsClosed() {
-		// Some publish paths report a closed connection without wrapping
-		// nats.ErrConnectionClosed (creating the async reply subscription).
+	// Some publish paths report a closed connection without wrapping
+	// nats.ErrConnectionClosed (creating the async reply subscription).
+	if c.nc.IsClosed() || natserr.Classify(err) == natserr.NotConnected {
 		return fmt.Errorf("%s: %w (%w); nothing was stored", what, ErrNotConnected, err)
 	}
-	switch {
-	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders),
-		errors.Is(err, jetstream.ErrStreamNotFound):
-		return fmt.Errorf("%s: %w: %w", what, ErrTopologyMissing, err)
-	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining),
-		errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrConnectionReconnecting):
-		return fmt.Errorf("%s: %w (%w); nothing was stored", what, ErrNotConnected, err)
-	case errors.Is(err, nats.ErrMaxPayload):
-		return fmt.Errorf("%s: %w: %w", what, ErrPayloadTooLarge, err)
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
-		return fmt.Errorf("%s: %w: %w", what, ErrPayloadTooLarge, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
+	return natserr.Wrap(what, err)
 }
 
 // Publish retry tuning. Each attempt waits at most publishAttemptTimeout for
 // the stream's acknowledgement: a stream leader that steps down drops the
 // proposals in flight without answering, so waiting longer only stalls the
 // producer, and a second attempt is harmless (same Nats-Msg-Id). Retries back
-// off from publishRetryMin to publishRetryMax. Asynchronous publishes of
+// off as publishRetry says. Asynchronous publishes of
 // EnqueueMany give up on an acknowledgement after asyncAckTimeout and are
 // then retried one by one.
 const (
 	publishAttemptTimeout = 2 * time.Second
-	publishRetryMin       = 25 * time.Millisecond
-	publishRetryMax       = time.Second
 	asyncAckTimeout       = 10 * time.Second
 )
+
+// publishRetry spaces the attempts of an enqueue.
+var publishRetry = retry.Policy{Min: 25 * time.Millisecond, Max: time.Second, Jitter: 0.5}
 
 // publish stores msg and returns the stream's acknowledgement. While the
 // stream cannot answer (no leader during an election, a restarting server,
@@ -341,11 +300,11 @@ func (c *Client) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck,
 		ctx, cancel = context.WithTimeout(ctx, DefaultEnqueueTimeout)
 		defer cancel()
 	}
-	wait := publishRetryMin
+	wait := publishRetry.New()
 	maybeStored := false   // an earlier attempt may have been stored
 	checkedStream := false // the task stream was found to exist
 	unavailable := func(err error) error {
-		if checkedStream && (errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)) {
+		if checkedStream && natserr.NoResponse(err) {
 			// Not ErrTopologyMissing: the stream exists but has no leader.
 			return fmt.Errorf("task stream %s did not answer (electing a leader or restarting?): %w", c.names.TaskStream(), ctx.Err())
 		}
@@ -367,10 +326,10 @@ func (c *Client) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck,
 			}
 			return ack, nil
 		}
-		if ctx.Err() != nil || !retryable(err) {
+		if ctx.Err() != nil || !natserr.Transient(err) {
 			return nil, unavailable(err)
 		}
-		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		if natserr.NoResponse(err) {
 			// Nobody took the message: either the stream has no leader
 			// right now, or it does not exist. Ask once which.
 			if !checkedStream {
@@ -385,35 +344,11 @@ func (c *Client) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck,
 		} else {
 			maybeStored = true
 		}
+		d := wait.NextBackOff()
 		c.opts.logger.Debug("jetflow enqueue not acknowledged; retrying", slog.String(LogKeyTaskID, msg.Header.Get(jetstream.MsgIDHeader)),
-			slog.Int("attempt", attempt), slog.Duration("retry_in", wait), slog.Any(LogKeyError, err))
-		timer := time.NewTimer(wait/2 + rand.N(wait/2+1))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+			slog.Int("attempt", attempt), slog.Duration("retry_in", d), slog.Any(LogKeyError, err))
+		if !retry.Sleep(ctx, d) {
 			return nil, unavailable(err)
-		case <-timer.C:
 		}
-		wait = min(wait*2, publishRetryMax)
 	}
 }
-
-// retryable reports whether a publish error may go away by itself: no
-// responders or no acknowledgement in time (a stream without a leader or
-// whose leader stepped down),
-// a full reconnect buffer, or JetStream reporting itself temporarily
-// unavailable.
-func retryable(err error) bool {
-	switch {
-	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders),
-		errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, nats.ErrReconnectBufExceeded), errors.Is(err, jetstream.ErrAsyncPublishTimeout):
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeClusterNotAvailable
-}
-
-// jsErrCodeClusterNotAvailable is the server's "JetStream system temporarily
-// unavailable" error code.
-const jsErrCodeClusterNotAvailable jetstream.ErrorCode = 10008

@@ -2,6 +2,8 @@ package framework
 
 import (
 	"encoding/json"
+
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
 
 // Codec encodes task payloads on enqueue and decodes them for typed handlers.
@@ -25,13 +27,11 @@ func (jsonCodec) Name() string                       { return "json" }
 func (jsonCodec) Marshal(v any) ([]byte, error)      { return json.Marshal(v) }
 func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
-const encodingRaw = "raw"
-
 // encode turns a payload into bytes and the encoding header value ("" for JSON).
 func encode(c Codec, payload any) ([]byte, string, error) {
 	switch p := payload.(type) {
 	case []byte:
-		return p, encodingRaw, nil
+		return p, taskmsg.EncodingRaw, nil
 	case json.RawMessage:
 		if c.Name() == "json" {
 			return p, "", nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,6 +15,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/cronexpr"
+	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/retry"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -31,24 +34,24 @@ import (
 // it strips the Nats-Schedule* ones.
 const (
 	// HeaderSchedule is the name of the repeating schedule a task came from.
-	HeaderSchedule = "Jetflow-Schedule"
+	HeaderSchedule = taskmsg.HeaderSchedule
 	// HeaderScheduleSpec is the schedule's normalised expression.
-	HeaderScheduleSpec = "Jetflow-Schedule-Spec"
+	HeaderScheduleSpec = taskmsg.HeaderScheduleSpec
 	// HeaderScheduleZone is the schedule's IANA time zone, when set.
-	HeaderScheduleZone = "Jetflow-Schedule-Zone"
+	HeaderScheduleZone = taskmsg.HeaderScheduleZone
 	// HeaderScheduleHash fingerprints the schedule's definition so that
 	// registering an identical definition again changes nothing.
-	HeaderScheduleHash = "Jetflow-Schedule-Hash"
+	HeaderScheduleHash = taskmsg.HeaderScheduleHash
 )
 
 // Headers the server sets on a task it fired from a schedule.
 const (
 	// HeaderScheduler is the subject of the schedule that fired the task,
 	// for example "jetflow.cron.nightly".
-	HeaderScheduler = "Nats-Scheduler"
+	HeaderScheduler = taskmsg.HeaderScheduler
 	// HeaderScheduleNext is the schedule's next fire time (RFC 3339 with
 	// nanoseconds), or "purge" for a one-shot schedule.
-	HeaderScheduleNext = "Nats-Schedule-Next"
+	HeaderScheduleNext = taskmsg.HeaderScheduleNext
 )
 
 // headerScheduleTimeZone is the server's time zone header (nats.go has no
@@ -175,8 +178,8 @@ func (s *Schedules) Register(ctx context.Context, sc Schedule) (RegisterResult, 
 	subject := msg.Subject
 	stream := s.names.TaskStream()
 	for attempt := 0; ; attempt++ {
-		var last *storedMsg
-		_, err := directGet(ctx, s.nc, stream, directGetRequest{NextFor: subject, Seq: 0}, func(m storedMsg) error {
+		var last *jsapi.Stored
+		_, err := jsapi.DirectGet(ctx, s.nc, stream, jsapi.GetRequest{NextFor: subject, Seq: 0}, func(m jsapi.Stored) error {
 			last = &m
 			return nil
 		})
@@ -200,17 +203,15 @@ func (s *Schedules) Register(ctx context.Context, sc Schedule) (RegisterResult, 
 			}
 			return ScheduleUpdated, nil
 		}
-		if !isWrongLastSequence(err) {
+		if !natserr.WrongLastSequence(err) {
 			return 0, s.err("register", sc.Name, err)
 		}
 		// Another process registered (or changed) it meanwhile: look again.
 		if attempt+1 >= maxRegisterConflicts {
 			return 0, fmt.Errorf("framework: register schedule %s: still conflicting after %d attempts: %w", sc.Name, attempt+1, err)
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, time.Duration(attempt+1)*10*time.Millisecond) {
 			return 0, fmt.Errorf("framework: register schedule %s: %w", sc.Name, ctx.Err())
-		case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
 		}
 	}
 }
@@ -222,7 +223,7 @@ func (s *Schedules) Get(ctx context.Context, name string) (ScheduleInfo, error) 
 		return ScheduleInfo{}, fmt.Errorf("%w: name: %w", ErrInvalidSchedule, err)
 	}
 	var info *ScheduleInfo
-	_, err := directGet(ctx, s.nc, s.names.TaskStream(), directGetRequest{NextFor: s.names.CronSubject(name)}, func(m storedMsg) error {
+	_, err := jsapi.DirectGet(ctx, s.nc, s.names.TaskStream(), jsapi.GetRequest{NextFor: s.names.CronSubject(name)}, func(m jsapi.Stored) error {
 		i := s.info(m, time.Now())
 		info = &i
 		return nil
@@ -242,8 +243,8 @@ func (s *Schedules) Get(ctx context.Context, name string) (ScheduleInfo, error) 
 func (s *Schedules) List(ctx context.Context) ([]ScheduleInfo, error) {
 	var out []ScheduleInfo
 	now := time.Now()
-	err := scanStream(ctx, s.nc, s.names.TaskStream(), s.names.CronSubject(">"), 0, 0, time.Time{}, 1000,
-		func(m storedMsg) (bool, error) {
+	err := jsapi.Scan(ctx, s.nc, s.names.TaskStream(), s.names.CronSubject(">"), 0, 0, time.Time{}, 1000,
+		func(m jsapi.Stored) (bool, error) {
 			out = append(out, s.info(m, now))
 			return true, nil
 		})
@@ -260,7 +261,7 @@ func (s *Schedules) Remove(ctx context.Context, name string) error {
 	if err := streams.ValidateID(name); err != nil {
 		return fmt.Errorf("%w: name: %w", ErrInvalidSchedule, err)
 	}
-	n, err := purgeSubject(ctx, s.nc, s.names.TaskStream(), s.names.CronSubject(name))
+	n, err := jsapi.PurgeSubject(ctx, s.nc, s.names.TaskStream(), s.names.CronSubject(name))
 	if err != nil {
 		return s.err("remove", name, err)
 	}
@@ -275,17 +276,7 @@ func (s *Schedules) err(op, name string, err error) error {
 	if name != "" {
 		what += " " + name
 	}
-	switch {
-	case errors.Is(err, errDirectNoStream), errors.Is(err, jetstream.ErrNoStreamResponse),
-		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrStreamNotFound):
-		return fmt.Errorf("%s: %w: %w", what, ErrTopologyMissing, err)
-	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining),
-		errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrConnectionReconnecting):
-		return fmt.Errorf("%s: %w (%w)", what, ErrNotConnected, err)
-	case errors.Is(err, nats.ErrMaxPayload):
-		return fmt.Errorf("%s: %w: %w", what, ErrPayloadTooLarge, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
+	return natserr.Wrap(what, err)
 }
 
 // build validates sc and returns its schedule message and definition hash.
@@ -359,7 +350,7 @@ func (s *Schedules) build(sc Schedule) (*nats.Msg, string, error) {
 	hdr.Set(HeaderScheduleHash, hash)
 	msg := &nats.Msg{Subject: s.names.CronSubject(sc.Name), Header: hdr, Data: data}
 	if max := s.nc.MaxPayload(); max > 0 {
-		if size := msgSize(msg) + 64; size > max {
+		if size := taskmsg.Size(msg) + 64; size > max {
 			return nil, "", fmt.Errorf("%w: schedule %s is %d bytes with headers, the server accepts at most %d", ErrPayloadTooLarge, sc.Name, size, max)
 		}
 	}
@@ -380,7 +371,7 @@ func loadZone(name string) (*time.Location, error) {
 }
 
 // info decodes a stored schedule message.
-func (s *Schedules) info(m storedMsg, now time.Time) ScheduleInfo {
+func (s *Schedules) info(m jsapi.Stored, now time.Time) ScheduleInfo {
 	h := m.Header
 	name := strings.TrimPrefix(m.Subject, s.names.CronSubject(""))
 	info := ScheduleInfo{
@@ -458,57 +449,8 @@ type ScheduleFire struct {
 // cron expressions. If that fails (a schedule written by other tools), it
 // falls back to the enqueue time truncated to the second.
 func (t *Task) ScheduleFire() (ScheduleFire, bool) {
-	name := t.Header(HeaderSchedule)
-	if name == "" || t.Header(HeaderScheduler) == "" {
-		return ScheduleFire{}, false
-	}
-	f := ScheduleFire{Name: name, Time: t.EnqueuedAt.UTC().Truncate(time.Second)}
-	next, err := time.Parse(time.RFC3339Nano, t.Header(HeaderScheduleNext))
-	if err != nil {
-		return f, true
-	}
-	f.Next = next.UTC()
-	expr, err := cronexpr.Parse(t.Header(HeaderScheduleSpec))
-	if err != nil {
-		return f, true
-	}
-	if d, ok := expr.Every(); ok {
-		f.Time = next.Add(-d).UTC()
-		return f, true
-	}
-	loc := time.UTC
-	if z := t.Header(HeaderScheduleZone); z != "" {
-		l, err := loadZone(z)
-		if err != nil {
-			return f, true
-		}
-		loc = l
-	}
-	if prev := expr.Prev(next, loc); !prev.IsZero() {
-		f.Time = prev.UTC()
-	}
-	return f, true
-}
-
-// cronTaskIDPrefix starts the ID of every task fired by a repeating schedule.
-const cronTaskIDPrefix = "cron-"
-
-// cronTaskID is the ID of the task fired by schedule name at tick fire:
-// "cron-<name>-<YYYYMMDDThhmmssZ>". Ticks are at least a second apart, so
-// it is unique per tick, and a duplicated delivery of a tick has the same ID.
-func cronTaskID(name string, fire time.Time) string {
-	return cronTaskIDPrefix + name + "-" + fire.UTC().Format("20060102T150405Z")
-}
-
-// scheduleFireID returns the task ID of a task fired by a repeating
-// schedule, or "" for any other task. The worker calls it for tasks that
-// carry no ID of their own.
-func scheduleFireID(t *Task) string {
-	f, ok := t.ScheduleFire()
-	if !ok {
-		return ""
-	}
-	return cronTaskID(f.Name, f.Time)
+	f, ok := taskmsg.FireOf(t.Headers, t.EnqueuedAt)
+	return ScheduleFire(f), ok
 }
 
 // IdempotencyKey returns the task's idempotency key: a string that is the
@@ -528,47 +470,4 @@ func IdempotencyKey(ctx context.Context) string {
 		return t.IdempotencyKey()
 	}
 	return ""
-}
-
-// isWrongLastSequence reports a failed optimistic-concurrency check (code
-// 10071, or 10164 on replicated streams).
-func isWrongLastSequence(err error) bool {
-	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) {
-		return false
-	}
-	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
-}
-
-// purgeSubject purges subject from stream and returns how many messages were
-// removed (the jetstream package does not report it).
-func purgeSubject(ctx context.Context, nc *nats.Conn, stream, subject string) (uint64, error) {
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	body, err := json.Marshal(struct {
-		Filter string `json:"filter"`
-	}{subject})
-	if err != nil {
-		return 0, err
-	}
-	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+stream, body)
-	if err != nil {
-		return 0, err
-	}
-	var resp struct {
-		Success bool                `json:"success"`
-		Purged  uint64              `json:"purged"`
-		Error   *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return 0, fmt.Errorf("purge %s: bad response: %w", subject, err)
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrorCode == jetstream.JSErrCodeStreamNotFound {
-			return 0, fmt.Errorf("%w: %w", jetstream.ErrStreamNotFound, resp.Error)
-		}
-		return 0, resp.Error
-	}
-	return resp.Purged, nil
 }

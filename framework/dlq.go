@@ -9,12 +9,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -149,7 +153,7 @@ type DeadLetter struct {
 
 // deadLetterFrom decodes a stored record. Unknown or malformed headers leave
 // their field at the zero value.
-func deadLetterFrom(m storedMsg) DeadLetter {
+func deadLetterFrom(m jsapi.Stored) DeadLetter {
 	h := m.Header
 	d := DeadLetter{
 		Seq:             m.Seq,
@@ -172,24 +176,11 @@ func deadLetterFrom(m storedMsg) DeadLetter {
 	d.LastErrorAttempt, _ = strconv.Atoi(h.Get(HeaderDLQLastErrorAttempt))
 	d.DeadCount, _ = strconv.Atoi(h.Get(HeaderDLQDeadCount))
 	d.OriginalSeq, _ = strconv.ParseUint(h.Get(HeaderDLQOriginalSeq), 10, 64)
-	d.FirstFailure = parseHeaderTime(h.Get(HeaderDLQFirstFailure))
-	d.LastFailure = parseHeaderTime(h.Get(HeaderDLQLastFailure))
-	d.DeadAt = parseHeaderTime(h.Get(HeaderDLQDeadAt))
+	d.FirstFailure = taskmsg.ParseTime(h.Get(HeaderDLQFirstFailure))
+	d.LastFailure = taskmsg.ParseTime(h.Get(HeaderDLQLastFailure))
+	d.DeadAt = taskmsg.ParseTime(h.Get(HeaderDLQDeadAt))
 	return d
 }
-
-func parseHeaderTime(s string) time.Time {
-	if s == "" {
-		return time.Time{}
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t
-}
-
-func formatHeaderTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // headerText makes s safe as a header value: control characters (line
 // breaks included) become spaces, and it is cut to at most n bytes at a
@@ -311,6 +302,10 @@ type dlqCore struct {
 	names streams.Names
 	log   *slog.Logger
 
+	// ackErrors, when set, counts advisory acknowledgements that could not
+	// be sent (the worker's Stats.AckErrors).
+	ackErrors *atomic.Uint64
+
 	mu      sync.Mutex
 	handles map[string]jetstream.Stream
 }
@@ -338,14 +333,6 @@ func (c *dlqCore) stream(ctx context.Context, name string) (jetstream.Stream, er
 	c.handles[name] = s
 	c.mu.Unlock()
 	return s, nil
-}
-
-// withTimeout bounds ctx by dlqOpTimeout when it has no deadline.
-func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, dlqOpTimeout)
 }
 
 // The errors bucket: for the task at stream sequence S it holds the keys
@@ -419,8 +406,8 @@ func (c *dlqCore) markDead(seq uint64, taskID string, dlqSeq uint64) {
 func (c *dlqCore) history(ctx context.Context, seq uint64, taskID string) (failureHistory, error) {
 	var h failureHistory
 	prefix := c.errorKey(seq, "")
-	_, err := directGet(ctx, c.nc, c.errorsStream(), directGetRequest{MultiLastFor: []string{prefix + "*"}, Batch: 8},
-		func(m storedMsg) error {
+	_, err := jsapi.DirectGet(ctx, c.nc, c.errorsStream(), jsapi.GetRequest{MultiLastFor: []string{prefix + "*"}, Batch: 8},
+		func(m jsapi.Stored) error {
 			var rec failureRecord
 			if json.Unmarshal(m.Data, &rec) != nil || rec.TaskID != taskID {
 				return nil
@@ -435,7 +422,7 @@ func (c *dlqCore) history(ctx context.Context, seq uint64, taskID string) (failu
 			}
 			return nil
 		})
-	if errors.Is(err, errDirectNoStream) {
+	if errors.Is(err, jsapi.ErrNoStream) {
 		return h, nil
 	}
 	return h, err
@@ -499,24 +486,24 @@ func (c *dlqCore) recordMsg(s deadSource) *nats.Msg {
 	h.Set(HeaderDLQOriginalSubject, s.subject)
 	h.Set(HeaderDLQOriginalSeq, strconv.FormatUint(s.seq, 10))
 	h.Set(HeaderDLQDeliveries, strconv.Itoa(s.deliveries))
-	h.Set(HeaderDLQDeadAt, formatHeaderTime(s.deadAt))
+	h.Set(HeaderDLQDeadAt, taskmsg.FormatTime(s.deadAt))
 	h.Set(HeaderDLQDeadCount, strconv.Itoa(deadCount))
 	h.Set(HeaderDLQRoutedBy, s.routedBy)
 	if lastErr != "" {
 		h.Set(HeaderDLQLastError, headerText(lastErr, MaxDLQErrorLen))
 		h.Set(HeaderDLQLastErrorAttempt, strconv.Itoa(lastAttempt))
-		h.Set(HeaderDLQLastFailure, formatHeaderTime(lastAt))
+		h.Set(HeaderDLQLastFailure, taskmsg.FormatTime(lastAt))
 		if !firstAt.IsZero() {
-			h.Set(HeaderDLQFirstFailure, formatHeaderTime(firstAt))
+			h.Set(HeaderDLQFirstFailure, taskmsg.FormatTime(firstAt))
 		}
 	}
 	msg := &nats.Msg{Subject: c.names.DLQSubject(s.taskType), Header: h, Data: s.payload}
-	if limit := c.nc.MaxPayload(); limit > 0 && msgSize(msg) > limit {
+	if limit := c.nc.MaxPayload(); limit > 0 && taskmsg.Size(msg) > limit {
 		// Make room: first a short error, then no payload at all.
 		if e := h.Get(HeaderDLQLastError); e != "" {
 			h.Set(HeaderDLQLastError, headerText(e, 128))
 		}
-		if msgSize(msg) > limit {
+		if taskmsg.Size(msg) > limit {
 			h.Set(HeaderDLQPayloadOmitted, strconv.Itoa(len(s.payload)))
 			msg.Data = nil
 		}
@@ -529,7 +516,7 @@ func (c *dlqCore) recordMsg(s deadSource) *nats.Msg {
 func (c *dlqCore) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
 	ack, err := c.js.PublishMsg(ctx, msg)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		if natserr.NoResponse(err) {
 			err = fmt.Errorf("%w: %w", ErrTopologyMissing, err)
 		}
 		return nil, fmt.Errorf("framework: publish dead letter %s: %w", msg.Header.Get(jetstream.MsgIDHeader), err)
@@ -545,7 +532,7 @@ func (c *dlqCore) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck
 // an error; gone reports whether this call removed it. (The request is made
 // by hand: the jetstream package flattens the server's error into text.)
 func (c *dlqCore) deleteMsg(ctx context.Context, stream string, seq uint64) (bool, error) {
-	ctx, cancel := withTimeout(ctx)
+	ctx, cancel := jsapi.WithTimeout(ctx)
 	defer cancel()
 	body, err := json.Marshal(struct {
 		Seq     uint64 `json:"seq"`
@@ -594,18 +581,14 @@ const (
 // stream, then deletes the task. Every step is idempotent: the record's
 // deduplication ID and the errors bucket's "dead" key keep a second router
 // from writing a second record, and a task already deleted is not an error.
-func (c *dlqCore) routeStored(ctx context.Context, m storedMsg, deliveries int, routedBy string) error {
+func (c *dlqCore) routeStored(ctx context.Context, m jsapi.Stored, deliveries int, routedBy string) error {
 	prio, taskType, err := c.names.ParseTaskSubject(m.Subject)
 	if err != nil {
 		return err
 	}
-	taskID := m.Header.Get(HeaderTaskID)
-	if taskID == "" {
-		taskID = m.Header.Get(jetstream.MsgIDHeader)
-	}
-	if taskID == "" {
-		taskID = "seq-" + strconv.FormatUint(m.Seq, 10)
-	}
+	// The ID the worker saw: for a task fired by a repeating schedule, the
+	// tick's, so that its last error is found and a replay keeps it.
+	taskID := taskmsg.ID(m.Header, m.Seq, m.Time)
 	hist, err := c.history(ctx, m.Seq, taskID)
 	if err != nil {
 		return fmt.Errorf("framework: read failures of task %s: %w", taskID, err)
@@ -647,6 +630,7 @@ func (w *Worker) installDeadLetters() {
 		return
 	}
 	x := &dlqExt{w: w, core: newDLQCore(w.nc, w.js, w.names, w.log), opts: o}
+	x.core.ackErrors = &w.stats.ackErrors
 	e := extension{
 		name:       "dead-letters",
 		finished:   x.finished,
@@ -672,7 +656,7 @@ func (x *dlqExt) prepare(ctx context.Context, w *Worker) error {
 	if ttl == 0 {
 		ttl = DefaultErrorRetention
 	}
-	err := ensureBucket(ctx, w.js, taskStreamBucket(ctx, w.js, w.names, jetstream.KeyValueConfig{
+	err := jsapi.EnsureBucket(ctx, w.js, jsapi.TaskStreamBucket(ctx, w.js, w.names.TaskStream(), jetstream.KeyValueConfig{
 		Bucket:      w.names.ErrorsBucket(),
 		Description: "jetflow: failed attempts of tasks, read when a task is dead-lettered",
 		History:     1,

@@ -12,6 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/retry"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -106,16 +110,13 @@ func (f DeadLetterFilter) match(d *DeadLetter) bool {
 // dlqErr turns a direct get failure on the dead-letter stream into the
 // package's errors.
 func (d *DeadLetters) dlqErr(what string, err error) error {
-	if errors.Is(err, errDirectNoStream) {
-		return fmt.Errorf("framework: %s: %w: %w", what, ErrTopologyMissing, err)
-	}
-	return fmt.Errorf("framework: %s: %w", what, err)
+	return natserr.Wrap("framework: "+what, err)
 }
 
 // scan calls fn for the records matching f from sequence after+1 up to
 // sequence to (0: no bound). fn returns false to stop.
 func (d *DeadLetters) scan(ctx context.Context, f DeadLetterFilter, after, to uint64, batch int,
-	fn func(dl *DeadLetter, m storedMsg) (bool, error)) error {
+	fn func(dl *DeadLetter, m jsapi.Stored) (bool, error)) error {
 	subj, err := f.subject(d.core.names)
 	if err != nil {
 		return err
@@ -124,8 +125,8 @@ func (d *DeadLetters) scan(ctx context.Context, f DeadLetterFilter, after, to ui
 	if after == 0 && !f.From.IsZero() {
 		from, start = 0, f.From
 	}
-	return scanStream(ctx, d.core.nc, d.core.names.DLQStream(), subj, from, to, start, batch,
-		func(m storedMsg) (bool, error) {
+	return jsapi.Scan(ctx, d.core.nc, d.core.names.DLQStream(), subj, from, to, start, batch,
+		func(m jsapi.Stored) (bool, error) {
 			dl := deadLetterFrom(m)
 			if !f.To.IsZero() && dl.Time.After(f.To) {
 				return false, nil
@@ -154,7 +155,7 @@ func (d *DeadLetters) List(ctx context.Context, f DeadLetterFilter, p DeadLetter
 	}
 	var out []DeadLetter
 	var next uint64
-	err := d.scan(ctx, f, p.After, 0, batch, func(dl *DeadLetter, m storedMsg) (bool, error) {
+	err := d.scan(ctx, f, p.After, 0, batch, func(dl *DeadLetter, m jsapi.Stored) (bool, error) {
 		out = append(out, *dl)
 		if len(out) < limit {
 			return true, nil
@@ -173,7 +174,7 @@ func (d *DeadLetters) List(ctx context.Context, f DeadLetterFilter, p DeadLetter
 // Get returns the record at sequence seq, or an error wrapping [ErrNotFound].
 func (d *DeadLetters) Get(ctx context.Context, seq uint64) (*DeadLetter, error) {
 	var found *DeadLetter
-	_, err := directGet(ctx, d.core.nc, d.core.names.DLQStream(), directGetRequest{Seq: seq}, func(m storedMsg) error {
+	_, err := jsapi.DirectGet(ctx, d.core.nc, d.core.names.DLQStream(), jsapi.GetRequest{Seq: seq}, func(m jsapi.Stored) error {
 		dl := deadLetterFrom(m)
 		found = &dl
 		return nil
@@ -233,7 +234,7 @@ func (d *DeadLetters) replayMsg(dl *DeadLetter) (*nats.Msg, TaskInfo, error) {
 	h.Set(jetstream.MsgIDHeader, d.replayMsgID(dl.Seq))
 	h.Set(HeaderTaskID, id)
 	h.Set(HeaderDLQReplayedFromSeq, strconv.FormatUint(dl.Seq, 10))
-	h.Set(HeaderDLQReplayedAt, formatHeaderTime(time.Now()))
+	h.Set(HeaderDLQReplayedAt, taskmsg.FormatTime(time.Now()))
 	h.Set(HeaderDLQDeadCount, strconv.Itoa(deadCount))
 	if dl.LastError != "" {
 		h.Set(HeaderDLQPreviousError, headerText(dl.LastError, MaxDLQErrorLen))
@@ -353,7 +354,7 @@ func (d *DeadLetters) ReplayFilter(ctx context.Context, f DeadLetterFilter, prog
 	// The scan examines every record of the subject; f's other fields are
 	// applied here so that progress counts all of them.
 	scanFilter := DeadLetterFilter{Type: f.Type, From: f.From}
-	err = d.scan(ctx, scanFilter, 0, last, dlqScanBatch, func(dl *DeadLetter, m storedMsg) (bool, error) {
+	err = d.scan(ctx, scanFilter, 0, last, dlqScanBatch, func(dl *DeadLetter, m jsapi.Stored) (bool, error) {
 		if first && !f.From.IsZero() {
 			total = int(m.NumPending) + 1
 		}
@@ -419,7 +420,7 @@ func (d *DeadLetters) Purge(ctx context.Context, f DeadLetterFilter) (int, error
 		return 0, fmt.Errorf("framework: purge dead letters: stream info: %w", err)
 	}
 	purged := 0
-	err = d.scan(ctx, f, 0, si.State.LastSeq, dlqScanBatch, func(dl *DeadLetter, _ storedMsg) (bool, error) {
+	err = d.scan(ctx, f, 0, si.State.LastSeq, dlqScanBatch, func(dl *DeadLetter, _ jsapi.Stored) (bool, error) {
 		gone, err := d.core.deleteMsg(ctx, d.core.names.DLQStream(), dl.Seq)
 		if err != nil {
 			return false, err
@@ -438,7 +439,7 @@ func (d *DeadLetters) Purge(ctx context.Context, f DeadLetterFilter) (int, error
 // purgeSubject purges subj from the dead-letter stream in one request and
 // returns the number of records purged.
 func (d *DeadLetters) purgeSubject(ctx context.Context, subj string) (int, error) {
-	n, err := purgeSubject(ctx, d.core.nc, d.core.names.DLQStream(), subj)
+	n, err := jsapi.PurgeSubject(ctx, d.core.nc, d.core.names.DLQStream(), subj)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrStreamNotFound) {
 			return 0, fmt.Errorf("framework: purge dead letters: %w: %w", ErrTopologyMissing, err)
@@ -464,7 +465,7 @@ func (d *DeadLetters) Reconcile(ctx context.Context) (int, error) {
 	if len(r.prev) == 0 {
 		return 0, nil
 	}
-	if !dlqSleep(ctx, reconcileGrace) {
+	if !retry.Sleep(ctx, reconcileGrace) {
 		return 0, ctx.Err()
 	}
 	return r.pass(ctx)

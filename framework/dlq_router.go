@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/retry"
 )
 
 // The dead-letter router moves tasks that reached their max deliveries
@@ -84,30 +87,21 @@ func (x *dlqExt) service(ctx context.Context, _ *Worker) {
 	wg.Wait()
 }
 
-// dlqSleep waits d or until ctx ends; it reports whether d passed.
-func dlqSleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+// routerRetry spaces the restarts of the dead-letter router.
+var routerRetry = retry.Policy{Min: 250 * time.Millisecond, Max: 10 * time.Second}
 
 // runRouter routes advisories until ctx ends, recreating its consumer when
 // it disappears.
 func (c *dlqCore) runRouter(ctx context.Context) {
-	wait := time.Duration(0)
+	wait := routerRetry.New()
 	for {
 		err := c.routeAdvisories(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		wait = min(max(wait*2, 250*time.Millisecond), 10*time.Second)
-		c.log.Warn("jetflow dead-letter router interrupted; retrying", slog.Duration("retry_in", wait), slog.Any(LogKeyError, err))
-		if !dlqSleep(ctx, wait) {
+		d := wait.NextBackOff()
+		c.log.Warn("jetflow dead-letter router interrupted; retrying", slog.Duration("retry_in", d), slog.Any(LogKeyError, err))
+		if !retry.Sleep(ctx, d) {
 			return
 		}
 	}
@@ -116,7 +110,7 @@ func (c *dlqCore) runRouter(ctx context.Context) {
 // routeAdvisories consumes the advisory stream with dlqRouters handlers
 // until ctx ends or the consumer is lost.
 func (c *dlqCore) routeAdvisories(ctx context.Context) error {
-	cctx, cancel := withTimeout(ctx)
+	cctx, cancel := jsapi.WithTimeout(ctx)
 	cons, err := c.js.CreateOrUpdateConsumer(cctx, c.names.AdvisoryStream(), routerConsumerConfig())
 	cancel()
 	if err != nil {
@@ -176,20 +170,20 @@ func (c *dlqCore) handleAdvisory(ctx context.Context, m jetstream.Msg) {
 	switch subj := m.Subject(); {
 	case strings.HasPrefix(subj, advisoryMaxDeliveries):
 	case strings.HasPrefix(subj, advisoryTerminated):
-		_ = m.Ack() // the worker wrote the record before terminating
+		c.acked(m, "ack", m.Ack()) // the worker wrote the record before terminating
 		return
 	default:
-		_ = m.Ack()
+		c.acked(m, "ack", m.Ack())
 		return
 	}
 	var adv dlqAdvisory
 	if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 {
 		c.log.Warn("jetflow dead-letter router: unreadable advisory dropped", slog.String("subject", m.Subject()), slog.Any(LogKeyError, err))
-		_ = m.Term()
+		c.acked(m, "term", m.Term())
 		return
 	}
 	if adv.Stream != c.names.TaskStream() {
-		_ = m.Ack()
+		c.acked(m, "ack", m.Ack())
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, dlqOpTimeout)
@@ -206,17 +200,30 @@ func (c *dlqCore) handleAdvisory(ctx context.Context, m jetstream.Msg) {
 		delay := BackoffPolicy{Initial: time.Second, Max: time.Minute}.Delay(attempt)
 		c.log.Warn("jetflow dead-letter router could not route a task; retrying", slog.Uint64("stream_seq", adv.StreamSeq),
 			slog.String("consumer", adv.Consumer), slog.Duration("retry_in", delay), slog.Any(LogKeyError, err))
-		_ = m.NakWithDelay(delay)
+		c.acked(m, "nak", m.NakWithDelay(delay))
 		return
 	}
-	_ = m.Ack()
+	c.acked(m, "ack", m.Ack())
+}
+
+// acked logs and counts an Ack, Nak or Term of an advisory that could not be
+// sent: the advisory comes back after the router consumer's ack wait.
+func (c *dlqCore) acked(m jetstream.Msg, op string, err error) {
+	if err == nil {
+		return
+	}
+	if c.ackErrors != nil {
+		c.ackErrors.Add(1)
+	}
+	c.log.Warn("jetflow dead-letter router could not "+op+" an advisory; it will be redelivered",
+		slog.String("subject", m.Subject()), slog.Any(LogKeyError, err))
 }
 
 // routeAdvisory routes the task an advisory names, if it is still in the
 // task stream and is the task the advisory was about.
 func (c *dlqCore) routeAdvisory(ctx context.Context, adv dlqAdvisory) error {
-	var found *storedMsg
-	_, err := directGet(ctx, c.nc, c.names.TaskStream(), directGetRequest{Seq: adv.StreamSeq}, func(m storedMsg) error {
+	var found *jsapi.Stored
+	_, err := jsapi.DirectGet(ctx, c.nc, c.names.TaskStream(), jsapi.GetRequest{Seq: adv.StreamSeq}, func(m jsapi.Stored) error {
 		found = &m
 		return nil
 	})
@@ -251,7 +258,7 @@ func (c *dlqCore) runReconciler(ctx context.Context, every time.Duration) {
 		return every - every/10 + rand.N(every/5+1)
 	}
 	// The first pass comes early: it only collects candidates.
-	if !dlqSleep(ctx, rand.N(min(every, time.Second)+1)) {
+	if !retry.Sleep(ctx, rand.N(min(every, time.Second)+1)) {
 		return
 	}
 	for {
@@ -264,7 +271,7 @@ func (c *dlqCore) runReconciler(ctx context.Context, every time.Duration) {
 		} else if n > 0 {
 			c.log.Warn("jetflow dead-letter reconciler routed tasks whose advisory was lost", slog.Int("tasks", n))
 		}
-		if !dlqSleep(ctx, next()) {
+		if !retry.Sleep(ctx, next()) {
 			return
 		}
 	}
@@ -361,8 +368,8 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 			bound = ci.Delivered.Stream
 		}
 		cur := reconcileCands{created: ci.Created, seqs: make(map[uint64]struct{})}
-		err := scanStream(ctx, c.nc, c.names.TaskStream(), filter, 1, max(bound, prev.max), time.Time{}, 256,
-			func(m storedMsg) (bool, error) {
+		err := jsapi.Scan(ctx, c.nc, c.names.TaskStream(), filter, 1, max(bound, prev.max), time.Time{}, 256,
+			func(m jsapi.Stored) (bool, error) {
 				if _, ok := prev.seqs[m.Seq]; ok {
 					if err := c.routeStored(ctx, m, ci.Config.MaxDeliver, routedByReconciler); err != nil {
 						errs = append(errs, err)

@@ -834,3 +834,47 @@ func TestDeadLettersOff(t *testing.T) {
 		}
 	}
 }
+
+// A task fired by a repeating schedule that the router (not its worker)
+// dead-letters keeps the tick's ID, like every other task keeps its own: a
+// replay then runs under the same ID and idempotency key.
+func TestDeadLetterRouterKeepsCronTaskID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var mu sync.Mutex
+	seen := make(map[string]bool)
+	w := e.worker(t, framework.WithDeadLetters(false))
+	w.HandleFunc("dlq.cron", func(_ context.Context, task *framework.Task) error {
+		mu.Lock()
+		seen[task.ID] = true
+		mu.Unlock()
+		return errBoom
+	}, framework.WithMaxAttempts(1))
+	startWorker(t, w)
+	if _, err := e.cl.Schedules().Register(t.Context(), framework.Schedule{Name: "dying", Spec: "@every 1s", Type: "dlq.cron"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Wait(t, waitLong, "a tick ran", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) > 0
+	})
+	if err := e.cl.Schedules().Remove(t.Context(), "dying"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Wait(t, waitLong, "max-deliveries advisory", func() bool { return e.maxDeliveryAdvisories(t) >= 1 })
+
+	router := e.worker(t, framework.WithReconcileInterval(100*time.Millisecond))
+	router.HandleFunc("dlq.other", noopHandler)
+	startWorker(t, router)
+	testutil.Wait(t, waitLong, "a dead letter", func() bool {
+		return e.dlqStreamMsgs(t, dlqNames.DLQStream(), "") >= 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, d := range e.deadLetters(t) {
+		if !strings.HasPrefix(d.TaskID, "cron-dying-") || !seen[d.TaskID] {
+			t.Errorf("dead letter %d has task ID %q, want the tick's ID the worker saw (%v)", d.Seq, d.TaskID, seen)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -20,7 +21,7 @@ var (
 	ErrInvalidID = streams.ErrInvalidID
 	// ErrPayloadTooLarge reports a task whose encoded size exceeds the
 	// server's max payload.
-	ErrPayloadTooLarge = errors.New("framework: payload too large")
+	ErrPayloadTooLarge = natserr.ErrPayloadTooLarge
 	// ErrEncode reports a payload the codec could not encode.
 	ErrEncode = errors.New("framework: cannot encode payload")
 	// ErrDecode reports a payload a typed handler could not decode. Such a task
@@ -28,10 +29,10 @@ var (
 	ErrDecode = errors.New("framework: cannot decode payload")
 	// ErrTopologyMissing reports that the task stream does not exist or does
 	// not accept the subject: call [streams.Ensure] first.
-	ErrTopologyMissing = errors.New("framework: task stream missing (call streams.Ensure with the same prefix first)")
+	ErrTopologyMissing = natserr.ErrTopologyMissing
 	// ErrNotConnected reports that the connection to NATS is closed or
 	// unavailable. Nothing was enqueued; retry when the server is back.
-	ErrNotConnected = errors.New("framework: not connected to NATS")
+	ErrNotConnected = natserr.ErrNotConnected
 	// ErrNotFound reports that a task or schedule does not exist (any more).
 	ErrNotFound = errors.New("framework: not found")
 	// ErrWorkerClosed is returned by [Worker.Run] when the worker was already

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -88,7 +89,7 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 		return nil, fmt.Errorf("%w: task %s", ErrNotFound, id)
 	}
 	var rec *TaskRecord
-	_, err = directGet(ctx, i.nc, i.names.TaskStream(), directGetRequest{NextFor: i.names.ScheduleSubject(id)}, func(m storedMsg) error {
+	_, err = jsapi.DirectGet(ctx, i.nc, i.names.TaskStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, func(m jsapi.Stored) error {
 		r := &TaskRecord{ID: id, State: StateScheduled, Sequence: m.Seq, EnqueuedAt: m.Time, UpdatedAt: m.Time}
 		if p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
 			r.Priority, r.Type = p, typ
@@ -122,7 +123,7 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 	subject := i.names.ScheduleSubject(id)
 	// Read the schedule first, for the cancelled record.
 	rec := TaskRecord{ID: id}
-	_, err := directGet(ctx, i.nc, i.names.TaskStream(), directGetRequest{NextFor: subject}, func(m storedMsg) error {
+	_, err := jsapi.DirectGet(ctx, i.nc, i.names.TaskStream(), jsapi.GetRequest{NextFor: subject}, func(m jsapi.Stored) error {
 		if p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
 			rec.Priority, rec.Type = p, typ
 		}
@@ -135,12 +136,12 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, errDirectNoStream) {
+		if errors.Is(err, jsapi.ErrNoStream) {
 			return fmt.Errorf("framework: cancel task %s: %w: %w", id, ErrTopologyMissing, err)
 		}
 		return fmt.Errorf("framework: cancel task %s: %w", id, err)
 	}
-	n, err := purgeSubject(ctx, i.nc, i.names.TaskStream(), subject)
+	n, err := jsapi.PurgeSubject(ctx, i.nc, i.names.TaskStream(), subject)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return fmt.Errorf("framework: cancel task %s: %w: %w", id, ErrTopologyMissing, err)
@@ -268,8 +269,8 @@ func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
 	out.Scheduled = len(si.State.Subjects)
 	if out.Scheduled > 0 {
 		seen := 0
-		err := scanStream(ctx, i.nc, i.names.TaskStream(), i.names.ScheduleSubject(">"), 0, 0, time.Time{}, 1000,
-			func(m storedMsg) (bool, error) {
+		err := jsapi.Scan(ctx, i.nc, i.names.TaskStream(), i.names.ScheduleSubject(">"), 0, 0, time.Time{}, 1000,
+			func(m jsapi.Stored) (bool, error) {
 				seen++
 				if seen > MaxScheduledScan {
 					out.ScheduledTruncated = true

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/retry"
 )
 
 // The effects ledger records, per task and effect key, that a side effect
@@ -331,10 +333,7 @@ func runOnce(ctx context.Context, key string, fn func(ctx context.Context) (json
 		if errors.Is(err2, jetstream.ErrKeyRevisionMismatch) || wctx.Err() != nil {
 			break
 		}
-		select {
-		case <-wctx.Done():
-		case <-time.After(time.Duration(i+1) * 100 * time.Millisecond):
-		}
+		retry.Sleep(wctx, time.Duration(i+1)*100*time.Millisecond)
 	}
 	return nil, fmt.Errorf("framework: effect %s of task %s was applied but could not be recorded; a redelivery will find its outcome unknown: %w",
 		key, t.ID, err2)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -178,7 +179,7 @@ func WithCodec(c Codec) CodecOption {
 		if c == nil {
 			return fmt.Errorf("%w: nil codec", ErrInvalidOption)
 		}
-		if n := c.Name(); n == "" || n == encodingRaw {
+		if n := c.Name(); n == "" || n == taskmsg.EncodingRaw {
 			return fmt.Errorf("%w: codec name %q is empty or reserved", ErrInvalidOption, n)
 		}
 		o.codec = c

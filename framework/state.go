@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -210,54 +212,9 @@ func ensureBuckets(ctx context.Context, js jetstream.JetStream, o *options) erro
 		if kv.TTL == 0 {
 			kv.TTL = b.defaultTTL
 		}
-		if err := ensureBucket(ctx, js, kv, b.ttl != 0); err != nil {
+		if err := jsapi.EnsureBucket(ctx, js, kv, b.ttl != 0); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// taskStreamBucket returns kv with the task stream's storage and replica
-// count, so that every jetflow bucket lives like the tasks do. If the task
-// stream cannot be read, kv keeps its own (file storage, one replica).
-func taskStreamBucket(ctx context.Context, js jetstream.JetStream, names streams.Names, kv jetstream.KeyValueConfig) jetstream.KeyValueConfig {
-	if s, err := js.Stream(ctx, names.TaskStream()); err == nil {
-		cfg := s.CachedInfo().Config
-		kv.Storage, kv.Replicas = cfg.Storage, cfg.Replicas
-	}
-	return kv
-}
-
-// ensureBucket creates a bucket, or, with setTTL, updates the TTL of an
-// existing one when it differs. Other settings an operator changed are kept.
-func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, setTTL bool) error {
-	kv, err := js.KeyValue(ctx, want.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		_, err = js.CreateKeyValue(ctx, want)
-		if err == nil || errors.Is(err, jetstream.ErrBucketExists) {
-			return nil
-		}
-		return fmt.Errorf("framework: create bucket %s: %w", want.Bucket, err)
-	}
-	if err != nil {
-		return fmt.Errorf("framework: bucket %s: %w", want.Bucket, err)
-	}
-	if !setTTL {
-		return nil
-	}
-	st, err := kv.Status(ctx)
-	if err != nil {
-		return fmt.Errorf("framework: bucket %s: %w", want.Bucket, err)
-	}
-	bs, ok := st.(*jetstream.KeyValueBucketStatus)
-	if !ok || st.TTL() == want.TTL {
-		return nil
-	}
-	si := bs.StreamInfo()
-	cfg := si.Config
-	cfg.MaxAge = want.TTL
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("framework: bucket %s: set TTL %v: %w", want.Bucket, want.TTL, err)
 	}
 	return nil
 }
@@ -318,7 +275,7 @@ func (sw *stateWriter) write(rec *TaskRecord, onlyIfNew bool) {
 
 // failed is the asynchronous publish error handler.
 func (sw *stateWriter) failed(_ jetstream.JetStream, msg *nats.Msg, err error) {
-	if msg.Header.Get(jetstream.ExpectedLastSubjSeqHeader) == "0" && isWrongLastSequence(err) {
+	if msg.Header.Get(jetstream.ExpectedLastSubjSeqHeader) == "0" && natserr.WrongLastSequence(err) {
 		return // a worker wrote the record first: expected
 	}
 	sw.fail(strings.TrimPrefix(msg.Subject, sw.prefix), err)
@@ -328,7 +285,7 @@ func (sw *stateWriter) fail(key string, err error) {
 	n := sw.errs.Add(1)
 	if n == 1 || n%1000 == 0 {
 		hint := ""
-		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		if natserr.NoResponse(err) {
 			hint = " (does the state bucket exist? see framework.EnsureBuckets)"
 		}
 		sw.log.Warn("jetflow could not write a task state record"+hint,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -27,16 +28,16 @@ const (
 	// HeaderTaskID carries the task ID on delayed tasks (the server strips
 	// Nats-Msg-Id when a schedule fires). Immediate tasks carry it in
 	// Nats-Msg-Id only.
-	HeaderTaskID = "Jetflow-Id"
+	HeaderTaskID = taskmsg.HeaderTaskID
 	// HeaderEnqueuedAt is the enqueue time (RFC 3339, nanoseconds) of a
 	// delayed task. For immediate tasks the stream timestamp is used.
-	HeaderEnqueuedAt = "Jetflow-Enqueued-At"
+	HeaderEnqueuedAt = taskmsg.HeaderEnqueuedAt
 	// HeaderScheduledFor is the time (RFC 3339, nanoseconds) before which a
 	// delayed task must not start.
-	HeaderScheduledFor = "Jetflow-Scheduled-For"
+	HeaderScheduledFor = taskmsg.HeaderScheduledFor
 	// HeaderEncoding names the payload codec when it is not JSON: "raw" for
 	// bytes given as []byte, otherwise [Codec.Name].
-	HeaderEncoding = "Jetflow-Encoding"
+	HeaderEncoding = taskmsg.HeaderEncoding
 )
 
 // Log attribute keys used on every task log record.

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/retry"
 	"github.com/jetflow-io/jetflow/internal/settle"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -201,7 +202,7 @@ func decodePayload(codec Codec, t *Task, v any) error {
 	}
 	enc := t.Header(HeaderEncoding)
 	name := codec.Name()
-	if enc != "" && enc != encodingRaw && enc != name {
+	if enc != "" && enc != taskmsg.EncodingRaw && enc != name {
 		return &DecodeError{TaskType: t.Type, Encoding: enc,
 			Err: fmt.Errorf("payload was encoded with codec %q but the worker uses %q", enc, name)}
 	}
@@ -426,7 +427,7 @@ func (w *Worker) fetch(tt *typeRunner, prio Priority, cons jetstream.Consumer) {
 		case <-stopCtx.Done():
 		}
 	}()
-	retry := time.Duration(0)
+	wait := pullRetry.New()
 	for {
 		it, err := cons.Messages(jetstream.PullMaxMessages(tt.cfg.prefetch))
 		if err == nil {
@@ -437,19 +438,17 @@ func (w *Worker) fetch(tt *typeRunner, prio Priority, cons jetstream.Consumer) {
 			}
 			it.Stop()
 			if errors.Is(err, errPullIdle) || errors.Is(err, errRescued) {
-				retry = 0
+				wait.Reset()
 				continue // a fresh iterator at once, with a fresh pull request
 			}
 		}
 		// The iterator failed (consumer deleted, connection trouble): log,
 		// wait, re-ensure the consumer and resume.
-		retry = min(max(retry*2, 100*time.Millisecond), 5*time.Second)
+		d := wait.NextBackOff()
 		w.log.Warn("jetflow consumer pull interrupted; retrying", slog.String(LogKeyTaskType, tt.name),
-			slog.String(LogKeyPriority, prio.String()), slog.Duration("retry_in", retry), slog.Any(LogKeyError, err))
-		select {
-		case <-stopCtx.Done():
+			slog.String(LogKeyPriority, prio.String()), slog.Duration("retry_in", d), slog.Any(LogKeyError, err))
+		if !retry.Sleep(stopCtx, d) {
 			return
-		case <-time.After(retry):
 		}
 		ectx, ecancel := context.WithTimeout(stopCtx, 10*time.Second)
 		c, err := streams.EnsureConsumer(ectx, w.js, w.names, w.consumerSpec(tt, prio))
@@ -459,6 +458,9 @@ func (w *Worker) fetch(tt *typeRunner, prio Priority, cons jetstream.Consumer) {
 		}
 	}
 }
+
+// pullRetry spaces the attempts to resume a failed pull.
+var pullRetry = retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 
 // nextPoll bounds each wait for the next message. The pull iterator of
 // nats.go (v1.55.0) decides whether to send a new pull request only when Next
@@ -947,31 +949,13 @@ func (w *Worker) newTask(p *pending) *Task {
 		t.Sequence = md.Sequence.Stream
 		t.EnqueuedAt = md.Timestamp
 	}
-	h := t.Headers
-	if h != nil {
-		t.ID = h.Get(HeaderTaskID)
-		if t.ID == "" {
-			t.ID = h.Get(jetstream.MsgIDHeader)
+	if h := t.Headers; h != nil {
+		if ts := taskmsg.ParseTime(h.Get(HeaderEnqueuedAt)); !ts.IsZero() {
+			t.EnqueuedAt = ts
 		}
-		if v := h.Get(HeaderEnqueuedAt); v != "" {
-			if ts, err := time.Parse(time.RFC3339Nano, v); err == nil {
-				t.EnqueuedAt = ts
-			}
-		}
-		if v := h.Get(HeaderScheduledFor); v != "" {
-			if ts, err := time.Parse(time.RFC3339Nano, v); err == nil {
-				t.ScheduledFor = ts
-			}
-		}
+		t.ScheduledFor = taskmsg.ParseTime(h.Get(HeaderScheduledFor))
 	}
-	if t.ID == "" {
-		// Fired by a repeating schedule: the ID names the tick (cron.go).
-		t.ID = scheduleFireID(t)
-	}
-	if t.ID == "" {
-		// Published without jetflow (for example with the nats CLI).
-		t.ID = "seq-" + strconv.FormatUint(t.Sequence, 10)
-	}
+	t.ID = taskmsg.ID(t.Headers, t.Sequence, t.EnqueuedAt)
 	return t
 }
 

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/retry"
 )
 
 // Config declares the topology. Every field has a usable zero value.
@@ -277,43 +279,17 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 // when its context has no deadline.
 const EnsureRetryFor = 30 * time.Second
 
-// Server error codes that mean "try again in a moment".
-const (
-	errCodeNoSuitablePeers jetstream.ErrorCode = 10005 // placement while peers are still joining
-	errCodeTempUnavailable jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
-)
-
-func transient(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeNoSuitablePeers || apiErr.ErrorCode == errCodeTempUnavailable)
-}
-
 func retryTransient(ctx context.Context, f func() error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, EnsureRetryFor)
 		defer cancel()
 	}
-	wait := 50 * time.Millisecond
-	for {
-		err := f()
-		if err == nil || !transient(err) || ctx.Err() != nil {
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		wait = min(wait*2, time.Second)
-	}
+	return retry.Do(ctx, ensureRetry, natserr.Transient, f)
 }
+
+// ensureRetry spaces the attempts of retryTransient.
+var ensureRetry = retry.Policy{Min: 50 * time.Millisecond, Max: time.Second}
 
 func sameSet(a, b []string) bool {
 	if len(a) != len(b) {

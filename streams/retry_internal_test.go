@@ -11,7 +11,7 @@ import (
 
 func TestRetryTransient(t *testing.T) {
 	t.Parallel()
-	noPeers := &jetstream.APIError{Code: 500, ErrorCode: errCodeNoSuitablePeers, Description: "no suitable peers for placement, peer offline"}
+	noPeers := &jetstream.APIError{Code: 500, ErrorCode: jetstream.ErrorCode(10005), Description: "no suitable peers for placement, peer offline"}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/retry"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -189,10 +190,13 @@ func (c *Client) Status(ctx context.Context, id string) (*Run, error) {
 	return c.store.load(ctx, id)
 }
 
+// waitPoll spaces the polls of [Client.Wait].
+var waitPoll = retry.Policy{Min: 5 * time.Millisecond, Max: 250 * time.Millisecond}
+
 // Wait polls run id until its status is final (completed, failed or
 // cancelled) and returns its document, or returns ctx's error.
 func (c *Client) Wait(ctx context.Context, id string) (*Run, error) {
-	delay := 5 * time.Millisecond
+	poll := waitPoll.New()
 	for {
 		r, err := c.Status(ctx, id)
 		if err != nil {
@@ -201,14 +205,9 @@ func (c *Client) Wait(ctx context.Context, id string) (*Run, error) {
 		if r.Status.Final() {
 			return r, nil
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, poll.NextBackOff()) {
 			return r, fmt.Errorf("workflow: wait for run %s (status %s): %w", id, r.Status, ctx.Err())
 		}
-		delay = min(delay*2, 250*time.Millisecond)
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/retry"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -220,9 +222,9 @@ func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats
 	if r.Status.Final() {
 		doc.Header.Set(jetstream.MsgTTLHeader, strconv.FormatInt(int64(max(s.retention(r.Workflow), time.Second)/time.Second), 10))
 	}
-	if limit := s.nc.MaxPayload(); limit > 0 && int64(msgSize(doc)+1024) > limit {
+	if limit := s.nc.MaxPayload(); limit > 0 && taskmsg.Size(doc)+1024 > limit {
 		return fmt.Errorf("%w: the document of run %s would be %d bytes, the server accepts %d; keep step outputs small",
-			ErrOutputTooLarge, r.ID, msgSize(doc), limit)
+			ErrOutputTooLarge, r.ID, taskmsg.Size(doc), limit)
 	}
 	sequenced := s.sequenced(ctx)
 	var seq uint64
@@ -245,12 +247,8 @@ func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats
 			break
 		}
 		pause := time.Duration(attempt) * 10 * time.Millisecond
-		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, pause/2+rand.N(pause/2+1)) {
 			return s.publishErr(r.ID, err)
-		case <-t.C:
 		}
 	}
 	if err != nil {
@@ -415,25 +413,11 @@ func (s *store) update(ctx context.Context, id string, r *Run, fn mutation) (*Ru
 		}
 		// Back off a little, with jitter, so that racing writers spread out.
 		d := time.Duration(rand.Int64N(int64(min(attempt+1, 20)) * int64(time.Millisecond)))
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Sleep(ctx, d) {
 			return nil, fmt.Errorf("workflow: update run %s: %w", id, ctx.Err())
 		}
 		r = nil
 	}
-}
-
-func msgSize(m *nats.Msg) int {
-	n := len(m.Subject) + len(m.Data) + len("NATS/1.0\r\n\r\n")
-	for k, vs := range m.Header {
-		for _, v := range vs {
-			n += len(k) + len(v) + 4
-		}
-	}
-	return n
 }
 
 func truncate(s string, n int) string {

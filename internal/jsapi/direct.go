@@ -1,4 +1,4 @@
-package framework
+package jsapi
 
 import (
 	"context"
@@ -9,17 +9,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow-io/jetflow/internal/natserr"
 )
 
-// The dead-letter code reads streams with JetStream's direct get API, which
-// any replica answers without creating server-side state: one request
-// returns up to a batch of messages matching a subject filter (followed by
-// an end-of-batch marker), or the last message of each subject matching a
-// filter. That keeps a page of [DeadLetters.List], one batch of a replay, or
-// the failure history of a task to a single round trip, with bounded memory.
-
-// storedMsg is a message read from a stream.
-type storedMsg struct {
+// Stored is a message read from a stream.
+type Stored struct {
 	Subject    string
 	Seq        uint64
 	Time       time.Time
@@ -28,8 +23,8 @@ type storedMsg struct {
 	NumPending uint64 // batch reads: matching messages left after this one
 }
 
-// directGetRequest is the JSON body of a direct get request.
-type directGetRequest struct {
+// GetRequest is the JSON body of a direct get request.
+type GetRequest struct {
 	Seq          uint64     `json:"seq,omitempty"`
 	NextFor      string     `json:"next_by_subj,omitempty"`
 	Batch        int        `json:"batch,omitempty"`
@@ -38,27 +33,28 @@ type directGetRequest struct {
 	MultiLastFor []string   `json:"multi_last,omitempty"`
 }
 
-// errDirectNoStream reports that no server answered a direct get: the
-// stream does not exist (or does not allow direct gets).
-var errDirectNoStream = errors.New("framework: stream does not answer direct gets")
+// ErrNoStream reports that no server answered a direct get: the
+// stream does not exist (or does not allow direct gets). It is
+// [natserr.ErrNoStream], so natserr classifies it as a missing topology.
+var ErrNoStream = natserr.ErrNoStream
 
-// directBatchBytes bounds the bytes of one batch.
-const directBatchBytes = 4 << 20
+// batchBytes bounds the bytes of one batch.
+const batchBytes = 4 << 20
 
-// directGet sends req to stream's direct get API and calls fn with each
+// DirectGet sends req to stream's direct get API and calls fn with each
 // message of the answer, in stream order. It returns the number of messages;
 // "no message" is 0 messages and no error. A batch or multi-last request
 // must set Batch: it sizes the reply buffer. A context without deadline is
-// bounded by dlqOpTimeout.
-func directGet(ctx context.Context, nc *nats.Conn, stream string, req directGetRequest, fn func(storedMsg) error) (int, error) {
-	ctx, cancel := withTimeout(ctx)
+// bounded by DefaultTimeout.
+func DirectGet(ctx context.Context, nc *nats.Conn, stream string, req GetRequest, fn func(Stored) error) (int, error) {
+	ctx, cancel := WithTimeout(ctx)
 	defer cancel()
 	multi := req.Batch > 0
 	if len(req.MultiLastFor) > 0 && !multi {
 		return 0, errors.New("framework: direct get: a multi-last request needs a batch size")
 	}
 	if multi && req.MaxBytes == 0 {
-		req.MaxBytes = directBatchBytes
+		req.MaxBytes = batchBytes
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -69,7 +65,7 @@ func directGet(ctx context.Context, nc *nats.Conn, stream string, req directGetR
 		m, err := nc.RequestWithContext(ctx, subject, body)
 		if err != nil {
 			if errors.Is(err, nats.ErrNoResponders) {
-				return 0, fmt.Errorf("%w: %s", errDirectNoStream, stream)
+				return 0, fmt.Errorf("%w: %s", ErrNoStream, stream)
 			}
 			return 0, fmt.Errorf("framework: direct get from %s: %w", stream, err)
 		}
@@ -105,13 +101,13 @@ func directGet(ctx context.Context, nc *nats.Conn, stream string, req directGetR
 
 // directReply handles one reply message: it calls fn for a stored message
 // and returns 1, or returns 0 for an end marker or "no message".
-func directReply(stream string, m *nats.Msg, fn func(storedMsg) error) (int, error) {
+func directReply(stream string, m *nats.Msg, fn func(Stored) error) (int, error) {
 	if status := m.Header.Get("Status"); status != "" && len(m.Data) == 0 {
 		switch status {
 		case "204", "404": // end of batch; no (more) message
 			return 0, nil
 		case "503":
-			return 0, fmt.Errorf("%w: %s", errDirectNoStream, stream)
+			return 0, fmt.Errorf("%w: %s", ErrNoStream, stream)
 		default:
 			return 0, fmt.Errorf("framework: direct get from %s: status %s %s", stream, status, m.Header.Get("Description"))
 		}
@@ -123,31 +119,31 @@ func directReply(stream string, m *nats.Msg, fn func(storedMsg) error) (int, err
 	return 1, fn(sm)
 }
 
-func parseDirect(m *nats.Msg) (storedMsg, error) {
+func parseDirect(m *nats.Msg) (Stored, error) {
 	h := m.Header
 	seq, err := strconv.ParseUint(h.Get("Nats-Sequence"), 10, 64)
 	if err != nil {
-		return storedMsg{}, fmt.Errorf("bad sequence header %q", h.Get("Nats-Sequence"))
+		return Stored{}, fmt.Errorf("bad sequence header %q", h.Get("Nats-Sequence"))
 	}
 	ts, err := time.Parse(time.RFC3339Nano, h.Get("Nats-Time-Stamp"))
 	if err != nil {
-		return storedMsg{}, fmt.Errorf("bad timestamp header %q", h.Get("Nats-Time-Stamp"))
+		return Stored{}, fmt.Errorf("bad timestamp header %q", h.Get("Nats-Time-Stamp"))
 	}
 	np, _ := strconv.ParseUint(h.Get("Nats-Num-Pending"), 10, 64)
-	return storedMsg{Subject: h.Get("Nats-Subject"), Seq: seq, Time: ts, Header: h, Data: m.Data, NumPending: np}, nil
+	return Stored{Subject: h.Get("Nats-Subject"), Seq: seq, Time: ts, Header: h, Data: m.Data, NumPending: np}, nil
 }
 
-// scanStream calls fn for each message matching filter from sequence from
+// Scan calls fn for each message matching filter from sequence from
 // (or, when from is 0 and start is set, from the first message stored at or
 // after start) up to sequence to (0: no bound), in batches of batch. fn
 // returns false to stop. Memory is bounded by one batch.
-func scanStream(ctx context.Context, nc *nats.Conn, stream, filter string, from, to uint64, start time.Time, batch int,
-	fn func(storedMsg) (bool, error)) error {
+func Scan(ctx context.Context, nc *nats.Conn, stream, filter string, from, to uint64, start time.Time, batch int,
+	fn func(Stored) (bool, error)) error {
 	if from == 0 && start.IsZero() {
 		from = 1
 	}
 	for {
-		req := directGetRequest{Seq: from, NextFor: filter, Batch: batch}
+		req := GetRequest{Seq: from, NextFor: filter, Batch: batch}
 		if to > 0 {
 			if from > to {
 				return nil
@@ -158,9 +154,9 @@ func scanStream(ctx context.Context, nc *nats.Conn, stream, filter string, from,
 			st := start.UTC()
 			req.StartTime = &st
 		}
-		var last storedMsg
+		var last Stored
 		stop := false
-		got, err := directGet(ctx, nc, stream, req, func(m storedMsg) error {
+		got, err := DirectGet(ctx, nc, stream, req, func(m Stored) error {
 			if stop || (to > 0 && m.Seq > to) {
 				stop = true
 				return nil

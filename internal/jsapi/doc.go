@@ -1,0 +1,18 @@
+// Package jsapi owns jetflow's JetStream plumbing below the jetstream
+// package: requests that package does not offer, or offers at a higher
+// cost.
+//
+//   - [DirectGet] and [Scan] read streams with the direct get API, which any
+//     replica answers without creating server-side state: one request
+//     returns up to a batch of messages matching a subject filter, or the
+//     last message of each subject matching a filter. That keeps a page of
+//     dead letters, one batch of a replay, the failure history of a task or
+//     a schedule lookup to a single round trip, with bounded memory.
+//   - [PurgeSubject] purges one subject and reports how many messages it
+//     removed (cancelling a delayed task, removing a schedule).
+//   - [EnsureBucket] and [TaskStreamBucket] create KV buckets that live like
+//     the task stream (same storage and replicas).
+//   - [WithTimeout] bounds a request whose context has no deadline.
+//
+// It knows nothing of tasks: callers pass stream names and subjects.
+package jsapi

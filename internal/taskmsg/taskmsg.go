@@ -1,0 +1,190 @@
+package taskmsg
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/cronexpr"
+)
+
+// Headers jetflow sets on task messages; package framework exports them.
+const (
+	HeaderTaskID       = "Jetflow-Id"
+	HeaderEnqueuedAt   = "Jetflow-Enqueued-At"
+	HeaderScheduledFor = "Jetflow-Scheduled-For"
+	HeaderEncoding     = "Jetflow-Encoding"
+
+	// Set on a repeating schedule's message; the server copies them onto
+	// every task it fires.
+	HeaderSchedule     = "Jetflow-Schedule"
+	HeaderScheduleSpec = "Jetflow-Schedule-Spec"
+	HeaderScheduleZone = "Jetflow-Schedule-Zone"
+	HeaderScheduleHash = "Jetflow-Schedule-Hash"
+
+	// Set by the server on a task it fired from a schedule.
+	HeaderScheduler    = "Nats-Scheduler"
+	HeaderScheduleNext = "Nats-Schedule-Next"
+)
+
+// EncodingRaw is the encoding header value of a payload given as bytes.
+const EncodingRaw = "raw"
+
+// Spec describes a task message to build.
+type Spec struct {
+	// Target is the work subject.
+	Target string
+	// ID is the task ID; "" with Anonymous publishes without a
+	// Nats-Msg-Id (the ID becomes SeqID of the stored sequence).
+	ID        string
+	Anonymous bool
+	// Encoding is the payload codec's name, "" for JSON.
+	Encoding string
+	// Headers are the caller's custom headers.
+	Headers map[string]string
+	// Data is the encoded payload.
+	Data []byte
+	// Due, when after Now, makes a delayed task: the message goes to
+	// ScheduleSubject as a server-side schedule that publishes it to Target
+	// at Due.
+	Due, Now        time.Time
+	ScheduleSubject string
+}
+
+// Build returns the message of s and whether it is delayed.
+func Build(s Spec) (*nats.Msg, bool) {
+	hdr := make(nats.Header, 4+len(s.Headers))
+	if !s.Anonymous {
+		hdr[jetstream.MsgIDHeader] = []string{s.ID}
+	}
+	if s.Encoding != "" {
+		hdr[HeaderEncoding] = []string{s.Encoding}
+	}
+	for k, v := range s.Headers {
+		hdr.Set(k, v)
+	}
+	subject := s.Target
+	delayed := s.Due.After(s.Now)
+	if delayed {
+		subject = s.ScheduleSubject
+		due := FormatTime(s.Due)
+		// Set by hand: jetstream.WithScheduleAt truncates to whole seconds,
+		// which would fire up to 1 s early.
+		hdr[jetstream.ScheduleHeader] = []string{"@at " + due}
+		hdr[jetstream.ScheduleTargetHeader] = []string{s.Target}
+		hdr[HeaderTaskID] = []string{s.ID}
+		hdr[HeaderScheduledFor] = []string{due}
+		hdr[HeaderEnqueuedAt] = []string{FormatTime(s.Now)}
+	}
+	if len(hdr) == 0 {
+		hdr = nil // no header block at all
+	}
+	return &nats.Msg{Subject: subject, Data: s.Data, Header: hdr}, delayed
+}
+
+// FormatTime formats t as jetflow's time headers do: RFC 3339 with
+// nanoseconds, in UTC.
+func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// ParseTime parses a time header; the zero time if it is missing or bad.
+func ParseTime(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// Size returns the bytes m counts against the server's max payload: its
+// header block and its data.
+func Size(m *nats.Msg) int64 {
+	n := len(m.Data) + len("NATS/1.0\r\n\r\n")
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return int64(n)
+}
+
+// SeqID is the ID of a task stored at seq without an ID of its own.
+func SeqID(seq uint64) string { return "seq-" + strconv.FormatUint(seq, 10) }
+
+// ID returns the ID of the task stored at seq with headers h at time
+// stamp: its own ID, the ID of the tick that fired it, or [SeqID].
+func ID(h nats.Header, seq uint64, stamp time.Time) string {
+	if h != nil {
+		if id := h.Get(HeaderTaskID); id != "" {
+			return id
+		}
+		if id := h.Get(jetstream.MsgIDHeader); id != "" {
+			return id
+		}
+		if f, ok := FireOf(h, stamp); ok {
+			return CronID(f.Name, f.Time)
+		}
+	}
+	return SeqID(seq)
+}
+
+// Fire is the tick of a repeating schedule that enqueued a task.
+type Fire struct {
+	Name       string
+	Time, Next time.Time
+}
+
+// FireOf returns the tick that fired the task with headers h, stored (or
+// enqueued) at stamp, and false when a repeating schedule did not fire it.
+//
+// The nominal time is derived from the Nats-Schedule-Next header the server
+// sets: the interval before it for "@every", the previous cron match for
+// cron expressions. If that fails (a schedule written by other tools), it
+// falls back to stamp truncated to the second.
+func FireOf(h nats.Header, stamp time.Time) (Fire, bool) {
+	name := h.Get(HeaderSchedule)
+	if name == "" || h.Get(HeaderScheduler) == "" {
+		return Fire{}, false
+	}
+	f := Fire{Name: name, Time: stamp.UTC().Truncate(time.Second)}
+	next, err := time.Parse(time.RFC3339Nano, h.Get(HeaderScheduleNext))
+	if err != nil {
+		return f, true
+	}
+	f.Next = next.UTC()
+	expr, err := cronexpr.Parse(h.Get(HeaderScheduleSpec))
+	if err != nil {
+		return f, true
+	}
+	if d, ok := expr.Every(); ok {
+		f.Time = next.Add(-d).UTC()
+		return f, true
+	}
+	loc := time.UTC
+	if z := h.Get(HeaderScheduleZone); z != "" {
+		l, err := time.LoadLocation(z)
+		if z == "Local" || err != nil { // "Local" is ambiguous: refused at registration
+			return f, true
+		}
+		loc = l
+	}
+	if prev := expr.Prev(next, loc); !prev.IsZero() {
+		f.Time = prev.UTC()
+	}
+	return f, true
+}
+
+// CronIDPrefix starts the ID of every task fired by a repeating schedule.
+const CronIDPrefix = "cron-"
+
+// CronID is the ID of the task fired by schedule name at tick fire:
+// "cron-<name>-<YYYYMMDDThhmmssZ>". Ticks are at least a second apart, so
+// it is unique per tick, and a duplicated delivery of a tick has the same
+// ID.
+func CronID(name string, fire time.Time) string {
+	return CronIDPrefix + name + "-" + fire.UTC().Format("20060102T150405Z")
+}

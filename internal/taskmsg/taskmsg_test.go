@@ -1,0 +1,64 @@
+package taskmsg
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestID(t *testing.T) {
+	t.Parallel()
+	stamp := time.Date(2026, 3, 1, 9, 0, 0, 300e6, time.UTC)
+	next := stamp.Add(2 * time.Second).Truncate(time.Second)
+	cases := []struct {
+		name string
+		h    nats.Header
+		want string
+	}{
+		{"no headers", nil, "seq-7"},
+		{"msg id", nats.Header{jetstream.MsgIDHeader: {"abc"}}, "abc"},
+		{"task id wins", nats.Header{jetstream.MsgIDHeader: {"replay-1"}, HeaderTaskID: {"abc"}}, "abc"},
+		{"cron every", nats.Header{HeaderSchedule: {"n"}, HeaderScheduler: {"jetflow.cron.n"},
+			HeaderScheduleSpec: {"@every 2s"}, HeaderScheduleNext: {next.Format(time.RFC3339Nano)}},
+			CronID("n", next.Add(-2*time.Second))},
+		{"cron without next", nats.Header{HeaderSchedule: {"n"}, HeaderScheduler: {"jetflow.cron.n"}},
+			"cron-n-20260301T090000Z"},
+		{"schedule name without scheduler", nats.Header{HeaderSchedule: {"n"}}, "seq-7"},
+		{"ambiguous zone falls back", nats.Header{HeaderSchedule: {"n"}, HeaderScheduler: {"x"},
+			HeaderScheduleSpec: {"0 0 9 * * *"}, HeaderScheduleZone: {"Local"}, HeaderScheduleNext: {next.Format(time.RFC3339Nano)}},
+			"cron-n-20260301T090000Z"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := ID(c.h, 7, stamp); got != c.want {
+				t.Errorf("ID = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestBuild(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	m, delayed := Build(Spec{Target: "jetflow.task.normal.a", ID: "x", Data: []byte("{}"), Now: now})
+	if delayed || m.Subject != "jetflow.task.normal.a" || m.Header.Get(jetstream.MsgIDHeader) != "x" || len(m.Header) != 1 {
+		t.Errorf("immediate: %v %+v", delayed, m)
+	}
+	m, _ = Build(Spec{Target: "t", Anonymous: true, Now: now})
+	if m.Header != nil {
+		t.Errorf("anonymous task without headers has a header block: %v", m.Header)
+	}
+	due := now.Add(1500 * time.Millisecond)
+	m, delayed = Build(Spec{Target: "t", ID: "x", ScheduleSubject: "s", Due: due, Now: now, Encoding: "gob",
+		Headers: map[string]string{"K": "v"}})
+	if !delayed || m.Subject != "s" || m.Header.Get(jetstream.ScheduleTargetHeader) != "t" ||
+		m.Header.Get(jetstream.ScheduleHeader) != "@at "+FormatTime(due) || m.Header.Get(HeaderTaskID) != "x" ||
+		!ParseTime(m.Header.Get(HeaderScheduledFor)).Equal(due) || m.Header.Get(HeaderEncoding) != "gob" || m.Header.Get("K") != "v" {
+		t.Errorf("delayed: %+v", m)
+	}
+	if got, want := Size(&nats.Msg{Data: []byte("12345"), Header: nats.Header{"Ab": {"cd"}}}), int64(5+12+2+2+4); got != want {
+		t.Errorf("Size = %d, want %d", got, want)
+	}
+}
