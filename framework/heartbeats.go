@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -90,7 +91,7 @@ func (w *Worker) sweep() {
 					continue
 				}
 				if err := p.msg.InProgress(); err != nil {
-					w.ackFailed(nil, nil, p, "in_progress", err)
+					w.ackFailed(context.Background(), nil, p, "in_progress", err)
 					continue
 				}
 				p.lastBeat.Store(stamp)

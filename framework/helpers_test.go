@@ -28,31 +28,18 @@ type env struct {
 
 func newEnv(t *testing.T, opts ...testutil.ServerOption) *env {
 	t.Helper()
-	srv := testutil.RunServer(t, opts...)
-	nc, js := testutil.JetStream(t, srv)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
-		t.Fatalf("ensure: %v", err)
-	}
-	cl, err := framework.NewClient(nc)
+	te := testutil.NewEnv(t, streams.Config{}, opts...)
+	cl, err := framework.NewClient(te.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{srv: srv, nc: nc, js: js, cl: cl}
+	return &env{srv: te.Server, nc: te.Conn, js: te.JS, cl: cl}
 }
 
 // startWorker starts w on its own connection and shuts it down at cleanup.
 func startWorker(t *testing.T, w *framework.Worker) {
 	t.Helper()
-	if err := w.Start(t.Context()); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Shutdown(ctx)
-	})
+	testutil.StartWorker(t, w)
 }
 
 func (e *env) worker(t *testing.T, opts ...framework.WorkerOption) *framework.Worker {

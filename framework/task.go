@@ -114,6 +114,16 @@ func TaskFromContext(ctx context.Context) *Task {
 	return t
 }
 
+// ContextWithTask returns a copy of ctx that carries t, as the context a
+// worker passes to a handler does: [TaskFromContext] and
+// [LoggerFromContext] find it there. Workers set it themselves; it is for
+// running handlers and middleware outside a worker, in tests (see package
+// jetflowtest). Functions that need the worker ([SetResult], [Once],
+// [Call]) still return their "not in a handler" errors.
+func ContextWithTask(ctx context.Context, t *Task) context.Context {
+	return context.WithValue(ctx, taskKey{}, t)
+}
+
 // LoggerFromContext returns the task's logger ([Task.Logger]) of a handler's
 // ctx, or a logger that discards everything outside a handler.
 func LoggerFromContext(ctx context.Context) *slog.Logger {

@@ -185,14 +185,24 @@ func Handle[T any](w *Worker, taskType string, fn func(ctx context.Context, t *T
 	if fn == nil {
 		panic(fmt.Sprintf("framework: nil handler for task type %q", taskType))
 	}
-	codec := w.opts.codec
-	w.Register(taskType, HandlerFunc(func(ctx context.Context, t *Task) error {
+	w.Register(taskType, TypedHandler(w.opts.codec, fn), opts...)
+}
+
+// TypedHandler returns the handler [Handle] registers: it decodes the
+// payload into a T with codec c (nil means [JSONCodec]; a []byte T receives
+// the raw payload) and calls fn, or fails the task permanently with a
+// *[DecodeError] when the payload cannot be decoded.
+func TypedHandler[T any](c Codec, fn func(ctx context.Context, t *Task, payload T) error) Handler {
+	if c == nil {
+		c = JSONCodec()
+	}
+	return HandlerFunc(func(ctx context.Context, t *Task) error {
 		var v T
-		if err := decodePayload(codec, t, &v); err != nil {
+		if err := decodePayload(c, t, &v); err != nil {
 			return Permanent(err)
 		}
 		return fn(ctx, t, v)
-	}), opts...)
+	})
 }
 
 func decodePayload(codec Codec, t *Task, v any) error {
@@ -407,7 +417,7 @@ func (w *Worker) handBack(p *pending, why string) {
 		return
 	}
 	if err := p.msg.Nak(); err != nil {
-		w.ackFailed(nil, nil, p, "nak", err)
+		w.ackFailed(context.Background(), nil, p, "nak", err)
 		return
 	}
 	w.stats.handedBack.Add(1)
@@ -918,7 +928,7 @@ const maxTermReason = 1024
 
 // ackFailed logs and counts an Ack, Nak, InProgress or Term that could not
 // be sent, and reports it to the AckFailed hook. t may be nil (heartbeats,
-// hand-backs): the task is then read from p's message.
+// hand-backs): the task is then read from p's message and put in ctx.
 func (w *Worker) ackFailed(ctx context.Context, t *Task, p *pending, op string, err error) {
 	w.stats.ackErrors.Add(1)
 	w.log.Error("jetflow could not "+op+" task; it will be redelivered after its ack wait",
@@ -926,8 +936,8 @@ func (w *Worker) ackFailed(ctx context.Context, t *Task, p *pending, op string, 
 	if t == nil {
 		t = w.newTask(p)
 	}
-	if ctx == nil {
-		ctx = context.WithValue(context.Background(), taskKey{}, t)
+	if TaskFromContext(ctx) == nil {
+		ctx = ContextWithTask(ctx, t)
 	}
 	w.emitAckFailed(ctx, t, op, err)
 }

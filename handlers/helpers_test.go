@@ -77,18 +77,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := testutil.RunServer(t)
-	nc, js := testutil.JetStream(t, srv)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
-		t.Fatalf("ensure: %v", err)
-	}
-	cl, err := framework.NewClient(nc)
+	te := testutil.NewEnv(t, streams.Config{})
+	cl, err := framework.NewClient(te.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{srv: srv, cl: cl}
+	return &env{srv: te.Server, cl: cl}
 }
 
 // worker returns a worker on its own connection; start it with start.
@@ -103,13 +97,8 @@ func (e *env) worker(t *testing.T, opts ...framework.WorkerOption) *framework.Wo
 
 func start(t *testing.T, w *framework.Worker) {
 	t.Helper()
-	if err := w.Start(t.Context()); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := w.Shutdown(ctx); err != nil {
+	testutil.StartWorker(t, w, func(err error) {
+		if err != nil {
 			t.Errorf("shutdown: %v", err)
 		}
 	})

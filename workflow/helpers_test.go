@@ -59,18 +59,12 @@ func forModes(t *testing.T, test func(t *testing.T, e *env)) {
 
 func newEnvStorage(t *testing.T, storage jetstream.StorageType) *env {
 	t.Helper()
-	srv := testutil.RunServer(t)
-	nc, js := testutil.JetStream(t, srv)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if _, err := streams.Ensure(ctx, js, streams.Config{Storage: storage}); err != nil {
-		t.Fatalf("ensure: %v", err)
-	}
-	fc, err := framework.NewClient(nc)
+	te := testutil.NewEnv(t, streams.Config{Storage: storage})
+	fc, err := framework.NewClient(te.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{srv: srv, nc: nc, js: js, fc: fc}
+	return &env{srv: te.Server, nc: te.Conn, js: te.JS, fc: fc}
 }
 
 func (e *env) client(t *testing.T, defs ...*workflow.Definition) *workflow.Client {
@@ -98,14 +92,7 @@ func (e *env) worker(t *testing.T, defs []*workflow.Definition, opts ...framewor
 // startWorker starts w and shuts it down at cleanup.
 func startWorker(t *testing.T, w *framework.Worker) {
 	t.Helper()
-	if err := w.Start(t.Context()); err != nil {
-		t.Fatalf("start worker: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Shutdown(ctx)
-	})
+	testutil.StartWorker(t, w)
 }
 
 // run starts a worker for defs and returns a client for them.
