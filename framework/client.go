@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/internal/retry"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
@@ -181,25 +180,14 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, 
 	return infos, nil
 }
 
-// Cancel removes the pending schedule of a delayed task so it never runs. It
-// returns [ErrNotFound] when the task has no pending schedule (it already
-// fired, was cancelled, or never existed). A task that already reached its
+// Cancel removes the pending schedule of a delayed task so it never runs; it
+// is [Inspector.CancelTask], with the same errors: one that matches
+// [ErrNotFound] when the task has no pending schedule (it already fired,
+// was cancelled, or never existed), and also [ErrNotCancellable] when its
+// state record says what became of it. A task that already reached its
 // work subject cannot be cancelled this way.
 func (c *Client) Cancel(ctx context.Context, id string) error {
-	if err := streams.ValidateID(id); err != nil {
-		return err
-	}
-	// One request: the purge reports how many schedules it removed, so a
-	// schedule that fires meanwhile is reported as not found, not cancelled.
-	n, err := jsapi.PurgeSubject(ctx, c.nc, c.names.TaskStream(), c.names.ScheduleSubject(id))
-	if err != nil {
-		// Closed connection → ErrNotConnected, no stream → ErrTopologyMissing.
-		return c.publishErr(TaskInfo{ID: id}, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("%w: task %s has no pending schedule", ErrNotFound, id)
-	}
-	return nil
+	return c.Inspector().CancelTask(ctx, id)
 }
 
 func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nats.Msg, TaskInfo, error) {

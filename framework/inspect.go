@@ -13,11 +13,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
 // ErrNotCancellable reports a task that [Inspector.CancelTask] cannot cancel:
 // it is no longer waiting in a schedule (it is queued, running or done).
+// Such an error matches [ErrNotFound] too: the schedule is not found.
 var ErrNotCancellable = errors.New("framework: task cannot be cancelled")
 
 // Inspector reads task state, queue statistics and schedules, and cancels
@@ -111,10 +113,12 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 
 // CancelTask cancels a delayed task that is still waiting in its schedule:
 // the schedule is purged, so the task never runs, and its state record (if
-// state tracking is on) becomes [StateCancelled]. It returns an error
-// wrapping [ErrNotCancellable] when the task is no longer scheduled (it
-// fired, or was enqueued without delay), and [ErrNotFound] when nothing is
-// known about it. A schedule that fires in the same instant as the purge
+// the state bucket exists) becomes [StateCancelled]. When the task has no
+// pending schedule it returns an error matching [ErrNotFound], which also
+// matches [ErrNotCancellable] when a state record says what became of the
+// task (it fired, or was enqueued without delay). [Client.Cancel] is the
+// same call. A closed connection returns [ErrNotConnected], a missing task
+// stream [ErrTopologyMissing]. A schedule that fires in the same instant as the purge
 // may still run the task; its state record then shows it running.
 func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 	if err := streams.ValidateID(id); err != nil {
@@ -135,25 +139,23 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 		}
 		return nil
 	})
-	if err != nil {
-		if errors.Is(err, jsapi.ErrNoStream) {
-			return fmt.Errorf("framework: cancel task %s: %w: %w", id, ErrTopologyMissing, err)
+	if err == nil {
+		// One request: the purge reports how many schedules it removed, so
+		// a schedule that fires meanwhile is reported as not found.
+		var n uint64
+		if n, err = jsapi.PurgeSubject(ctx, i.nc, i.names.TaskStream(), subject); err == nil && n == 0 {
+			rec, gerr := i.GetTask(ctx, id)
+			if gerr != nil {
+				return fmt.Errorf("%w: task %s has no pending schedule", ErrNotFound, id)
+			}
+			return fmt.Errorf("%w (%w): task %s is %s", ErrNotCancellable, ErrNotFound, id, rec.State)
 		}
-		return fmt.Errorf("framework: cancel task %s: %w", id, err)
 	}
-	n, err := jsapi.PurgeSubject(ctx, i.nc, i.names.TaskStream(), subject)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Errorf("framework: cancel task %s: %w: %w", id, ErrTopologyMissing, err)
+		if i.nc.IsClosed() {
+			err = fmt.Errorf("%w: %w", nats.ErrConnectionClosed, err)
 		}
-		return fmt.Errorf("framework: cancel task %s: %w", id, err)
-	}
-	if n == 0 {
-		rec, err := i.GetTask(ctx, id)
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: task %s is %s", ErrNotCancellable, id, rec.State)
+		return natserr.Wrap("framework: cancel task "+id, err)
 	}
 	// Record the cancellation when the state bucket exists.
 	kv, err := i.js.KeyValue(ctx, i.names.StateBucket())

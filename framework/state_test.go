@@ -440,3 +440,35 @@ func TestStateTTLOption(t *testing.T) {
 		t.Fatalf("tiny TTL: %v", err)
 	}
 }
+
+// Client.Cancel and Inspector.CancelTask are one operation: cancelling
+// through the client records the cancellation too, and a second cancel
+// reports the task as not cancellable (and not found) through either.
+func TestClientCancelAgreesWithInspector(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	kv := stateHistory(t, e)
+	cl, err := framework.NewClient(testutil.Connect(t, e.srv), framework.WithStateTracking(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Enqueue(t.Context(), "state.cancel", nil, framework.WithID("c1"), framework.In(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, kv, "c1", framework.StateScheduled)
+	if err := cl.Cancel(t.Context(), "c1"); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := cl.Inspector().GetTask(t.Context(), "c1")
+	if err != nil || rec.State != framework.StateCancelled || rec.Type != "state.cancel" {
+		t.Fatalf("GetTask after Client.Cancel = %+v, %v; want cancelled", rec, err)
+	}
+	for name, cancel := range map[string]func(context.Context, string) error{
+		"Client.Cancel": cl.Cancel, "Inspector.CancelTask": cl.Inspector().CancelTask,
+	} {
+		err := cancel(t.Context(), "c1")
+		if !errors.Is(err, framework.ErrNotCancellable) || !errors.Is(err, framework.ErrNotFound) {
+			t.Errorf("second cancel with %s: %v, want ErrNotCancellable and ErrNotFound", name, err)
+		}
+	}
+}
