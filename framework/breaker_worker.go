@@ -290,19 +290,12 @@ func (x *breakerExt) hold(_ *Task, err error) (time.Duration, bool) {
 // then waits for a slot again. Heartbeats keep p alive all along. It
 // returns false when the worker stops first; p was then handed back.
 func (w *Worker) holdAside(p *pending, d time.Duration) bool {
-	w.mu.Lock()
-	w.free++
-	p.tt.free++
-	w.dispatchLocked()
-	w.mu.Unlock()
+	w.sched.Lend(p.tt.slots)
 
 	// takeBack restores the slot accounting the deferred release of
 	// execute expects, then hands p back.
 	takeBack := func(why string) bool {
-		w.mu.Lock()
-		w.free--
-		p.tt.free--
-		w.mu.Unlock()
+		w.sched.Unlend(p.tt.slots)
 		w.handBack(p, why)
 		return false
 	}
@@ -313,26 +306,18 @@ func (w *Worker) holdAside(p *pending, d time.Duration) bool {
 		timer.Stop()
 		return takeBack("worker stopping while the task was held")
 	}
-	// Queue for a slot like a fetched task; dispatchLocked signals
-	// p.dispatched instead of starting a new execution.
+	// Queue for a slot like a fetched task; the grant signals p.dispatched
+	// instead of starting a new execution.
 	select {
 	case <-p.dispatched: // a stale signal left by awaitDispatch
 	default:
 	}
-	w.mu.Lock()
-	p.resume = true
-	r := p.prio.Rank()
-	w.waiting[r] = append(w.waiting[r], p)
-	w.dispatchLocked()
-	w.mu.Unlock()
+	w.sched.Resume(p, p.prio.Rank(), p.tt.slots)
 	select {
 	case <-p.dispatched:
 		return true
 	case <-w.stopFetch:
 		if w.withdraw(p) {
-			w.mu.Lock()
-			p.resume = false
-			w.mu.Unlock()
 			return takeBack("worker stopping while the task was held")
 		}
 		<-p.dispatched // dispatched concurrently: the slot is ours

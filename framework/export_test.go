@@ -4,7 +4,5 @@ package framework
 // slot in w's dispatcher. Tests use it to make sure the dispatcher has a real
 // choice to make before a slot frees up.
 func (w *Worker) WaitingForTest(p Priority) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.waiting[p.Rank()])
+	return w.sched.NumWaiting(p.Rank())
 }

@@ -108,19 +108,10 @@ func (w *Worker) dueForBeat(now time.Time, out []*pending) []*pending {
 	isDue := func(p *pending) bool {
 		return next-p.lastBeat.Load() > int64(p.tt.cfg.heartbeat)
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for p := range w.inflight {
+	w.sched.Each(func(p *pending) {
 		if isDue(p) {
 			out = append(out, p)
 		}
-	}
-	for r := range w.waiting {
-		for _, p := range w.waiting[r] {
-			if isDue(p) {
-				out = append(out, p)
-			}
-		}
-	}
+	})
 	return out
 }

@@ -35,9 +35,7 @@ type workerStats struct {
 
 // Stats returns a snapshot of the worker's counters.
 func (w *Worker) Stats() Stats {
-	w.mu.Lock()
-	running := len(w.inflight)
-	w.mu.Unlock()
+	running := w.sched.NumRunning()
 	return Stats{
 		Started:    w.stats.started.Load(),
 		Succeeded:  w.stats.succeeded.Load(),

@@ -1,0 +1,256 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jetflow-io/jetflow/internal/settle"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
+)
+
+// Execution: a dispatched task waits for its due time, runs its handler
+// (in-process reruns while a breaker holds it), and is settled: the decision
+// is internal/settle's, carried out here.
+
+// execute runs one task and settles its outcome.
+func (w *Worker) execute(p *pending) {
+	defer w.release(p)
+	t := w.newTask(p)
+
+	// The heartbeat sweeper keeps the task alive while it waits for its
+	// time or runs (heartbeats.go).
+
+	// A due time that cannot be trusted fails the task for good rather than
+	// holding a slot until a bogus time.
+	if err := checkSchedule(t, p.msg); err != nil {
+		w.settle(w.hardCtx, t, p, err, 0)
+		return
+	}
+	// Never start early: the server may fire a schedule slightly before the
+	// due time.
+	if !t.ScheduledFor.IsZero() {
+		if wait := time.Until(t.ScheduledFor); wait > 0 {
+			w.stats.heldEarly.Add(1)
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+			case <-w.hardCtx.Done():
+				timer.Stop()
+				w.handBack(p, "shutdown before due time")
+				return
+			}
+		}
+	}
+
+	base := context.WithValue(w.hardCtx, taskKey{}, t)
+	var err error
+	var took time.Duration
+	for {
+		took, err = w.runOnce(base, p, t)
+		if err == nil || IsPermanent(err) {
+			break
+		}
+		d, ok := w.holdFor(t, err)
+		if !ok {
+			break
+		}
+		// Rerun in process later without spending a delivery; heartbeats
+		// keep the task alive meanwhile, and its slot serves other tasks.
+		t.Logger().Info("jetflow task held in process", slog.Any(LogKeyError, err), slog.Duration("rerun_in", d))
+		if !w.holdAside(p, d) {
+			return // handed back: the worker is stopping
+		}
+	}
+	w.settle(base, t, p, err, took)
+}
+
+// runOnce runs the handler once with the type's timeout.
+func (w *Worker) runOnce(base context.Context, p *pending, t *Task) (time.Duration, error) {
+	cfg := &p.tt.cfg
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if cfg.timeout > 0 {
+		ctx, cancel = context.WithTimeoutCause(base, cfg.timeout, ErrHandlerTimeout)
+	} else {
+		ctx, cancel = context.WithCancel(base)
+	}
+	defer cancel()
+	w.stats.started.Add(1)
+	w.emitStarted(ctx, t)
+	start := time.Now()
+	err := w.call(ctx, p.tt.handler, t)
+	took := time.Since(start)
+	if err != nil && errors.Is(context.Cause(ctx), ErrHandlerTimeout) && !errors.Is(err, ErrHandlerTimeout) {
+		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, cfg.timeout, err)
+	}
+	return took, err
+}
+
+// call runs the handler, turning a panic into an error.
+func (w *Worker) call(ctx context.Context, h Handler, t *Task) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := debug.Stack()
+			w.stats.panics.Add(1)
+			t.Logger().Error("jetflow handler panicked", slog.Any("panic", r), slog.String("stack", string(stack)))
+			err = fmt.Errorf("%w: %v", ErrPanic, r)
+		}
+	}()
+	return h.Handle(ctx, t)
+}
+
+// classify turns an attempt's error into the input of the settlement
+// decision.
+func classify(err error, attempt int) settle.Result {
+	r := settle.Result{Failed: err != nil, Permanent: IsPermanent(err), Attempt: attempt}
+	var ra *RetryAfterError
+	if errors.As(err, &ra) {
+		r.RetryAfter, r.HasRetryAfter = ra.Delay, true
+	}
+	return r
+}
+
+// settle decides what to do with t after its attempt ended with err
+// (internal/settle) and carries it out: Ack, Nak, dead letter and Term.
+func (w *Worker) settle(ctx context.Context, t *Task, p *pending, err error, took time.Duration) {
+	if !p.settled.CompareAndSwap(false, true) {
+		return // handed back at the shutdown deadline
+	}
+	r := classify(err, t.Attempt)
+	r.ShuttingDown = w.hardCtx.Err() != nil
+	d := settle.Decide(r, settle.Policy{MaxAttempts: t.MaxAttempts, Backoff: p.tt.cfg.backoff.Delay,
+		DeadLetters: w.deadLetter != nil})
+	o := Outcome{Err: err, Took: took, Delay: d.Delay, Panicked: errors.Is(err, ErrPanic)}
+	log := t.Logger()
+	switch d.Action {
+	case settle.Ack:
+		if aerr := p.msg.Ack(); aerr != nil {
+			w.ackFailed(ctx, t, p, "ack", aerr)
+			return
+		}
+		w.stats.succeeded.Add(1)
+		o.Action = ActionAck
+	case settle.HandBack:
+		// Cancelled by shutdown: not the task's fault.
+		if nerr := p.msg.Nak(); nerr != nil {
+			w.ackFailed(ctx, t, p, "nak", nerr)
+		}
+		w.stats.handedBack.Add(1)
+		return
+	case settle.Fail:
+		if d.DeadLetter {
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			dlErr := w.deadLetter(dctx, t, p.msg, err)
+			cancel()
+			if dlErr != nil {
+				// Never terminate what could not be dead-lettered.
+				delay := p.tt.cfg.backoff.Delay(t.Attempt)
+				log.Error("jetflow could not dead-letter task; retrying it later", slog.Any(LogKeyError, dlErr),
+					slog.Any("cause", err), slog.Duration("retry_in", delay))
+				if nerr := p.msg.NakWithDelay(delay); nerr != nil {
+					w.ackFailed(ctx, t, p, "nak", nerr)
+				}
+				return
+			}
+			o.DeadLettered = true
+		}
+		w.stats.failed.Add(1)
+		if r.Permanent {
+			log.Error("jetflow task failed permanently; not retried", slog.Any(LogKeyError, err))
+		} else {
+			log.Error("jetflow task failed on its last attempt", slog.Any(LogKeyError, err), slog.Int("max_attempts", t.MaxAttempts))
+		}
+		if d.Term {
+			if terr := p.msg.TermWithReason(truncateUTF8(err.Error(), maxTermReason)); terr != nil {
+				w.ackFailed(ctx, t, p, "term", terr)
+			}
+		} else if nerr := p.msg.Nak(); nerr != nil {
+			// Handed back without delay: the server sees MaxDeliver reached,
+			// keeps the message and emits a max-deliveries advisory for the
+			// dead-letter router.
+			w.ackFailed(ctx, t, p, "nak", nerr)
+		}
+		o.Action = ActionFail
+	case settle.Retry:
+		w.stats.retried.Add(1)
+		log.Warn("jetflow task failed; will retry", slog.Any(LogKeyError, err), slog.Duration("retry_in", d.Delay))
+		var nerr error
+		if d.Delay > 0 {
+			nerr = p.msg.NakWithDelay(d.Delay)
+		} else {
+			nerr = p.msg.Nak()
+		}
+		if nerr != nil {
+			w.ackFailed(ctx, t, p, "nak", nerr)
+			return
+		}
+		o.Action = ActionRetry
+	}
+	w.emitFinished(ctx, t, o)
+}
+
+// maxTermReason bounds the reason sent with a Term.
+const maxTermReason = 1024
+
+// ackFailed logs and counts an Ack, Nak, InProgress or Term that could not
+// be sent, and reports it to the AckFailed hook. t may be nil (heartbeats,
+// hand-backs): the task is then read from p's message and put in ctx.
+func (w *Worker) ackFailed(ctx context.Context, t *Task, p *pending, op string, err error) {
+	w.stats.ackErrors.Add(1)
+	w.log.Error("jetflow could not "+op+" task; it will be redelivered after its ack wait",
+		slog.String(LogKeyTaskType, p.tt.name), slog.Any(LogKeyError, err))
+	if t == nil {
+		t = w.newTask(p)
+	}
+	if TaskFromContext(ctx) == nil {
+		ctx = ContextWithTask(ctx, t)
+	}
+	w.emitAckFailed(ctx, t, op, err)
+}
+
+func (w *Worker) newTask(p *pending) *Task {
+	t := &Task{
+		Type:        p.tt.name,
+		Priority:    p.prio,
+		MaxAttempts: p.tt.cfg.maxAttempts,
+		Headers:     p.msg.Headers(),
+		Payload:     p.msg.Data(),
+		Stream:      w.taskStream,
+		Attempt:     1,
+		baseLogger:  w.log,
+		worker:      w,
+	}
+	if md, err := p.msg.Metadata(); err == nil {
+		t.Attempt = int(md.NumDelivered)
+		t.Sequence = md.Sequence.Stream
+		t.EnqueuedAt = md.Timestamp
+	}
+	if h := t.Headers; h != nil {
+		if ts := taskmsg.ParseTime(h.Get(HeaderEnqueuedAt)); !ts.IsZero() {
+			t.EnqueuedAt = ts
+		}
+		t.ScheduledFor = taskmsg.ParseTime(h.Get(HeaderScheduledFor))
+	}
+	t.ID = taskmsg.ID(t.Headers, t.Sequence, t.EnqueuedAt)
+	return t
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 character.
+func truncate(s string, n int) string { return truncateUTF8(s, n) }
+
+// truncateUTF8 cuts s to at most n bytes without splitting a UTF-8
+// character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,269 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/retry"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Fetching: one goroutine per (type, priority) consumer pulls messages and
+// offers them to the worker's scheduler (internal/dispatch), which starts
+// them on executors (heartbeats.go) as slots free up.
+
+// fetch pulls one (type, priority) consumer and feeds the dispatcher, holding
+// at most one message outside the pull buffer at a time.
+func (w *Worker) fetch(tt *typeRunner, prio Priority, cons jetstream.Consumer) {
+	defer w.fetchers.Done()
+	stopCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-w.stopFetch:
+			cancel()
+		case <-stopCtx.Done():
+		}
+	}()
+	wait := pullRetry.New()
+	for {
+		it, err := cons.Messages(jetstream.PullMaxMessages(tt.cfg.prefetch))
+		if err == nil {
+			err = w.serve(stopCtx, tt, prio, it)
+			if stopCtx.Err() != nil {
+				w.drain(it)
+				return
+			}
+			it.Stop()
+			if errors.Is(err, errPullIdle) || errors.Is(err, errRescued) {
+				wait.Reset()
+				continue // a fresh iterator at once, with a fresh pull request
+			}
+		}
+		// The iterator failed (consumer deleted, connection trouble): log,
+		// wait, re-ensure the consumer and resume.
+		d := wait.NextBackOff()
+		w.log.Warn("jetflow consumer pull interrupted; retrying", slog.String(LogKeyTaskType, tt.name),
+			slog.String(LogKeyPriority, prio.String()), slog.Duration("retry_in", d), slog.Any(LogKeyError, err))
+		if !retry.Sleep(stopCtx, d) {
+			return
+		}
+		ectx, ecancel := context.WithTimeout(stopCtx, 10*time.Second)
+		c, err := streams.EnsureConsumer(ectx, w.js, w.names, w.consumerSpec(tt, prio))
+		ecancel()
+		if err == nil {
+			cons = c
+		}
+	}
+}
+
+// pullRetry spaces the attempts to resume a failed pull.
+var pullRetry = retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+
+// nextPoll bounds each wait for the next message. The pull iterator of
+// nats.go (v1.55.0) decides whether to send a new pull request only when Next
+// starts or receives something, and skips it while its previous request is
+// still being sent; if that request is then answered in full before the
+// sender finishes (a busy host), the iterator waits with no request
+// outstanding until two heartbeats are missed, 30 s by default. Returning
+// from Next every nextPoll makes it check again, bounding such a stall. It is
+// also how soon an idle fetcher notices that the worker stops.
+const nextPoll = 250 * time.Millisecond
+
+// pullIdleRestart is how long a fetcher waits without receiving anything
+// before it replaces its pull iterator. The iterator counts the messages its
+// pull requests may still bring and sends no new request meanwhile; it
+// forgets a request only on a status from the server or after two missed
+// idle heartbeats. A consumer leader that crashes sends no status, and
+// missed heartbeats are checked only within a single Next call, which
+// nextPoll keeps short: without this, a fetcher whose consumer leader
+// crashed would wait forever. Twice the iterator's default heartbeat, like
+// its own check; on an idle consumer it costs one new pull request each time.
+const pullIdleRestart = 30 * time.Second
+
+// errPullIdle ends serve after pullIdleRestart without a message.
+var errPullIdle = errors.New("framework: pull iterator idle")
+
+// serve reads it until stop, a terminal iterator error, or errPullIdle.
+func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it jetstream.MessagesContext) error {
+	errStreak := 0
+	poll := jetstream.NextMaxWait(nextPoll)
+	lastMsg := time.Now()
+	for {
+		msg, err := it.Next(poll)
+		if err != nil {
+			if stop.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, nats.ErrTimeout) {
+				if time.Since(lastMsg) >= pullIdleRestart {
+					return errPullIdle
+				}
+				continue // nothing within nextPoll: loop, so the iterator re-checks its pull requests
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
+				errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return err
+			}
+			// Transient (missed heartbeat, reconnect): the iterator recovers
+			// by itself; avoid spinning.
+			errStreak++
+			if errStreak > 1 {
+				select {
+				case <-stop.Done():
+					return nil
+				case <-time.After(min(time.Duration(errStreak)*50*time.Millisecond, time.Second)):
+				}
+			}
+			continue
+		}
+		errStreak = 0
+		p := w.newPending(tt, prio, msg)
+		w.offer(p)
+		dispatched, starved := w.awaitSlot(stop, p, tt.cfg.ackWait/2)
+		if starved {
+			// p has waited half an ack wait for a slot: the tasks behind it
+			// in the pull buffer get no heartbeats and would be redelivered
+			// (spending an attempt). Take them out of the buffer, where the
+			// sweeper keeps them alive, and pull again only once they ran.
+			return w.rescue(stop, it, tt, prio, p)
+		}
+		if !dispatched {
+			return nil
+		}
+		lastMsg = time.Now()
+	}
+}
+
+// errRescued ends serve after its pull buffer was emptied into the waiting
+// lists because a task starved (see rescue).
+var errRescued = errors.New("framework: pull buffer rescued from starvation")
+
+func (w *Worker) newPending(tt *typeRunner, prio Priority, msg jetstream.Msg) *pending {
+	p := &pending{tt: tt, prio: prio, msg: msg, dispatched: make(chan struct{}, 1)}
+	p.lastBeat.Store(time.Now().UnixNano())
+	return p
+}
+
+// awaitSlot waits until p is dispatched (true, false), the worker stops
+// (false, false; p was handed back unless dispatched concurrently), or
+// starveAfter passes (false, true; p still waits).
+func (w *Worker) awaitSlot(stop context.Context, p *pending, starveAfter time.Duration) (dispatched, starved bool) {
+	select {
+	case <-p.dispatched:
+		return true, false
+	default:
+	}
+	timer := time.NewTimer(starveAfter)
+	defer timer.Stop()
+	select {
+	case <-p.dispatched:
+		return true, false
+	case <-timer.C:
+		return false, true
+	case <-stop.Done():
+		if w.withdraw(p) {
+			w.handBack(p, "worker stopping")
+			return false, false
+		}
+		return true, false
+	}
+}
+
+// rescue drains the iterator's buffer into the waiting lists, where the
+// heartbeat sweeper covers every task, then waits until held and rescued
+// tasks were all dispatched (or the worker stops). It returns errRescued so
+// that fetch opens a fresh iterator.
+func (w *Worker) rescue(stop context.Context, it jetstream.MessagesContext, tt *typeRunner, prio Priority, held *pending) error {
+	it.Drain()
+	batch := []*pending{held}
+	for {
+		msg, err := it.Next(jetstream.NextMaxWait(100 * time.Millisecond))
+		if err != nil {
+			break
+		}
+		q := w.newPending(tt, prio, msg)
+		w.offer(q)
+		batch = append(batch, q)
+	}
+	w.log.Debug("jetflow fetched tasks starved; holding them with heartbeats", slog.String(LogKeyTaskType, tt.name),
+		slog.String(LogKeyPriority, prio.String()), slog.Int("tasks", len(batch)))
+	for _, q := range batch {
+		if !w.awaitDispatch(stop, q) {
+			// Stopping: hand back the rest still waiting.
+			for _, r := range batch {
+				if w.withdraw(r) {
+					w.handBack(r, "worker stopping")
+				}
+			}
+			return nil
+		}
+	}
+	return errRescued
+}
+
+// awaitDispatch waits until p gets a slot; the heartbeat sweeper keeps it
+// alive meanwhile, so a task held back by higher priorities does not time
+// out. It returns false (after handing p back) when the worker stops first.
+func (w *Worker) awaitDispatch(stop context.Context, p *pending) bool {
+	select {
+	case <-p.dispatched:
+		return true
+	case <-stop.Done():
+		if w.withdraw(p) {
+			w.handBack(p, "worker stopping")
+			return false
+		}
+		return true // dispatched concurrently; its execution owns it
+	}
+}
+
+// drain hands back the messages still in the pull buffer.
+func (w *Worker) drain(it jetstream.MessagesContext) {
+	it.Drain()
+	for {
+		msg, err := it.Next(jetstream.NextMaxWait(200 * time.Millisecond))
+		if err != nil {
+			return
+		}
+		if err := msg.Nak(); err != nil {
+			w.stats.ackErrors.Add(1)
+			w.log.Warn("jetflow could not hand back a buffered task; it will be redelivered after its ack wait",
+				slog.Any(LogKeyError, err))
+			continue
+		}
+		w.stats.handedBack.Add(1)
+	}
+}
+
+// offer queues p for a slot; granted starts it.
+func (w *Worker) offer(p *pending) { w.sched.Offer(p, p.prio.Rank(), p.tt.slots) }
+
+// withdraw removes p from the waiting tasks; false if it was dispatched.
+func (w *Worker) withdraw(p *pending) bool { return w.sched.Withdraw(p, p.prio.Rank()) }
+
+// granted is called by the scheduler, under its lock, when p gets a slot:
+// a held task's own goroutine continues it (resumed); a fetched one goes to
+// an idle executor (heartbeats.go) or a goroutine of its own.
+func (w *Worker) granted(p *pending, resumed bool) {
+	p.dispatched <- struct{}{}
+	if resumed {
+		return
+	}
+	w.execs.Add(1)
+	select {
+	case w.bg.execCh <- p:
+	default:
+		go w.execute(p)
+	}
+}
+
+func (w *Worker) release(p *pending) {
+	w.sched.Release(p, p.tt.slots)
+	w.execs.Done()
+}

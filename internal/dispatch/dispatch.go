@@ -1,0 +1,194 @@
+package dispatch
+
+import (
+	"math/rand/v2"
+	"sync"
+)
+
+// Ranks is the number of priority ranks; rank 0 is the highest.
+const Ranks = 4
+
+// Class caps how many items of one kind hold a slot at once. Its count is
+// guarded by the scheduler's lock.
+type Class struct{ free int }
+
+// NewClass returns a class allowing limit items at once.
+func NewClass(limit int) *Class { return &Class{free: limit} }
+
+type entry[T comparable] struct {
+	v       T
+	class   *Class
+	resumed bool
+}
+
+// Scheduler grants slots to waiting items. It is safe for concurrent use.
+type Scheduler[T comparable] struct {
+	mu       sync.Mutex
+	free     int
+	waiting  [Ranks][]entry[T]
+	inflight map[T]struct{}
+	weights  [Ranks]int
+	weighted bool
+	grant    func(v T, resumed bool)
+}
+
+// New returns a scheduler of slots slots. With weighted, ranks are drawn in
+// proportion to weights; otherwise the highest waiting rank always goes
+// first. grant is called, with the scheduler's lock held, for each item
+// given a slot: resumed says the item was queued with [Scheduler.Resume]
+// (its own goroutine waits for the slot) rather than [Scheduler.Offer].
+func New[T comparable](slots int, weighted bool, weights [Ranks]int, grant func(v T, resumed bool)) *Scheduler[T] {
+	return &Scheduler[T]{free: slots, inflight: make(map[T]struct{}), weights: weights, weighted: weighted, grant: grant}
+}
+
+// Offer queues v at rank for a slot of class c and grants what can start.
+func (s *Scheduler[T]) Offer(v T, rank int, c *Class) { s.queue(v, rank, c, false) }
+
+// Resume queues v, which still counts as holding a slot (see
+// [Scheduler.Lend]), for a slot again.
+func (s *Scheduler[T]) Resume(v T, rank int, c *Class) { s.queue(v, rank, c, true) }
+
+func (s *Scheduler[T]) queue(v T, rank int, c *Class, resumed bool) {
+	s.mu.Lock()
+	s.waiting[rank] = append(s.waiting[rank], entry[T]{v, c, resumed})
+	s.dispatchLocked()
+	s.mu.Unlock()
+}
+
+// Withdraw removes v from the waiting items; false if it was granted a
+// slot meanwhile.
+func (s *Scheduler[T]) Withdraw(v T, rank int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, e := range s.waiting[rank] {
+		if e.v == v {
+			s.waiting[rank] = append(s.waiting[rank][:i], s.waiting[rank][i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// Release gives back the slot of v, of class c, and grants what can start.
+func (s *Scheduler[T]) Release(v T, c *Class) {
+	s.mu.Lock()
+	delete(s.inflight, v)
+	s.free++
+	c.free++
+	s.dispatchLocked()
+	s.mu.Unlock()
+}
+
+// Lend lets others use the slot of an item of class c that keeps holding
+// it (it stays among the items [Scheduler.Each] visits); [Scheduler.Resume]
+// queues the item for a slot again, or [Scheduler.Unlend] takes the slot
+// back without waiting.
+func (s *Scheduler[T]) Lend(c *Class) {
+	s.mu.Lock()
+	s.free++
+	c.free++
+	s.dispatchLocked()
+	s.mu.Unlock()
+}
+
+// Unlend undoes [Scheduler.Lend], so that a later [Scheduler.Release]
+// balances.
+func (s *Scheduler[T]) Unlend(c *Class) {
+	s.mu.Lock()
+	s.free--
+	c.free--
+	s.mu.Unlock()
+}
+
+// Running returns the items holding a slot.
+func (s *Scheduler[T]) Running() []T {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]T, 0, len(s.inflight))
+	for v := range s.inflight {
+		out = append(out, v)
+	}
+	return out
+}
+
+// NumRunning returns how many items hold a slot.
+func (s *Scheduler[T]) NumRunning() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.inflight)
+}
+
+// NumWaiting returns how many items wait at rank.
+func (s *Scheduler[T]) NumWaiting(rank int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting[rank])
+}
+
+// Each calls fn, with the lock held, for every item holding a slot, then
+// every waiting one. fn must not call the scheduler.
+func (s *Scheduler[T]) Each(fn func(T)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for v := range s.inflight {
+		fn(v)
+	}
+	for r := range s.waiting {
+		for _, e := range s.waiting[r] {
+			fn(e.v)
+		}
+	}
+}
+
+// dispatchLocked grants slots while some are free.
+func (s *Scheduler[T]) dispatchLocked() {
+	for s.free > 0 {
+		r, i := s.pickLocked()
+		if r < 0 {
+			return
+		}
+		e := s.waiting[r][i]
+		s.waiting[r] = append(s.waiting[r][:i], s.waiting[r][i+1:]...)
+		s.free--
+		e.class.free--
+		s.inflight[e.v] = struct{}{}
+		s.grant(e.v, e.resumed)
+	}
+}
+
+// pickLocked returns the rank and index of the next item to start, or -1.
+func (s *Scheduler[T]) pickLocked() (int, int) {
+	var idx [Ranks]int
+	eligible, total := 0, 0
+	for r := range s.waiting {
+		idx[r] = -1
+		for i, e := range s.waiting[r] {
+			if e.class.free > 0 {
+				idx[r] = i
+				break
+			}
+		}
+		if idx[r] < 0 {
+			continue
+		}
+		if !s.weighted {
+			return r, idx[r]
+		}
+		eligible++
+		total += s.weights[r]
+	}
+	if eligible == 0 {
+		return -1, -1
+	}
+	n := rand.IntN(total)
+	for r := range s.waiting {
+		if idx[r] < 0 {
+			continue
+		}
+		if n < s.weights[r] {
+			return r, idx[r]
+		}
+		n -= s.weights[r]
+	}
+	return -1, -1
+}

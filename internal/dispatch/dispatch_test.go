@@ -1,0 +1,90 @@
+package dispatch
+
+import (
+	"slices"
+	"testing"
+)
+
+type grants struct{ got []string }
+
+func (g *grants) grant(v string, resumed bool) {
+	if resumed {
+		v += "*"
+	}
+	g.got = append(g.got, v)
+}
+
+func TestStrictOrderAndClassCaps(t *testing.T) {
+	t.Parallel()
+	g := &grants{}
+	s := New[string](2, false, [Ranks]int{}, g.grant)
+	a, b := NewClass(1), NewClass(2)
+	s.Offer("low-a1", 3, a)
+	s.Offer("low-a2", 3, a) // class a is full: waits
+	s.Offer("crit-b1", 0, b)
+	s.Offer("crit-b2", 0, b) // no slot left
+	if want := []string{"low-a1", "crit-b1"}; !slices.Equal(g.got, want) {
+		t.Fatalf("granted %v, want %v", g.got, want)
+	}
+	s.Release("low-a1", a) // the critical task goes first, though a has room again
+	if want := []string{"low-a1", "crit-b1", "crit-b2"}; !slices.Equal(g.got, want) {
+		t.Fatalf("granted %v, want %v", g.got, want)
+	}
+	if !s.Withdraw("low-a2", 3) || s.Withdraw("low-a2", 3) {
+		t.Fatal("Withdraw of a waiting item")
+	}
+	if s.NumRunning() != 2 || s.NumWaiting(3) != 0 {
+		t.Fatalf("running %d waiting %d", s.NumRunning(), s.NumWaiting(3))
+	}
+}
+
+func TestLendAndResume(t *testing.T) {
+	t.Parallel()
+	g := &grants{}
+	s := New[string](1, false, [Ranks]int{}, g.grant)
+	c := NewClass(1)
+	s.Offer("held", 2, c)
+	s.Offer("next", 2, c)
+	s.Lend(c) // held gives its slot to next, but stays running
+	if want := []string{"held", "next"}; !slices.Equal(g.got, want) {
+		t.Fatalf("granted %v, want %v", g.got, want)
+	}
+	s.Resume("held", 2, c)
+	s.Release("next", c)
+	if want := []string{"held", "next", "held*"}; !slices.Equal(g.got, want) {
+		t.Fatalf("granted %v, want %v", g.got, want)
+	}
+	var seen []string
+	s.Each(func(v string) { seen = append(seen, v) })
+	if !slices.Equal(seen, []string{"held"}) {
+		t.Fatalf("Each visited %v", seen)
+	}
+}
+
+func TestWeightedServesEveryRank(t *testing.T) {
+	t.Parallel()
+	counts := map[string]int{}
+	var s *Scheduler[string]
+	c := NewClass(1 << 30)
+	s = New[string](1, true, [Ranks]int{8, 4, 2, 1}, func(v string, _ bool) { counts[v]++ })
+	// One slot, every rank always waiting: each release draws a rank.
+	names := []string{"c", "h", "n", "l"}
+	s.Offer("c", 0, c) // takes the slot
+	for r := 1; r < Ranks; r++ {
+		s.Offer(names[r], r, c)
+	}
+	for range 3000 {
+		run := s.Running()[0]
+		r := slices.Index(names, run)
+		s.Offer(run, r, c) // back in line before the slot frees
+		s.Release(run, c)
+	}
+	for _, n := range names {
+		if counts[n] == 0 {
+			t.Errorf("rank %s never served: %v", n, counts)
+		}
+	}
+	if counts["c"] <= counts["l"] {
+		t.Errorf("critical served %d times, low %d: want more critical", counts["c"], counts["l"])
+	}
+}

@@ -1,0 +1,13 @@
+// Package dispatch owns how a worker shares its slots among fetched tasks:
+// a [Scheduler] holds the waiting items per priority rank, grants a free
+// slot to the highest-ranked waiting item whose [Class] (task type) has
+// room too — always the highest rank (strict), or a rank drawn in
+// proportion to its weight (weighted, so that no rank starves) — and keeps
+// the set of items holding a slot, which the worker's heartbeat sweeper
+// and shutdown walk.
+//
+// The scheduler knows nothing of messages or handlers: it calls the
+// worker's grant function, under its lock, for each item it starts. The
+// worker's fetching, heartbeats and execution live in framework (fetch.go,
+// heartbeats.go, execute.go).
+package dispatch
