@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
-	"github.com/jetflow-io/jetflow/internal/retry"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -27,14 +27,20 @@ import (
 // fetch at most one batch (256 records, 4 MiB) at a time, so listing or
 // replaying any number of records takes bounded memory.
 type DeadLetters struct {
-	core   *dlqCore
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	names  streams.Names
+	core   *deadletter.Core
 	window int // in-flight publishes of a bulk replay
 }
 
 // DeadLetters returns the dead-letter operations of the client's topology.
 func (c *Client) DeadLetters() *DeadLetters {
 	return &DeadLetters{
-		core:   newDLQCore(c.nc, c.js, c.names, c.opts.logger),
+		nc:     c.nc,
+		js:     c.js,
+		names:  c.names,
+		core:   newDeadLetterCore(c.nc, c.js, c.names, c.opts.logger),
 		window: min(c.opts.maxPending, dlqReplayWindow),
 	}
 }
@@ -117,7 +123,7 @@ func (d *DeadLetters) dlqErr(what string, err error) error {
 // sequence to (0: no bound). fn returns false to stop.
 func (d *DeadLetters) scan(ctx context.Context, f DeadLetterFilter, after, to uint64, batch int,
 	fn func(dl *DeadLetter, m jsapi.Stored) (bool, error)) error {
-	subj, err := f.subject(d.core.names)
+	subj, err := f.subject(d.names)
 	if err != nil {
 		return err
 	}
@@ -125,7 +131,7 @@ func (d *DeadLetters) scan(ctx context.Context, f DeadLetterFilter, after, to ui
 	if after == 0 && !f.From.IsZero() {
 		from, start = 0, f.From
 	}
-	return jsapi.Scan(ctx, d.core.nc, d.core.names.DLQStream(), subj, from, to, start, batch,
+	return jsapi.Scan(ctx, d.nc, d.names.DLQStream(), subj, from, to, start, batch,
 		func(m jsapi.Stored) (bool, error) {
 			dl := deadLetterFrom(m)
 			if !f.To.IsZero() && dl.Time.After(f.To) {
@@ -174,7 +180,7 @@ func (d *DeadLetters) List(ctx context.Context, f DeadLetterFilter, p DeadLetter
 // Get returns the record at sequence seq, or an error wrapping [ErrNotFound].
 func (d *DeadLetters) Get(ctx context.Context, seq uint64) (*DeadLetter, error) {
 	var found *DeadLetter
-	_, err := jsapi.DirectGet(ctx, d.core.nc, d.core.names.DLQStream(), jsapi.GetRequest{Seq: seq}, func(m jsapi.Stored) error {
+	_, err := jsapi.DirectGet(ctx, d.nc, d.names.DLQStream(), jsapi.GetRequest{Seq: seq}, func(m jsapi.Stored) error {
 		dl := deadLetterFrom(m)
 		found = &dl
 		return nil
@@ -196,12 +202,12 @@ func isReplayDropped(k string) bool {
 	case HeaderDLQReplayedFromSeq, HeaderDLQReplayedAt, HeaderDLQPreviousError, HeaderScheduledFor, HeaderEnqueuedAt:
 		return true
 	}
-	return isRecordHeader(k)
+	return deadletter.IsRecordHeader(k)
 }
 
 // replayMsgID is the deduplication ID of the replay of record seq.
 func (d *DeadLetters) replayMsgID(seq uint64) string {
-	return "replay-" + d.core.names.DLQStream() + "-" + strconv.FormatUint(seq, 10)
+	return "replay-" + d.names.DLQStream() + "-" + strconv.FormatUint(seq, 10)
 }
 
 // replayMsg builds the task that replays dl: same ID, type, priority,
@@ -213,7 +219,7 @@ func (d *DeadLetters) replayMsg(dl *DeadLetter) (*nats.Msg, TaskInfo, error) {
 	}
 	taskType, prio := dl.Type, dl.Priority
 	if err := streams.ValidateTaskType(taskType); err != nil || dl.Headers.Get(HeaderDLQPriority) == "" {
-		p, t, perr := d.core.names.ParseTaskSubject(dl.OriginalSubject)
+		p, t, perr := d.names.ParseTaskSubject(dl.OriginalSubject)
 		if perr != nil {
 			return nil, TaskInfo{}, fmt.Errorf("framework: dead letter %d names no valid task type: %w", dl.Seq, perr)
 		}
@@ -237,9 +243,9 @@ func (d *DeadLetters) replayMsg(dl *DeadLetter) (*nats.Msg, TaskInfo, error) {
 	h.Set(HeaderDLQReplayedAt, taskmsg.FormatTime(time.Now()))
 	h.Set(HeaderDLQDeadCount, strconv.Itoa(deadCount))
 	if dl.LastError != "" {
-		h.Set(HeaderDLQPreviousError, headerText(dl.LastError, MaxDLQErrorLen))
+		h.Set(HeaderDLQPreviousError, deadletter.Text(dl.LastError, MaxDLQErrorLen))
 	}
-	subject := d.core.names.TaskSubject(prio, taskType)
+	subject := d.names.TaskSubject(prio, taskType)
 	msg := &nats.Msg{Subject: subject, Header: h, Data: dl.Payload}
 	return msg, TaskInfo{ID: id, Type: taskType, Priority: prio, Subject: subject}, nil
 }
@@ -264,12 +270,12 @@ func (d *DeadLetters) Replay(ctx context.Context, seq uint64) (TaskInfo, error) 
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	ack, err := d.core.js.PublishMsg(ctx, msg)
+	ack, err := d.js.PublishMsg(ctx, msg)
 	if err != nil {
 		return TaskInfo{}, fmt.Errorf("framework: replay dead letter %d: %w", seq, err)
 	}
 	info.Stream, info.Sequence, info.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
-	if _, err := d.core.deleteMsg(ctx, d.core.names.DLQStream(), seq); err != nil {
+	if _, err := d.core.DeleteMsg(ctx, d.names.DLQStream(), seq); err != nil {
 		return info, fmt.Errorf("framework: replayed dead letter %d but could not delete it (replaying it again within the duplicate window is safe): %w", seq, err)
 	}
 	return info, nil
@@ -295,11 +301,11 @@ func (d *DeadLetters) ReplayAll(ctx context.Context, progress func(done, total i
 // payload) is skipped and reported in the error; a publish that fails stops
 // the replay, and the records not yet replayed stay.
 func (d *DeadLetters) ReplayFilter(ctx context.Context, f DeadLetterFilter, progress func(done, total int)) (int, error) {
-	subj, err := f.subject(d.core.names)
+	subj, err := f.subject(d.names)
 	if err != nil {
 		return 0, err
 	}
-	ds, err := d.core.stream(ctx, d.core.names.DLQStream())
+	ds, err := d.core.Stream(ctx, d.names.DLQStream())
 	if err != nil {
 		return 0, err
 	}
@@ -337,7 +343,7 @@ func (d *DeadLetters) ReplayFilter(ctx context.Context, f DeadLetterFilter, prog
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if _, err := d.core.deleteMsg(ctx, d.core.names.DLQStream(), p.seq); err != nil {
+		if _, err := d.core.DeleteMsg(ctx, d.names.DLQStream(), p.seq); err != nil {
 			return err
 		}
 		replayed++
@@ -345,7 +351,7 @@ func (d *DeadLetters) ReplayFilter(ctx context.Context, f DeadLetterFilter, prog
 	}
 	publish := func(msg *nats.Msg) (jetstream.PubAckFuture, error) {
 		for {
-			fut, err := d.core.js.PublishMsgAsync(msg)
+			fut, err := d.js.PublishMsgAsync(msg)
 			if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) || ctx.Err() != nil {
 				return fut, err
 			}
@@ -404,14 +410,14 @@ func (d *DeadLetters) ReplayFilter(ctx context.Context, f DeadLetterFilter, prog
 // filter on the type alone (or the zero filter: every record) is one purge
 // request; other filters delete the matching records one by one.
 func (d *DeadLetters) Purge(ctx context.Context, f DeadLetterFilter) (int, error) {
-	subj, err := f.subject(d.core.names)
+	subj, err := f.subject(d.names)
 	if err != nil {
 		return 0, err
 	}
 	if f.bySubjectOnly() {
 		return d.purgeSubject(ctx, subj)
 	}
-	ds, err := d.core.stream(ctx, d.core.names.DLQStream())
+	ds, err := d.core.Stream(ctx, d.names.DLQStream())
 	if err != nil {
 		return 0, err
 	}
@@ -421,7 +427,7 @@ func (d *DeadLetters) Purge(ctx context.Context, f DeadLetterFilter) (int, error
 	}
 	purged := 0
 	err = d.scan(ctx, f, 0, si.State.LastSeq, dlqScanBatch, func(dl *DeadLetter, _ jsapi.Stored) (bool, error) {
-		gone, err := d.core.deleteMsg(ctx, d.core.names.DLQStream(), dl.Seq)
+		gone, err := d.core.DeleteMsg(ctx, d.names.DLQStream(), dl.Seq)
 		if err != nil {
 			return false, err
 		}
@@ -439,7 +445,7 @@ func (d *DeadLetters) Purge(ctx context.Context, f DeadLetterFilter) (int, error
 // purgeSubject purges subj from the dead-letter stream in one request and
 // returns the number of records purged.
 func (d *DeadLetters) purgeSubject(ctx context.Context, subj string) (int, error) {
-	n, err := jsapi.PurgeSubject(ctx, d.core.nc, d.core.names.DLQStream(), subj)
+	n, err := jsapi.PurgeSubject(ctx, d.nc, d.names.DLQStream(), subj)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrStreamNotFound) {
 			return 0, fmt.Errorf("framework: purge dead letters: %w: %w", ErrTopologyMissing, err)
@@ -458,15 +464,5 @@ func (d *DeadLetters) purgeSubject(ctx context.Context, subj string) (int, error
 // running tasks. It returns the number of tasks routed; tasks routed at the
 // same time by a router or another reconciler are routed once.
 func (d *DeadLetters) Reconcile(ctx context.Context) (int, error) {
-	r := &reconciler{c: d.core}
-	if _, err := r.pass(ctx); err != nil {
-		return 0, err
-	}
-	if len(r.prev) == 0 {
-		return 0, nil
-	}
-	if !retry.Sleep(ctx, reconcileGrace) {
-		return 0, ctx.Err()
-	}
-	return r.pass(ctx)
+	return d.core.Reconcile(ctx, deadletter.ReconcileGrace)
 }

@@ -54,3 +54,14 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// Delay returns the wait before attempt n+1 after n failed ones (n from
+// 1): the n-th wait of a fresh backoff of p.
+func (p Policy) Delay(n int) time.Duration {
+	b := p.New()
+	var d time.Duration
+	for range max(min(n, 64), 1) {
+		d = b.NextBackOff()
+	}
+	return d
+}

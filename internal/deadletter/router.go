@@ -1,4 +1,4 @@
-package framework
+package deadletter
 
 import (
 	"context"
@@ -68,31 +68,16 @@ func routerConsumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
-// service runs the router and the reconciler until ctx ends.
-func (x *dlqExt) service(ctx context.Context, _ *Worker) {
-	every := x.opts.reconcileEvery
-	if every == 0 {
-		every = DefaultReconcileInterval
-	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		x.core.runRouter(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		x.core.runReconciler(ctx, every)
-	}()
-	wg.Wait()
-}
+// advisoryRetry spaces the redeliveries of an advisory whose task could not
+// be routed.
+var advisoryRetry = retry.Policy{Min: time.Second, Max: time.Minute, Jitter: 0.5}
 
 // routerRetry spaces the restarts of the dead-letter router.
 var routerRetry = retry.Policy{Min: 250 * time.Millisecond, Max: 10 * time.Second}
 
-// runRouter routes advisories until ctx ends, recreating its consumer when
+// RunRouter routes advisories until ctx ends, recreating its consumer when
 // it disappears.
-func (c *dlqCore) runRouter(ctx context.Context) {
+func (c *Core) RunRouter(ctx context.Context) {
 	wait := routerRetry.New()
 	for {
 		err := c.routeAdvisories(ctx)
@@ -100,21 +85,21 @@ func (c *dlqCore) runRouter(ctx context.Context) {
 			return
 		}
 		d := wait.NextBackOff()
-		c.log.Warn("jetflow dead-letter router interrupted; retrying", slog.Duration("retry_in", d), slog.Any(LogKeyError, err))
+		c.log.Warn("jetflow dead-letter router interrupted; retrying", slog.Duration("retry_in", d), slog.Any(logKeyError, err))
 		if !retry.Sleep(ctx, d) {
 			return
 		}
 	}
 }
 
-// routeAdvisories consumes the advisory stream with dlqRouters handlers
+// routeAdvisories consumes the advisory stream with routers handlers
 // until ctx ends or the consumer is lost.
-func (c *dlqCore) routeAdvisories(ctx context.Context) error {
+func (c *Core) routeAdvisories(ctx context.Context) error {
 	cctx, cancel := jsapi.WithTimeout(ctx)
-	cons, err := c.js.CreateOrUpdateConsumer(cctx, c.names.AdvisoryStream(), routerConsumerConfig())
+	cons, err := c.js.CreateOrUpdateConsumer(cctx, c.topo.AdvisoryStream, routerConsumerConfig())
 	cancel()
 	if err != nil {
-		return fmt.Errorf("framework: dead-letter router consumer on %s: %w", c.names.AdvisoryStream(), err)
+		return fmt.Errorf("framework: dead-letter router consumer on %s: %w", c.topo.AdvisoryStream, err)
 	}
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
@@ -125,7 +110,7 @@ func (c *dlqCore) routeAdvisories(ctx context.Context) error {
 		case msgs <- m:
 		case <-rctx.Done(): // not acknowledged: redelivered after the ack wait
 		}
-	}, jetstream.PullMaxMessages(2*dlqRouters), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	}, jetstream.PullMaxMessages(2*routers), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 			select {
 			case lost <- err:
@@ -137,7 +122,7 @@ func (c *dlqCore) routeAdvisories(ctx context.Context) error {
 		return fmt.Errorf("framework: dead-letter router: %w", err)
 	}
 	var wg sync.WaitGroup
-	for range dlqRouters {
+	for range routers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -166,7 +151,7 @@ func (c *dlqCore) routeAdvisories(ctx context.Context) error {
 // acknowledges the advisory; on failure it asks for a later redelivery.
 // Termination advisories are acknowledged: a worker terminates a task only
 // after writing its record.
-func (c *dlqCore) handleAdvisory(ctx context.Context, m jetstream.Msg) {
+func (c *Core) handleAdvisory(ctx context.Context, m jetstream.Msg) {
 	switch subj := m.Subject(); {
 	case strings.HasPrefix(subj, advisoryMaxDeliveries):
 	case strings.HasPrefix(subj, advisoryTerminated):
@@ -178,15 +163,15 @@ func (c *dlqCore) handleAdvisory(ctx context.Context, m jetstream.Msg) {
 	}
 	var adv dlqAdvisory
 	if err := json.Unmarshal(m.Data(), &adv); err != nil || adv.StreamSeq == 0 {
-		c.log.Warn("jetflow dead-letter router: unreadable advisory dropped", slog.String("subject", m.Subject()), slog.Any(LogKeyError, err))
+		c.log.Warn("jetflow dead-letter router: unreadable advisory dropped", slog.String("subject", m.Subject()), slog.Any(logKeyError, err))
 		c.acked(m, "term", m.Term())
 		return
 	}
-	if adv.Stream != c.names.TaskStream() {
+	if adv.Stream != c.topo.TaskStream {
 		c.acked(m, "ack", m.Ack())
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, dlqOpTimeout)
+	rctx, cancel := context.WithTimeout(ctx, jsapi.DefaultTimeout)
 	err := c.routeAdvisory(rctx, adv)
 	cancel()
 	if err != nil {
@@ -197,9 +182,9 @@ func (c *dlqCore) handleAdvisory(ctx context.Context, m jetstream.Msg) {
 		if md, merr := m.Metadata(); merr == nil {
 			attempt = int(md.NumDelivered)
 		}
-		delay := BackoffPolicy{Initial: time.Second, Max: time.Minute}.Delay(attempt)
+		delay := advisoryRetry.Delay(attempt)
 		c.log.Warn("jetflow dead-letter router could not route a task; retrying", slog.Uint64("stream_seq", adv.StreamSeq),
-			slog.String("consumer", adv.Consumer), slog.Duration("retry_in", delay), slog.Any(LogKeyError, err))
+			slog.String("consumer", adv.Consumer), slog.Duration("retry_in", delay), slog.Any(logKeyError, err))
 		c.acked(m, "nak", m.NakWithDelay(delay))
 		return
 	}
@@ -208,22 +193,22 @@ func (c *dlqCore) handleAdvisory(ctx context.Context, m jetstream.Msg) {
 
 // acked logs and counts an Ack, Nak or Term of an advisory that could not be
 // sent: the advisory comes back after the router consumer's ack wait.
-func (c *dlqCore) acked(m jetstream.Msg, op string, err error) {
+func (c *Core) acked(m jetstream.Msg, op string, err error) {
 	if err == nil {
 		return
 	}
-	if c.ackErrors != nil {
-		c.ackErrors.Add(1)
+	if c.AckErrors != nil {
+		c.AckErrors.Add(1)
 	}
 	c.log.Warn("jetflow dead-letter router could not "+op+" an advisory; it will be redelivered",
-		slog.String("subject", m.Subject()), slog.Any(LogKeyError, err))
+		slog.String("subject", m.Subject()), slog.Any(logKeyError, err))
 }
 
 // routeAdvisory routes the task an advisory names, if it is still in the
 // task stream and is the task the advisory was about.
-func (c *dlqCore) routeAdvisory(ctx context.Context, adv dlqAdvisory) error {
+func (c *Core) routeAdvisory(ctx context.Context, adv dlqAdvisory) error {
 	var found *jsapi.Stored
-	_, err := jsapi.DirectGet(ctx, c.nc, c.names.TaskStream(), jsapi.GetRequest{Seq: adv.StreamSeq}, func(m jsapi.Stored) error {
+	_, err := jsapi.DirectGet(ctx, c.nc, c.topo.TaskStream, jsapi.GetRequest{Seq: adv.StreamSeq}, func(m jsapi.Stored) error {
 		found = &m
 		return nil
 	})
@@ -233,8 +218,7 @@ func (c *dlqCore) routeAdvisory(ctx context.Context, adv dlqAdvisory) error {
 	if found == nil {
 		return nil // routed already
 	}
-	prio, taskType, err := c.names.ParseTaskSubject(found.Subject)
-	if err != nil || c.names.ConsumerName(taskType, prio) != adv.Consumer {
+	if _, _, consumer, ok := c.topo.Work(found.Subject); !ok || consumer != adv.Consumer {
 		// Not a jetflow task consumer's message: not ours to move.
 		c.log.Warn("jetflow dead-letter router: max-delivered message left in place", slog.Uint64("stream_seq", adv.StreamSeq),
 			slog.String("subject", found.Subject), slog.String("consumer", adv.Consumer))
@@ -250,9 +234,9 @@ func (c *dlqCore) routeAdvisory(ctx context.Context, adv dlqAdvisory) error {
 	return c.routeStored(ctx, *found, int(adv.Deliveries), routedByRouter)
 }
 
-// runReconciler runs a reconciliation pass every interval (with ±10 %
+// RunReconciler runs a reconciliation pass every interval (with ±10 %
 // jitter, so that workers do not all ask at once) until ctx ends.
-func (c *dlqCore) runReconciler(ctx context.Context, every time.Duration) {
+func (c *Core) RunReconciler(ctx context.Context, every time.Duration) {
 	r := &reconciler{c: c}
 	next := func() time.Duration {
 		return every - every/10 + rand.N(every/5+1)
@@ -267,7 +251,7 @@ func (c *dlqCore) runReconciler(ctx context.Context, every time.Duration) {
 			return
 		}
 		if err != nil {
-			c.log.Warn("jetflow dead-letter reconciler pass failed", slog.Any(LogKeyError, err))
+			c.log.Warn("jetflow dead-letter reconciler pass failed", slog.Any(logKeyError, err))
 		} else if n > 0 {
 			c.log.Warn("jetflow dead-letter reconciler routed tasks whose advisory was lost", slog.Int("tasks", n))
 		}
@@ -280,10 +264,6 @@ func (c *dlqCore) runReconciler(ctx context.Context, every time.Duration) {
 // reconcileCap bounds the candidates one pass keeps per consumer; the rest
 // are found by later passes.
 const reconcileCap = 10000
-
-// reconcileGrace is the time between the two passes of
-// [DeadLetters.Reconcile].
-const reconcileGrace = 2 * time.Second
 
 // reconciler finds tasks that reached their max deliveries but were never
 // routed, because the advisory was lost (no advisory stream at the time, a
@@ -311,7 +291,7 @@ const reconcileGrace = 2 * time.Second
 // time): an acknowledged task is deleted within milliseconds, a
 // max-delivered one stays.
 type reconciler struct {
-	c    *dlqCore
+	c    *Core
 	prev map[string]reconcileCands // by consumer name
 }
 
@@ -328,11 +308,11 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 	c := r.c
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	ts, err := c.stream(ctx, c.names.TaskStream())
+	ts, err := c.Stream(ctx, c.topo.TaskStream)
 	if err != nil {
 		return 0, err
 	}
-	info, err := ts.Info(ctx, jetstream.WithSubjectFilter(c.names.TaskWildcard()))
+	info, err := ts.Info(ctx, jetstream.WithSubjectFilter(c.topo.TaskWildcard))
 	if err != nil {
 		return 0, fmt.Errorf("framework: reconcile: task stream info: %w", err)
 	}
@@ -350,7 +330,7 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 	var errs []error
 	for _, ci := range infos {
 		filter := ci.Config.FilterSubject
-		if _, _, err := c.names.ParseTaskSubject(filter); err != nil {
+		if _, _, _, ok := c.topo.Work(filter); !ok {
 			continue // not a task consumer
 		}
 		prev := r.prev[ci.Name]
@@ -368,7 +348,7 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 			bound = ci.Delivered.Stream
 		}
 		cur := reconcileCands{created: ci.Created, seqs: make(map[uint64]struct{})}
-		err := jsapi.Scan(ctx, c.nc, c.names.TaskStream(), filter, 1, max(bound, prev.max), time.Time{}, 256,
+		err := jsapi.Scan(ctx, c.nc, c.topo.TaskStream, filter, 1, max(bound, prev.max), time.Time{}, 256,
 			func(m jsapi.Stored) (bool, error) {
 				if _, ok := prev.seqs[m.Seq]; ok {
 					if err := c.routeStored(ctx, m, ci.Config.MaxDeliver, routedByReconciler); err != nil {
@@ -400,3 +380,27 @@ func (cs *reconcileCands) add(seq uint64) {
 	cs.seqs[seq] = struct{}{}
 	cs.max = max(cs.max, seq)
 }
+
+// ReconcileGrace is the time between the two passes of [Core.Reconcile].
+const ReconcileGrace = 2 * time.Second
+
+// Reconcile runs one reconciliation now: it looks twice, grace apart, and
+// routes only what both looks found, so that a task acknowledged at the
+// moment of the first look is never taken for a dead one. It returns the
+// number of tasks routed.
+func (c *Core) Reconcile(ctx context.Context, grace time.Duration) (int, error) {
+	r := &reconciler{c: c}
+	if _, err := r.pass(ctx); err != nil {
+		return 0, err
+	}
+	if len(r.prev) == 0 {
+		return 0, nil
+	}
+	if !retry.Sleep(ctx, grace) {
+		return 0, ctx.Err()
+	}
+	return r.pass(ctx)
+}
+
+// routers is the number of advisories a router handles at once.
+const routers = 32
