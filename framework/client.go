@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/internal/retry"
+	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -25,7 +26,7 @@ type Client struct {
 	opts  *options
 	names streams.Names
 	// stateWriter writes "pending" records; nil without state tracking.
-	stateWriter *stateWriter
+	stateWriter *staterec.Writer
 }
 
 // NewClient returns a client publishing on nc. The topology must exist

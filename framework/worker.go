@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/dispatch"
+	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -66,7 +67,7 @@ type Worker struct {
 	deadLetter func(ctx context.Context, t *Task, msg jetstream.Msg, cause error) error
 	// stateWriter writes task records, when a registered type is tracked
 	// (state.go); effects caches the effects bucket (once.go).
-	stateWriter *stateWriter
+	stateWriter *staterec.Writer
 	effects     effectsCache
 }
 
@@ -96,7 +97,7 @@ type pending struct {
 	lastBeat atomic.Int64
 }
 
-// NewWorker returns a worker consuming on nc. See [Option] for settings.
+// NewWorker returns a worker consuming on nc, configured by [WorkerOption]s.
 func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)
