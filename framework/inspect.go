@@ -31,8 +31,8 @@ type Inspector struct {
 	names streams.Names
 }
 
-// NewInspector returns an inspector on nc. Of the options only
-// [WithPrefix], [WithLogger] and [WithCodec] matter.
+// NewInspector returns an inspector on nc, configured by [WithPrefix],
+// [WithLogger] and [WithCodec].
 func NewInspector(nc *nats.Conn, opts ...InspectorOption) (*Inspector, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("%w: nil connection", ErrInvalidOption)

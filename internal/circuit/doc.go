@@ -1,0 +1,12 @@
+// Package circuit owns the engine of one circuit breaker: a gobreaker
+// two-step breaker that trips on consecutive failures or on a failure
+// ratio, whose state changes are recorded under gobreaker's lock and
+// delivered outside it (so a callback may query the breaker again), that
+// reports how long it stays open, and that another worker's report can
+// force open.
+//
+// Package framework owns what a dependency's breaker means for tasks: the
+// public settings and errors, the registry per dependency name, and
+// pausing the consumers of the types that depend on it (breaker.go,
+// breakers.go, breaker_worker.go).
+package circuit
