@@ -2,8 +2,6 @@ package framework
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -53,10 +51,6 @@ const (
 	// nanoseconds), or "purge" for a one-shot schedule.
 	HeaderScheduleNext = taskmsg.HeaderScheduleNext
 )
-
-// headerScheduleTimeZone is the server's time zone header (nats.go has no
-// constant for the header name).
-const headerScheduleTimeZone = "Nats-Schedule-Time-Zone"
 
 // ErrInvalidSchedule wraps every error about a schedule definition: its
 // name, expression, time zone, task type, priority or headers.
@@ -302,7 +296,7 @@ func (s *Schedules) build(sc Schedule) (*nats.Msg, string, error) {
 		if _, every := expr.Every(); every {
 			return nil, "", bad("a time zone cannot be combined with %q (the server rejects it); intervals do not depend on zones", spec)
 		}
-		if _, err := loadZone(sc.TimeZone); err != nil {
+		if _, err := taskmsg.LoadZone(sc.TimeZone); err != nil {
 			return nil, "", bad("%v", err)
 		}
 	}
@@ -310,64 +304,19 @@ func (s *Schedules) build(sc Schedule) (*nats.Msg, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: schedule %s (%T): %w", ErrEncode, sc.Name, sc.Payload, err)
 	}
-	target := s.names.TaskSubject(sc.Priority, sc.Type)
-	hdr := make(nats.Header, 8+len(sc.Headers))
-	keys := make([]string, 0, len(sc.Headers))
 	for k := range sc.Headers {
 		if k == "" || hasFoldPrefix(k, "nats-") || hasFoldPrefix(k, "jetflow-") {
 			return nil, "", bad("header %q is empty or reserved (Nats-*, Jetflow-*)", k)
 		}
-		keys = append(keys, k)
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		hdr.Set(k, sc.Headers[k])
-	}
-	hdr.Set(jetstream.ScheduleHeader, spec)
-	hdr.Set(jetstream.ScheduleTargetHeader, target)
-	hdr.Set(HeaderSchedule, sc.Name)
-	hdr.Set(HeaderScheduleSpec, spec)
-	if sc.TimeZone != "" {
-		hdr.Set(headerScheduleTimeZone, sc.TimeZone)
-		hdr.Set(HeaderScheduleZone, sc.TimeZone)
-	}
-	if enc != "" {
-		hdr.Set(HeaderEncoding, enc)
-	}
-	// The fingerprint covers everything a fired task carries.
-	h := sha256.New()
-	for _, part := range []string{spec, sc.TimeZone, target, enc, string(data)} {
-		h.Write([]byte(part))
-		h.Write([]byte{0})
-	}
-	for _, k := range keys {
-		h.Write([]byte(hdr.Get(k)))
-		h.Write([]byte{0})
-		h.Write([]byte(k))
-		h.Write([]byte{0})
-	}
-	hash := hex.EncodeToString(h.Sum(nil)[:16])
-	hdr.Set(HeaderScheduleHash, hash)
-	msg := &nats.Msg{Subject: s.names.CronSubject(sc.Name), Header: hdr, Data: data}
+	msg, hash := taskmsg.BuildSchedule(taskmsg.Schedule{Name: sc.Name, Subject: s.names.CronSubject(sc.Name), Spec: spec,
+		Zone: sc.TimeZone, Target: s.names.TaskSubject(sc.Priority, sc.Type), Encoding: enc, Data: data, Headers: sc.Headers})
 	if max := s.nc.MaxPayload(); max > 0 {
 		if size := taskmsg.Size(msg) + 64; size > max {
 			return nil, "", fmt.Errorf("%w: schedule %s is %d bytes with headers, the server accepts at most %d", ErrPayloadTooLarge, sc.Name, size, max)
 		}
 	}
 	return msg, hash, nil
-}
-
-// loadZone loads an IANA zone, refusing "Local" (which would mean the
-// server's zone, not the caller's).
-func loadZone(name string) (*time.Location, error) {
-	if name == "Local" {
-		return nil, errors.New(`time zone "Local" is ambiguous between client and server; name the zone, for example "Europe/Paris"`)
-	}
-	loc, err := time.LoadLocation(name)
-	if err != nil {
-		return nil, fmt.Errorf("unknown time zone %q (want an IANA name such as \"America/New_York\"): %w", name, err)
-	}
-	return loc, nil
 }
 
 // info decodes a stored schedule message.
@@ -377,7 +326,7 @@ func (s *Schedules) info(m jsapi.Stored, now time.Time) ScheduleInfo {
 	info := ScheduleInfo{
 		Name:     name,
 		Spec:     h.Get(jetstream.ScheduleHeader),
-		TimeZone: h.Get(headerScheduleTimeZone),
+		TimeZone: h.Get(taskmsg.HeaderScheduleTimeZone),
 		Subject:  m.Subject,
 		Target:   h.Get(jetstream.ScheduleTargetHeader),
 		Payload:  m.Data,
@@ -396,36 +345,8 @@ func (s *Schedules) info(m jsapi.Stored, now time.Time) ScheduleInfo {
 		}
 		info.Headers[k] = vs[0]
 	}
-	info.Next = nextFire(info.Spec, info.TimeZone, m.Time, now)
+	info.Next = taskmsg.NextFire(info.Spec, info.TimeZone, m.Time, now)
 	return info
-}
-
-// nextFire computes a schedule's next fire time after now, as the server
-// does: an "@every d" schedule stored at t fires at round(t)+d, then every
-// d; a cron expression fires at its next match in its zone.
-func nextFire(spec, zone string, stored, now time.Time) time.Time {
-	expr, err := cronexpr.Parse(spec)
-	if err != nil {
-		return time.Time{}
-	}
-	if d, ok := expr.Every(); ok {
-		base := stored.Round(time.Second)
-		next := base.Add(d)
-		if !next.After(now) {
-			k := now.Sub(base)/d + 1
-			next = base.Add(k * d)
-		}
-		return next
-	}
-	loc := time.UTC
-	if zone != "" {
-		l, err := loadZone(zone)
-		if err != nil {
-			return time.Time{}
-		}
-		loc = l
-	}
-	return expr.Next(now, loc)
 }
 
 // ScheduleFire describes the tick of a repeating schedule that enqueued a

@@ -166,8 +166,8 @@ func FireOf(h nats.Header, stamp time.Time) (Fire, bool) {
 	}
 	loc := time.UTC
 	if z := h.Get(HeaderScheduleZone); z != "" {
-		l, err := time.LoadLocation(z)
-		if z == "Local" || err != nil { // "Local" is ambiguous: refused at registration
+		l, err := LoadZone(z)
+		if err != nil {
 			return f, true
 		}
 		loc = l
