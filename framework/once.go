@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetflow-io/jetflow/internal/retry"
+	"github.com/jetflow-io/jetflow/internal/effects"
 )
 
 // The effects ledger records, per task and effect key, that a side effect
@@ -43,13 +43,6 @@ const DefaultEffectsTTL = 30 * 24 * time.Hour
 // larger value is returned to the first caller but not recorded: a later
 // delivery gets an error wrapping [ErrResultTooLarge].
 const MaxEffectValueBytes = 64 << 10
-
-// effectOpTimeout bounds the ledger writes made after an effect ran, which
-// do not use the handler's (possibly ended) context.
-const effectOpTimeout = 10 * time.Second
-
-// maxEffectConflicts bounds the compare-and-set retries of one Once call.
-const maxEffectConflicts = 5
 
 // Sentinel errors of the effects ledger.
 var (
@@ -150,23 +143,6 @@ func WithEffectsTTL(d time.Duration) RetentionOption {
 	})
 }
 
-// effectRecord is the value stored per (task, effect key).
-type effectRecord struct {
-	State   string          `json:"state"` // started, done, failed
-	Attempt int             `json:"attempt"`
-	At      time.Time       `json:"at"`
-	Value   json.RawMessage `json:"value,omitempty"`
-	// Omitted: the value was larger than MaxEffectValueBytes.
-	Omitted bool   `json:"value_omitted,omitempty"`
-	Error   string `json:"error,omitempty"`
-}
-
-const (
-	effectStarted = "started"
-	effectDone    = "done"
-	effectFailed  = "failed"
-)
-
 // Once runs fn unless an earlier delivery of the same task already applied
 // the effect called key, and records that it was applied. Keys are scoped
 // by task ID, so a task fired by a repeating schedule and delivered twice
@@ -205,7 +181,7 @@ func OnceValue[T any](ctx context.Context, key string, fn func(ctx context.Conte
 		}
 		raw, err := json.Marshal(v)
 		if err != nil {
-			return nil, &unrecordableValue{err: err}
+			return nil, &effects.Unrecordable{Err: err}
 		}
 		return raw, nil
 	}, opts)
@@ -243,106 +219,22 @@ func runOnce(ctx context.Context, key string, fn func(ctx context.Context) (json
 	if err != nil {
 		return nil, err
 	}
-	k := effectKey(t.ID, key)
-	log := t.Logger().With(slog.String("effect", key))
-	claim := mustJSON(effectRecord{State: effectStarted, Attempt: t.Attempt, At: time.Now().UTC()})
-
-	// Claim the effect.
-	var rev uint64
-	for conflicts := 0; ; conflicts++ {
-		if conflicts >= maxEffectConflicts {
-			return nil, fmt.Errorf("framework: effect %s of task %s: still conflicting after %d attempts", key, t.ID, conflicts)
-		}
-		rev, err = kv.Create(ctx, k, claim)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, fmt.Errorf("framework: effect %s of task %s: claim: %w", key, t.ID, err)
-		}
-		e, err := kv.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			continue // expired or deleted meanwhile
-		}
-		if err != nil {
-			return nil, fmt.Errorf("framework: effect %s of task %s: read: %w", key, t.ID, err)
-		}
-		var rec effectRecord
-		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			rec = effectRecord{State: effectStarted} // unreadable: treat as unknown outcome
-		}
-		switch {
-		case rec.State == effectDone:
-			log.Debug("jetflow effect already applied; skipped", slog.Int("by_attempt", rec.Attempt))
-			if rec.Omitted {
-				return nil, Permanent(fmt.Errorf("%w: effect %s of task %s was applied but its value was not recorded (above %d bytes)",
-					ErrResultTooLarge, key, t.ID, MaxEffectValueBytes))
-			}
-			if rec.Value == nil {
-				return json.RawMessage("null"), nil
-			}
-			return rec.Value, nil
-		case rec.State == effectFailed:
-			// The earlier run reported that the effect did not happen.
-		case cfg.policy == EffectRerun:
-			log.Warn("jetflow effect claimed earlier with no recorded outcome; running it again (policy rerun)",
-				slog.Int("claimed_by_attempt", rec.Attempt), slog.Time("claimed_at", rec.At))
-		default:
-			return nil, Permanent(&EffectUncertainError{TaskID: t.ID, Key: key, Attempt: rec.Attempt, ClaimedAt: rec.At})
-		}
-		rev, err = kv.Update(ctx, k, claim, e.Revision())
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, fmt.Errorf("framework: effect %s of task %s: claim: %w", key, t.ID, err)
-		}
+	value, err := effects.Run(ctx, kv, effects.Call{
+		TaskID: t.ID, Attempt: t.Attempt, Key: key, KVKey: effectKey(t.ID, key),
+		Rerun: cfg.policy == EffectRerun, MaxValue: MaxEffectValueBytes,
+		ErrorText: func(s string) string { return truncate(s, maxRecordError) },
+		Log:       t.Logger().With(slog.String("effect", key)),
+	}, fn)
+	var u *effects.Uncertain
+	switch {
+	case errors.As(err, &u):
+		return nil, Permanent(&EffectUncertainError{TaskID: t.ID, Key: key, Attempt: u.Attempt, ClaimedAt: u.ClaimedAt})
+	case errors.Is(err, effects.ErrOmitted):
+		return nil, Permanent(fmt.Errorf("%w: effect %s of task %s was applied but its value was not recorded (above %d bytes)",
+			ErrResultTooLarge, key, t.ID, MaxEffectValueBytes))
 	}
-
-	// Apply it.
-	value, ferr := fn(ctx)
-	omit := false
-	if uv := (*unrecordableValue)(nil); errors.As(ferr, &uv) {
-		// The effect happened; only its value cannot be recorded.
-		log.Warn("jetflow effect value not recorded: cannot encode it as JSON", slog.Any(LogKeyError, uv.err))
-		value, ferr, omit = nil, nil, true
-	}
-
-	// Record the outcome, even if the handler's context ended meanwhile.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), effectOpTimeout)
-	defer cancel()
-	if ferr != nil {
-		rec := effectRecord{State: effectFailed, Attempt: t.Attempt, At: time.Now().UTC(), Error: truncate(ferr.Error(), maxRecordError)}
-		if _, err := kv.Update(wctx, k, mustJSON(rec), rev); err != nil {
-			log.Warn("jetflow could not release the claim of a failed effect; the next attempt will find its outcome unknown",
-				slog.Any(LogKeyError, err), slog.Any("cause", ferr))
-		}
-		return nil, ferr
-	}
-	rec := effectRecord{State: effectDone, Attempt: t.Attempt, At: time.Now().UTC(), Value: value, Omitted: omit}
-	if len(value) > MaxEffectValueBytes {
-		rec.Value, rec.Omitted = nil, true
-		log.Warn("jetflow effect value not recorded: too large", slog.Int("bytes", len(value)), slog.Int("limit", MaxEffectValueBytes))
-	}
-	data := mustJSON(rec)
-	var err2 error
-	for i := range 5 {
-		if _, err2 = kv.Update(wctx, k, data, rev); err2 == nil {
-			return nil, nil
-		}
-		if errors.Is(err2, jetstream.ErrKeyRevisionMismatch) || wctx.Err() != nil {
-			break
-		}
-		retry.Sleep(wctx, time.Duration(i+1)*100*time.Millisecond)
-	}
-	return nil, fmt.Errorf("framework: effect %s of task %s was applied but could not be recorded; a redelivery will find its outcome unknown: %w",
-		key, t.ID, err2)
+	return value, err
 }
-
-// unrecordableValue reports an effect value that cannot be encoded.
-type unrecordableValue struct{ err error }
-
-func (e *unrecordableValue) Error() string { return "unrecordable effect value: " + e.err.Error() }
 
 // effectsKV returns the worker's effects bucket, creating it on first use.
 func (w *Worker) effectsKV(ctx context.Context) (jetstream.KeyValue, error) {
@@ -384,12 +276,4 @@ func validateEffectKey(key string) error {
 		}
 	}
 	return nil
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("framework: marshal internal record: " + err.Error())
-	}
-	return b
 }
