@@ -21,7 +21,8 @@ type Stats struct {
 	// HeldEarly counts delayed tasks that arrived before their due time and
 	// were held until it.
 	HeldEarly uint64
-	// AckErrors counts Ack/Nak/Term/InProgress calls that could not be sent.
+	// AckErrors counts Ack/Nak/Term/InProgress calls that could not be sent,
+	// for tasks and for the advisories of the worker's dead-letter router.
 	AckErrors uint64
 	// HookPanics counts recovered panics of hooks ([Hooks]).
 	HookPanics uint64
