@@ -126,7 +126,6 @@ func (w *Worker) settle(ctx context.Context, t *Task, p *pending, err error, too
 	d := settle.Decide(r, settle.Policy{MaxAttempts: t.MaxAttempts, Backoff: p.tt.cfg.backoff.Delay,
 		DeadLetters: w.deadLetter != nil})
 	o := Outcome{Err: err, Took: took, Delay: d.Delay, Panicked: errors.Is(err, ErrPanic)}
-	log := t.Logger()
 	switch d.Action {
 	case settle.Ack:
 		if aerr := p.msg.Ack(); aerr != nil {
@@ -150,7 +149,7 @@ func (w *Worker) settle(ctx context.Context, t *Task, p *pending, err error, too
 			if dlErr != nil {
 				// Never terminate what could not be dead-lettered.
 				delay := p.tt.cfg.backoff.Delay(t.Attempt)
-				log.Error("jetflow could not dead-letter task; retrying it later", slog.Any(LogKeyError, dlErr),
+				t.Logger().Error("jetflow could not dead-letter task; retrying it later", slog.Any(LogKeyError, dlErr),
 					slog.Any("cause", err), slog.Duration("retry_in", delay))
 				if nerr := p.msg.NakWithDelay(delay); nerr != nil {
 					w.ackFailed(ctx, t, p, "nak", nerr)
@@ -160,6 +159,7 @@ func (w *Worker) settle(ctx context.Context, t *Task, p *pending, err error, too
 			o.DeadLettered = true
 		}
 		w.stats.failed.Add(1)
+		log := t.Logger()
 		if r.Permanent {
 			log.Error("jetflow task failed permanently; not retried", slog.Any(LogKeyError, err))
 		} else {
@@ -178,7 +178,7 @@ func (w *Worker) settle(ctx context.Context, t *Task, p *pending, err error, too
 		o.Action = ActionFail
 	case settle.Retry:
 		w.stats.retried.Add(1)
-		log.Warn("jetflow task failed; will retry", slog.Any(LogKeyError, err), slog.Duration("retry_in", d.Delay))
+		t.Logger().Warn("jetflow task failed; will retry", slog.Any(LogKeyError, err), slog.Duration("retry_in", d.Delay))
 		var nerr error
 		if d.Delay > 0 {
 			nerr = p.msg.NakWithDelay(d.Delay)
