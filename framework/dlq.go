@@ -178,7 +178,7 @@ const (
 	DefaultReconcileInterval = time.Minute
 	// DefaultErrorRetention is how long the errors bucket keeps the record
 	// of a failed attempt ([WithErrorRetention]).
-	DefaultErrorRetention = 72 * time.Hour
+	DefaultErrorRetention = streams.DefaultErrorRetention
 )
 
 type deadLetterOptions struct {

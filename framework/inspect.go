@@ -113,7 +113,7 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 
 // CancelTask cancels a delayed task that is still waiting in its schedule:
 // the schedule is purged, so the task never runs, and its state record (if
-// the state bucket exists) becomes [StateCancelled]. When the task has no
+// it has one: state tracking was on) becomes [StateCancelled]. When the task has no
 // pending schedule it returns an error matching [ErrNotFound], which also
 // matches [ErrNotCancellable] when a state record says what became of the
 // task (it fired, or was enqueued without delay). [Client.Cancel] is the
@@ -157,9 +157,13 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 		}
 		return natserr.Wrap("framework: cancel task "+id, err)
 	}
-	// Record the cancellation when the state bucket exists.
+	// Record the cancellation when the task has a state record (state
+	// tracking was on when it was enqueued).
 	kv, err := i.js.KeyValue(ctx, i.names.StateBucket())
 	if err != nil {
+		return nil
+	}
+	if _, err := kv.Get(ctx, stateKey(id)); err != nil {
 		return nil
 	}
 	now := time.Now().UTC()

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/effects"
+	"github.com/jetflow-io/jetflow/streams"
 )
 
 // The effects ledger records, per task and effect key, that a side effect
@@ -37,7 +38,7 @@ import (
 // DefaultEffectsTTL is how long effect records are kept: longer than any
 // redelivery, and as long as the default dead-letter retention, so that a
 // replayed task still skips what it already did.
-const DefaultEffectsTTL = 30 * 24 * time.Hour
+const DefaultEffectsTTL = streams.DefaultEffectsTTL
 
 // MaxEffectValueBytes is the largest JSON value [OnceValue] records. A
 // larger value is returned to the first caller but not recorded: a later

@@ -99,7 +99,7 @@ func (r *TaskRecord) DecodeResult(v any) error {
 // State tracking defaults and limits.
 const (
 	// DefaultStateTTL is how long a task record is kept after its last write.
-	DefaultStateTTL = 7 * 24 * time.Hour
+	DefaultStateTTL = streams.DefaultStateTTL
 	// MaxResultBytes is the largest JSON result [SetResult] accepts.
 	MaxResultBytes = 4096
 	// maxRecordError bounds the error text of a record.

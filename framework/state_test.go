@@ -16,14 +16,14 @@ import (
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
-// stateHistory creates the state bucket with history, so that a test can
+// stateHistory gives the state bucket (created by streams.Ensure) history, so that a test can
 // read every record a task went through, not only the last one. Workers
 // keep an existing bucket's settings.
 func stateHistory(t *testing.T, e *env) jetstream.KeyValue {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	kv, err := e.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := e.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: streams.MustNames("").StateBucket(), History: 64, TTL: framework.DefaultStateTTL,
 	})
 	if err != nil {

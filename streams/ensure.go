@@ -144,6 +144,10 @@ type Report struct {
 	// Drift lists differences that cannot be changed in place. When it is
 	// non-empty Ensure also returns a *[DriftError].
 	Drift []Drift
+	// BucketsCreated and BucketsUnchanged list the KV buckets
+	// ([BucketConfigs]) created, and those that existed already (their
+	// settings are kept).
+	BucketsCreated, BucketsUnchanged []string
 }
 
 // Drift is one difference between the wanted and the existing configuration
@@ -181,7 +185,8 @@ func (e *DriftError) Error() string {
 func (e *DriftError) Unwrap() error { return ErrDrift }
 
 // Ensure creates the task, dead-letter and advisory streams of c, or updates
-// them to match c. It is idempotent and safe to call from many processes at
+// them to match c, and creates the KV buckets of c ([BucketConfigs]) that do
+// not exist. It is idempotent and safe to call from many processes at
 // once. Fields Ensure does not manage (for example limits an operator added)
 // are kept. Differences that cannot be updated in place (retention, storage)
 // are reported in Report.Drift and as a *[DriftError]. Errors of a cluster
@@ -211,6 +216,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, err
 		if err != nil {
 			return rep, err
 		}
+	}
+	if err := ensureBuckets(ctx, js, c, rep); err != nil {
+		return rep, err
 	}
 	if len(rep.Drift) > 0 {
 		return rep, &DriftError{Drift: rep.Drift}

@@ -1,0 +1,85 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Default retention of the KV buckets [Ensure] creates. A worker applies
+// its own settings when it starts (framework.WithStateTTL,
+// framework.WithEffectsTTL, framework.WithErrorRetention).
+const (
+	DefaultStateTTL       = 7 * 24 * time.Hour
+	DefaultEffectsTTL     = 30 * 24 * time.Hour
+	DefaultErrorRetention = 72 * time.Hour
+)
+
+// BucketConfigs returns the KV buckets of c: task state, the effects
+// ledger, failed attempts (read when a task is dead-lettered) and circuit
+// breaker states, with c's storage and replica count.
+func BucketConfigs(c Config) ([]jetstream.KeyValueConfig, error) {
+	c, n, err := c.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	kv := func(bucket, description string, history uint8, ttl time.Duration) jetstream.KeyValueConfig {
+		return jetstream.KeyValueConfig{Bucket: bucket, Description: description, History: history, TTL: ttl,
+			Storage: c.Storage, Replicas: c.Replicas}
+	}
+	return []jetstream.KeyValueConfig{
+		kv(n.StateBucket(), "jetflow task state: one record per task ID", 1, DefaultStateTTL),
+		kv(n.EffectsBucket(), "jetflow effects ledger: side effects applied per task (framework.Once)", 1, DefaultEffectsTTL),
+		kv(n.ErrorsBucket(), "jetflow: failed attempts of tasks, read when a task is dead-lettered", 1, DefaultErrorRetention),
+		kv(n.BreakerBucket(), "jetflow circuit breakers: latest state change per dependency", 8, 0),
+	}, nil
+}
+
+// ensureBuckets creates the missing buckets of c. Existing buckets keep
+// their settings (workers set the retention they are configured with); a
+// storage different from c's is reported as drift.
+func ensureBuckets(ctx context.Context, js jetstream.JetStream, c Config, rep *Report) error {
+	cfgs, err := BucketConfigs(c)
+	if err != nil {
+		return err
+	}
+	for _, want := range cfgs {
+		err := retryTransient(ctx, func() error { return ensureBucket(ctx, js, want, rep) })
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, rep *Report) error {
+	kv, err := js.KeyValue(ctx, want.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		_, err = js.CreateKeyValue(ctx, want)
+		if err == nil {
+			rep.BucketsCreated = append(rep.BucketsCreated, want.Bucket)
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrBucketExists) {
+			return fmt.Errorf("streams: create bucket %s: %w", want.Bucket, err)
+		}
+		kv, err = js.KeyValue(ctx, want.Bucket) // another process created it
+	}
+	if err != nil {
+		return fmt.Errorf("streams: look up bucket %s: %w", want.Bucket, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("streams: bucket %s: %w", want.Bucket, err)
+	}
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		if have := bs.StreamInfo().Config.Storage; have != want.Storage {
+			rep.Drift = append(rep.Drift, Drift{Resource: want.Bucket, Field: "Storage", Want: fmt.Sprint(want.Storage), Have: fmt.Sprint(have)})
+		}
+	}
+	rep.BucketsUnchanged = append(rep.BucketsUnchanged, want.Bucket)
+	return nil
+}
