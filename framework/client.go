@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
-	"github.com/jetflow-io/jetflow/internal/retry"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
@@ -262,82 +261,19 @@ func (c *Client) publishErr(info TaskInfo, err error) error {
 	return natserr.Wrap(what, err)
 }
 
-// Publish retry tuning. Each attempt waits at most publishAttemptTimeout for
-// the stream's acknowledgement: a stream leader that steps down drops the
-// proposals in flight without answering, so waiting longer only stalls the
-// producer, and a second attempt is harmless (same Nats-Msg-Id). Retries back
-// off as publishRetry says. Asynchronous publishes of
-// EnqueueMany give up on an acknowledgement after asyncAckTimeout and are
-// then retried one by one.
-const (
-	publishAttemptTimeout = 2 * time.Second
-	asyncAckTimeout       = 10 * time.Second
-)
+// asyncAckTimeout bounds the wait for the acknowledgement of an
+// asynchronous publish of EnqueueMany; a publish not acknowledged by then
+// is retried with Client.publish.
+const asyncAckTimeout = 10 * time.Second
 
-// publishRetry spaces the attempts of an enqueue.
-var publishRetry = retry.Policy{Min: 25 * time.Millisecond, Max: time.Second, Jitter: 0.5}
-
-// publish stores msg and returns the stream's acknowledgement. While the
-// stream cannot answer (no leader during an election, a restarting server,
-// a lost acknowledgement) it retries with the same message: its Nats-Msg-Id
-// makes the stream store it once however many attempts reach it. It gives up
-// when ctx ends (after [DefaultEnqueueTimeout] if ctx has no deadline), on an
-// error that retrying cannot fix, or when the task stream does not exist.
+// publish stores msg with internal/jsapi.Publish, which retries while the
+// task stream cannot answer, for at most [DefaultEnqueueTimeout] when ctx
+// has no deadline.
 func (c *Client) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultEnqueueTimeout)
 		defer cancel()
 	}
-	wait := publishRetry.New()
-	maybeStored := false   // an earlier attempt may have been stored
-	checkedStream := false // the task stream was found to exist
-	unavailable := func(err error) error {
-		if checkedStream && natserr.NoResponse(err) {
-			// Not ErrTopologyMissing: the stream exists but has no leader.
-			return fmt.Errorf("task stream %s did not answer (electing a leader or restarting?): %w", c.names.TaskStream(), ctx.Err())
-		}
-		return err
-	}
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, publishAttemptTimeout)
-		ack, err := c.js.PublishMsg(actx, msg, jetstream.WithRetryAttempts(0))
-		cancel()
-		if err == nil {
-			if attempt > 1 {
-				if ack.Duplicate && maybeStored {
-					// Most likely our own earlier attempt: nothing says
-					// the task existed before this call.
-					ack.Duplicate = false
-				}
-				c.opts.logger.Debug("jetflow enqueue stored after retries", slog.String(LogKeyTaskID, msg.Header.Get(jetstream.MsgIDHeader)),
-					slog.Int("attempts", attempt))
-			}
-			return ack, nil
-		}
-		if ctx.Err() != nil || !natserr.Transient(err) {
-			return nil, unavailable(err)
-		}
-		if natserr.NoResponse(err) {
-			// Nobody took the message: either the stream has no leader
-			// right now, or it does not exist. Ask once which.
-			if !checkedStream {
-				checkedStream = true
-				sctx, scancel := context.WithTimeout(ctx, publishAttemptTimeout)
-				_, serr := c.js.Stream(sctx, c.names.TaskStream())
-				scancel()
-				if errors.Is(serr, jetstream.ErrStreamNotFound) {
-					return nil, err
-				}
-			}
-		} else {
-			maybeStored = true
-		}
-		d := wait.NextBackOff()
-		c.opts.logger.Debug("jetflow enqueue not acknowledged; retrying", slog.String(LogKeyTaskID, msg.Header.Get(jetstream.MsgIDHeader)),
-			slog.Int("attempt", attempt), slog.Duration("retry_in", d), slog.Any(LogKeyError, err))
-		if !retry.Sleep(ctx, d) {
-			return nil, unavailable(err)
-		}
-	}
+	return jsapi.Publish(ctx, c.js, c.names.TaskStream(), msg, c.opts.logger)
 }

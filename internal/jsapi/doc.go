@@ -12,6 +12,9 @@
 //     removed (cancelling a delayed task, removing a schedule).
 //   - [EnsureBucket] and [TaskStreamBucket] create KV buckets that live like
 //     the task stream (same storage and replicas).
+//   - [Publish] stores a message in a stream, retrying with the same
+//     message (and so the same deduplication ID) while the stream cannot
+//     answer, and telling a missing stream from one without a leader.
 //   - [WithTimeout] bounds a request whose context has no deadline.
 //
 // It knows nothing of tasks: callers pass stream names and subjects.

@@ -1,0 +1,84 @@
+package jsapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/retry"
+)
+
+// Publish retry tuning. Each attempt waits at most PublishAttemptTimeout for
+// the stream's acknowledgement: a stream leader that steps down drops the
+// proposals in flight without answering, so waiting longer only stalls the
+// producer, and a second attempt is harmless (same Nats-Msg-Id).
+const PublishAttemptTimeout = 2 * time.Second
+
+// publishRetry spaces the attempts of a publish.
+var publishRetry = retry.Policy{Min: 25 * time.Millisecond, Max: time.Second, Jitter: 0.5}
+
+// Publish stores msg in stream and returns the stream's acknowledgement.
+// While the stream cannot answer (no leader during an election, a
+// restarting server, a lost acknowledgement) it retries with the same
+// message: its Nats-Msg-Id makes the stream store it once however many
+// attempts reach it. It gives up when ctx ends, on an error that retrying
+// cannot fix (natserr.Transient), or when the stream does not exist. An ack
+// reporting a duplicate after an attempt that may have been stored is
+// reported as not duplicate: it is most likely our own.
+func Publish(ctx context.Context, js jetstream.JetStream, stream string, msg *nats.Msg, log *slog.Logger) (*jetstream.PubAck, error) {
+	wait := publishRetry.New()
+	maybeStored := false   // an earlier attempt may have been stored
+	checkedStream := false // the stream was found to exist
+	unavailable := func(err error) error {
+		if checkedStream && natserr.NoResponse(err) {
+			// Not a missing topology: the stream exists but has no leader.
+			return fmt.Errorf("stream %s did not answer (electing a leader or restarting?): %w", stream, ctx.Err())
+		}
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, PublishAttemptTimeout)
+		ack, err := js.PublishMsg(actx, msg, jetstream.WithRetryAttempts(0))
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				if ack.Duplicate && maybeStored {
+					ack.Duplicate = false
+				}
+				log.Debug("jetflow publish stored after retries", slog.String("task_id", msg.Header.Get(jetstream.MsgIDHeader)),
+					slog.Int("attempts", attempt))
+			}
+			return ack, nil
+		}
+		if ctx.Err() != nil || !natserr.Transient(err) {
+			return nil, unavailable(err)
+		}
+		if natserr.NoResponse(err) {
+			// Nobody took the message: either the stream has no leader
+			// right now, or it does not exist. Ask once which.
+			if !checkedStream {
+				checkedStream = true
+				sctx, scancel := context.WithTimeout(ctx, PublishAttemptTimeout)
+				_, serr := js.Stream(sctx, stream)
+				scancel()
+				if errors.Is(serr, jetstream.ErrStreamNotFound) {
+					return nil, err
+				}
+			}
+		} else {
+			maybeStored = true
+		}
+		d := wait.NextBackOff()
+		log.Debug("jetflow publish not acknowledged; retrying", slog.String("task_id", msg.Header.Get(jetstream.MsgIDHeader)),
+			slog.Int("attempt", attempt), slog.Duration("retry_in", d), slog.Any("error", err))
+		if !retry.Sleep(ctx, d) {
+			return nil, unavailable(err)
+		}
+	}
+}
