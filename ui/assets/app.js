@@ -20,7 +20,7 @@ function el(tag, attrs, ...children) {
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -158,7 +158,10 @@ function series(kind) {
     }
     out.push({ name: k, pts });
   }
-  return out;
+  // Only queues that moved, the busiest first, at most the palette's size.
+  const peak = (s) => Math.max(0, ...s.pts.map((p) => p[1]));
+  return out.filter((s) => peak(s) > 0).sort((a, b) => peak(b) - peak(a)).slice(0, palette.length)
+    .sort((a, b) => a.name.localeCompare(b.name));
 }
 
 function lineChart(title, id, list, unit) {
@@ -203,9 +206,15 @@ pages.overview = {
     const oldest = Math.max(0, ...ov.queues.map((q) => q.oldest_waiting_seconds || 0));
     const card = (id, label, value) => el("div", { class: "card", id: "card-" + id },
       el("div", { class: "label", text: label }), el("div", { class: "value", "data-value": value, text: typeof value === "number" ? fmtNum(value) : value }));
-    const rows = ov.queues.map((q) => {
+    const idle = (q) => !q.waiting && !q.in_flight && !q.scheduled && !q.delivered && !q.paused;
+    const shown = ov.queues.filter((q) => !idle(q));
+    const rates = series("rate");
+    const deadShown = new Set();
+    const rows = shown.map((q) => {
       const key = q.type + "/" + q.priority;
-      const rate = series("rate").find((s) => s.name === key);
+      const rate = rates.find((s) => s.name === key);
+      const firstOfType = !deadShown.has(q.type);
+      deadShown.add(q.type);
       const r = rate && rate.pts.length ? rate.pts[rate.pts.length - 1][1] : 0;
       return el("tr", { "data-queue": key, class: q.paused ? "paused" : null },
         el("td", { text: q.type }), el("td", { text: q.priority }),
@@ -214,7 +223,7 @@ pages.overview = {
         el("td", { class: "num", "data-col": "scheduled", text: fmtNum(q.scheduled) }),
         el("td", { class: "num", "data-col": "oldest", text: q.oldest_waiting_seconds ? fmtAge(q.oldest_waiting_seconds) : "" }),
         el("td", { class: "num", "data-col": "rate", text: (Math.round(r * 10) / 10) + "/s" }),
-        el("td", { class: "num", "data-col": "dead", text: fmtNum(ov.dead[q.type] || 0) }),
+        el("td", { class: "num", "data-col": "dead", title: "dead letters of the type, all priorities", text: firstOfType ? fmtNum(ov.dead[q.type] || 0) : "" }),
         el("td", { "data-col": "state" }, q.paused ? badge("paused") : q.consumer ? badge("ok") : el("span", { class: "muted", text: "no consumer" })));
     });
     return [
@@ -229,7 +238,8 @@ pages.overview = {
       el("h2", { text: "Queues" }),
       table([{ label: "Type" }, { label: "Priority" }, { label: "Waiting", num: 1 }, { label: "In flight", num: 1 },
         { label: "Scheduled", num: 1 }, { label: "Oldest waiting", num: 1 }, { label: "Rate", num: 1 },
-        { label: "Dead", num: 1 }, { label: "State" }], rows, "No queues yet: start a worker or enqueue a task."),
+        { label: "Dead (type)", num: 1 }, { label: "State" }], rows, "No busy queue: start a worker or enqueue a task."),
+      shown.length < ov.queues.length ? el("p", { class: "muted", text: (ov.queues.length - shown.length) + " idle queues (nothing delivered, waiting or scheduled) are listed on the Queues page." }) : null,
     ];
   },
 };
@@ -530,7 +540,8 @@ async function refresh() {
     const content = await page.load(arg, query);
     if (seq !== renderSeq) return; // a newer render started
     const active = document.activeElement && document.activeElement.name;
-    main.replaceChildren(el("h1", { text: page.title + (arg ? " " + arg : "") }), content);
+    main.replaceChildren(el("h1", { text: page.title + (arg ? " " + arg : "") }),
+      ...[content].flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
     if (active) { const f = main.querySelector(`[name="${active}"]`); if (f) f.focus(); }
     main.dataset.page = name;
     main.dataset.loaded = String(seq);
