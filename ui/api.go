@@ -80,7 +80,7 @@ func (h *handler) snapshot(r *http.Request) (*Overview, error) {
 		ov.DeadTotal += n
 	}
 	for _, q := range st.Queues {
-		out := Queue{Type: q.Type, Priority: q.Priority.String(), Waiting: q.Pending, InFlight: q.InFlight,
+		out := Queue{Type: q.Type, Priority: q.Priority.String(), Waiting: uint64(q.Pending), InFlight: q.InFlight,
 			Redelivered: q.Redelivered, Scheduled: q.Scheduled, Paused: q.Paused, PausedUntil: q.PausedUntil.UTC()}
 		if a, ok := act[key{q.Type, q.Priority}]; ok {
 			out.Consumer, out.Delivered, out.Acked, out.Pulling = a.Consumer, a.Delivered, a.Acked, a.Pulling

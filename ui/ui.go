@@ -70,7 +70,7 @@ func New(nc *nats.Conn, opts Options) (http.Handler, error) {
 	if opts.Title == "" {
 		opts.Title = "jetflow"
 	}
-	var fopts []framework.Option
+	var fopts []framework.ClientOption
 	if opts.Prefix != "" {
 		fopts = append(fopts, framework.WithPrefix(opts.Prefix))
 	}
