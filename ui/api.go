@@ -55,8 +55,31 @@ type Overview struct {
 	Paused             int               `json:"paused"`
 }
 
-// snapshot reads the overview: queue stats merged with queue activity.
+// snapshot returns the overview, read at most once per cache period
+// whatever the number of open pages and scrapes; mutations clear it.
 func (h *handler) snapshot(r *http.Request) (*Overview, error) {
+	h.cacheMu.Lock()
+	defer h.cacheMu.Unlock()
+	if h.cached != nil && time.Since(h.cachedAt) < h.cacheFor {
+		return h.cached, nil
+	}
+	ov, err := h.readSnapshot(r)
+	if err != nil {
+		return nil, err
+	}
+	h.cached, h.cachedAt = ov, time.Now()
+	return ov, nil
+}
+
+// invalidate drops the cached overview after a mutation.
+func (h *handler) invalidate() {
+	h.cacheMu.Lock()
+	h.cached = nil
+	h.cacheMu.Unlock()
+}
+
+// readSnapshot reads the overview: queue stats merged with queue activity.
+func (h *handler) readSnapshot(r *http.Request) (*Overview, error) {
 	ctx := r.Context()
 	st, err := h.ins.QueueStats(ctx)
 	if err != nil {

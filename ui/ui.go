@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,7 +33,10 @@ type Options struct {
 	// Default: discard.
 	Logger *slog.Logger
 	// RefreshInterval is how often the pages poll the API. Default 2 s,
-	// at least 250 ms.
+	// at least 250 ms. The overview (queues, the costliest read: it scans
+	// the delayed tasks) is read from JetStream at most once per half
+	// interval (at most once a second), whatever the number of open pages
+	// and metric scrapes; mutations refresh it.
 	RefreshInterval time.Duration
 	// Title is shown in the page header. Default "jetflow".
 	Title string
@@ -87,7 +91,8 @@ func New(nc *nats.Conn, opts Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{opts: opts, fc: fc, ins: fc.Inspector(), wf: wc, mux: http.NewServeMux()}
+	h := &handler{opts: opts, fc: fc, ins: fc.Inspector(), wf: wc, mux: http.NewServeMux(),
+		cacheFor: min(opts.RefreshInterval/2, time.Second)}
 	h.routes(http.FileServerFS(static))
 	return h, nil
 }
@@ -98,6 +103,13 @@ type handler struct {
 	ins  *framework.Inspector
 	wf   *workflow.Client
 	mux  *http.ServeMux
+
+	// The overview is the costly read (it scans delayed tasks); concurrent
+	// pages and scrapes share one read per cacheFor.
+	cacheFor time.Duration
+	cacheMu  sync.Mutex
+	cached   *Overview
+	cachedAt time.Time
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -149,6 +161,7 @@ func (h *handler) mutation(fn http.HandlerFunc) http.HandlerFunc {
 			writeError(w, http.StatusForbidden, fmt.Errorf("missing %s header", RequestHeader))
 			return
 		}
+		defer h.invalidate()
 		fn(w, r)
 	}
 }
