@@ -338,14 +338,17 @@ pages.task = {
 };
 
 const dlqFilter = { type: "", reason: "", contains: "" };
+const dlqPages = [0]; // cursors of the pages shown so far; the last is the current one
 
 pages.dlq = {
   title: "Dead letters",
   async load(arg) {
     if (arg) return dlqItem(arg);
     const ov = await api("api/overview");
-    const list = await api("api/dlq" + qs({ ...dlqFilter, limit: config.default_page }));
-    const sel = (name, values) => el("select", { name, onchange: (e) => { dlqFilter[name] = e.target.value; refresh(); } },
+    const after = dlqPages[dlqPages.length - 1];
+    const list = await api("api/dlq" + qs({ ...dlqFilter, after: after || "", limit: config.default_page }));
+    const setFilter = (name, value) => { dlqFilter[name] = value; dlqPages.length = 1; refresh(); };
+    const sel = (name, values) => el("select", { name, onchange: (e) => setFilter(name, e.target.value) },
       el("option", { value: "", text: "all " + name + "s" }),
       values.map((v) => el("option", { value: v, selected: dlqFilter[name] === v, text: v })));
     const types = Object.keys(ov.dead).sort();
@@ -356,7 +359,7 @@ pages.dlq = {
       (filterBody.type ? " of type " + filterBody.type : "") + (filterBody.reason ? " with reason " + filterBody.reason : "") +
       (filterBody.contains ? " whose error contains \"" + filterBody.contains + "\"" : "");
     const contains = el("input", { name: "contains", placeholder: "error contains", value: dlqFilter.contains,
-      onchange: (e) => { dlqFilter.contains = e.target.value; refresh(); } });
+      onchange: (e) => setFilter("contains", e.target.value) });
     const rows = list.items.map((d) => el("tr", { "data-seq": d.seq, "data-task": d.task_id },
       el("td", {}, el("a", { href: "#/dlq/" + d.seq, text: d.seq })), timeCell(d.time),
       el("td", { text: d.type }), el("td", { text: d.priority }), el("td", {}, badge(d.reason)),
@@ -373,7 +376,10 @@ pages.dlq = {
         ]),
       table([{ label: "Seq" }, { label: "Died" }, { label: "Type" }, { label: "Priority" }, { label: "Reason" },
         { label: "Attempts", num: 1 }, { label: "Last error" }, { label: "" }], rows, "No dead letters."),
-      list.items.length && list.next && list.items.length >= config.default_page ? el("p", { class: "muted", text: "Showing the first " + list.items.length + "; narrow the filter to see others." }) : null,
+      el("div", { class: "toolbar" },
+        dlqPages.length > 1 ? el("button", { type: "button", "data-action": "first-page", onclick: () => { dlqPages.length = 1; refresh(); } }, "First page") : null,
+        list.items.length >= config.default_page && list.next ? el("button", { type: "button", "data-action": "next-page",
+          onclick: () => { dlqPages.push(list.next); refresh(); } }, "Next page") : null),
     ];
   },
 };

@@ -161,8 +161,13 @@ func startApp(t *testing.T) *app {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ro, err := ui.New(nc, ui.Options{RefreshInterval: 500 * time.Millisecond, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/ops/", http.StripPrefix("/ops", h))
+	mux.Handle("/ro/", http.StripPrefix("/ro", ro))
 	a.web = httptest.NewServer(mux)
 	t.Cleanup(a.web.Close)
 	return a
@@ -197,7 +202,14 @@ func (a *app) produce(ctx context.Context, n int, interval time.Duration) {
 // page opens the dashboard at route and waits for it to render.
 func page(t *testing.T, ctx context.Context, a *app, route, name string) {
 	t.Helper()
-	if err := chromedp.Do(ctx, chromedp.Navigate(a.web.URL+"/ops/#/"+route)); err != nil {
+	pageAt(t, ctx, a.web.URL+"/ops/#/"+route, name)
+}
+
+// pageAt opens url and waits for the page name to render.
+func pageAt(t *testing.T, ctx context.Context, url, name string) {
+	t.Helper()
+	route := url
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("navigate %s: %v", route, err)
 	}
 	waitJS(t, ctx, fmt.Sprintf(`document.getElementById("main").dataset.page === %q && !!document.getElementById("main").dataset.loaded`, name),
@@ -505,6 +517,23 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("%d done steps in the failed run, want 3", n)
 		}
 		screenshot(t, ctx, "workflow-run")
+	})
+
+	t.Run("read-only", func(t *testing.T) {
+		for _, p := range []struct{ route, name, ready string }{
+			{"queues", "queues", `document.querySelector('td[data-queue="export.csv/normal"]') !== null`},
+			{"dlq", "dlq", `document.querySelectorAll("tr[data-seq]").length > 0`},
+			{"scheduled", "scheduled", `document.querySelectorAll("tr[data-task]").length > 0`},
+		} {
+			pageAt(t, ctx, a.web.URL+"/ro/#/"+p.route, p.name)
+			waitJS(t, ctx, p.ready, "read-only "+p.route+" rendered")
+			if n := count(t, ctx, "main button[data-action]"); n != 0 {
+				t.Errorf("read-only %s shows %d action buttons", p.route, n)
+			}
+		}
+		if got := text(t, ctx, "#mode"); got != "read-only" {
+			t.Errorf("mode %q", got)
+		}
 	})
 
 	t.Run("metrics", func(t *testing.T) {
