@@ -362,7 +362,8 @@ pages.dlq = {
       onchange: (e) => setFilter("contains", e.target.value) });
     const rows = list.items.map((d) => el("tr", { "data-seq": d.seq, "data-task": d.task_id },
       el("td", {}, el("a", { href: "#/dlq/" + d.seq, text: d.seq })), timeCell(d.time),
-      el("td", { text: d.type }), el("td", { text: d.priority }), el("td", {}, badge(d.reason)),
+      el("td", {}, el("a", { href: "#/task/" + encodeURIComponent(d.task_id), text: d.task_id })),
+      el("td", { "data-col": "type", text: d.type }), el("td", { text: d.priority }), el("td", {}, badge(d.reason)),
       el("td", { class: "num", text: d.deliveries }), el("td", { class: "err", text: d.last_error || "" }),
       el("td", {}, config.read_only ? null : el("button", { "data-action": "replay",
         onclick: () => act(null, "api/dlq/" + d.seq + "/replay") }, "Replay"))));
@@ -374,7 +375,7 @@ pages.dlq = {
           el("button", { type: "button", class: "danger", "data-action": "purge",
             onclick: () => act("Purge " + what + "? They are deleted for good.", "api/dlq/purge", { ...filterBody, all: !anyFilter }) }, "Purge"),
         ]),
-      table([{ label: "Seq" }, { label: "Died" }, { label: "Type" }, { label: "Priority" }, { label: "Reason" },
+      table([{ label: "Seq" }, { label: "Died" }, { label: "Task" }, { label: "Type" }, { label: "Priority" }, { label: "Reason" },
         { label: "Attempts", num: 1 }, { label: "Last error" }, { label: "" }], rows, "No dead letters."),
       el("div", { class: "toolbar" },
         dlqPages.length > 1 ? el("button", { type: "button", "data-action": "first-page", onclick: () => { dlqPages.length = 1; refresh(); } }, "First page") : null,

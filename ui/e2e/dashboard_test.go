@@ -561,7 +561,7 @@ func filterType(t *testing.T, ctx context.Context, typ string) {
 		if (s.value !== %[1]q) { s.value = %[1]q; s.dispatchEvent(new Event("change")); }
 		return true;
 	})()`, typ), "type filter "+typ)
-	waitJS(t, ctx, fmt.Sprintf(`[...document.querySelectorAll("tr[data-seq] td:nth-child(3)")].every((td) => td.textContent === %q)`, typ), "filtered list")
+	waitJS(t, ctx, fmt.Sprintf(`[...document.querySelectorAll("tr[data-seq] td[data-col=type]")].every((td) => td.textContent === %q)`, typ), "filtered list")
 }
 
 func mustRead(t *testing.T, res *http.Response) string {
