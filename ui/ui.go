@@ -116,7 +116,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "" {
 		// Mounted with StripPrefix and asked without the trailing slash:
 		// the pages' relative URLs need it.
-		http.Redirect(w, r, r.URL.RawPath+strings.TrimSuffix(r.RequestURI, "?"+r.URL.RawQuery)+"/", http.StatusMovedPermanently)
+		loc, _, _ := strings.Cut(r.RequestURI, "?")
+		loc += "/"
+		if r.URL.RawQuery != "" {
+			loc += "?" + r.URL.RawQuery
+		}
+		http.Redirect(w, r, loc, http.StatusMovedPermanently)
 		return
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
