@@ -6,6 +6,7 @@ replace github.com/jetflow-io/jetflow => ../..
 
 require (
 	github.com/jetflow-io/jetflow v0.0.0-00010101000000-000000000000
+	github.com/nats-io/nats.go v1.55.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
@@ -24,7 +25,6 @@ require (
 	github.com/minio/highwayhash v1.0.4 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
-	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
