@@ -355,16 +355,24 @@ func TestDashboard(t *testing.T) {
 	t.Run("overview", func(t *testing.T) {
 		page(t, ctx, a, "", "overview")
 		waitJS(t, ctx, `document.querySelector('[data-queue="export.csv/normal"] [data-col=waiting]')?.textContent === "7"`, "export.csv waiting 7")
-		st, err := a.ins.QueueStats(tctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The dead-letter total includes partner.sync's, written while its
+		// breaker opened: compare with what the server holds now.
+		var card string
 		dead := 0
-		for _, n := range st.Dead {
-			dead += int(n)
-		}
-		if got := text(t, ctx, "#card-dead .value"); got != fmt.Sprint(dead) {
-			t.Errorf("dead letters card %q, want %d", got, dead)
+		testutil.Wait(t, waitLong, "dead-letter card equal to the server's count", func() bool {
+			st, err := a.ins.QueueStats(tctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dead = 0
+			for _, n := range st.Dead {
+				dead += int(n)
+			}
+			card = text(t, ctx, "#card-dead .value")
+			return card == fmt.Sprint(dead)
+		})
+		if dead < 3 {
+			t.Errorf("dead letters %d, want at least the 3 payments", dead)
 		}
 		if got := text(t, ctx, "#card-scheduled .value"); got != "2" {
 			t.Errorf("scheduled card %q, want 2", got)
