@@ -69,6 +69,15 @@ type breakerExt struct {
 func (w *Worker) installBreakers() {
 	x := &breakerExt{w: w, reg: newBreakers(w.opts), id: nuid.Next(), wake: make(chan struct{}, 1)}
 	x.reg.notify = x.notify
+	// Every hook set of the worker hears breaker changes, those added with
+	// AddHooks included, not only the WithHooks one.
+	x.reg.hook = func(ctx context.Context, dep string, from, to BreakerState) {
+		for i := range w.hooks {
+			if h := w.hooks[i].BreakerStateChanged; h != nil {
+				callHook(w.log, &w.stats.hookPanics, "BreakerStateChanged", func() { h(ctx, dep, from, to) })
+			}
+		}
+	}
 	w.breakers = x
 	w.addExtension(extension{
 		name:    "breakers",

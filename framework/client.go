@@ -77,13 +77,17 @@ func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts
 	if err != nil {
 		return TaskInfo{}, err
 	}
+	traced := c.traceEnqueue(ctx, msg, info)
 	ack, err := c.publish(ctx, msg)
 	if err != nil {
-		return TaskInfo{}, c.publishErr(info, err)
+		err = c.publishErr(info, err)
+		traced(info, err)
+		return TaskInfo{}, err
 	}
 	info.Stream, info.Sequence, info.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
 	info.ID = seqID(info.ID, ack.Sequence)
 	c.enqueued(ctx, info)
+	traced(info, nil)
 	return info, nil
 }
 
@@ -114,12 +118,16 @@ type TaskSpec struct {
 func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, error) {
 	infos := make([]TaskInfo, len(jobs))
 	futures := make([]jetstream.PubAckFuture, len(jobs))
+	traced := make([]func(TaskInfo, error), len(jobs)) // enqueue_trace.go
 	var batchErr *BatchError
 	fail := func(i int, err error) {
 		if batchErr == nil {
 			batchErr = &BatchError{Errors: make(map[int]error)}
 		}
 		batchErr.Errors[i] = err
+		if traced[i] != nil {
+			traced[i](infos[i], err)
+		}
 	}
 	for i, j := range jobs {
 		if err := ctx.Err(); err != nil {
@@ -132,6 +140,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, 
 			continue
 		}
 		infos[i] = info
+		traced[i] = c.traceEnqueue(ctx, msg, info)
 		f, err := c.js.PublishMsgAsync(msg)
 		for errors.Is(err, jetstream.ErrTooManyStalledMsgs) && ctx.Err() == nil {
 			// The window stayed full for the stall wait (200 ms): nothing
@@ -139,8 +148,8 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, 
 			f, err = c.js.PublishMsgAsync(msg)
 		}
 		if err != nil {
-			infos[i] = TaskInfo{}
 			fail(i, c.publishErr(info, err))
+			infos[i] = TaskInfo{}
 			continue
 		}
 		futures[i] = f
@@ -154,6 +163,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, 
 			infos[i].Stream, infos[i].Sequence, infos[i].Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
 			infos[i].ID = seqID(infos[i].ID, ack.Sequence)
 			c.enqueued(ctx, infos[i])
+			traced[i](infos[i], nil)
 		case err := <-f.Err():
 			// Retry what the stream could not take (for example during a
 			// leader election) with the same message and task ID.
@@ -169,6 +179,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, 
 			infos[i].Stream, infos[i].Sequence, infos[i].Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
 			infos[i].ID = seqID(infos[i].ID, ack.Sequence)
 			c.enqueued(ctx, infos[i])
+			traced[i](infos[i], nil)
 		case <-ctx.Done():
 			fail(i, fmt.Errorf("framework: enqueue %s %s: acknowledgement not received (retry with the same ID): %w", infos[i].Type, infos[i].ID, ctx.Err()))
 			infos[i] = TaskInfo{}

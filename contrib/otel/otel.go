@@ -1,0 +1,260 @@
+// Package jetflowotel traces jetflow tasks with OpenTelemetry: a span per
+// enqueue, a child span per attempt, and the W3C trace context carried in the
+// task's headers across the queue, through delays and retries.
+//
+// It is a module of its own (github.com/jetflow-io/jetflow/contrib/otel), so
+// that programs using only the framework never download OpenTelemetry.
+//
+// # Use
+//
+//	tr := jetflowotel.New(jetflowotel.Options{TracerProvider: tp})
+//	cl, err := framework.NewClient(nc, tr.ClientOption())
+//	w, err := framework.NewWorker(nc, framework.WithMiddleware(tr.Middleware()))
+//	tr.Instrument(w) // before w.Start
+//
+// [Tracing.ClientOption] starts a producer span "jetflow enqueue <type>" as a
+// child of the enqueue call's context and injects its context into the task
+// headers (traceparent, tracestate). [Tracing.Middleware] starts a consumer
+// span "jetflow process <type>" per attempt, child of the carried context,
+// and puts it in the handler's context, so spans the handler starts are its
+// children. [Tracing.Instrument] ends that span once the worker settled the
+// attempt, with the outcome: attribute jetflow.outcome (ack, retry or fail),
+// jetflow.retry_delay_ms, jetflow.dead_lettered, the recorded error and an
+// error status for retried and failed attempts.
+//
+// # Workflows
+//
+// Workflow steps and compensations carry their run ID (header Jetflow-Run):
+// their attempt spans get the attribute jetflow.workflow.run_id and a link to
+// [RunSpanContext] of the run, a span context derived from the run ID, so a
+// tracing backend groups every step of a run. Link the code that starts a
+// run to the same context with [RunLink].
+package jetflowotel
+
+import (
+	"context"
+	"crypto/sha256"
+	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/workflow"
+)
+
+// ScopeName is the instrumentation scope of the tracer.
+const ScopeName = "github.com/jetflow-io/jetflow/contrib/otel"
+
+// Attribute keys set on spans, beside the messaging.* ones.
+const (
+	AttrTaskID         = attribute.Key("jetflow.task.id")
+	AttrTaskType       = attribute.Key("jetflow.task.type")
+	AttrTaskPriority   = attribute.Key("jetflow.task.priority")
+	AttrAttempt        = attribute.Key("jetflow.task.attempt")
+	AttrMaxAttempts    = attribute.Key("jetflow.task.max_attempts")
+	AttrScheduledFor   = attribute.Key("jetflow.task.scheduled_for")
+	AttrDuplicate      = attribute.Key("jetflow.task.duplicate")
+	AttrOutcome        = attribute.Key("jetflow.outcome")
+	AttrRetryDelayMS   = attribute.Key("jetflow.retry_delay_ms")
+	AttrDeadLettered   = attribute.Key("jetflow.dead_lettered")
+	AttrPanicked       = attribute.Key("jetflow.panicked")
+	AttrWorkflowRunID  = attribute.Key("jetflow.workflow.run_id")
+	AttrSettlementFail = attribute.Key("jetflow.settlement_failed")
+)
+
+// Options configure [New]. The zero value uses the global providers.
+type Options struct {
+	// TracerProvider creates the tracer. Default otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	// Propagator carries the trace context in task headers. Default
+	// propagation.TraceContext (W3C traceparent and tracestate).
+	Propagator propagation.TextMapPropagator
+}
+
+// Tracing creates the spans. It is safe for concurrent use.
+type Tracing struct {
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+	// attempts holds the span of each running attempt, from the middleware
+	// to the hook that ends it.
+	attempts sync.Map // *framework.Task → trace.Span
+}
+
+// New returns a Tracing.
+func New(opts Options) *Tracing {
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	prop := opts.Propagator
+	if prop == nil {
+		prop = propagation.TraceContext{}
+	}
+	return &Tracing{tracer: tp.Tracer(ScopeName), prop: prop}
+}
+
+// enqueueCarrier adapts a task message's headers for injection.
+type enqueueCarrier struct{ h framework.EnqueueHeader }
+
+func (c enqueueCarrier) Get(key string) string { return c.h.Get(key) }
+func (c enqueueCarrier) Set(key, value string) { _ = c.h.Set(key, value) }
+func (c enqueueCarrier) Keys() []string        { return c.h.Keys() }
+
+// taskCarrier adapts a received task's headers for extraction.
+type taskCarrier struct{ t *framework.Task }
+
+func (c taskCarrier) Get(key string) string { return c.t.Header(key) }
+func (c taskCarrier) Set(string, string)    {}
+func (c taskCarrier) Keys() []string {
+	keys := make([]string, 0, len(c.t.Headers))
+	for k := range c.t.Headers {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// ClientOption returns the client option ([framework.WithEnqueueTracer])
+// that traces each enqueued task and carries the trace context in its
+// headers.
+func (tr *Tracing) ClientOption() framework.ClientOption {
+	return framework.WithEnqueueTracer(tr.traceEnqueue)
+}
+
+func (tr *Tracing) traceEnqueue(ctx context.Context, info framework.TaskInfo, h framework.EnqueueHeader) func(framework.TaskInfo, error) {
+	attrs := []attribute.KeyValue{
+		attribute.String("messaging.system", "nats"),
+		attribute.String("messaging.operation.type", "send"),
+		attribute.String("messaging.destination.name", info.Subject),
+		AttrTaskType.String(info.Type),
+		AttrTaskPriority.String(info.Priority.String()),
+	}
+	if info.ID != "" {
+		attrs = append(attrs, AttrTaskID.String(info.ID), attribute.String("messaging.message.id", info.ID))
+	}
+	if !info.ScheduledFor.IsZero() {
+		attrs = append(attrs, AttrScheduledFor.String(info.ScheduledFor.UTC().Format("2006-01-02T15:04:05.000Z07:00")))
+	}
+	ctx, span := tr.tracer.Start(ctx, "jetflow enqueue "+info.Type,
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	tr.prop.Inject(ctx, enqueueCarrier{h})
+	return func(out framework.TaskInfo, err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		} else {
+			span.SetAttributes(AttrTaskID.String(out.ID), AttrDuplicate.Bool(out.Duplicate),
+				attribute.Int64("messaging.nats.stream_sequence", int64(out.Sequence)))
+		}
+		span.End()
+	}
+}
+
+// Middleware returns the worker middleware ([framework.WithMiddleware])
+// that starts the span of each attempt and puts it in the handler's
+// context. Register it outermost (first), so that other middleware runs
+// inside the span.
+func (tr *Tracing) Middleware() framework.Middleware {
+	return func(next framework.Handler) framework.Handler {
+		return framework.HandlerFunc(func(ctx context.Context, t *framework.Task) error {
+			parent := tr.prop.Extract(ctx, taskCarrier{t})
+			attrs := []attribute.KeyValue{
+				attribute.String("messaging.system", "nats"),
+				attribute.String("messaging.operation.type", "process"),
+				attribute.String("messaging.message.id", t.ID),
+				AttrTaskID.String(t.ID), AttrTaskType.String(t.Type), AttrTaskPriority.String(t.Priority.String()),
+				AttrAttempt.Int(t.Attempt), AttrMaxAttempts.Int(t.MaxAttempts),
+			}
+			opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+			if run := t.Header(workflow.HeaderRun); run != "" {
+				attrs = append(attrs, AttrWorkflowRunID.String(run))
+				opts = append(opts, trace.WithLinks(RunLink(run)))
+			}
+			opts = append(opts, trace.WithAttributes(attrs...))
+			ctx, span := tr.tracer.Start(parent, "jetflow process "+t.Type, opts...)
+			if prev, loaded := tr.attempts.Swap(t, span); loaded {
+				// A rerun in process (held by an open breaker): the earlier
+				// run ended without a settlement.
+				s := prev.(trace.Span)
+				s.SetAttributes(AttrOutcome.String("held"))
+				s.End()
+			}
+			err := next.Handle(ctx, t)
+			if err != nil {
+				span.RecordError(err)
+			}
+			return err
+		})
+	}
+}
+
+// Instrument adds the hooks that end each attempt's span with its outcome
+// to w ([framework.Worker.AddHooks]). Call it before w.Start.
+func (tr *Tracing) Instrument(w *framework.Worker) {
+	w.AddHooks(tr.Hooks())
+}
+
+// Hooks returns the hooks [Tracing.Instrument] adds, to combine with your
+// own.
+func (tr *Tracing) Hooks() framework.Hooks {
+	return framework.Hooks{
+		Finished: func(_ context.Context, t *framework.Task, o framework.Outcome) {
+			v, ok := tr.attempts.LoadAndDelete(t)
+			if !ok {
+				return
+			}
+			span := v.(trace.Span)
+			span.SetAttributes(AttrOutcome.String(o.Action.String()), AttrPanicked.Bool(o.Panicked))
+			switch o.Action {
+			case framework.ActionRetry:
+				span.SetAttributes(AttrRetryDelayMS.Int64(o.Delay.Milliseconds()))
+				span.SetStatus(codes.Error, "attempt failed; retried")
+			case framework.ActionFail:
+				span.SetAttributes(AttrDeadLettered.Bool(o.DeadLettered))
+				msg := "failed for good"
+				if o.Err != nil {
+					msg = o.Err.Error()
+				}
+				span.SetStatus(codes.Error, msg)
+			}
+			span.End()
+		},
+		AckFailed: func(_ context.Context, t *framework.Task, op string, err error) {
+			if op == "in_progress" {
+				return // a heartbeat: the attempt goes on
+			}
+			v, ok := tr.attempts.LoadAndDelete(t)
+			if !ok {
+				return
+			}
+			span := v.(trace.Span)
+			span.SetAttributes(AttrSettlementFail.String(op))
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "settlement not sent ("+op+"); the task will be redelivered")
+			span.End()
+		},
+	}
+}
+
+// RunSpanContext returns the span context that stands for workflow run
+// runID: its trace and span IDs are derived from the run ID (SHA-256), so
+// every process computes the same one. It is remote and sampled.
+func RunSpanContext(runID string) trace.SpanContext {
+	sum := sha256.Sum256([]byte("jetflow.workflow.run:" + runID))
+	var tid trace.TraceID
+	var sid trace.SpanID
+	copy(tid[:], sum[:16])
+	copy(sid[:], sum[16:24])
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+}
+
+// RunLink returns a link to [RunSpanContext] of runID, for the span of the
+// code that starts or waits for the run:
+//
+//	ctx, span := tracer.Start(ctx, "checkout", trace.WithLinks(jetflowotel.RunLink(id)))
+func RunLink(runID string) trace.Link {
+	return trace.Link{SpanContext: RunSpanContext(runID), Attributes: []attribute.KeyValue{AttrWorkflowRunID.String(runID)}}
+}
