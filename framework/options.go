@@ -297,6 +297,7 @@ type enqueueConfig struct {
 	delay    time.Duration
 	at       time.Time
 	headers  map[string]string
+	unique   uniqueConfig // Unique, UniqueKey, UniqueUntilDone (unique.go)
 }
 
 // WithPriority sets the task's priority. Default [PriorityNormal].

@@ -130,6 +130,7 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	w.installBreakers()
 	w.installDeadLetters()
 	w.installState()
+	w.installUnique()
 	return w, nil
 }
 
