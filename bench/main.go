@@ -24,6 +24,7 @@
 //	RESULT delay tasks=5000 early=… p50_ms=… p99_ms=… max_ms=…
 //	RESULT priority backlog=50000 critical_p99_ms=…
 //	RESULT unique plain_us=… unique_us=… cost_us=… duplicate_us=…
+//	RESULT ratelimit_cost plain_per_s=… limited_per_s=… ratio=…
 //
 // See docs/benchmarks.md for what each figure means and the method.
 package main
@@ -73,6 +74,7 @@ const (
 	figWorkflow       = "workflow"
 	figCluster        = "cluster_drain"
 	figUnique         = "unique"
+	figRateLimitCost  = "ratelimit_cost"
 )
 
 // Values of -side.
@@ -82,7 +84,7 @@ const (
 )
 
 var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority,
-	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster, figUnique}
+	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster, figUnique, figRateLimitCost}
 
 // config holds the settings of one bench run.
 type config struct {

@@ -169,6 +169,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		// The cluster figure starts its own three-node cluster.
 		{figCluster, func(ctx context.Context, out io.Writer) error { return runClusterDrain(ctx, cfg, out, stderr) }},
 		{figUnique, e.runUnique},
+		{figRateLimitCost, e.runRateLimitCost},
 	}
 	for _, f := range figures {
 		if !cfg.only[f.name] {

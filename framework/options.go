@@ -108,6 +108,7 @@ type options struct {
 	stateTTL          time.Duration              // WithStateTTL; 0 means DefaultStateTTL
 	stateRunningAfter time.Duration              // WithStateRunningAfter
 	effectsTTL        time.Duration              // WithEffectsTTL; 0 means DefaultEffectsTTL
+	rateLimits        map[string]RateLimit       // WithDependencyRateLimit (ratelimit.go)
 }
 
 // Worker defaults.

@@ -69,6 +69,7 @@ type Worker struct {
 	// (state.go); effects caches the effects bucket (once.go).
 	stateWriter *staterec.Writer
 	effects     effectsCache
+	rateLimits  *rateLimits // cluster-wide rate limits (ratelimit.go)
 }
 
 const (
@@ -131,6 +132,7 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	w.installDeadLetters()
 	w.installState()
 	w.installUnique()
+	w.installRateLimits()
 	return w, nil
 }
 
