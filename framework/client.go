@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -241,7 +242,20 @@ func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nat
 	if unique && anonymous {
 		return nil, TaskInfo{}, fmt.Errorf("%w: Unique needs a task ID: combine it with WithID when the client has WithDedup(false)", ErrInvalidOption)
 	}
-	spec := taskmsg.Spec{Target: c.names.TaskSubject(cfg.priority, taskType), ID: id, Anonymous: anonymous,
+	target := c.names.TaskSubject(cfg.priority, taskType)
+	if cfg.orderingKey != "" {
+		if target, err = orderedTarget(c.names, taskType, &cfg, delayed); err != nil {
+			return nil, TaskInfo{}, err
+		}
+		if !unique {
+			headers = maps.Clone(headers)
+		}
+		if headers == nil {
+			headers = make(map[string]string, 1)
+		}
+		headers[HeaderOrderingKey] = cfg.orderingKey
+	}
+	spec := taskmsg.Spec{Target: target, ID: id, Anonymous: anonymous,
 		Encoding: enc, Headers: headers, Data: data, Due: due, Now: now}
 	if delayed {
 		spec.ScheduleSubject = c.names.ScheduleSubject(id)

@@ -32,6 +32,8 @@ type handlerConfig struct {
 	// rateLimit is the type's cluster-wide rate limit (WithRateLimit,
 	// ratelimit.go), nil without one.
 	rateLimit *RateLimit
+	// ordering makes the type ordered (WithOrdering, ordering.go).
+	ordering *Ordering
 }
 
 // Handler defaults.

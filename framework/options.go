@@ -299,6 +299,8 @@ type enqueueConfig struct {
 	at       time.Time
 	headers  map[string]string
 	unique   uniqueConfig // Unique, UniqueKey, UniqueUntilDone (unique.go)
+	// orderingKey is the key of an ordered task (Ordered, ordering.go).
+	orderingKey string
 }
 
 // WithPriority sets the task's priority. Default [PriorityNormal].
