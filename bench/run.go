@@ -170,6 +170,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{figCluster, func(ctx context.Context, out io.Writer) error { return runClusterDrain(ctx, cfg, out, stderr) }},
 		{figUnique, e.runUnique},
 		{figRateLimitCost, e.runRateLimitCost},
+		{figOrdering, e.runOrdering},
 	}
 	for _, f := range figures {
 		if !cfg.only[f.name] {
