@@ -91,6 +91,13 @@ type Ordering struct {
 	// … 256). Default [DefaultPartitions]. Every worker of the type must use
 	// the same count; changing it needs a drained type (docs/ordering.md).
 	Partitions int
+	// BlockOnDeadLetter keeps a key blocked after one of its tasks failed
+	// for good, instead of dead-lettering the task and moving on: the task
+	// stays at the head of its partition (held with heartbeats; the server
+	// never gives up on it) until [Inspector.ResolveBlocked] retries or
+	// skips it. Every task of the partition waits meanwhile. Default false:
+	// the key moves on.
+	BlockOnDeadLetter bool
 }
 
 // WithOrdering makes the worker consume the ordered tasks of this type
@@ -98,7 +105,8 @@ type Ordering struct {
 // cluster-wide, so that the tasks of a key run one at a time in enqueue
 // order. Retries (with their backoff) and holds (open breaker, rate limit)
 // keep the key's later tasks waiting. After a task of a key fails for good
-// (dead letter) the key moves on to its next task. Tasks of the type
+// (dead letter) the key moves on to its next task, unless
+// [Ordering].BlockOnDeadLetter keeps it blocked. Tasks of the type
 // enqueued without a key still use the type's ordinary consumers.
 func WithOrdering(o Ordering) HandlerOption {
 	return func(c *handlerConfig) error {
@@ -114,7 +122,7 @@ func WithOrdering(o Ordering) HandlerOption {
 }
 
 func (w *Worker) installOrdering() {
-	w.addExtension(extension{name: "ordering", consumers: orderedConsumers})
+	w.addExtension(extension{name: "ordering", prepare: prepareBlocking, consumers: orderedConsumers, hold: holdBlocked})
 }
 
 // orderedConsumers ensures the partition consumers of the ordered types.
@@ -125,12 +133,16 @@ func orderedConsumers(ctx context.Context, w *Worker) ([]consumerSub, error) {
 		if o == nil {
 			continue
 		}
+		maxDeliver := tt.cfg.maxAttempts
+		if o.BlockOnDeadLetter {
+			maxDeliver = -1 // the worker counts attempts and blocks instead
+		}
 		for p := range o.Partitions {
 			spec := streams.OrderedConsumerSpec{
 				TaskType:   tt.name,
 				Partitions: o.Partitions,
 				Partition:  p,
-				MaxDeliver: tt.cfg.maxAttempts,
+				MaxDeliver: maxDeliver,
 				AckWait:    tt.cfg.ackWait,
 			}
 			ensure := func(ctx context.Context) (jetstream.Consumer, error) {

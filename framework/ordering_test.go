@@ -320,3 +320,85 @@ func TestOrderingPartitionsShowRetryingHead(t *testing.T) {
 		t.Fatalf("head %+v, want task %s of key order-9", head, info.ID)
 	}
 }
+
+// With BlockOnDeadLetter a task that fails for good keeps its key blocked:
+// the key's next task waits behind it until an operator retries it (it
+// then runs again) or skips it (dead letter, the key moves on).
+func TestOrderedBlockOnDeadLetter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := newOrderChecker(5)
+	var mu sync.Mutex
+	healthy := false
+	runs := map[int]int{}
+	w := e.worker(t)
+	framework.Handle(w, "order.block", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
+		c.start(ev)
+		mu.Lock()
+		runs[ev.N]++
+		ok := healthy || ev.N != 1 && ev.N != 3
+		mu.Unlock()
+		c.end(ev, ok)
+		if !ok {
+			return errors.New("declined")
+		}
+		return nil
+	}, framework.WithOrdering(framework.Ordering{Partitions: 1, BlockOnDeadLetter: true}), framework.WithMaxAttempts(2),
+		framework.WithBackoff(framework.BackoffPolicy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond, Randomization: -1}))
+	startWorker(t, w)
+	ins := e.cl.Inspector()
+	var ids []string
+	for n := range 5 {
+		ids = append(ids, e.enqueue(t, "order.block", orderEvent{Key: "k", N: n}, framework.Ordered("k")).ID)
+	}
+	waitBlocked := func(id string) {
+		t.Helper()
+		testutil.Wait(t, waitLong, "task "+id+" blocked", func() bool {
+			bs, err := ins.BlockedTasks(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(bs) == 1 && bs[0].TaskID == id && bs[0].Key == "k" && bs[0].Error == "declined"
+		})
+	}
+	waitBlocked(ids[1])
+	// Event 1 is the partition's head; 2, 3 and 4 wait behind it.
+	parts, err := ins.OrderingPartitions(t.Context())
+	if err != nil || len(parts) != 1 || parts[0].Head == nil || parts[0].Head.TaskID != ids[1] || parts[0].Pending != 3 {
+		t.Fatalf("partitions %+v, %v; want head %s with 3 waiting", parts, err, ids[1])
+	}
+	mu.Lock()
+	healthy = true
+	mu.Unlock()
+	if err := ins.ResolveBlocked(t.Context(), "order.block", ids[1], framework.ResolveRetry); err != nil {
+		t.Fatal(err)
+	}
+	// Healthy now: 1 succeeds on its retry, then 2, 3 and 4 in order.
+	c.wait(t)
+	mu.Lock()
+	if runs[2] != 1 || runs[1] != 3 {
+		t.Fatalf("runs %v: want event 1 three times (two failures, one retry), event 2 once", runs)
+	}
+	healthy = false
+	mu.Unlock()
+
+	// Skip: the blocked task is dead-lettered and the key moves on.
+	id := e.enqueue(t, "order.block", orderEvent{Key: "k", N: 3}, framework.Ordered("k")).ID
+	waitBlocked(id)
+	after := e.enqueue(t, "order.block", orderEvent{Key: "k", N: 5}, framework.Ordered("k")).ID
+	if err := ins.ResolveBlocked(t.Context(), "order.block", id, framework.ResolveSkip); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Wait(t, waitLong, "the task after the skipped one ran", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return runs[5] == 1
+	})
+	dls, _, err := e.cl.DeadLetters().List(t.Context(), framework.DeadLetterFilter{Type: "order.block"}, framework.DeadLetterPage{})
+	if err != nil || len(dls) != 1 || dls[0].TaskID != id {
+		t.Fatalf("dead letters %+v, %v; want the skipped task %s", dls, err, id)
+	}
+	if err := ins.ResolveBlocked(t.Context(), "order.block", after, framework.ResolveRetry); !errors.Is(err, framework.ErrNotFound) {
+		t.Fatalf("resolving a task that is not blocked: %v", err)
+	}
+}

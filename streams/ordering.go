@@ -58,6 +58,10 @@ func (n Names) ParseOrderedSubject(subject string) (string, int, error) {
 	return taskType, slot, nil
 }
 
+// OrderingBucket returns the name of the KV bucket recording ordered tasks
+// that block their key, for example "JETFLOW_ORDERING".
+func (n Names) OrderingBucket() string { return n.upper + "_ORDERING" }
+
 // OrderedConsumerName returns the durable name of partition p of
 // partitions of an ordered task type, for example "orders-ord16-3".
 func (n Names) OrderedConsumerName(taskType string, partitions, p int) string {
