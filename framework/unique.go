@@ -216,6 +216,21 @@ func (s *uniqueStore) bucket(ctx context.Context, js jetstream.JetStream, names 
 	return kv, nil
 }
 
+// bind returns the bucket without creating it.
+func (s *uniqueStore) bind(ctx context.Context, js jetstream.JetStream, names streams.Names) (jetstream.KeyValue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.kv != nil {
+		return s.kv, nil
+	}
+	kv, err := js.KeyValue(ctx, names.UniqueBucket())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUniqueBucket, err)
+	}
+	s.kv = kv
+	return kv, nil
+}
+
 // reserveUnique takes the reservation of a unique task before it is
 // published. It returns the holder's info with Duplicate set when another
 // task holds the key, or a release function that gives the reservation
@@ -302,9 +317,11 @@ type uniqueExt struct {
 
 func (w *Worker) installUnique() {
 	x := &uniqueExt{w: w}
+	// No prepare: a worker only binds the bucket (which the client created)
+	// when a UniqueUntilDone task succeeds, so that workers need no
+	// permissions on it otherwise.
 	w.addExtension(extension{
-		name:    "unique",
-		prepare: func(ctx context.Context, w *Worker) error { _, err := x.store.bucket(ctx, w.js, w.names); return err },
+		name: "unique",
 		finished: func(_ context.Context, t *Task, o Outcome) {
 			if o.Action == ActionAck {
 				x.succeeded(t)
@@ -334,7 +351,7 @@ func (x *uniqueExt) succeeded(t *Task) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	kv, err := x.store.bucket(ctx, x.w.js, x.w.names)
+	kv, err := x.store.bind(ctx, x.w.js, x.w.names)
 	if err == nil {
 		// Only this reservation: if it expired and another task reserved
 		// the key since, the revision differs and nothing is released.
