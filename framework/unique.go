@@ -175,7 +175,7 @@ type UniqueReservation struct {
 
 // uniqueBucketMarkerTTL is how long the unique bucket keeps the markers of
 // keys that expired or were released.
-const uniqueBucketMarkerTTL = time.Minute
+const uniqueBucketMarkerTTL = streams.UniqueMarkerTTL
 
 // ensureUniqueBucket creates the unique bucket (per-key TTLs, the task
 // stream's storage and replicas) if needed and returns it.
