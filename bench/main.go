@@ -23,6 +23,9 @@
 //	RESULT latency rate_per_s=1000 p50_ms=… p99_ms=…
 //	RESULT delay tasks=5000 early=… p50_ms=… p99_ms=… max_ms=…
 //	RESULT priority backlog=50000 critical_p99_ms=…
+//	RESULT unique plain_us=… unique_us=… cost_us=… duplicate_us=…
+//	RESULT ratelimit_cost plain_per_s=… limited_per_s=… ratio=…
+//	RESULT ordering keys=1000 p1_per_s=… p4_per_s=… … unordered_per_s=…
 //
 // See docs/benchmarks.md for what each figure means and the method.
 package main
@@ -71,6 +74,9 @@ const (
 	figDLQ            = "dlq"
 	figWorkflow       = "workflow"
 	figCluster        = "cluster_drain"
+	figUnique         = "unique"
+	figRateLimitCost  = "ratelimit_cost"
+	figOrdering       = "ordering"
 )
 
 // Values of -side.
@@ -80,7 +86,7 @@ const (
 )
 
 var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority,
-	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster}
+	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster, figUnique, figRateLimitCost, figOrdering}
 
 // config holds the settings of one bench run.
 type config struct {

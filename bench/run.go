@@ -168,6 +168,9 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{figWorkflow, func(ctx context.Context, out io.Writer) error { return runWorkflow(ctx, e, out) }},
 		// The cluster figure starts its own three-node cluster.
 		{figCluster, func(ctx context.Context, out io.Writer) error { return runClusterDrain(ctx, cfg, out, stderr) }},
+		{figUnique, e.runUnique},
+		{figRateLimitCost, e.runRateLimitCost},
+		{figOrdering, e.runOrdering},
 	}
 	for _, f := range figures {
 		if !cfg.only[f.name] {

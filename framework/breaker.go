@@ -312,6 +312,9 @@ func breakersFrom(ctx context.Context) *Breakers {
 // breaker open. Returned from a handler, such an error reruns the task
 // after the open period without spending an attempt.
 //
+// With a rate limit on dep ([WithDependencyRateLimit]) Call first waits
+// for a permit, returning ctx's error if it ends first.
+//
 // Which errors count as failures is [BreakerSettings.IsFailure]; by default
 // every error except a permanent one. A panic in fn counts as a failure and
 // is propagated.
@@ -319,6 +322,9 @@ func Call(ctx context.Context, dep string, fn func(ctx context.Context) error) e
 	r := breakersFrom(ctx)
 	if r == nil {
 		return ErrNoBreakers
+	}
+	if err := waitDependency(ctx, dep); err != nil { // WithDependencyRateLimit
+		return err
 	}
 	return r.Call(ctx, dep, fn)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -26,6 +27,8 @@ type Client struct {
 	names streams.Names
 	// stateWriter writes "pending" records; nil without state tracking.
 	stateWriter *staterec.Writer
+
+	unique uniqueStore // handle on the unique bucket (unique.go)
 }
 
 // NewClient returns a client publishing on nc. The topology must exist
@@ -78,6 +81,15 @@ func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts
 		return TaskInfo{}, err
 	}
 	traced := c.traceEnqueue(ctx, msg, info)
+	if msg.Header.Get(HeaderUniqueKey) != "" {
+		info, dup, err := c.enqueueUnique(ctx, msg, info)
+		traced(info, err)
+		if err != nil || dup {
+			return info, err
+		}
+		c.enqueued(ctx, info)
+		return info, nil
+	}
 	ack, err := c.publish(ctx, msg)
 	if err != nil {
 		err = c.publishErr(info, err)
@@ -137,6 +149,10 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, 
 		msg, info, err := c.build(j.Type, j.Payload, j.Options)
 		if err != nil {
 			fail(i, err)
+			continue
+		}
+		if msg.Header.Get(HeaderUniqueKey) != "" {
+			fail(i, fmt.Errorf("%w: Unique is not available with EnqueueMany; use Enqueue", ErrInvalidOption))
 			continue
 		}
 		infos[i] = info
@@ -231,8 +247,28 @@ func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nat
 	if id == "" && !anonymous {
 		id = nuid.Next()
 	}
-	spec := taskmsg.Spec{Target: c.names.TaskSubject(cfg.priority, taskType), ID: id, Anonymous: anonymous,
-		Encoding: enc, Headers: cfg.headers, Data: data, Due: due, Now: now}
+	headers, unique, err := cfg.unique.headers(taskType, data, now, cfg.headers)
+	if err != nil {
+		return nil, TaskInfo{}, err
+	}
+	if unique && anonymous {
+		return nil, TaskInfo{}, fmt.Errorf("%w: Unique needs a task ID: combine it with WithID when the client has WithDedup(false)", ErrInvalidOption)
+	}
+	target := c.names.TaskSubject(cfg.priority, taskType)
+	if cfg.orderingKey != "" {
+		if target, err = orderedTarget(c.names, taskType, &cfg, delayed); err != nil {
+			return nil, TaskInfo{}, err
+		}
+		if !unique {
+			headers = maps.Clone(headers)
+		}
+		if headers == nil {
+			headers = make(map[string]string, 1)
+		}
+		headers[HeaderOrderingKey] = cfg.orderingKey
+	}
+	spec := taskmsg.Spec{Target: target, ID: id, Anonymous: anonymous,
+		Encoding: enc, Headers: headers, Data: data, Due: due, Now: now}
 	if delayed {
 		spec.ScheduleSubject = c.names.ScheduleSubject(id)
 	}

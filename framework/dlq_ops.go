@@ -246,6 +246,9 @@ func (d *DeadLetters) replayMsg(dl *DeadLetter) (*nats.Msg, TaskInfo, error) {
 		h.Set(HeaderDLQPreviousError, deadletter.Text(dl.LastError, MaxDLQErrorLen))
 	}
 	subject := d.names.TaskSubject(prio, taskType)
+	if s, ok := orderedReplaySubject(d.names, taskType, h); ok {
+		subject = s // an ordered task goes back to its key's queue (ordering.go)
+	}
 	msg := &nats.Msg{Subject: subject, Header: h, Data: dl.Payload}
 	return msg, TaskInfo{ID: id, Type: taskType, Priority: prio, Subject: subject}, nil
 }

@@ -24,6 +24,9 @@ type extension struct {
 	finished func(ctx context.Context, t *Task, o Outcome)
 	// prepare runs at Start before pulling begins (ensure buckets, streams).
 	prepare func(ctx context.Context, w *Worker) error
+	// consumers runs at Start after prepare and returns further consumers
+	// to pull (ordered partitions).
+	consumers func(ctx context.Context, w *Worker) ([]consumerSub, error)
 	// service runs in its own goroutine from Start until shutdown begins; it
 	// must return when ctx ends.
 	service func(ctx context.Context, w *Worker)

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/retry"
-	"github.com/jetflow-io/jetflow/streams"
 )
 
 // Fetching: one goroutine per (type, priority) consumer pulls messages and
@@ -19,8 +18,9 @@ import (
 
 // fetch pulls one (type, priority) consumer and feeds the dispatcher, holding
 // at most one message outside the pull buffer at a time.
-func (w *Worker) fetch(tt *typeRunner, prio Priority, cons jetstream.Consumer) {
+func (w *Worker) fetch(s consumerSub) {
 	defer w.fetchers.Done()
+	tt, prio, cons := s.tt, s.prio, s.cons
 	stopCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -54,7 +54,7 @@ func (w *Worker) fetch(tt *typeRunner, prio Priority, cons jetstream.Consumer) {
 			return
 		}
 		ectx, ecancel := context.WithTimeout(stopCtx, 10*time.Second)
-		c, err := streams.EnsureConsumer(ectx, w.js, w.names, w.consumerSpec(tt, prio))
+		c, err := s.ensure(ectx)
 		ecancel()
 		if err == nil {
 			cons = c

@@ -109,6 +109,7 @@ type options struct {
 	stateRunningAfter time.Duration              // WithStateRunningAfter
 	effectsTTL        time.Duration              // WithEffectsTTL; 0 means DefaultEffectsTTL
 	enqueueTracers    []EnqueueTracer            // WithEnqueueTracer (enqueue_trace.go)
+	rateLimits        map[string]RateLimit       // WithDependencyRateLimit (ratelimit.go)
 }
 
 // Worker defaults.
@@ -298,6 +299,9 @@ type enqueueConfig struct {
 	delay    time.Duration
 	at       time.Time
 	headers  map[string]string
+	unique   uniqueConfig // Unique, UniqueKey, UniqueUntilDone (unique.go)
+	// orderingKey is the key of an ordered task (Ordered, ordering.go).
+	orderingKey string
 }
 
 // WithPriority sets the task's priority. Default [PriorityNormal].

@@ -173,7 +173,7 @@ func WithTypeStateTracking(enabled bool) HandlerOption {
 	}
 }
 
-// EnsureBuckets creates the task state and effects KV buckets with the task
+// EnsureBuckets creates the task state, effects, unique-task and rate-limit KV buckets with the task
 // stream's storage and replica count, and sets the TTLs given with
 // [WithStateTTL] and [WithEffectsTTL] on existing buckets (a TTL left at
 // its default does not change an existing bucket). Workers call it at start; call it yourself
@@ -184,7 +184,14 @@ func EnsureBuckets(ctx context.Context, js jetstream.JetStream, opts ...BucketsO
 	if err != nil {
 		return err
 	}
-	return ensureBuckets(ctx, js, o)
+	if err := ensureBuckets(ctx, js, o); err != nil {
+		return err
+	}
+	if _, err := ensureUniqueBucket(ctx, js, o.names); err != nil {
+		return err
+	}
+	_, err = ensureLimitsBucket(ctx, js, o.names)
+	return err
 }
 
 func ensureBuckets(ctx context.Context, js jetstream.JetStream, o *options) error {

@@ -69,6 +69,7 @@ type Worker struct {
 	// (state.go); effects caches the effects bucket (once.go).
 	stateWriter *staterec.Writer
 	effects     effectsCache
+	rateLimits  *rateLimits // cluster-wide rate limits (ratelimit.go)
 }
 
 const (
@@ -130,6 +131,9 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	w.installBreakers()
 	w.installDeadLetters()
 	w.installState()
+	w.installUnique()
+	w.installRateLimits()
+	w.installOrdering()
 	return w, nil
 }
 
@@ -187,11 +191,6 @@ func (w *Worker) Start(ctx context.Context) error {
 	if !w.state.CompareAndSwap(workerNew, workerRunning) {
 		return ErrWorkerClosed
 	}
-	type sub struct {
-		tt   *typeRunner
-		prio Priority
-		cons jetstream.Consumer
-	}
 	fail := func(err error) error {
 		w.state.Store(workerStopping)
 		// Mark the stop as done so that a later Shutdown returns at once
@@ -211,14 +210,26 @@ func (w *Worker) Start(ctx context.Context) error {
 			}
 		}
 	}
-	var subs []sub
+	var subs []consumerSub
 	for _, tt := range w.order {
 		for _, p := range tt.cfg.priorities {
-			cons, err := streams.EnsureConsumer(ctx, w.js, w.names, w.consumerSpec(tt, p))
+			ensure := func(ctx context.Context) (jetstream.Consumer, error) {
+				return streams.EnsureConsumer(ctx, w.js, w.names, w.consumerSpec(tt, p))
+			}
+			cons, err := ensure(ctx)
 			if err != nil {
 				return fail(err)
 			}
-			subs = append(subs, sub{tt, p, cons})
+			subs = append(subs, consumerSub{tt, p, cons, ensure})
+		}
+	}
+	for i := range w.ext {
+		if f := w.ext[i].consumers; f != nil {
+			more, err := f(ctx, w)
+			if err != nil {
+				return fail(fmt.Errorf("%s: %w", w.ext[i].name, err))
+			}
+			subs = append(subs, more...)
 		}
 	}
 	w.startBackground()
@@ -235,11 +246,21 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	for _, s := range subs {
 		w.fetchers.Add(1)
-		go w.fetch(s.tt, s.prio, s.cons)
+		go w.fetch(s)
 	}
 	w.log.Info("jetflow worker started", slog.Int("types", len(w.order)), slog.Int("consumers", len(subs)),
 		slog.Int("concurrency", w.opts.concurrency))
 	return nil
+}
+
+// consumerSub is one consumer a worker pulls: a (type, priority) consumer,
+// or one an extension added (ordered partitions). ensure re-creates it after
+// a failure.
+type consumerSub struct {
+	tt     *typeRunner
+	prio   Priority
+	cons   jetstream.Consumer
+	ensure func(ctx context.Context) (jetstream.Consumer, error)
 }
 
 func (w *Worker) consumerSpec(tt *typeRunner, p Priority) streams.ConsumerSpec {

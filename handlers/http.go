@@ -2,8 +2,10 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -66,7 +68,10 @@ func retryableStatus(code int) bool {
 //   - 408, 425, 429 and 5xx: an *[HTTPError], retried with backoff and
 //     counted as a breaker failure; on 429 and 503 a Retry-After header (in
 //     seconds or as a date) becomes [framework.RetryAfterErr], so the retry
-//     waits as long as the dependency asked.
+//     waits as long as the dependency asked. On 429 with Retry-After, a
+//     dependency with a cluster-wide rate limit
+//     ([framework.WithDependencyRateLimit]) is also paused for every worker
+//     ([framework.Throttle]).
 //   - any other 4xx: [framework.Permanent] of an *[HTTPError]: the request
 //     is wrong and retrying cannot help. It does not count as a breaker
 //     failure: the dependency answered.
@@ -97,9 +102,27 @@ func DoHTTP(ctx context.Context, client *http.Client, dep string, req *http.Requ
 		return statusError(dep, req, r)
 	})
 	if err != nil {
+		throttleOn429(ctx, dep, err)
 		return nil, err
 	}
 	return resp, nil
+}
+
+// throttleOn429 passes the Retry-After of a 429 answer to the cluster-wide
+// rate limit of dep ([framework.Throttle]), so that every worker slows
+// down, not only this task.
+func throttleOn429(ctx context.Context, dep string, err error) {
+	var he *HTTPError
+	var ra *framework.RetryAfterError
+	if !errors.As(err, &he) || he.StatusCode != http.StatusTooManyRequests || !errors.As(err, &ra) {
+		return
+	}
+	if terr := framework.Throttle(ctx, dep, ra.Delay); terr != nil {
+		if t := framework.TaskFromContext(ctx); t != nil {
+			t.Logger().Warn("jetflow could not throttle the dependency after a 429", slog.String(framework.LogKeyDependency, dep),
+				slog.Any(framework.LogKeyError, terr))
+		}
+	}
 }
 
 // HTTPClient sends requests to one dependency through its circuit breaker.

@@ -19,8 +19,9 @@ const (
 )
 
 // BucketConfigs returns the KV buckets of c: task state, the effects
-// ledger, failed attempts (read when a task is dead-lettered) and circuit
-// breaker states, with c's storage and replica count.
+// ledger, failed attempts (read when a task is dead-lettered), circuit
+// breaker states, unique-task reservations (per-key TTLs), rate limits and
+// blocked ordered tasks, with c's storage and replica count.
 func BucketConfigs(c Config) ([]jetstream.KeyValueConfig, error) {
 	c, n, err := c.withDefaults()
 	if err != nil {
@@ -30,13 +31,23 @@ func BucketConfigs(c Config) ([]jetstream.KeyValueConfig, error) {
 		return jetstream.KeyValueConfig{Bucket: bucket, Description: description, History: history, TTL: ttl,
 			Storage: c.Storage, Replicas: c.Replicas}
 	}
+	unique := kv(n.UniqueBucket(), "jetflow unique tasks: one reservation per uniqueness key, expiring with its period", 1, 0)
+	unique.LimitMarkerTTL = UniqueMarkerTTL
 	return []jetstream.KeyValueConfig{
 		kv(n.StateBucket(), "jetflow task state: one record per task ID", 1, DefaultStateTTL),
 		kv(n.EffectsBucket(), "jetflow effects ledger: side effects applied per task (framework.Once)", 1, DefaultEffectsTTL),
 		kv(n.ErrorsBucket(), "jetflow: failed attempts of tasks, read when a task is dead-lettered", 1, DefaultErrorRetention),
 		kv(n.BreakerBucket(), "jetflow circuit breakers: latest state change per dependency", 8, 0),
+		unique,
+		kv(n.LimitsBucket(), "jetflow rate limits: one GCRA token bucket per task type or dependency", 1, 0),
+		kv(n.OrderingBucket(), "jetflow ordered tasks blocked after failing for good, by type and task ID", 1, 0),
 	}, nil
 }
+
+// UniqueMarkerTTL is how long the unique-task bucket keeps the marker of a
+// reservation that expired or was released (its LimitMarkerTTL, which
+// enables per-key TTLs).
+const UniqueMarkerTTL = time.Minute
 
 // ensureBuckets creates the missing buckets of c. Existing buckets keep
 // their settings (workers set the retention they are configured with); a

@@ -91,6 +91,9 @@ func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 			// live here so that a step result and the next steps' tasks
 			// commit in one atomic batch.
 			n.prefix + ".wf.>",
+			// Ordered tasks: slot subjects consumed by partition consumers
+			// with MaxAckPending 1 (ordering.go).
+			n.prefix + ".ord.>",
 		},
 		Retention: jetstream.WorkQueuePolicy,
 		// Message schedules require DiscardOld; with no limits set nothing

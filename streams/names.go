@@ -180,6 +180,14 @@ func (n Names) ErrorsBucket() string { return n.upper + "_ERRORS" }
 // (framework.Once), for example "JETFLOW_EFFECTS".
 func (n Names) EffectsBucket() string { return n.upper + "_EFFECTS" }
 
+// UniqueBucket returns the name of the KV bucket holding the reservations
+// of unique tasks (framework.Unique), for example "JETFLOW_UNIQUE".
+func (n Names) UniqueBucket() string { return n.upper + "_UNIQUE" }
+
+// LimitsBucket returns the name of the KV bucket holding the cluster-wide
+// rate limits (framework.WithRateLimit), for example "JETFLOW_LIMITS".
+func (n Names) LimitsBucket() string { return n.upper + "_LIMITS" }
+
 // DLQSubject returns the dead-letter subject of a task type: "<prefix>.dlq.<type>".
 func (n Names) DLQSubject(taskType string) string { return n.prefix + ".dlq." + taskType }
 

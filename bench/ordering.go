@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/jetflow-io/jetflow/framework"
+)
+
+// orderingPartitions are the partition counts of the ordering figure.
+var orderingPartitions = []int{1, 4, 16, 64, 256}
+
+// orderingKeys is the number of ordering keys of the ordering figure.
+const orderingKeys = 1000
+
+// orderingWork is how long each task of the ordering figure waits, like a
+// handler calling a service: ordering limits how many wait at once.
+const orderingWork = time.Millisecond
+
+// runOrdering measures the drain of n ordered tasks spread over 1,000 keys,
+// each waiting 1 ms (I/O, not CPU), for each partition count, with one
+// worker (-concurrency slots). Each partition runs one task at a time
+// cluster-wide, so throughput grows with partitions until the worker's
+// slots or the CPU bind. Rounds
+// repeat -runs times; medians are printed:
+//
+//	RESULT ordering keys=1000 p1_per_s=… p4_per_s=… p16_per_s=… p64_per_s=… p256_per_s=… unordered_per_s=… n=… runs=…
+//
+// unordered_per_s is the same drain without ordering, for comparison.
+func (e *env) runOrdering(ctx context.Context, out io.Writer) error {
+	n := min(e.cfg.n, 10000)
+	rates := make(map[int][]float64)
+	var plain []float64
+	for r := 1; r <= e.cfg.runs; r++ {
+		for _, p := range orderingPartitions {
+			rate, err := e.drainOrdered(ctx, n, p)
+			if err != nil {
+				return fmt.Errorf("%d partitions: %w", p, err)
+			}
+			rates[p] = append(rates[p], rate)
+			e.progress("ordering run %d/%d: %3d partitions %8.0f/s", r, e.cfg.runs, p, rate)
+		}
+		rate, err := e.drainOrdered(ctx, n, 0)
+		if err != nil {
+			return err
+		}
+		plain = append(plain, rate)
+		e.progress("ordering run %d/%d: unordered     %8.0f/s", r, e.cfg.runs, rate)
+	}
+	pairs := []kv{fint("keys", orderingKeys)}
+	for _, p := range orderingPartitions {
+		pairs = append(pairs, frate("p"+strconv.Itoa(p)+"_per_s", median(rates[p])))
+	}
+	pairs = append(pairs, frate("unordered_per_s", median(plain)), fint("n", n), fint("runs", e.cfg.runs))
+	printResult(out, figOrdering, pairs...)
+	return nil
+}
+
+// drainOrdered pre-enqueues n tasks over orderingKeys keys (round robin) and
+// times their drain with the given partition count; 0 means unordered.
+func (e *env) drainOrdered(ctx context.Context, n, partitions int) (float64, error) {
+	taskType := "bench.ord" + strconv.Itoa(partitions)
+	nc, err := e.connect()
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	untracked := framework.WithStateTracking(false)
+	cl, err := framework.NewClient(nc, framework.WithMaxPending(e.cfg.window), untracked)
+	if err != nil {
+		return 0, err
+	}
+	specs := make([]framework.TaskSpec, n)
+	for i := range specs {
+		specs[i] = framework.TaskSpec{Type: taskType, Payload: e.payload}
+		if partitions > 0 {
+			specs[i].Options = []framework.EnqueueOption{framework.Ordered("key-" + strconv.Itoa(i%orderingKeys))}
+		}
+	}
+	if _, err := cl.EnqueueMany(ctx, specs); err != nil {
+		return 0, err
+	}
+	var done atomic.Int64
+	finished := make(chan struct{})
+	w, stop, err := e.newWorker(untracked, framework.WithHooks(framework.Hooks{
+		Finished: func(_ context.Context, _ *framework.Task, o framework.Outcome) {
+			if o.Action == framework.ActionAck && done.Add(1) == int64(n) {
+				close(finished)
+			}
+		},
+	}))
+	if err != nil {
+		return 0, err
+	}
+	var opts []framework.HandlerOption
+	if partitions > 0 {
+		opts = append(opts, framework.WithOrdering(framework.Ordering{Partitions: partitions}))
+	}
+	w.HandleFunc(taskType, func(context.Context, *framework.Task) error { time.Sleep(orderingWork); return nil }, opts...)
+	// The clock starts once the consumers exist (256 partitions take a
+	// while to create): Start returns before any fetcher pulls.
+	if err := w.Start(ctx); err != nil {
+		_ = stop()
+		return 0, err
+	}
+	tm := startTimer()
+	werr := e.waitFor(ctx, finished, "the drain of "+taskType)
+	res := tm.result(n)
+	if err := errors.Join(werr, stop()); err != nil {
+		return 0, err
+	}
+	return res.rate, nil
+}

@@ -1,0 +1,251 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Ordered tasks: see docs/ordering.md and streams/ordering.go.
+
+// HeaderOrderingKey carries the ordering key of an ordered task ([Ordered]).
+const HeaderOrderingKey = "Jetflow-Ordering-Key"
+
+// MaxOrderingKeyLen is the longest ordering key, in bytes.
+const MaxOrderingKeyLen = 256
+
+// DefaultPartitions is the partition count of an ordered task type when
+// [Ordering.Partitions] is 0.
+const DefaultPartitions = 16
+
+// ErrOrdering reports an ordered enqueue that cannot keep its promise: an
+// ordered task with a priority or a delay.
+var ErrOrdering = errors.New("framework: ordered task")
+
+// Ordered gives the task an ordering key, for example an order ID: tasks of
+// the same type and key run one at a time, in the order they were enqueued,
+// across every worker of the cluster; tasks of other keys run in parallel.
+// The type's worker must register it with [WithOrdering]. The key is 1 to
+// [MaxOrderingKeyLen] bytes of printable ASCII (space to '~'); it is hashed
+// to choose the task's slot subject and carried in [HeaderOrderingKey].
+//
+// Ordered tasks cannot have a priority other than normal, nor a delay
+// ([In], [At]): both would reorder a key. Enqueue refuses them with an error
+// wrapping [ErrOrdering] and [ErrInvalidOption].
+func Ordered(key string) EnqueueOption {
+	return func(c *enqueueConfig) error {
+		if err := validateOrderingKey(key); err != nil {
+			return err
+		}
+		c.orderingKey = key
+		return nil
+	}
+}
+
+func validateOrderingKey(key string) error {
+	if key == "" || len(key) > MaxOrderingKeyLen {
+		return fmt.Errorf("%w: ordering key of %d bytes, want 1 to %d", ErrInvalidOption, len(key), MaxOrderingKeyLen)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < ' ' || c > '~' {
+			return fmt.Errorf("%w: ordering key has byte %#x at %d; allowed: printable ASCII", ErrInvalidOption, c, i)
+		}
+	}
+	return nil
+}
+
+// orderingSlot returns the slot of key: an FNV-1a hash modulo
+// [streams.OrderedSlots].
+func orderingSlot(key string) int {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % streams.OrderedSlots)
+}
+
+// orderedTarget returns the subject of an ordered task, or refuses the
+// combination of options.
+func orderedTarget(names streams.Names, taskType string, cfg *enqueueConfig, delayed bool) (string, error) {
+	if cfg.priority != PriorityNormal {
+		return "", fmt.Errorf("%w %s: %w: priority %s; tasks of one key run in enqueue order, so they have no priority (enqueue the urgent ones under another type)",
+			ErrOrdering, taskType, ErrInvalidOption, cfg.priority)
+	}
+	if delayed {
+		return "", fmt.Errorf("%w %s: %w: a delayed task would join its key's queue when due, not in enqueue order; delay the enqueue instead",
+			ErrOrdering, taskType, ErrInvalidOption)
+	}
+	return names.OrderedSubject(taskType, orderingSlot(cfg.orderingKey)), nil
+}
+
+// Ordering configures an ordered task type ([WithOrdering]).
+type Ordering struct {
+	// Partitions is how many keys of the type can run at once across the
+	// cluster: keys are spread over partitions by hash, and each partition
+	// runs one task at a time. A divisor of [streams.OrderedSlots] (1, 2, 4,
+	// … 256). Default [DefaultPartitions]. Every worker of the type must use
+	// the same count; changing it needs a drained type (docs/ordering.md).
+	Partitions int
+	// BlockOnDeadLetter keeps a key blocked after one of its tasks failed
+	// for good, instead of dead-lettering the task and moving on: the task
+	// stays at the head of its partition (held with heartbeats; the server
+	// never gives up on it) until [Inspector.ResolveBlocked] retries or
+	// skips it. Every task of the partition waits meanwhile. Default false:
+	// the key moves on.
+	BlockOnDeadLetter bool
+}
+
+// WithOrdering makes the worker consume the ordered tasks of this type
+// ([Ordered]): one consumer per partition with one task in flight
+// cluster-wide, so that the tasks of a key run one at a time in enqueue
+// order. Retries (with their backoff) and holds (open breaker, rate limit)
+// keep the key's later tasks waiting. After a task of a key fails for good
+// (dead letter) the key moves on to its next task, unless
+// [Ordering].BlockOnDeadLetter keeps it blocked. Tasks of the type
+// enqueued without a key still use the type's ordinary consumers.
+func WithOrdering(o Ordering) HandlerOption {
+	return func(c *handlerConfig) error {
+		if o.Partitions == 0 {
+			o.Partitions = DefaultPartitions
+		}
+		if err := streams.ValidatePartitions(o.Partitions); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		c.ordering = &o
+		return nil
+	}
+}
+
+func (w *Worker) installOrdering() {
+	w.addExtension(extension{name: "ordering", prepare: prepareBlocking, consumers: orderedConsumers, hold: holdBlocked})
+}
+
+// orderedConsumers ensures the partition consumers of the ordered types.
+func orderedConsumers(ctx context.Context, w *Worker) ([]consumerSub, error) {
+	var subs []consumerSub
+	for _, tt := range w.order {
+		o := tt.cfg.ordering
+		if o == nil {
+			continue
+		}
+		maxDeliver := tt.cfg.maxAttempts
+		if o.BlockOnDeadLetter {
+			maxDeliver = -1 // the worker counts attempts and blocks instead
+		}
+		for p := range o.Partitions {
+			spec := streams.OrderedConsumerSpec{
+				TaskType:   tt.name,
+				Partitions: o.Partitions,
+				Partition:  p,
+				MaxDeliver: maxDeliver,
+				AckWait:    tt.cfg.ackWait,
+			}
+			ensure := func(ctx context.Context) (jetstream.Consumer, error) {
+				return streams.EnsureOrderedConsumer(ctx, w.js, w.names, spec)
+			}
+			cons, err := ensure(ctx)
+			if err != nil {
+				return nil, err
+			}
+			subs = append(subs, consumerSub{tt: tt, prio: PriorityNormal, cons: cons, ensure: ensure})
+		}
+	}
+	return subs, nil
+}
+
+// orderedReplaySubject returns the slot subject a dead letter of an ordered
+// task is replayed to, from its ordering key header (validated), or false
+// for an unordered task.
+func orderedReplaySubject(names streams.Names, taskType string, h map[string][]string) (string, bool) {
+	vs := h[HeaderOrderingKey]
+	if len(vs) == 0 || validateOrderingKey(vs[0]) != nil {
+		return "", false
+	}
+	return names.OrderedSubject(taskType, orderingSlot(vs[0])), true
+}
+
+// OrderingPartition is the state of one partition of an ordered task type,
+// as [Inspector.OrderingPartitions] reads it.
+type OrderingPartition struct {
+	// Type is the task type; Partition and Partitions locate the partition.
+	Type                  string
+	Partition, Partitions int
+	// Pending is the number of tasks waiting behind the head.
+	Pending uint64
+	// Head is the task in flight (running, or waiting for its retry), nil
+	// when the partition is idle.
+	Head *OrderingHead
+	// PausedUntil is set while a circuit breaker paused the partition.
+	PausedUntil string
+}
+
+// OrderingHead is the task a partition is waiting for: while it is retried
+// (or held), the tasks of every key of the partition behind it wait.
+type OrderingHead struct {
+	// TaskID and Key identify the task and its ordering key.
+	TaskID, Key string
+	// Sequence is its stream sequence.
+	Sequence uint64
+	// Retrying is true when the head was delivered more than once: it
+	// failed (or its worker died) and the partition's keys wait for its
+	// retry.
+	Retrying bool
+}
+
+// OrderingPartitions lists the partitions of the ordered task types, with
+// their head task when one is in flight. A head delivered more than once
+// ([OrderingHead.Blocked]) is a key holding up its partition while it is
+// retried. Values read from the server are validated; partitions of
+// consumers that do not look like jetflow's are skipped.
+func (i *Inspector) OrderingPartitions(ctx context.Context) ([]OrderingPartition, error) {
+	stream, err := i.js.Stream(ctx, i.names.TaskStream())
+	if err != nil {
+		return nil, fmt.Errorf("framework: ordering partitions: %w", err)
+	}
+	var out []OrderingPartition
+	lister := stream.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		typ := ci.Config.Metadata[streams.MetaTaskType]
+		ps, ok := ci.Config.Metadata[streams.MetaPartition]
+		if !ok || streams.ValidateTaskType(typ) != nil {
+			continue
+		}
+		pt, nt, ok := strings.Cut(ps, "/")
+		p, err1 := strconv.Atoi(pt)
+		n, err2 := strconv.Atoi(nt)
+		if !ok || err1 != nil || err2 != nil || streams.ValidatePartitions(n) != nil || p < 0 || p >= n ||
+			ci.Name != i.names.OrderedConsumerName(typ, n, p) {
+			continue
+		}
+		op := OrderingPartition{Type: typ, Partition: p, Partitions: n, Pending: ci.NumPending}
+		if ci.Paused {
+			op.PausedUntil = ci.Config.PauseUntil.String()
+		}
+		if ci.NumAckPending > 0 {
+			// One message in flight at most: the last one delivered.
+			seq := ci.Delivered.Stream
+			if m, err := stream.GetMsg(ctx, seq); err == nil {
+				if t, slot, perr := i.names.ParseOrderedSubject(m.Subject); perr == nil && t == typ && slot%n == p {
+					head := &OrderingHead{Sequence: seq, Retrying: ci.NumRedelivered > 0}
+					if k := m.Header.Get(HeaderOrderingKey); validateOrderingKey(k) == nil {
+						head.Key = k
+					}
+					if id := m.Header.Get(jetstream.MsgIDHeader); streams.ValidateID(id) == nil {
+						head.TaskID = id
+					}
+					op.Head = head
+				}
+			}
+		}
+		out = append(out, op)
+	}
+	if err := lister.Err(); err != nil {
+		return out, fmt.Errorf("framework: ordering partitions: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,181 @@
+package framework_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Two workers on separate connections share one limit: n tasks with a
+// limit of 20 per second (burst 1) cannot all start before (n-1)/20 s have
+// passed since the first enqueue, and waiting spends no attempt.
+func TestRateLimitTypeIsClusterWide(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 30
+	lim := framework.RateLimit{Limit: 20, Interval: time.Second}
+	var mu sync.Mutex
+	var starts []time.Time
+	attempts := map[int]bool{}
+	done := make(chan struct{}, n)
+	for range 2 {
+		w := e.worker(t)
+		w.HandleFunc("limited.job", func(_ context.Context, task *framework.Task) error {
+			mu.Lock()
+			starts = append(starts, time.Now())
+			attempts[task.Attempt] = true
+			mu.Unlock()
+			done <- struct{}{}
+			return nil
+		}, framework.WithRateLimit(lim))
+		startWorker(t, w)
+	}
+	begin := time.Now()
+	for i := range n {
+		e.enqueue(t, "limited.job", i)
+	}
+	for i := range n {
+		select {
+		case <-done:
+		case <-time.After(waitLong):
+			t.Fatalf("%d of %d tasks ran", i, n)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	// GCRA: permit k is due no earlier than k emission intervals after the
+	// first reservation, which follows the first enqueue.
+	if min := time.Duration(n-1) * lim.Interval / time.Duration(lim.Limit); starts[n-1].Sub(begin) < min {
+		t.Fatalf("%d tasks started within %v of the first enqueue, the limit allows no less than %v", n, starts[n-1].Sub(begin), min)
+	}
+	if len(attempts) != 1 || !attempts[1] {
+		t.Fatalf("attempts seen %v, want only 1: waiting for a permit must not spend attempts", attempts)
+	}
+	infos, err := e.cl.Inspector().RateLimits(t.Context())
+	if err != nil || len(infos) != 1 {
+		t.Fatalf("RateLimits = %+v, %v", infos, err)
+	}
+	if got := infos[0]; got.Name != "type.limited.job" || got.Limit.Limit != 20 || got.Limit.Burst != 1 || got.Limit.Interval != time.Second {
+		t.Fatalf("rate limit info %+v", got)
+	}
+}
+
+// A dependency limit applies to framework.Call, and Throttle from one worker
+// delays the next call of another.
+func TestRateLimitDependencyThrottle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	lim := framework.RateLimit{Limit: 1000, Interval: time.Second, Burst: 10}
+	type call struct {
+		at    time.Time
+		until time.Time
+	}
+	calls := make(chan call, 4)
+	for range 2 {
+		w := e.worker(t, framework.WithDependencyRateLimit("gw", lim))
+		w.HandleFunc("dep.job", func(ctx context.Context, task *framework.Task) error {
+			return framework.Call(ctx, "gw", func(ctx context.Context) error {
+				c := call{at: time.Now()}
+				if task.Header("X-Throttle") != "" {
+					c.until = time.Now().Add(2 * time.Second)
+					if err := framework.Throttle(ctx, "gw", 2*time.Second); err != nil {
+						return framework.Permanent(err)
+					}
+				}
+				calls <- c
+				return nil
+			})
+		})
+		startWorker(t, w)
+	}
+	e.enqueue(t, "dep.job", nil, framework.WithHeader("X-Throttle", "1"))
+	var first call
+	select {
+	case first = <-calls:
+	case <-time.After(waitLong):
+		t.Fatal("first call did not happen")
+	}
+	// Both workers are idle: whichever takes the next tasks reserves after
+	// the throttle.
+	for range 3 {
+		e.enqueue(t, "dep.job", nil)
+	}
+	for range 3 {
+		select {
+		case c := <-calls:
+			if c.at.Before(first.until) {
+				t.Fatalf("call at %v, before the throttle ended at %v", c.at.Format(time.StampMicro), first.until.Format(time.StampMicro))
+			}
+		case <-time.After(waitLong):
+			t.Fatal("calls after the throttle did not happen")
+		}
+	}
+	infos, err := e.cl.Inspector().RateLimits(t.Context())
+	if err != nil || len(infos) != 1 || infos[0].Name != "dep.gw" || infos[0].ThrottledUntil.IsZero() {
+		t.Fatalf("RateLimits = %+v, %v", infos, err)
+	}
+}
+
+// A record in the limits bucket is read from the wire: one that would block
+// the limit for a century, or is not JSON, is replaced.
+func TestRateLimitIgnoresHostileRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	names := streams.MustNames("")
+	if err := framework.EnsureBuckets(t.Context(), e.js); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := e.js.KeyValue(t.Context(), names.LimitsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	far, _ := json.Marshal(map[string]any{"tat": time.Now().Add(100 * 365 * 24 * time.Hour).UnixNano(), "limit": 1, "interval_ns": 1})
+	if _, err := kv.Put(t.Context(), "type.hostile.far", far); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), "type.hostile.junk", []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 2)
+	w := e.worker(t)
+	for _, tt := range []string{"hostile.far", "hostile.junk"} {
+		w.HandleFunc(tt, func(context.Context, *framework.Task) error { done <- tt; return nil },
+			framework.WithRateLimit(framework.RateLimit{Limit: 100}))
+	}
+	startWorker(t, w)
+	e.enqueue(t, "hostile.far", nil)
+	e.enqueue(t, "hostile.junk", nil)
+	for range 2 {
+		select {
+		case <-done:
+		case <-time.After(waitLong):
+			t.Fatal("a task behind a hostile limit record never ran")
+		}
+	}
+}
+
+func TestRateLimitOptionErrors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for name, l := range map[string]framework.RateLimit{
+		"zero limit":    {},
+		"burst > limit": {Limit: 2, Burst: 3},
+		"tiny interval": {Limit: 1, Interval: time.Microsecond},
+		"too fast":      {Limit: 10_000_000},
+	} {
+		if _, err := framework.NewWorker(e.nc, framework.WithDependencyRateLimit("gw", l)); !errors.Is(err, framework.ErrInvalidOption) {
+			t.Errorf("%s: err = %v, want ErrInvalidOption", name, err)
+		}
+	}
+	if _, err := framework.NewWorker(e.nc, framework.WithDependencyRateLimit("bad dep", framework.RateLimit{Limit: 1})); !errors.Is(err, framework.ErrInvalidOption) {
+		t.Errorf("invalid dependency name: %v", err)
+	}
+}
