@@ -2,7 +2,9 @@ package framework_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,5 +130,131 @@ func TestStatusHeadersReachTheDeadLetterStream(t *testing.T) {
 		if _, err := e.cl.DeadLetters().Get(t.Context(), d.Seq); err != nil {
 			t.Errorf("Get(%d): %v", d.Seq, err)
 		}
+	}
+}
+
+// Findings 4 and 7: task IDs from the wire that are too long (a 4 KB
+// Nats-Msg-Id, a 60 KB Jetflow-Id) or hold characters no ID may have are
+// never used as keys: with state tracking on, a 4 KB ID in a KV subject
+// would exceed the server's control line and close the worker's connection
+// for good. They are dead-lettered with reason "invalid" under "seq-<n>",
+// without running, and the worker keeps consuming.
+func TestInvalidWireIDsAreDeadLettered(t *testing.T) {
+	t.Parallel()
+	const typ = "hostile.ids"
+	e := newEnv(t)
+	nc := testutil.Connect(t, e.srv)
+	w, err := framework.NewWorker(nc, framework.WithStateTracking(true), framework.WithStateRunningAfter(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	ran := make(map[string]bool)
+	w.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
+		mu.Lock()
+		ran[task.ID] = true
+		mu.Unlock()
+		return nil
+	})
+	startWorker(t, w)
+	subject := dlqNames.TaskSubject(framework.PriorityNormal, typ)
+	bad := []struct {
+		header, id, explains string
+	}{
+		{"Nats-Msg-Id", strings.Repeat("a", 4096), "4096 bytes"},
+		{"Jetflow-Id", strings.Repeat("b", 60<<10), "61440 bytes"},
+		{"Jetflow-Id", "a b", "' '"},
+		{"Jetflow-Id", "all.*", "'.'"},
+		{"Nats-Msg-Id", "x>", "'>'"},
+	}
+	seqs := make(map[uint64]string)
+	for _, b := range bad {
+		seq := e.publishRaw(t, subject, nats.Header{b.header: []string{b.id}}, []byte(`{}`))
+		seqs[seq] = b.explains
+	}
+	good := e.enqueue(t, typ, 1)
+	dls := e.waitDeadLetters(t, len(bad))
+	testutil.Wait(t, waitLong, "good task ran", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return ran[good.ID]
+	})
+	for _, d := range dls {
+		explains, ok := seqs[d.OriginalSeq]
+		if !ok {
+			t.Errorf("unexpected record %+v", d)
+			continue
+		}
+		if d.Reason != framework.DeadLetterInvalid || d.TaskID != fmt.Sprintf("seq-%d", d.OriginalSeq) ||
+			!strings.Contains(d.LastError, explains) || d.Deliveries != 1 {
+			t.Errorf("record of seq %d: reason %q id %q deliveries %d error %q (want %q in it)", d.OriginalSeq,
+				d.Reason, d.TaskID, d.Deliveries, d.LastError, explains)
+		}
+	}
+	mu.Lock()
+	if len(ran) != 1 {
+		t.Errorf("handler ran for %d tasks, want only the good one: %v", len(ran), len(ran))
+	}
+	mu.Unlock()
+	if !nc.IsConnected() {
+		t.Errorf("worker connection %v", nc.Status())
+	}
+	testutil.Wait(t, waitLong, "task stream empty", func() bool { return e.taskStreamMsgs(t) == 0 })
+}
+
+// Finding 5: a task whose headers come close to the server's 64 KiB limit
+// still fits in a dead-letter record: its largest headers are left out of
+// the record and named in Jetflow-Headers-Omitted.
+func TestDeadLetterRecordFitsNearHeaderLimit(t *testing.T) {
+	t.Parallel()
+	const typ = "hostile.bigheaders"
+	e := newEnv(t)
+	w := e.worker(t)
+	w.HandleFunc(typ, func(context.Context, *framework.Task) error {
+		return framework.Permanent(errors.New("refused"))
+	})
+	startWorker(t, w)
+	h := nats.Header{}
+	h.Set("Jetflow-Id", "big-1")
+	h.Set("X-Big", strings.Repeat("x", 65000))
+	h.Set("X-Small", "kept")
+	e.publishRaw(t, dlqNames.TaskSubject(framework.PriorityNormal, typ), h, []byte(`"payload"`))
+	dls := e.waitDeadLetters(t, 1)
+	d := dls[0]
+	if d.TaskID != "big-1" || d.Reason != framework.DeadLetterPermanent || string(d.Payload) != `"payload"` {
+		t.Errorf("record: id %q reason %q payload %q", d.TaskID, d.Reason, d.Payload)
+	}
+	if got := d.Headers.Get(framework.HeaderDLQHeadersOmitted); got != "X-Big" {
+		t.Errorf("%s = %q, want X-Big", framework.HeaderDLQHeadersOmitted, got)
+	}
+	if d.Headers.Get("X-Big") != "" || d.Headers.Get("X-Small") != "kept" {
+		t.Errorf("record headers: X-Big %d bytes, X-Small %q", len(d.Headers.Get("X-Big")), d.Headers.Get("X-Small"))
+	}
+	testutil.Wait(t, waitLong, "task stream empty", func() bool { return e.taskStreamMsgs(t) == 0 })
+}
+
+// Finding 7: a payload marked raw bytes cannot feed a typed handler of
+// another type; it is a decode failure, not JSON by accident.
+func TestRawPayloadOnTypedHandlerIsDecodeError(t *testing.T) {
+	t.Parallel()
+	const typ = "hostile.raw"
+	e := newEnv(t)
+	var runs atomic.Int32
+	w := e.worker(t)
+	framework.Handle(w, typ, func(context.Context, *framework.Task, struct{ N int }) error {
+		runs.Add(1)
+		return nil
+	})
+	startWorker(t, w)
+	h := nats.Header{}
+	h.Set("Jetflow-Id", "raw-1")
+	h.Set(framework.HeaderEncoding, "raw")
+	e.publishRaw(t, dlqNames.TaskSubject(framework.PriorityNormal, typ), h, []byte(`{"N":1}`))
+	d := e.waitDeadLetters(t, 1)[0]
+	if d.Reason != framework.DeadLetterDecode || d.TaskID != "raw-1" {
+		t.Errorf("record: reason %q id %q", d.Reason, d.TaskID)
+	}
+	if n := runs.Load(); n != 0 {
+		t.Errorf("handler ran %d times", n)
 	}
 }

@@ -25,10 +25,12 @@ import (
 // in one way a producer cannot forge: a delivery carries its "$JS.ACK..."
 // reply subject, a status has none. pullIter tells them apart by that.
 //
-// Every pull request gets its own reply subject, so that a status (request
-// expired, leadership changed) retires exactly the request it answers, and
-// each request asks for idle heartbeats: a request whose heartbeats stop
-// (its consumer leader died, the connection was cut) is replaced after
+// One pull request is outstanding at a time, each on its own reply subject,
+// so that a status (request expired, leadership changed) retires exactly the
+// request it answers (deliveries carry the task's subject, not the
+// request's: with several requests outstanding they could not be told
+// apart). Each request asks for idle heartbeats: a request whose heartbeats
+// stop (its consumer leader died, the connection was cut) is replaced after
 // [pullHeartbeat] times two, not after an idle timer of half a minute.
 
 // Pull request settings.
@@ -62,9 +64,9 @@ type pullIter struct {
 	notify chan struct{} // cap 1: something arrived
 
 	mu        sync.Mutex
-	reqs      map[string]*pullReq // outstanding requests by reply subject
-	queue     []*nats.Msg         // stored messages not yet taken by Next
-	lastHeard time.Time           // last message or status from the server
+	cur       *pullReq    // the outstanding request, nil when none
+	queue     []*nats.Msg // stored messages not yet taken by Next
+	lastHeard time.Time   // last message or status from the server
 	nextReq   uint64
 	err       error // terminal: consumer deleted
 	draining  bool
@@ -73,6 +75,7 @@ type pullIter struct {
 
 // pullReq is one outstanding pull request.
 type pullReq struct {
+	reply     string    // its reply subject
 	remaining int       // messages it may still bring
 	expiresAt time.Time // when the server retires it at the latest
 }
@@ -87,7 +90,6 @@ func newPullIter(nc *nats.Conn, stream, consumer string, batch int, lost func(in
 		batch:  max(batch, 1),
 		lost:   lost,
 		notify: make(chan struct{}, 1),
-		reqs:   make(map[string]*pullReq),
 	}
 	sub, err := nc.Subscribe(p.inbox+".*", p.handle)
 	if err != nil {
@@ -104,14 +106,13 @@ func newPullIter(nc *nats.Conn, stream, consumer string, batch int, lost func(in
 func (p *pullIter) handle(m *nats.Msg) {
 	p.mu.Lock()
 	p.lastHeard = time.Now()
-	r := p.reqs[m.Subject]
 	if m.Reply != "" {
 		// A stored message: deliveries always carry their ack subject,
 		// whatever headers the producer gave them.
-		if r != nil {
+		if r := p.cur; r != nil {
 			r.remaining--
 			if r.remaining <= 0 {
-				delete(p.reqs, m.Subject)
+				p.cur = nil
 			}
 		}
 		p.queue = append(p.queue, m)
@@ -119,7 +120,8 @@ func (p *pullIter) handle(m *nats.Msg) {
 		p.wake()
 		return
 	}
-	// A status of the server.
+	// A status of the server, answering the request of its subject.
+	mine := p.cur != nil && p.cur.reply == m.Subject
 	status := m.Header.Get("Status")
 	desc := strings.ToLower(m.Header.Get("Description"))
 	switch {
@@ -127,17 +129,18 @@ func (p *pullIter) handle(m *nats.Msg) {
 		// Idle heartbeat: the request is alive.
 	case status == "409" && strings.Contains(desc, "consumer deleted"):
 		p.err = jetstream.ErrConsumerDeleted
-		clear(p.reqs)
+		p.cur = nil
+	case !mine:
+		// About an earlier request, already given up.
 	case status == "409" && (strings.Contains(desc, "leadership change") || strings.Contains(desc, "server shutdown")):
-		// Every request on that leader is gone.
-		if n := len(p.reqs); n > 0 && p.lost != nil {
-			p.lost(n)
+		p.cur = nil
+		if p.lost != nil {
+			p.lost(1)
 		}
-		clear(p.reqs)
 	default:
 		// 408 request expired, 404, 409 batch completed or exceeded
-		// limits: this request is done.
-		delete(p.reqs, m.Subject)
+		// limits: the request is done.
+		p.cur = nil
 	}
 	p.mu.Unlock()
 	p.wake()
@@ -150,39 +153,28 @@ func (p *pullIter) wake() {
 	}
 }
 
-// pendingLocked is the number of messages requested or buffered.
-func (p *pullIter) pendingLocked() int {
-	n := len(p.queue)
-	for _, r := range p.reqs {
-		n += r.remaining
-	}
-	return n
-}
-
-// maintainLocked retires expired and silent requests and asks for more
-// messages when at most half a batch is requested or buffered.
+// maintainLocked retires an expired or silent request and asks for more
+// messages when none is outstanding and at most half a batch is buffered.
 func (p *pullIter) maintainLocked(now time.Time) error {
-	for k, r := range p.reqs {
-		if now.After(r.expiresAt.Add(pullHeartbeat)) {
-			delete(p.reqs, k) // its expiry status was lost
+	if r := p.cur; r != nil {
+		switch {
+		case now.After(r.expiresAt.Add(pullHeartbeat)):
+			p.cur = nil // its expiry status was lost
+		case now.Sub(p.lastHeard) > 2*pullHeartbeat:
+			// Missed heartbeats: the request died with its consumer
+			// leader or connection.
+			p.cur = nil
+			if p.lost != nil {
+				p.lost(1)
+			}
+		default:
+			return nil
 		}
 	}
-	if n := len(p.reqs); n > 0 && now.Sub(p.lastHeard) > 2*pullHeartbeat {
-		// Missed heartbeats: the requests died with their consumer leader
-		// or connection.
-		clear(p.reqs)
-		if p.lost != nil {
-			p.lost(n)
-		}
-	}
-	if p.draining || p.stopped {
+	if p.draining || p.stopped || len(p.queue) > p.batch/2 {
 		return nil
 	}
-	pending := p.pendingLocked()
-	if pending > p.batch/2 {
-		return nil
-	}
-	want := p.batch - pending
+	want := p.batch - len(p.queue)
 	body, err := json.Marshal(struct {
 		Batch     int           `json:"batch"`
 		Expires   time.Duration `json:"expires"`
@@ -193,14 +185,11 @@ func (p *pullIter) maintainLocked(now time.Time) error {
 	}
 	p.nextReq++
 	reply := p.inbox + "." + strconv.FormatUint(p.nextReq, 10)
-	if len(p.reqs) == 0 {
-		p.lastHeard = now // the heartbeat clock starts with the request
-	}
-	p.reqs[reply] = &pullReq{remaining: want, expiresAt: now.Add(pullExpires)}
 	if err := p.nc.PublishRequest(p.api, reply, body); err != nil {
-		delete(p.reqs, reply)
 		return fmt.Errorf("framework: pull request: %w", err)
 	}
+	p.cur = &pullReq{reply: reply, remaining: want, expiresAt: now.Add(pullExpires)}
+	p.lastHeard = now // the heartbeat clock starts with the request
 	return nil
 }
 

@@ -40,8 +40,12 @@ func decodePayload(codec Codec, t *Task, v any) error {
 		*pb = t.Payload
 		return nil
 	}
-	enc := t.Header(HeaderEncoding)
+	enc := truncate(t.Header(HeaderEncoding), 64) // from the wire: bounded before it reaches an error text
 	name := codec.Name()
+	if enc == taskmsg.EncodingRaw && name != taskmsg.EncodingRaw {
+		return &DecodeError{TaskType: t.Type, Encoding: enc,
+			Err: fmt.Errorf("payload is raw bytes; only a []byte payload can receive it")}
+	}
 	if enc != "" && enc != taskmsg.EncodingRaw && enc != name {
 		return &DecodeError{TaskType: t.Type, Encoding: enc,
 			Err: fmt.Errorf("payload was encoded with codec %q but the worker uses %q", enc, name)}
