@@ -3,7 +3,6 @@ package framework
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -365,9 +364,6 @@ func (m *pulledMsg) ack(ctx context.Context, body []byte, sync, final bool) erro
 	}
 	return nil
 }
-
-// isPullClosed reports the end of a drained or stopped iterator.
-func isPullClosed(err error) bool { return errors.Is(err, errPullClosed) }
 
 // newPull opens a pull iterator on cons, counting lost pull requests in the
 // worker's stats.
