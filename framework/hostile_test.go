@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -256,5 +257,34 @@ func TestRawPayloadOnTypedHandlerIsDecodeError(t *testing.T) {
 	}
 	if n := runs.Load(); n != 0 {
 		t.Errorf("handler ran %d times", n)
+	}
+}
+
+// Finding 8: a task that reaches its work subject before its due time (the
+// server may fire a schedule slightly early) is held until then; never
+// started early. Published straight to the work subject, it arrives a whole
+// second early, so a worker without the hold would start it at once.
+func TestTaskArrivingEarlyIsHeldUntilDue(t *testing.T) {
+	t.Parallel()
+	const typ = "hostile.early"
+	e := newEnv(t)
+	w := e.worker(t)
+	started := make(chan time.Time, 1)
+	w.HandleFunc(typ, func(context.Context, *framework.Task) error {
+		started <- time.Now()
+		return nil
+	})
+	startWorker(t, w)
+	due := time.Now().Add(time.Second)
+	h := nats.Header{}
+	h.Set("Jetflow-Id", "early-1")
+	h.Set(framework.HeaderScheduledFor, due.UTC().Format(time.RFC3339Nano))
+	e.publishRaw(t, dlqNames.TaskSubject(framework.PriorityNormal, typ), h, nil)
+	at := testutil.Recv(t, started, waitLong, "task start")
+	if at.Before(due) {
+		t.Errorf("task started %v before its due time", due.Sub(at))
+	}
+	if n := w.Stats().HeldEarly; n != 1 {
+		t.Errorf("Stats.HeldEarly = %d, want 1", n)
 	}
 }
