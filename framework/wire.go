@@ -66,4 +66,3 @@ func checkDelivered(t *Task, msg jetstream.Msg) error {
 	}
 	return checkSchedule(t, msg)
 }
-
