@@ -288,3 +288,42 @@ func TestTaskArrivingEarlyIsHeldUntilDue(t *testing.T) {
 		t.Errorf("Stats.HeldEarly = %d, want 1", n)
 	}
 }
+
+// Finding 6: tasks on work subjects no consumer reads (a type nobody
+// registered, an upper-case type published by another tool) are reported
+// by subject with their age; served subjects are not.
+func TestStrandedTasksAreReported(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := e.worker(t)
+	block := make(chan struct{})
+	w.HandleFunc("stranded.served", func(ctx context.Context, _ *framework.Task) error {
+		select {
+		case <-block:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	startWorker(t, w)
+	defer close(block)
+	e.enqueue(t, "stranded.served", 1)
+	e.enqueue(t, "stranded.nobody", 1)
+	e.enqueue(t, "stranded.nobody", 2)
+	e.publishRaw(t, "jetflow.task.low.Upper.Case", nil, []byte(`{}`))
+	got, err := e.cl.Inspector().Stranded(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{
+		dlqNames.TaskSubject(framework.PriorityNormal, "stranded.nobody"): 2,
+		"jetflow.task.low.Upper.Case": 1,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Stranded = %+v, want the subjects %v", got, want)
+	}
+	for _, s := range got {
+		if want[s.Subject] != s.Tasks || s.Oldest.IsZero() || s.Age < 0 {
+			t.Errorf("stranded %+v, want %d tasks with their age", s, want[s.Subject])
+		}
+	}
+}
