@@ -316,7 +316,7 @@ func TestStrandedTasksAreReported(t *testing.T) {
 	}
 	want := map[string]uint64{
 		dlqNames.TaskSubject(framework.PriorityNormal, "stranded.nobody"): 2,
-		"jetflow.task.low.Upper.Case": 1,
+		"jetflow.task.low.Upper.Case":                                     1,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Stranded = %+v, want the subjects %v", got, want)
