@@ -32,7 +32,7 @@ func (w *Worker) fetch(tt *typeRunner, prio Priority, cons jetstream.Consumer) {
 	}()
 	wait := pullRetry.New()
 	for {
-		it, err := w.newPull(cons, tt.cfg.prefetch) // pull.go
+		it, err := w.newPull(cons, tt, prio) // pull.go
 		if err == nil {
 			err = w.serve(stopCtx, tt, prio, it)
 			if stopCtx.Err() != nil {

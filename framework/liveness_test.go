@@ -122,3 +122,48 @@ func TestRunWaitsForUnreachableServer(t *testing.T) {
 		t.Fatal("task never ran after the server came back")
 	}
 }
+
+// Finding 10: a pull request that dies with its server (here: the server
+// restarts; in a cluster: the consumer leader crashes) is detected from
+// its missing heartbeats or the server's status, counted in
+// Stats.PullsLost, reported to the PullLost hook and replaced: the worker
+// runs tasks enqueued afterwards.
+func TestLostPullIsReportedAndReplaced(t *testing.T) {
+	t.Parallel()
+	const typ = "live.pull"
+	e := newEnv(t, testutil.WithListen())
+	lost := make(chan string, 16)
+	w := e.worker(t, framework.WithHooks(framework.Hooks{
+		PullLost: func(_ context.Context, taskType string, p framework.Priority) {
+			select {
+			case lost <- taskType + "/" + p.String():
+			default:
+			}
+		},
+	}))
+	ran := make(chan string, 1)
+	w.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
+		ran <- task.ID
+		return nil
+	}, framework.WithServedPriorities(framework.PriorityNormal))
+	startWorker(t, w)
+	srv := testutil.RestartServer(t, e.srv)
+	got := testutil.Recv(t, lost, waitLong, "PullLost hook")
+	if got != typ+"/normal" {
+		t.Errorf("PullLost for %s, want %s/normal", got, typ)
+	}
+	if n := w.Stats().PullsLost; n == 0 {
+		t.Errorf("Stats.PullsLost = 0 after a lost pull")
+	}
+	cl, err := framework.NewClient(testutil.Connect(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cl.Enqueue(t.Context(), typ, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := testutil.Recv(t, ran, waitLong, "task after the restart"); id != info.ID {
+		t.Errorf("ran %s, want %s", id, info.ID)
+	}
+}

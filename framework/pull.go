@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,9 +56,9 @@ type pullIter struct {
 	api   string // $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
 	inbox string // request n is answered on inbox.n
 	batch int
-	// lost counts pull requests given up for missed heartbeats or retired by
-	// a leadership change.
-	lost func(n int)
+	// lost is called, without locks held, for each pull request given up
+	// for missed heartbeats or retired by a leadership change.
+	lost func()
 
 	sub    *nats.Subscription
 	notify chan struct{} // cap 1: something arrived
@@ -80,8 +81,8 @@ type pullReq struct {
 }
 
 // newPullIter subscribes to a fresh inbox for stream's consumer. lost is
-// called (with the number of requests) when requests are given up.
-func newPullIter(nc *nats.Conn, stream, consumer string, batch int, lost func(int)) (*pullIter, error) {
+// called when a request is given up.
+func newPullIter(nc *nats.Conn, stream, consumer string, batch int, lost func()) (*pullIter, error) {
 	p := &pullIter{
 		nc:     nc,
 		api:    "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer,
@@ -120,6 +121,7 @@ func (p *pullIter) handle(m *nats.Msg) {
 		return
 	}
 	// A status of the server, answering the request of its subject.
+	lost := false
 	mine := p.cur != nil && p.cur.reply == m.Subject
 	status := m.Header.Get("Status")
 	desc := strings.ToLower(m.Header.Get("Description"))
@@ -133,15 +135,16 @@ func (p *pullIter) handle(m *nats.Msg) {
 		// About an earlier request, already given up.
 	case status == "409" && (strings.Contains(desc, "leadership change") || strings.Contains(desc, "server shutdown")):
 		p.cur = nil
-		if p.lost != nil {
-			p.lost(1)
-		}
+		lost = true
 	default:
 		// 408 request expired, 404, 409 batch completed or exceeded
 		// limits: the request is done.
 		p.cur = nil
 	}
 	p.mu.Unlock()
+	if lost && p.lost != nil {
+		p.lost()
+	}
 	p.wake()
 }
 
@@ -154,7 +157,8 @@ func (p *pullIter) wake() {
 
 // maintainLocked retires an expired or silent request and asks for more
 // messages when none is outstanding and at most half a batch is buffered.
-func (p *pullIter) maintainLocked(now time.Time) error {
+// It reports whether it gave up a silent request.
+func (p *pullIter) maintainLocked(now time.Time) (lost bool, err error) {
 	if r := p.cur; r != nil {
 		switch {
 		case now.After(r.expiresAt.Add(pullHeartbeat)):
@@ -163,15 +167,13 @@ func (p *pullIter) maintainLocked(now time.Time) error {
 			// Missed heartbeats: the request died with its consumer
 			// leader or connection.
 			p.cur = nil
-			if p.lost != nil {
-				p.lost(1)
-			}
+			lost = true
 		default:
-			return nil
+			return false, nil
 		}
 	}
 	if p.draining || p.stopped || len(p.queue) > p.batch/2 {
-		return nil
+		return lost, nil
 	}
 	want := p.batch - len(p.queue)
 	body, err := json.Marshal(struct {
@@ -180,16 +182,16 @@ func (p *pullIter) maintainLocked(now time.Time) error {
 		Heartbeat time.Duration `json:"idle_heartbeat"`
 	}{want, pullExpires, pullHeartbeat})
 	if err != nil {
-		return err
+		return lost, err
 	}
 	p.nextReq++
 	reply := p.inbox + "." + strconv.FormatUint(p.nextReq, 10)
 	if err := p.nc.PublishRequest(p.api, reply, body); err != nil {
-		return fmt.Errorf("framework: pull request: %w", err)
+		return lost, fmt.Errorf("framework: pull request: %w", err)
 	}
 	p.cur = &pullReq{reply: reply, remaining: want, expiresAt: now.Add(pullExpires)}
 	p.lastHeard = now // the heartbeat clock starts with the request
-	return nil
+	return lost, nil
 }
 
 // Next returns the next stored message, waiting up to wait. It returns
@@ -223,8 +225,11 @@ func (p *pullIter) Next(wait time.Duration) (jetstream.Msg, error) {
 			p.mu.Unlock()
 			return nil, errPullClosed
 		}
-		err := p.maintainLocked(now)
+		lost, err := p.maintainLocked(now)
 		p.mu.Unlock()
+		if lost && p.lost != nil {
+			p.lost()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -365,11 +370,23 @@ func (m *pulledMsg) ack(ctx context.Context, body []byte, sync, final bool) erro
 	return nil
 }
 
-// newPull opens a pull iterator on cons, counting lost pull requests in the
-// worker's stats.
-func (w *Worker) newPull(cons jetstream.Consumer, batch int) (*pullIter, error) {
+// newPull opens a pull iterator on cons of (tt, prio), counting lost pull
+// requests in the worker's stats and reporting them to the PullLost hooks.
+func (w *Worker) newPull(cons jetstream.Consumer, tt *typeRunner, prio Priority) (*pullIter, error) {
 	info := cons.CachedInfo()
-	return newPullIter(w.nc, info.Stream, info.Name, batch, func(n int) {
-		w.stats.pullsLost.Add(uint64(n))
+	return newPullIter(w.nc, info.Stream, info.Name, tt.cfg.prefetch, func() {
+		w.stats.pullsLost.Add(1)
+		w.log.Warn("jetflow pull request lost; replaced", slog.String(LogKeyTaskType, tt.name),
+			slog.String(LogKeyPriority, prio.String()))
+		w.emitPullLost(tt.name, prio)
 	})
+}
+
+// emitPullLost calls the PullLost hooks.
+func (w *Worker) emitPullLost(taskType string, prio Priority) {
+	for i := range w.hooks {
+		if h := w.hooks[i].PullLost; h != nil {
+			callHook(w.log, &w.stats.hookPanics, "PullLost", func() { h(context.Background(), taskType, prio) })
+		}
+	}
 }
