@@ -327,3 +327,27 @@ func TestStrandedTasksAreReported(t *testing.T) {
 		}
 	}
 }
+
+// Finding 6: plain messages on schedule and cron subjects are not
+// schedules: they are reported as junk, not counted as delayed tasks or
+// listed as repeating schedules.
+func TestJunkOnScheduleSubjectsIsReported(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if _, err := e.cl.Enqueue(t.Context(), "junk.real", 1, framework.In(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	e.publishRaw(t, "jetflow.sched.junk", nil, []byte("x"))
+	e.publishRaw(t, "jetflow.cron.junk", nil, []byte("x"))
+	st, err := e.cl.Inspector().QueueStats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Scheduled != 1 || st.Cron != 0 || st.Junk != 2 || len(st.JunkSubjects) != 2 {
+		t.Errorf("QueueStats: scheduled %d cron %d junk %d %v; want 1, 0, 2", st.Scheduled, st.Cron, st.Junk, st.JunkSubjects)
+	}
+	list, err := e.cl.Schedules().List(t.Context())
+	if err != nil || len(list) != 0 {
+		t.Errorf("Schedules.List = %+v, %v; want none", list, err)
+	}
+}
