@@ -56,7 +56,13 @@ func TestRunReturnsWhenConnectionClosed(t *testing.T) {
 	case <-time.After(waitLong):
 		t.Fatal("worker never ran a task")
 	}
+	if err := w.Healthy(); err != nil {
+		t.Errorf("Healthy while running = %v", err)
+	}
 	nc.Close()
+	if err := w.Healthy(); !errors.Is(err, framework.ErrNotConnected) && !errors.Is(err, framework.ErrWorkerClosed) {
+		t.Errorf("Healthy after the connection closed = %v", err)
+	}
 	select {
 	case err := <-done:
 		if !errors.Is(err, framework.ErrNotConnected) {
