@@ -105,6 +105,9 @@ const (
 	// record's task ID is then "seq-<sequence>"; the last error names the
 	// offending header.
 	DeadLetterInvalid DeadLetterReason = deadletter.ReasonInvalid
+	// DeadLetterStranded: no consumer read the task's subject, and an
+	// operator moved it ([Inspector.DeadLetterStranded]).
+	DeadLetterStranded DeadLetterReason = deadletter.ReasonStranded
 )
 
 // DeadLetter is one record of the dead-letter stream, decoded.

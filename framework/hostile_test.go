@@ -326,6 +326,23 @@ func TestStrandedTasksAreReported(t *testing.T) {
 			t.Errorf("stranded %+v, want %d tasks with their age", s, want[s.Subject])
 		}
 	}
+	// An hour's grace keeps them; none keeps nothing.
+	if n, err := e.cl.Inspector().DeadLetterStranded(t.Context(), time.Hour); err != nil || n != 0 {
+		t.Errorf("DeadLetterStranded(1h) = %d, %v; want 0", n, err)
+	}
+	n, err := e.cl.Inspector().DeadLetterStranded(t.Context(), 0)
+	if err != nil || n != 3 {
+		t.Fatalf("DeadLetterStranded(0) = %d, %v; want 3", n, err)
+	}
+	for _, d := range e.waitDeadLetters(t, 3) {
+		if d.Reason != framework.DeadLetterStranded || want[d.OriginalSubject] == 0 || d.RoutedBy != "operator" ||
+			!strings.Contains(d.LastError, d.OriginalSubject) {
+			t.Errorf("record %+v", d)
+		}
+	}
+	if got, err := e.cl.Inspector().Stranded(t.Context()); err != nil || len(got) != 0 {
+		t.Errorf("Stranded after moving = %+v, %v", got, err)
+	}
 }
 
 // Finding 6: plain messages on schedule and cron subjects are not

@@ -76,6 +76,7 @@ const (
 	ReasonDecode        = "decode"
 	ReasonMaxDeliveries = "max_deliveries"
 	ReasonInvalid       = "invalid"
+	ReasonStranded      = "stranded"
 )
 
 // MaxErrorLen is the longest error text, in bytes, kept in a record and in
@@ -96,6 +97,7 @@ const (
 	routedByWorker     = "worker"
 	routedByRouter     = "router"
 	routedByReconciler = "reconciler"
+	routedByOperator   = "operator"
 )
 
 // headerText makes s safe as a header value: control characters (line
