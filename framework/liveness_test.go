@@ -153,6 +153,11 @@ func TestLostPullIsReportedAndReplaced(t *testing.T) {
 		return nil
 	}, framework.WithServedPriorities(framework.PriorityNormal))
 	startWorker(t, w)
+	// The worker's pull request must be waiting on the server before it
+	// goes down; one sent later would reach the restarted server intact.
+	testutil.Wait(t, waitLong, "pull request waiting", func() bool {
+		return e.consumerInfo(t, typ, framework.PriorityNormal).NumWaiting > 0
+	})
 	srv := testutil.RestartServer(t, e.srv)
 	got := testutil.Recv(t, lost, waitLong, "PullLost hook")
 	if got != typ+"/normal" {
