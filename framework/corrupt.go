@@ -35,8 +35,9 @@ func checkSchedule(t *Task, msg jetstream.Msg) error {
 	}
 	due, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return Permanent(fmt.Errorf("%w: header %s %q is not an RFC 3339 time: %w",
-			ErrCorruptTask, HeaderScheduledFor, truncate(v, 64), err))
+		// The parse error quotes the whole value: leave it out.
+		return Permanent(fmt.Errorf("%w: header %s %q (%d bytes) is not an RFC 3339 time",
+			ErrCorruptTask, HeaderScheduledFor, truncate(v, 64), len(v)))
 	}
 	md, err := msg.Metadata()
 	if err != nil || md.Timestamp.IsZero() {
@@ -44,7 +45,7 @@ func checkSchedule(t *Task, msg jetstream.Msg) error {
 	}
 	if lead := due.Sub(md.Timestamp); lead > maxScheduleLead {
 		return Permanent(fmt.Errorf("%w: header %s is %s, %v after the server stored the task on its work subject (%s); a schedule never fires that early",
-			ErrCorruptTask, HeaderScheduledFor, v, lead.Round(time.Second), md.Timestamp.UTC().Format(time.RFC3339Nano)))
+			ErrCorruptTask, HeaderScheduledFor, truncate(v, 64), lead.Round(time.Second), md.Timestamp.UTC().Format(time.RFC3339Nano)))
 	}
 	return nil
 }

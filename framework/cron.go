@@ -239,7 +239,9 @@ func (s *Schedules) List(ctx context.Context) ([]ScheduleInfo, error) {
 	now := time.Now()
 	err := jsapi.Scan(ctx, s.nc, s.names.TaskStream(), s.names.CronSubject(">"), 0, 0, time.Time{}, 1000,
 		func(m jsapi.Stored) (bool, error) {
-			out = append(out, s.info(m, now))
+			if isSchedule(m) { // junk is reported by Inspector.QueueStats
+				out = append(out, s.info(m, now))
+			}
 			return true, nil
 		})
 	if err != nil {

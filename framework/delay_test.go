@@ -100,16 +100,23 @@ func TestCancelDelayedTask(t *testing.T) {
 	startWorker(t, w)
 	ctx := t.Context()
 
-	e.enqueue(t, typ, nil, framework.WithID("doomed"), framework.In(1500*time.Millisecond))
-	// The witness is due later than the cancelled task: once it ran, the
-	// cancelled one would have fired too.
-	e.enqueue(t, typ, nil, framework.WithID("witness"), framework.In(2*time.Second))
+	// Due in an hour: the cancel always comes first, however slow the
+	// machine. That the cancelled schedule can never fire is shown by the
+	// stream itself: nothing of it is left.
+	e.enqueue(t, typ, nil, framework.WithID("doomed"), framework.In(time.Hour))
+	if n := e.taskStreamMsgs(t); n != 1 {
+		t.Fatalf("task stream holds %d messages after a delayed enqueue, want 1", n)
+	}
 	if err := e.cl.Cancel(ctx, "doomed"); err != nil {
 		t.Fatalf("Cancel: %v", err)
 	}
 	if err := e.cl.Cancel(ctx, "doomed"); !errors.Is(err, framework.ErrNotFound) {
 		t.Fatalf("second Cancel: %v, want ErrNotFound", err)
 	}
+	if n := e.taskStreamMsgs(t); n != 0 {
+		t.Fatalf("task stream holds %d messages after Cancel, want 0", n)
+	}
+	e.enqueue(t, typ, nil, framework.WithID("witness"), framework.In(100*time.Millisecond))
 	r := testutil.Recv(t, starts, waitLong, "witness start")
 	if r.id != "witness" {
 		t.Fatalf("cancelled task %s ran", r.id)

@@ -66,6 +66,12 @@ const (
 	// exceeded the server's max payload; its value is the payload size in
 	// bytes. Such a record cannot be replayed.
 	HeaderDLQPayloadOmitted = deadletter.HeaderPayloadOmitted
+	// HeaderDLQHeadersOmitted, when present, lists the task headers
+	// (comma-separated, cut to [MaxDLQErrorLen] bytes) left out of the record
+	// because together with the record's own headers they exceeded the
+	// server's limit on a message's headers (64 KiB). The task was accepted
+	// with them; the record would not have been.
+	HeaderDLQHeadersOmitted = deadletter.HeaderHeadersOmitted
 	// HeaderDLQReplayedFromSeq is set on a replayed task: the sequence of the
 	// dead-letter record it was replayed from. A record of a task that died
 	// again keeps it, which chains the task's deaths.
@@ -94,6 +100,14 @@ const (
 	// DeadLetterMaxDeliveries: every attempt failed, timed out or was
 	// abandoned.
 	DeadLetterMaxDeliveries DeadLetterReason = deadletter.ReasonMaxDeliveries
+	// DeadLetterInvalid: the message could not be a task ([ErrCorruptTask]):
+	// an invalid ID or due time, published without the jetflow client. The
+	// record's task ID is then "seq-<sequence>"; the last error names the
+	// offending header.
+	DeadLetterInvalid DeadLetterReason = deadletter.ReasonInvalid
+	// DeadLetterStranded: no consumer read the task's subject, and an
+	// operator moved it ([Inspector.DeadLetterStranded]).
+	DeadLetterStranded DeadLetterReason = deadletter.ReasonStranded
 )
 
 // DeadLetter is one record of the dead-letter stream, decoded.
@@ -309,6 +323,8 @@ func (x *dlqExt) finished(_ context.Context, t *Task, o Outcome) {
 func (x *dlqExt) deadLetter(ctx context.Context, t *Task, msg jetstream.Msg, cause error) error {
 	reason := DeadLetterMaxDeliveries
 	switch {
+	case errors.Is(cause, ErrCorruptTask):
+		reason = DeadLetterInvalid
 	case errors.Is(cause, ErrDecode):
 		reason = DeadLetterDecode
 	case IsPermanent(cause):

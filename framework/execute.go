@@ -27,7 +27,7 @@ func (w *Worker) execute(p *pending) {
 
 	// A due time that cannot be trusted fails the task for good rather than
 	// holding a slot until a bogus time.
-	if err := checkSchedule(t, p.msg); err != nil {
+	if err := checkDelivered(t, p.msg); err != nil {
 		w.settle(w.hardCtx, t, p, err, 0)
 		return
 	}
@@ -236,7 +236,7 @@ func (w *Worker) newTask(p *pending) *Task {
 		}
 		t.ScheduledFor = taskmsg.ParseTime(h.Get(HeaderScheduledFor))
 	}
-	t.ID = taskmsg.ID(t.Headers, t.Sequence, t.EnqueuedAt)
+	t.ID, t.wireErr = taskIDFromWire(t) // wire.go
 	return t
 }
 

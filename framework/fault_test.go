@@ -45,7 +45,7 @@ type fuzzPayload struct {
 
 // FuzzTaskDecoding feeds corrupt headers, metadata and payloads through the
 // path a delivered message takes before its handler runs: newTask, the
-// due-time check and payload decoding. Nothing may panic; a payload that
+// ID and due-time checks and payload decoding. Nothing may panic; a payload that
 // cannot be decoded must give a *DecodeError (which typed handlers turn into
 // a permanent failure), and a due time that cannot be trusted a permanent
 // error wrapping ErrCorruptTask.
@@ -84,14 +84,14 @@ func FuzzTaskDecoding(f *testing.F) {
 		}
 		p := &pending{tt: &typeRunner{name: "fuzz.task", cfg: cfg}, msg: msg}
 		task := w.newTask(p)
-		if task.ID == "" {
-			t.Fatal("task without an ID")
+		if err := streams.ValidateID(task.ID); err != nil {
+			t.Fatalf("task ID %q from the wire is not a valid ID: %v", task.ID, err)
 		}
 		_ = task.Logger()
 
-		if err := checkSchedule(task, msg); err != nil {
-			if !IsPermanent(err) || !errors.Is(err, ErrCorruptTask) || err.Error() == "" {
-				t.Fatalf("due-time check error %v is not a permanent ErrCorruptTask", err)
+		if err := checkDelivered(task, msg); err != nil {
+			if !IsPermanent(err) || !errors.Is(err, ErrCorruptTask) || err.Error() == "" || len(err.Error()) > 1024 {
+				t.Fatalf("wire check error %v is not a short permanent ErrCorruptTask", err)
 			}
 		}
 

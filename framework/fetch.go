@@ -32,7 +32,7 @@ func (w *Worker) fetch(s consumerSub) {
 	}()
 	wait := pullRetry.New()
 	for {
-		it, err := cons.Messages(jetstream.PullMaxMessages(tt.cfg.prefetch))
+		it, err := w.newPull(cons, tt, prio) // pull.go
 		if err == nil {
 			err = w.serve(stopCtx, tt, prio, it)
 			if stopCtx.Err() != nil {
@@ -40,7 +40,7 @@ func (w *Worker) fetch(s consumerSub) {
 				return
 			}
 			it.Stop()
-			if errors.Is(err, errPullIdle) || errors.Is(err, errRescued) {
+			if errors.Is(err, errRescued) {
 				wait.Reset()
 				continue // a fresh iterator at once, with a fresh pull request
 			}
@@ -65,46 +65,22 @@ func (w *Worker) fetch(s consumerSub) {
 // pullRetry spaces the attempts to resume a failed pull.
 var pullRetry = retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 
-// nextPoll bounds each wait for the next message. The pull iterator of
-// nats.go (v1.55.0) decides whether to send a new pull request only when Next
-// starts or receives something, and skips it while its previous request is
-// still being sent; if that request is then answered in full before the
-// sender finishes (a busy host), the iterator waits with no request
-// outstanding until two heartbeats are missed, 30 s by default. Returning
-// from Next every nextPoll makes it check again, bounding such a stall. It is
-// also how soon an idle fetcher notices that the worker stops.
+// nextPoll bounds each wait for the next message: it is how soon an idle
+// fetcher notices that the worker stops. (Lost pull requests are detected by
+// the iterator itself, from missed heartbeats: see pull.go.)
 const nextPoll = 250 * time.Millisecond
 
-// pullIdleRestart is how long a fetcher waits without receiving anything
-// before it replaces its pull iterator. The iterator counts the messages its
-// pull requests may still bring and sends no new request meanwhile; it
-// forgets a request only on a status from the server or after two missed
-// idle heartbeats. A consumer leader that crashes sends no status, and
-// missed heartbeats are checked only within a single Next call, which
-// nextPoll keeps short: without this, a fetcher whose consumer leader
-// crashed would wait forever. Twice the iterator's default heartbeat, like
-// its own check; on an idle consumer it costs one new pull request each time.
-const pullIdleRestart = 30 * time.Second
-
-// errPullIdle ends serve after pullIdleRestart without a message.
-var errPullIdle = errors.New("framework: pull iterator idle")
-
-// serve reads it until stop, a terminal iterator error, or errPullIdle.
-func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it jetstream.MessagesContext) error {
+// serve reads it until stop or a terminal iterator error.
+func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *pullIter) error {
 	errStreak := 0
-	poll := jetstream.NextMaxWait(nextPoll)
-	lastMsg := time.Now()
 	for {
-		msg, err := it.Next(poll)
+		msg, err := it.Next(nextPoll)
 		if err != nil {
 			if stop.Err() != nil {
 				return nil
 			}
 			if errors.Is(err, nats.ErrTimeout) {
-				if time.Since(lastMsg) >= pullIdleRestart {
-					return errPullIdle
-				}
-				continue // nothing within nextPoll: loop, so the iterator re-checks its pull requests
+				continue // nothing within nextPoll: check for stop
 			}
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
 				errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -136,7 +112,6 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it j
 		if !dispatched {
 			return nil
 		}
-		lastMsg = time.Now()
 	}
 }
 
@@ -179,11 +154,11 @@ func (w *Worker) awaitSlot(stop context.Context, p *pending, starveAfter time.Du
 // heartbeat sweeper covers every task, then waits until held and rescued
 // tasks were all dispatched (or the worker stops). It returns errRescued so
 // that fetch opens a fresh iterator.
-func (w *Worker) rescue(stop context.Context, it jetstream.MessagesContext, tt *typeRunner, prio Priority, held *pending) error {
+func (w *Worker) rescue(stop context.Context, it *pullIter, tt *typeRunner, prio Priority, held *pending) error {
 	it.Drain()
 	batch := []*pending{held}
 	for {
-		msg, err := it.Next(jetstream.NextMaxWait(100 * time.Millisecond))
+		msg, err := it.Next(100 * time.Millisecond)
 		if err != nil {
 			break
 		}
@@ -224,10 +199,10 @@ func (w *Worker) awaitDispatch(stop context.Context, p *pending) bool {
 }
 
 // drain hands back the messages still in the pull buffer.
-func (w *Worker) drain(it jetstream.MessagesContext) {
+func (w *Worker) drain(it *pullIter) {
 	it.Drain()
 	for {
-		msg, err := it.Next(jetstream.NextMaxWait(200 * time.Millisecond))
+		msg, err := it.Next(200 * time.Millisecond)
 		if err != nil {
 			return
 		}

@@ -39,6 +39,12 @@ type Hooks struct {
 	// that caused the change, with its context, after the breaker's lock
 	// was released.
 	BreakerStateChanged func(ctx context.Context, dep string, from, to BreakerState)
+	// PullLost is called when a worker gives up a pull request of the
+	// consumer of (taskType, p) because the server stopped sending its
+	// heartbeats for two seconds (its consumer leader died, the connection
+	// was cut) or retired it for a leadership change; a new request
+	// replaces it at once. Also counted in [Stats].PullsLost.
+	PullLost func(ctx context.Context, taskType string, p Priority)
 }
 
 // Action is what the worker did with a task after an attempt.

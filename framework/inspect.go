@@ -206,6 +206,12 @@ type QueueStats struct {
 	// ScheduledTruncated is true when there were more delayed tasks than
 	// [MaxScheduledScan]: Scheduled is exact, per-queue counts are not.
 	ScheduledTruncated bool
+	// Junk counts messages on schedule or cron subjects that are not
+	// schedules (published there by another tool, without a Nats-Schedule
+	// header): they never fire and are not counted in Scheduled or Cron.
+	// JunkSubjects names up to [MaxJunkSubjects] of their subjects.
+	Junk         int
+	JunkSubjects []string
 	// Taken is when the snapshot was taken.
 	Taken time.Time
 }
@@ -282,6 +288,10 @@ func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
 					out.ScheduledTruncated = true
 					return false, nil
 				}
+				if out.noteJunk(m) {
+					out.Scheduled--
+					return true, nil
+				}
 				if p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
 					queue(typ, p).Scheduled++
 				}
@@ -296,6 +306,18 @@ func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
 		return nil, fmt.Errorf("framework: queue stats: %w", err)
 	}
 	out.Cron = len(ci.State.Subjects)
+	if out.Cron > 0 {
+		err := jsapi.Scan(ctx, i.nc, i.names.TaskStream(), i.names.CronSubject(">"), 0, 0, time.Time{}, 1000,
+			func(m jsapi.Stored) (bool, error) {
+				if out.noteJunk(m) {
+					out.Cron--
+				}
+				return true, nil
+			})
+		if err != nil {
+			return nil, fmt.Errorf("framework: queue stats: repeating schedules: %w", err)
+		}
+	}
 
 	// Dead letters per type.
 	dlq, err := i.js.Stream(ctx, i.names.DLQStream())

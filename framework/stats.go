@@ -26,12 +26,17 @@ type Stats struct {
 	AckErrors uint64
 	// HookPanics counts recovered panics of hooks ([Hooks]).
 	HookPanics uint64
+	// PullsLost counts pull requests the worker gave up because the
+	// server stopped sending their heartbeats (their consumer leader died,
+	// the connection was cut) or retired them for a leadership change; each
+	// was replaced at once.
+	PullsLost uint64
 	// Running is the number of tasks running now.
 	Running int
 }
 
 type workerStats struct {
-	started, succeeded, retried, failed, panics, handedBack, heldEarly, ackErrors, hookPanics atomic.Uint64
+	started, succeeded, retried, failed, panics, handedBack, heldEarly, ackErrors, hookPanics, pullsLost atomic.Uint64
 }
 
 // Stats returns a snapshot of the worker's counters.
@@ -47,6 +52,7 @@ func (w *Worker) Stats() Stats {
 		HeldEarly:  w.stats.heldEarly.Load(),
 		AckErrors:  w.stats.ackErrors.Load(),
 		HookPanics: w.stats.hookPanics.Load(),
+		PullsLost:  w.stats.pullsLost.Load(),
 		Running:    running,
 	}
 }

@@ -79,6 +79,7 @@ type Task struct {
 	logger     *slog.Logger
 	worker     *Worker
 	state      *taskState // state tracking: result, delayed "running" record (state.go)
+	wireErr    error      // the message's ID headers are invalid (wire.go)
 }
 
 // Header returns the first value of a header, or "".

@@ -10,7 +10,10 @@ import (
 // Handle registers a typed handler: the payload is decoded into a T with the
 // worker's codec (a []byte T receives the raw payload) before fn runs. A
 // payload that cannot be decoded fails the task permanently with a
-// *[DecodeError]; it is never retried. See [Worker.Register] for panics.
+// *[DecodeError]; it is never retried. So does a payload marked raw bytes
+// ([HeaderEncoding] "raw") when T is not []byte. An empty payload, which is
+// what [Client.Enqueue] stores for a nil payload, decodes to T's zero
+// value. See [Worker.Register] for panics.
 func Handle[T any](w *Worker, taskType string, fn func(ctx context.Context, t *Task, payload T) error, opts ...HandlerOption) {
 	if fn == nil {
 		panic(fmt.Sprintf("framework: nil handler for task type %q", taskType))
@@ -40,8 +43,12 @@ func decodePayload(codec Codec, t *Task, v any) error {
 		*pb = t.Payload
 		return nil
 	}
-	enc := t.Header(HeaderEncoding)
+	enc := truncate(t.Header(HeaderEncoding), 64) // from the wire: bounded before it reaches an error text
 	name := codec.Name()
+	if enc == taskmsg.EncodingRaw && name != taskmsg.EncodingRaw {
+		return &DecodeError{TaskType: t.Type, Encoding: enc,
+			Err: fmt.Errorf("payload is raw bytes; only a []byte payload can receive it")}
+	}
 	if enc != "" && enc != taskmsg.EncodingRaw && enc != name {
 		return &DecodeError{TaskType: t.Type, Encoding: enc,
 			Err: fmt.Errorf("payload was encoded with codec %q but the worker uses %q", enc, name)}

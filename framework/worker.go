@@ -45,6 +45,7 @@ type Worker struct {
 	shutdownMu  sync.Mutex
 	shutdownErr error
 	finished    chan struct{} // closed when shutdown completed
+	connLost    chan struct{} // closed when the connection closed for good (liveness.go)
 
 	fetchers sync.WaitGroup
 	execs    sync.WaitGroup
@@ -124,6 +125,7 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		hardCtx:    hardCtx,
 		hardCancel: hardCancel,
 		finished:   make(chan struct{}),
+		connLost:   make(chan struct{}),
 		bg:         background{execCh: make(chan *pending), stop: make(chan struct{})},
 		hooks:      []Hooks{o.hooks},
 	}
@@ -183,7 +185,9 @@ func (w *Worker) Types() []string {
 // Start ensures the consumers of every registered (type, priority) pair and
 // starts pulling. It returns once the worker runs; stop it with
 // [Worker.Shutdown]. It returns [ErrNoHandlers] without handlers and
-// [ErrWorkerClosed] when called twice.
+// [ErrWorkerClosed] when called twice. While the server is unreachable (or
+// JetStream not ready) it waits and retries with backoff until ctx ends; a
+// missing topology or a closed connection fails at once.
 func (w *Worker) Start(ctx context.Context) error {
 	if len(w.order) == 0 {
 		return ErrNoHandlers
@@ -205,7 +209,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	for i := range w.ext {
 		if f := w.ext[i].prepare; f != nil {
-			if err := f(ctx, w); err != nil {
+			if err := w.startStep(ctx, func() error { return f(ctx, w) }); err != nil {
 				return fail(fmt.Errorf("%s: %w", w.ext[i].name, err))
 			}
 		}
@@ -216,7 +220,11 @@ func (w *Worker) Start(ctx context.Context) error {
 			ensure := func(ctx context.Context) (jetstream.Consumer, error) {
 				return streams.EnsureConsumer(ctx, w.js, w.names, w.consumerSpec(tt, p))
 			}
-			cons, err := ensure(ctx)
+			var cons jetstream.Consumer
+			err := w.startStep(ctx, func() (err error) {
+				cons, err = ensure(ctx)
+				return err
+			})
 			if err != nil {
 				return fail(err)
 			}
@@ -248,6 +256,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.fetchers.Add(1)
 		go w.fetch(s)
 	}
+	go w.watchConnection() // liveness.go
 	w.log.Info("jetflow worker started", slog.Int("types", len(w.order)), slog.Int("consumers", len(subs)),
 		slog.Int("concurrency", w.opts.concurrency))
 	return nil
@@ -277,20 +286,31 @@ func (w *Worker) consumerSpec(tt *typeRunner, p Priority) streams.ConsumerSpec {
 // [Worker.Shutdown] is called. It then stops pulling, lets running tasks
 // finish for up to the shutdown timeout ([WithShutdownTimeout]) and hands
 // back whatever could not finish, for immediate redelivery. It returns nil
-// after a clean shutdown.
+// after a clean shutdown. If the connection is closed for good while the
+// worker runs (nats.go gave up reconnecting, or it was closed), Run shuts the
+// worker down and returns an error wrapping [ErrNotConnected]: a worker
+// without a connection consumes nothing, so let the process exit and be
+// restarted.
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
+	lost := false
 	select {
 	case <-ctx.Done():
+	case <-w.connLost:
+		lost = true
 	case <-w.stopFetch:
 		<-w.finished
 		return w.result()
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.shutdownTimeout)
 	defer cancel()
-	return w.Shutdown(sctx)
+	err := w.Shutdown(sctx)
+	if lost {
+		return w.errConnLost()
+	}
+	return err
 }
 
 // Shutdown stops pulling, waits for running tasks until ctx ends, then

@@ -82,8 +82,15 @@ func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	tasks := jetstream.StreamConfig{
 		Name:        n.TaskStream(),
 		Description: "jetflow tasks: work subjects, one-shot delays, cron schedules and workflow runs",
+		// One wildcard per priority rather than "<prefix>.task.>": a
+		// publish on a subject with no valid priority (where no consumer
+		// would ever read it) is refused at the producer instead of
+		// stranding in the stream.
 		Subjects: []string{
-			n.prefix + ".task.>",
+			n.prefix + ".task." + PriorityCritical.String() + ".>",
+			n.prefix + ".task." + PriorityHigh.String() + ".>",
+			n.prefix + ".task." + PriorityNormal.String() + ".>",
+			n.prefix + ".task." + PriorityLow.String() + ".>",
 			n.prefix + ".sched.>",
 			n.prefix + ".cron.>",
 			// Workflow run documents: no consumer reads them, they are

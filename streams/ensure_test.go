@@ -262,7 +262,35 @@ func TestPrefixesDoNotShareStreams(t *testing.T) {
 			t.Errorf("Ensure %s: %+v, want three new streams", p, rep)
 		}
 	}
-	if subj := streamConfig(t, ctx, js, a.TaskStream()).Subjects; !slices.Contains(subj, "my-app.task.>") {
+	if subj := streamConfig(t, ctx, js, a.TaskStream()).Subjects; !slices.Contains(subj, "my-app.task.normal.>") {
 		t.Errorf("%s lost its subjects: %v", a.TaskStream(), subj)
+	}
+}
+
+// Finding 6: the task stream admits work subjects of the four priorities
+// only, so a task on "jetflow.task.urgent.x" is refused at the producer
+// instead of stranding where no consumer reads it; Ensure narrows the
+// subjects of a stream created before.
+func TestTaskStreamAdmitsOnlyValidPriorities(t *testing.T) {
+	t.Parallel()
+	ctx, js := jsContext(t)
+	cfgs, err := streams.StreamConfigs(streams.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := cfgs[0]
+	old.Subjects = append([]string{"jetflow.task.>"}, old.Subjects[4:]...)
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := streams.Ensure(ctx, js, streams.Config{})
+	if err != nil || !slices.Contains(rep.Updated, "JETFLOW_TASKS") {
+		t.Fatalf("Ensure = %+v, %v; want JETFLOW_TASKS updated", rep, err)
+	}
+	if _, err := js.Publish(ctx, "jetflow.task.urgent.x", nil); err == nil {
+		t.Errorf("publish on an invalid priority was stored")
+	}
+	if _, err := js.Publish(ctx, "jetflow.task.normal.x", nil); err != nil {
+		t.Errorf("publish on a valid priority: %v", err)
 	}
 }

@@ -121,8 +121,11 @@ func TestRolePermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var smtpCalls atomic.Int32
+	var statusRan atomic.Bool
 	w.HandleFunc(typ, func(ctx context.Context, task *framework.Task) error {
 		switch {
+		case strings.HasPrefix(task.ID, "status"):
+			statusRan.Store(true)
 		case strings.HasPrefix(task.ID, "retry") && task.Attempt == 1:
 			return framework.RetryAfter(10 * time.Millisecond)
 		case strings.HasPrefix(task.ID, "fail"):
@@ -161,6 +164,16 @@ func TestRolePermissions(t *testing.T) {
 			t.Fatalf("enqueue %s: %v (violations %v)", id, err, violations(pc))
 		}
 	}
+	// A producer publishing straight to the work subject a task whose
+	// headers look like a server status (empty body, "Status: 409 Consumer
+	// Deleted"): it runs like any task and poisons nothing.
+	status := &nats.Msg{Subject: names.TaskSubject(framework.PriorityNormal, typ), Header: nats.Header{}}
+	status.Header.Set(framework.HeaderTaskID, "status-1")
+	status.Header.Set("Status", "409")
+	status.Header.Set("Description", "Consumer Deleted")
+	if _, err := pc.js.PublishMsg(ctx, status); err != nil {
+		t.Fatalf("publish status-shaped task: %v (violations %v)", err, violations(pc))
+	}
 	if _, err := cl.Enqueue(ctx, typ, nil, framework.WithID("later-1"), framework.In(300*time.Millisecond)); err != nil {
 		t.Fatalf("delayed enqueue: %v (violations %v)", err, violations(pc))
 	}
@@ -189,6 +202,9 @@ func TestRolePermissions(t *testing.T) {
 		info, err := st.Info(ctx)
 		return err == nil && info.State.Msgs == 0
 	})
+	if !statusRan.Load() {
+		t.Error("the status-shaped task did not run")
+	}
 	if _, err := dl.Replay(ctx, recs[0].Seq); err != nil {
 		t.Errorf("operator replay: %v (violations %v)", err, violations(oc))
 	}

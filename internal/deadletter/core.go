@@ -288,6 +288,7 @@ func (c *Core) recordMsg(s deadSource) *nats.Msg {
 			h.Set(HeaderFirstFailure, taskmsg.FormatTime(firstAt))
 		}
 	}
+	fitHeaders(h)
 	msg := &nats.Msg{Subject: c.topo.DLQSubject(s.taskType), Header: h, Data: s.payload}
 	if limit := c.nc.MaxPayload(); limit > 0 && taskmsg.Size(msg) > limit {
 		// Make room: first a short error, then no payload at all.

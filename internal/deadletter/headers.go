@@ -53,6 +53,11 @@ const (
 	// exceeded the server's max payload; its value is the payload size in
 	// bytes. Such a record cannot be replayed.
 	HeaderPayloadOmitted = "Jetflow-Payload-Omitted"
+	// HeaderHeadersOmitted, when present, lists the task headers
+	// (comma-separated, cut to [MaxErrorLen] bytes) left out of the record
+	// because together with the record's own headers they exceeded the
+	// server's limit on a message's headers.
+	HeaderHeadersOmitted = "Jetflow-Headers-Omitted"
 	// HeaderReplayedFromSeq is set on a replayed task: the sequence of the
 	// dead-letter record it was replayed from. A record of a task that died
 	// again keeps it, which chains the task's deaths.
@@ -70,6 +75,8 @@ const (
 	ReasonPermanent     = "permanent"
 	ReasonDecode        = "decode"
 	ReasonMaxDeliveries = "max_deliveries"
+	ReasonInvalid       = "invalid"
+	ReasonStranded      = "stranded"
 )
 
 // MaxErrorLen is the longest error text, in bytes, kept in a record and in
@@ -90,6 +97,7 @@ const (
 	routedByWorker     = "worker"
 	routedByRouter     = "router"
 	routedByReconciler = "reconciler"
+	routedByOperator   = "operator"
 )
 
 // headerText makes s safe as a header value: control characters (line
@@ -119,7 +127,8 @@ func IsRecordHeader(k string) bool {
 	switch k {
 	case HeaderType, HeaderPriority, HeaderReason, HeaderOriginalSubject, HeaderOriginalSeq,
 		HeaderDeliveries, HeaderLastError, HeaderLastErrorAttempt, HeaderFirstFailure,
-		HeaderLastFailure, HeaderDeadAt, HeaderDeadCount, HeaderRoutedBy, HeaderPayloadOmitted:
+		HeaderLastFailure, HeaderDeadAt, HeaderDeadCount, HeaderRoutedBy, HeaderPayloadOmitted,
+		HeaderHeadersOmitted:
 		return true
 	}
 	return false

@@ -102,7 +102,10 @@ func DirectGet(ctx context.Context, nc *nats.Conn, stream string, req GetRequest
 // directReply handles one reply message: it calls fn for a stored message
 // and returns 1, or returns 0 for an end marker or "no message".
 func directReply(stream string, m *nats.Msg, fn func(Stored) error) (int, error) {
-	if status := m.Header.Get("Status"); status != "" && len(m.Data) == 0 {
+	// A stored message may carry any header, "Status" included: what tells
+	// it from a status of the server is the "Nats-Stream" header the server
+	// appends to every stored message it returns (and never to a status).
+	if status := m.Header.Get("Status"); status != "" && len(m.Data) == 0 && len(m.Header.Values("Nats-Stream")) == 0 {
 		switch status {
 		case "204", "404": // end of batch; no (more) message
 			return 0, nil
@@ -119,18 +122,38 @@ func directReply(stream string, m *nats.Msg, fn func(Stored) error) (int, error)
 	return 1, fn(sm)
 }
 
+// parseDirect reads the headers the server appends to a stored message it
+// returns. The server appends them after the message's own headers, so the
+// last value of each is the server's, whatever the producer stored.
 func parseDirect(m *nats.Msg) (Stored, error) {
 	h := m.Header
-	seq, err := strconv.ParseUint(h.Get("Nats-Sequence"), 10, 64)
+	seq, err := strconv.ParseUint(lastHeader(h, "Nats-Sequence"), 10, 64)
 	if err != nil {
-		return Stored{}, fmt.Errorf("bad sequence header %q", h.Get("Nats-Sequence"))
+		return Stored{}, fmt.Errorf("bad sequence header %q", cut(lastHeader(h, "Nats-Sequence"), 64))
 	}
-	ts, err := time.Parse(time.RFC3339Nano, h.Get("Nats-Time-Stamp"))
+	ts, err := time.Parse(time.RFC3339Nano, lastHeader(h, "Nats-Time-Stamp"))
 	if err != nil {
-		return Stored{}, fmt.Errorf("bad timestamp header %q", h.Get("Nats-Time-Stamp"))
+		return Stored{}, fmt.Errorf("bad timestamp header %q", cut(lastHeader(h, "Nats-Time-Stamp"), 64))
 	}
-	np, _ := strconv.ParseUint(h.Get("Nats-Num-Pending"), 10, 64)
-	return Stored{Subject: h.Get("Nats-Subject"), Seq: seq, Time: ts, Header: h, Data: m.Data, NumPending: np}, nil
+	np, _ := strconv.ParseUint(lastHeader(h, "Nats-Num-Pending"), 10, 64)
+	return Stored{Subject: lastHeader(h, "Nats-Subject"), Seq: seq, Time: ts, Header: h, Data: m.Data, NumPending: np}, nil
+}
+
+// lastHeader returns the last value of header k, "" when absent.
+func lastHeader(h nats.Header, k string) string {
+	v := h.Values(k)
+	if len(v) == 0 {
+		return ""
+	}
+	return v[len(v)-1]
+}
+
+// cut returns at most the first n bytes of s.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }
 
 // Scan calls fn for each message matching filter from sequence from

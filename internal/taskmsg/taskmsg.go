@@ -117,19 +117,48 @@ func SeqID(seq uint64) string { return "seq-" + strconv.FormatUint(seq, 10) }
 
 // ID returns the ID of the task stored at seq with headers h at time
 // stamp: its own ID, the ID of the tick that fired it, or [SeqID].
+//
+// IDs come from the wire and become parts of keys and subjects: an ID
+// header that is not a valid ID (see [SafeID]) gives SeqID(seq) instead.
 func ID(h nats.Header, seq uint64, stamp time.Time) string {
 	if h != nil {
-		if id := h.Get(HeaderTaskID); id != "" {
-			return id
-		}
-		if id := h.Get(jetstream.MsgIDHeader); id != "" {
-			return id
+		for _, k := range []string{HeaderTaskID, jetstream.MsgIDHeader} {
+			if id := h.Get(k); id != "" {
+				if !SafeID(id) {
+					return SeqID(seq)
+				}
+				return id
+			}
 		}
 		if f, ok := FireOf(h, stamp); ok {
+			if !SafeID(f.Name) {
+				return SeqID(seq)
+			}
 			return CronID(f.Name, f.Time)
 		}
 	}
 	return SeqID(seq)
+}
+
+// MaxIDLen is the longest valid task ID or schedule name, in bytes (the same
+// limit as streams.MaxIDLen, which package internal cannot import).
+const MaxIDLen = 128
+
+// SafeID reports whether id is a valid task ID or schedule name: 1 to
+// [MaxIDLen] bytes of ASCII letters, digits, '_', '-', '=' or ':', the rule
+// of streams.ValidateID.
+func SafeID(id string) bool {
+	if id == "" || len(id) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-', c == '=', c == ':':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Fire is the tick of a repeating schedule that enqueued a task.

@@ -1,6 +1,7 @@
 package taskmsg
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +61,24 @@ func TestBuild(t *testing.T) {
 	}
 	if got, want := Size(&nats.Msg{Data: []byte("12345"), Header: nats.Header{"Ab": {"cd"}}}), int64(5+12+2+2+4); got != want {
 		t.Errorf("Size = %d, want %d", got, want)
+	}
+}
+
+// IDs read from the wire that could not be task IDs (too long for a
+// subject token, or with bytes no ID may have) never become the task's ID.
+func TestIDFromWireIsSafe(t *testing.T) {
+	for _, bad := range []string{strings.Repeat("a", MaxIDLen+1), "a b", "a.b", "*", ">", "x\r\ny"} {
+		for _, k := range []string{HeaderTaskID, "Nats-Msg-Id"} {
+			h := nats.Header{}
+			h.Set(k, bad)
+			if got := ID(h, 7, time.Time{}); got != "seq-7" {
+				t.Errorf("ID with %s %q = %q, want seq-7", k, bad, got)
+			}
+		}
+	}
+	h := nats.Header{}
+	h.Set(HeaderTaskID, strings.Repeat("a", MaxIDLen))
+	if got := ID(h, 7, time.Time{}); got != strings.Repeat("a", MaxIDLen) {
+		t.Errorf("valid ID replaced by %q", got)
 	}
 }

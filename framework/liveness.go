@@ -1,0 +1,109 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow-io/jetflow/internal/natserr"
+)
+
+// A worker never dies silently: Start waits for an unreachable server
+// instead of failing at once, and Run returns an error when the connection
+// is closed for good (nats.go gave up reconnecting, or something closed it),
+// so that the process supervisor restarts the program. A worker whose
+// connection is closed consumes nothing, ever: staying alive would hide it.
+
+// Start's wait for the server between attempts.
+const (
+	startRetryMin = 100 * time.Millisecond
+	startRetryMax = 5 * time.Second
+)
+
+// startRetryable reports whether a start-up step failed because the server
+// is unreachable or not ready, as opposed to a missing topology or an
+// invalid configuration, which no wait repairs.
+func (w *Worker) startRetryable(err error) bool {
+	if w.nc.IsClosed() {
+		return false
+	}
+	return !w.nc.IsConnected() || natserr.Transient(err) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrNoServers)
+}
+
+// startWait logs a failed start-up step and waits before the next attempt.
+// It returns false when ctx ended first.
+func (w *Worker) startWait(ctx context.Context, attempt int, err error) bool {
+	d := min(startRetryMin<<min(attempt, 10), startRetryMax)
+	w.log.Warn("jetflow worker waiting for NATS to start", slog.Int("attempt", attempt+1),
+		slog.Duration("retry_in", d), slog.Any(LogKeyError, err))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// watchConnection closes w.connLost when the connection is closed for good
+// while the worker runs. It returns when the worker stops.
+func (w *Worker) watchConnection() {
+	ch := w.nc.StatusChanged(nats.CLOSED)
+	defer w.nc.RemoveStatusListener(ch)
+	if !w.nc.IsClosed() {
+		select {
+		case <-ch:
+		case <-w.stopFetch:
+			return
+		}
+	}
+	w.log.Error("jetflow worker connection closed for good; stopping", slog.Any(LogKeyError, w.nc.LastError()))
+	close(w.connLost)
+}
+
+// errConnLost is what Run returns after the connection closed for good.
+func (w *Worker) errConnLost() error {
+	if last := w.nc.LastError(); last != nil {
+		return fmt.Errorf("framework: worker stopped: connection closed: %w: %w", ErrNotConnected, last)
+	}
+	return fmt.Errorf("framework: worker stopped: connection closed: %w", ErrNotConnected)
+}
+
+// startStep runs a start-up step, retrying with backoff while the server is
+// unreachable, until ctx ends.
+func (w *Worker) startStep(ctx context.Context, step func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := step()
+		if err == nil || ctx.Err() != nil || !w.startRetryable(err) {
+			if err != nil && w.nc.IsClosed() {
+				return fmt.Errorf("%w: %w", ErrNotConnected, err)
+			}
+			return err
+		}
+		if !w.startWait(ctx, attempt, err) {
+			return fmt.Errorf("%w (while waiting for NATS: %w)", ctx.Err(), err)
+		}
+	}
+}
+
+// Healthy reports whether the worker can consume: nil while it runs on an
+// open connection (reconnecting counts as open: nats.go retries), an error
+// wrapping [ErrNotConnected] once its connection closed for good, and
+// [ErrWorkerClosed] before Start or after Shutdown. Serve it from a
+// liveness probe so that a supervisor restarts a process whose worker can
+// no longer consume.
+func (w *Worker) Healthy() error {
+	if w.state.Load() != workerRunning {
+		return ErrWorkerClosed
+	}
+	if w.nc.IsClosed() {
+		return w.errConnLost()
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package framework
+
+import (
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Everything a worker reads from a task message was written by whoever could
+// publish on the task subjects, not necessarily by a jetflow client. The
+// task ID in particular becomes part of KV keys and subjects (state records,
+// the effects ledger, workflow steps): a 4 KB ID would exceed the server's
+// control line and make nats.go close the connection for good. So the ID is
+// validated before anything uses it; an invalid one is replaced by a safe
+// ID derived from the stream sequence ("seq-<n>") and the task is
+// dead-lettered with reason [DeadLetterInvalid].
+
+// taskIDFromWire returns the task ID of t read from its headers, and a
+// permanent error wrapping [ErrCorruptTask] when a header that carries it
+// is not a valid ID. The ID is then "seq-<sequence>". t's headers,
+// Sequence and EnqueuedAt must be set.
+func taskIDFromWire(t *Task) (string, error) {
+	fallback := taskmsg.SeqID(t.Sequence)
+	for _, k := range []string{HeaderTaskID, jetstream.MsgIDHeader} {
+		v := t.Header(k)
+		if v == "" {
+			continue
+		}
+		if err := checkWireID(k, v); err != nil {
+			return fallback, err
+		}
+		return v, nil
+	}
+	if f, ok := taskmsg.FireOf(t.Headers, t.EnqueuedAt); ok {
+		// Fired by a repeating schedule: the ID names the tick.
+		if err := checkWireID(HeaderSchedule, f.Name); err != nil {
+			return fallback, err
+		}
+		return taskmsg.CronID(f.Name, f.Time), nil
+	}
+	// Published without jetflow (for example with the nats CLI).
+	return fallback, nil
+}
+
+// checkWireID validates the value v of header k as a task ID or schedule
+// name, without quoting more than a short prefix of it in the error.
+func checkWireID(k, v string) error {
+	if len(v) > streams.MaxIDLen {
+		return Permanent(fmt.Errorf("%w: header %s is %d bytes (%q…), the limit is %d",
+			ErrCorruptTask, k, len(v), truncate(v, 32), streams.MaxIDLen))
+	}
+	if err := streams.ValidateID(v); err != nil {
+		return Permanent(fmt.Errorf("%w: header %s: %w", ErrCorruptTask, k, err))
+	}
+	return nil
+}
+
+// checkDelivered validates what execute needs before running t: the ID
+// (checked when the task was read) and the due time.
+func checkDelivered(t *Task, msg jetstream.Msg) error {
+	if t.wireErr != nil {
+		return t.wireErr
+	}
+	return checkSchedule(t, msg)
+}
