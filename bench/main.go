@@ -48,7 +48,11 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err = runWithProfile(ctx, cfg, os.Stdout, os.Stderr)
+	if cfg.enqueueChild != "" {
+		err = runEnqueueChild(ctx, cfg, os.Stdout)
+	} else {
+		err = runWithProfile(ctx, cfg, os.Stdout, os.Stderr)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -71,6 +75,14 @@ const (
 	figDLQ            = "dlq"
 	figWorkflow       = "workflow"
 	figCluster        = "cluster_drain"
+	// Fair-baseline figures: sequential enqueue, latency under load, the
+	// drain against a standalone server over TCP, and (with -big) the
+	// 1,000,000-task backlog.
+	figEnqueueOne = "enqueue_one"
+	figLatency10k = "latency_10k"
+	figLatency20k = "latency_20k"
+	figDrainTCP   = "drain_tcp"
+	figBacklog    = "backlog_1m"
 )
 
 // Values of -side.
@@ -80,7 +92,11 @@ const (
 )
 
 var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority,
-	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster}
+	figEnqueueOne, figLatency10k, figLatency20k, figDrainTCP,
+	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster, figBacklog}
+
+// bigFigures run only when -big is given or -only names them.
+var bigFigures = map[string]bool{figBacklog: true}
 
 // config holds the settings of one bench run.
 type config struct {
@@ -106,6 +122,16 @@ type config struct {
 	lowWork       time.Duration // busy work per low task in the priority figure
 	criticalEvery time.Duration // interval between critical tasks
 	timeout       time.Duration // bound on any single wait
+
+	oneN    int    // tasks of the enqueue_one figure
+	url     string // server of the TCP figures; "": a nats-server process the bench starts
+	bigN    int    // tasks of the backlog_1m figure
+	bigRefN int    // tasks of its reference drain
+
+	// Child mode of the backlog figure (hidden flags): enqueue n tasks of
+	// childType to the server at enqueueChild, print the rate, exit.
+	enqueueChild string
+	childType    string
 }
 
 func defaultConfig() config {
@@ -124,6 +150,9 @@ func defaultConfig() config {
 		lowWork:       50 * time.Microsecond,
 		criticalEvery: 5 * time.Millisecond,
 		timeout:       2 * time.Minute,
+		oneN:          10000,
+		bigN:          1000000,
+		bigRefN:       100000,
 	}
 }
 
@@ -137,6 +166,9 @@ func (c config) quick() config {
 	c.delayLead = time.Second
 	c.backlog = 2000
 	c.timeout = time.Minute
+	c.oneN = 500
+	c.bigN = 20000
+	c.bigRefN = 2000
 	return c
 }
 
@@ -148,7 +180,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	runs := fs.Int("runs", def.runs, "repetitions of each measurement; the median is reported")
 	conc := fs.Int("concurrency", def.concurrency, "worker concurrency, and goroutines acking on the raw side")
 	window := fs.Int("window", def.window, "in-flight asynchronous publishes (both sides)")
-	prefetch := fs.Int("prefetch", 0, "pull buffer of the drain figure, both sides (default: jetflow's, the concurrency capped at 256)")
+	prefetch := fs.Int("prefetch", 0, "pull buffer of jetflow's worker in the drain figures (default: jetflow's); the raw side keeps nats.go's defaults")
 	only := fs.String("only", "", "comma-separated figures to run: "+strings.Join(allFigures, ","))
 	quick := fs.Bool("quick", false, "smoke test: small sizes, one run (other size flags are ignored)")
 	backlog := fs.Int("backlog", def.backlog, "low-priority backlog of the priority figure")
@@ -157,8 +189,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	lowWork := fs.Duration("low-work", def.lowWork, "busy CPU time of each low task of the priority figure (0: no-op)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
-	rawHeader := fs.String("raw-header", "", `give raw publishes a unique ID header: "msgid" (Nats-Msg-Id, deduplicated like jetflow's) or "id" (a plain header); splits jetflow's overhead from the cost of its task ID`)
+	rawHeader := fs.String("raw-header", "", `give the raw drain's messages a unique ID header: "msgid" (Nats-Msg-Id, deduplicated like jetflow's) or "id" (a plain header); splits jetflow's overhead from the cost of its task ID (the enqueue figure's raw side always sends a Nats-Msg-Id, enqueue_nodedup's none)`)
 	side := fs.String("side", "", "run only the raw or the jetflow side of drain and enqueue (to profile one of them)")
+	oneN := fs.Int("one-n", def.oneN, "tasks of the enqueue_one figure (sequential enqueues)")
+	url := fs.String("url", "", "NATS server of the TCP figures (drain_tcp, backlog_1m), for the bench only: it purges its subjects there (default: start nats-server "+natsServerVersion+" from PATH, GOBIN or GOPATH/bin)")
+	big := fs.Bool("big", false, "also run backlog_1m: 1,000,000 tasks enqueued by a child process in one call, then drained (several minutes)")
+	enqueueChild := fs.String("enqueue-child", "", "internal: enqueue -n tasks to this server URL and exit (the child process of backlog_1m)")
+	childType := fs.String("child-type", typeBacklog, "internal: task type of -enqueue-child")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -177,7 +214,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c.memProfile = *memProfile
 	c.rawHeader = *rawHeader
 	c.side = *side
-	sel, err := parseOnly(*only)
+	c.url = *url
+	c.enqueueChild, c.childType = *enqueueChild, *childType
+	if !*quick {
+		c.oneN = *oneN
+	}
+	sel, err := parseOnly(*only, *big)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return config{}, err
@@ -190,11 +232,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return c, nil
 }
 
-func parseOnly(s string) (map[string]bool, error) {
+func parseOnly(s string, big bool) (map[string]bool, error) {
 	sel := make(map[string]bool)
 	if strings.TrimSpace(s) == "" {
 		for _, f := range allFigures {
-			sel[f] = true
+			sel[f] = big || !bigFigures[f]
 		}
 		return sel, nil
 	}
@@ -222,8 +264,8 @@ func (c config) validate() error {
 		return fmt.Errorf("bench: -state must be on or off")
 	case c.prefetch < 0 || c.prefetch > 256:
 		return fmt.Errorf("bench: -prefetch must be 0 (default) to 256")
-	case c.n < 1, c.runs < 1, c.concurrency < 1, c.window < 1, c.backlog < 1, c.delayTasks < 1:
-		return fmt.Errorf("bench: -n, -runs, -concurrency, -window, -backlog and -delay-tasks must be ≥ 1")
+	case c.n < 1, c.runs < 1, c.concurrency < 1, c.window < 1, c.backlog < 1, c.delayTasks < 1, c.oneN < 1:
+		return fmt.Errorf("bench: -n, -runs, -concurrency, -window, -backlog, -delay-tasks and -one-n must be ≥ 1")
 	}
 	return nil
 }
