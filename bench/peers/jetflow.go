@@ -60,11 +60,11 @@ func (s *jetflowSystem) purge(ctx context.Context) error {
 	return st.Purge(ctx, jetstream.WithPurgeSubject(s.names.TaskSubject(streams.PriorityNormal, jetflowType)))
 }
 
-func (s *jetflowSystem) jobs(n int) []framework.Job {
-	jobs := make([]framework.Job, n)
+func (s *jetflowSystem) jobs(n int) []framework.TaskSpec {
+	jobs := make([]framework.TaskSpec, n)
 	var p any = json.RawMessage(payload)
 	for i := range jobs {
-		jobs[i] = framework.Job{Type: jetflowType, Payload: p}
+		jobs[i] = framework.TaskSpec{Type: jetflowType, Payload: p}
 	}
 	return jobs
 }
