@@ -32,15 +32,16 @@ func (w *Worker) fetch(tt *typeRunner, prio Priority, cons jetstream.Consumer) {
 	}()
 	wait := pullRetry.New()
 	for {
-		it, err := cons.Messages(jetstream.PullMaxMessages(tt.cfg.prefetch))
+		epoch, opts := w.pullPlan(tt, prio)
+		it, err := cons.Messages(opts...)
 		if err == nil {
-			err = w.serve(stopCtx, tt, prio, it)
+			err = w.serve(stopCtx, tt, prio, it, epoch)
 			if stopCtx.Err() != nil {
 				w.drain(it)
 				return
 			}
 			it.Stop()
-			if errors.Is(err, errPullIdle) || errors.Is(err, errRescued) {
+			if errors.Is(err, errPullIdle) || errors.Is(err, errRescued) || errors.Is(err, errResized) {
 				wait.Reset()
 				continue // a fresh iterator at once, with a fresh pull request
 			}
@@ -90,8 +91,10 @@ const pullIdleRestart = 30 * time.Second
 var errPullIdle = errors.New("framework: pull iterator idle")
 
 // serve reads it until stop, a terminal iterator error, or errPullIdle.
-func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it jetstream.MessagesContext) error {
-	errStreak := 0
+// With epoch > 0, it was opened to deliver epoch messages and no more
+// (pullPlan); serve returns errResized once it took them all.
+func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it jetstream.MessagesContext, epoch int) error {
+	errStreak, taken := 0, 0
 	poll := jetstream.NextMaxWait(nextPoll)
 	lastMsg := time.Now()
 	for {
@@ -137,6 +140,9 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it j
 			return nil
 		}
 		lastMsg = time.Now()
+		if taken++; taken == epoch {
+			return errResized // nothing left in or on its way to the buffer
+		}
 	}
 }
 
