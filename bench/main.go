@@ -1,11 +1,13 @@
-// Command bench measures jetflow against raw JetStream on one embedded
-// nats-server (file storage, in-process connections) and prints one summary
-// line per figure.
+// Command bench measures jetflow against raw JetStream written the way a
+// competent nats.go user writes it: on one embedded nats-server (file
+// storage, in-process connections), and for the TCP figures on a
+// standalone nats-server process the bench starts (or -url). It prints one
+// summary line per figure.
 //
 // Usage:
 //
-//	go run ./bench [-n 50000] [-runs 3] [-concurrency 32] [-only drain,enqueue,latency,delay,priority]
-//	               [-quick] [-cpuprofile cpu.out] [-memprofile mem.out]
+//	go run ./bench [-n 50000] [-runs 3] [-concurrency 32] [-only drain,enqueue,latency,…]
+//	               [-big] [-url nats://…] [-quick] [-cpuprofile cpu.out] [-memprofile mem.out]
 //
 // Run "go run ./bench -h" for the other flags (sizes, -state, -prefetch, and
 // the diagnostic -side and -raw-header).
@@ -14,15 +16,21 @@
 // raw then jetflow, back to back (raw, jetflow, raw, jetflow, …); each
 // figure reports the median of each statistic over the runs, and the ratio
 // is the median of the rounds' jetflow/raw ratios, so that machine noise
-// hits both sides alike. Progress goes to stderr; the summary lines go to
-// stdout and start with "RESULT", followed by the figure's name and
-// key=value pairs (extra keys follow the ones shown):
+// hits both sides alike. The raw drain runs both with Consume and with
+// Messages (nats.go defaults) and takes the faster. Progress goes to stderr;
+// the summary lines go to stdout and start with "RESULT", followed by the
+// figure's name and key=value pairs (extra keys follow the ones shown):
 //
-//	RESULT drain raw_per_s=… jetflow_per_s=… ratio=…
+//	RESULT drain raw=<consume|messages> raw_per_s=… jetflow_per_s=… ratio=…
+//	RESULT drain_tcp raw=… raw_per_s=… jetflow_per_s=… ratio=…
 //	RESULT enqueue raw_per_s=… jetflow_per_s=… ratio=…
+//	RESULT enqueue_one raw_per_s=… jetflow_per_s=… ratio=…
 //	RESULT latency rate_per_s=1000 p50_ms=… p99_ms=…
+//	RESULT latency_10k rate_per_s=10000 p50_ms=… p99_ms=…
+//	RESULT latency_20k rate_per_s=20000 p50_ms=… p99_ms=…
 //	RESULT delay tasks=5000 early=… p50_ms=… p99_ms=… max_ms=…
 //	RESULT priority backlog=50000 critical_p99_ms=…
+//	RESULT backlog_1m tasks=1000000 enqueue_per_s=… enqueue_peak_rss_mb=… drain_per_s=… drain_ratio_to_100k=…  (with -big)
 //
 // See docs/benchmarks.md for what each figure means and the method.
 package main
