@@ -30,6 +30,10 @@ func (e *env) figureDrain(ctx context.Context, out io.Writer) error {
 type runResult struct {
 	rate float64
 	cpu  time.Duration
+	// how and variants: for a side measured several ways, which one this
+	// is, and the rate of each way (the raw drain: Consume and Messages).
+	how      string
+	variants map[string]float64
 }
 
 // timer measures one timed section: wall time and process CPU time.
@@ -57,6 +61,8 @@ func (t timer) result(n int) runResult {
 // ratio is 0.
 func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, jetflow func(context.Context) (runResult, error), extra ...kv) error {
 	var rawRates, jfRates, ratios, rawCPU, jfCPU []float64
+	variants := map[string][]float64{} // rates of each way the raw side was measured
+	var variantNames []string
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	for r := 1; r <= e.cfg.runs; r++ {
 		var rr, jr runResult
@@ -67,6 +73,17 @@ func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, je
 			}
 			e.progress("%s run %d/%d raw:     %8.0f tasks/s, %5.1f µs CPU/task", figure, r, e.cfg.runs, rr.rate, us(rr.cpu))
 			rawRates, rawCPU = append(rawRates, rr.rate), append(rawCPU, us(rr.cpu))
+			for _, v := range []string{rawConsume, rawMessages} {
+				if rate, ok := rr.variants[v]; ok {
+					if _, seen := variants[v]; !seen {
+						variantNames = append(variantNames, v)
+					}
+					variants[v] = append(variants[v], rate)
+				}
+			}
+			if len(rr.variants) > 0 {
+				e.progress("%s run %d/%d raw: consume %8.0f tasks/s, messages %8.0f tasks/s", figure, r, e.cfg.runs, rr.variants[rawConsume], rr.variants[rawMessages])
+			}
 		}
 		if e.cfg.side != sideRaw {
 			if jr, err = jetflow(ctx); err != nil {
@@ -80,97 +97,27 @@ func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, je
 			ratios = append(ratios, jr.rate/rr.rate)
 		}
 	}
-	pairs := append([]kv{frate("raw_per_s", median(rawRates)), frate("jetflow_per_s", median(jfRates)),
-		fratio("ratio", median(ratios))}, extra...)
+	var pairs []kv
+	if len(variantNames) > 0 {
+		// raw=<the way with the higher median>; raw_per_s is the median
+		// of each round's faster way, the one its ratio was taken against.
+		best := variantNames[0]
+		for _, v := range variantNames[1:] {
+			if median(variants[v]) > median(variants[best]) {
+				best = v
+			}
+		}
+		pairs = append(pairs, kv{"raw", best})
+	}
+	pairs = append(pairs, frate("raw_per_s", median(rawRates)), frate("jetflow_per_s", median(jfRates)),
+		fratio("ratio", median(ratios)))
+	pairs = append(pairs, extra...)
+	for _, v := range variantNames {
+		pairs = append(pairs, frate("raw_"+v+"_per_s", median(variants[v])))
+	}
 	pairs = append(pairs, fcpu("raw_cpu_us", median(rawCPU)), fcpu("jetflow_cpu_us", median(jfCPU)))
 	printResult(out, figure, append(pairs, fint("runs", e.cfg.runs))...)
 	return nil
-}
-
-// rawNextPoll bounds each Next of the raw side, as the jetflow worker does
-// (framework's nextPoll): without it, a nats.go race can leave the iterator
-// with no pull request outstanding for 30 s on a busy machine, on either side.
-const rawNextPoll = 250 * time.Millisecond
-
-// drainRaw pre-enqueues n messages with plain asynchronous publishes and
-// times their drain by a durable pull consumer with the same configuration as
-// jetflow's (streams.ConsumerConfig), read by cfg.concurrency goroutines that
-// each take the next message and ack it. It returns the drain rate.
-func (e *env) drainRaw(ctx context.Context) (float64, error) {
-	r, err := e.drainRawRun(ctx)
-	return r.rate, err
-}
-
-// drainRawRun is drainRaw with the CPU time per task.
-func (e *env) drainRawRun(ctx context.Context) (runResult, error) {
-	n := e.cfg.n
-	subject := e.names.TaskSubject(streams.PriorityNormal, typeRawDrain)
-	spec := streams.ConsumerSpec{TaskType: typeRawDrain}
-	if _, err := streams.EnsureConsumer(ctx, e.js, e.names, spec); err != nil {
-		return runResult{}, err
-	}
-	if _, err := e.publishRaw(ctx, subject, n); err != nil {
-		return runResult{}, err
-	}
-	nc, err := e.connect()
-	if err != nil {
-		return runResult{}, err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return runResult{}, err
-	}
-	name := e.names.ConsumerName(typeRawDrain, streams.PriorityNormal)
-	var done, ackErrs atomic.Int64
-	finished := make(chan struct{})
-
-	tm := startTimer()
-	cons, err := js.Consumer(ctx, e.names.TaskStream(), name)
-	if err != nil {
-		return runResult{}, fmt.Errorf("bench: consumer %s: %w", name, err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(e.prefetch()))
-	if err != nil {
-		return runResult{}, fmt.Errorf("bench: messages: %w", err)
-	}
-	var wg sync.WaitGroup
-	poll := jetstream.NextMaxWait(rawNextPoll)
-	for range e.cfg.concurrency {
-		wg.Go(func() {
-			for {
-				msg, err := it.Next(poll)
-				if errors.Is(err, nats.ErrTimeout) {
-					continue
-				}
-				if err != nil {
-					return
-				}
-				if err := msg.Ack(); err != nil {
-					ackErrs.Add(1)
-				}
-				if done.Add(1) == int64(n) {
-					close(finished)
-				}
-			}
-		})
-	}
-	unwatch := e.watch(&done, name)
-	werr := e.waitFor(ctx, finished, "the raw drain")
-	res := tm.result(n)
-	unwatch()
-	it.Stop()
-	wg.Wait()
-	if werr != nil {
-		return runResult{}, werr
-	}
-	if k := ackErrs.Load(); k > 0 {
-		return runResult{}, fmt.Errorf("bench: %d raw acks failed", k)
-	}
-	if err := e.waitConsumerEmpty(ctx, name); err != nil {
-		return runResult{}, err
-	}
-	return res, nil
 }
 
 // drainJetflow pre-enqueues n no-op tasks with Client.EnqueueMany and times
@@ -189,9 +136,17 @@ func (e *env) drainJetflowRun(ctx context.Context) (runResult, error) {
 	if err := e.enqueueJobsClient(ctx, append([]framework.ClientOption{untracked}, e.jfClientOpts...), typeDrain, n, e.payload); err != nil {
 		return runResult{}, err
 	}
+	return e.drainJetflowTimed(ctx, typeDrain, n)
+}
+
+// drainJetflowTimed times the drain of n pre-enqueued no-op tasks of
+// taskType by a jetflow worker with its defaults (the concurrency of
+// -concurrency, and -prefetch if given), from Start to the n-th acknowledged
+// task.
+func (e *env) drainJetflowTimed(ctx context.Context, taskType string, n int) (runResult, error) {
 	var done atomic.Int64
 	finished := make(chan struct{})
-	w, stop, err := e.newWorker(untracked, framework.WithHooks(framework.Hooks{
+	w, stop, err := e.newWorker(framework.WithStateTracking(false), framework.WithHooks(framework.Hooks{
 		Finished: func(_ context.Context, _ *framework.Task, o framework.Outcome) {
 			if o.Action == framework.ActionAck && done.Add(1) == int64(n) {
 				close(finished)
@@ -201,14 +156,19 @@ func (e *env) drainJetflowRun(ctx context.Context) (runResult, error) {
 	if err != nil {
 		return runResult{}, err
 	}
-	w.HandleFunc(typeDrain, func(context.Context, *framework.Task) error { return nil }, framework.WithPrefetch(e.prefetch()))
+	var hopts []framework.HandlerOption
+	if e.cfg.prefetch > 0 {
+		hopts = append(hopts, framework.WithPrefetch(e.cfg.prefetch))
+	}
+	w.HandleFunc(taskType, func(context.Context, *framework.Task) error { return nil }, hopts...)
 
 	tm := startTimer()
 	if err := w.Start(ctx); err != nil {
 		_ = stop()
 		return runResult{}, err
 	}
-	unwatch := e.watch(&done, e.names.ConsumerName(typeDrain, streams.PriorityNormal))
+	consumer := e.names.ConsumerName(taskType, streams.PriorityNormal)
+	unwatch := e.watch(&done, consumer)
 	werr := e.waitFor(ctx, finished, "the jetflow drain")
 	res := tm.result(n)
 	unwatch()
@@ -218,73 +178,8 @@ func (e *env) drainJetflowRun(ctx context.Context) (runResult, error) {
 	if s := w.Stats(); s.AckErrors > 0 {
 		return runResult{}, fmt.Errorf("bench: %d jetflow acks failed", s.AckErrors)
 	}
-	if err := e.waitConsumerEmpty(ctx, e.names.ConsumerName(typeDrain, streams.PriorityNormal)); err != nil {
+	if err := e.waitConsumerEmpty(ctx, consumer); err != nil {
 		return runResult{}, err
-	}
-	return res, nil
-}
-
-// publishRaw publishes n copies of the payload to subject with
-// PublishMsgAsync on a fresh connection, at most cfg.window in flight, and
-// checks every acknowledgement. It returns how long that took.
-func (e *env) publishRaw(ctx context.Context, subject string, n int) (runResult, error) {
-	return e.publishRawMsgs(ctx, n, func() *nats.Msg {
-		m := &nats.Msg{Subject: subject, Data: e.payload}
-		switch e.cfg.rawHeader {
-		case "msgid":
-			m.Header = nats.Header{jetstream.MsgIDHeader: []string{nuid.Next()}}
-		case "id":
-			m.Header = nats.Header{framework.HeaderTaskID: []string{nuid.Next()}}
-		}
-		return m
-	})
-}
-
-// publishRawMsgs publishes n messages made by next, as publishRaw does.
-func (e *env) publishRawMsgs(ctx context.Context, n int, next func() *nats.Msg) (runResult, error) {
-	nc, err := e.connect()
-	if err != nil {
-		return runResult{}, err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(e.cfg.window))
-	if err != nil {
-		return runResult{}, err
-	}
-	futures := make([]jetstream.PubAckFuture, 0, n)
-	failed := 0
-	var firstErr error
-	fail := func(err error) {
-		failed++
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
-	tm := startTimer()
-	for range n {
-		m := next()
-		f, err := js.PublishMsgAsync(m)
-		for errors.Is(err, jetstream.ErrTooManyStalledMsgs) && ctx.Err() == nil {
-			f, err = js.PublishMsgAsync(m) // window full for 200 ms: wait more, as EnqueueMany does
-		}
-		if err != nil {
-			fail(err)
-			continue
-		}
-		futures = append(futures, f)
-	}
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			fail(err)
-		case <-ctx.Done():
-			return runResult{}, ctx.Err()
-		}
-	}
-	res := tm.result(n)
-	if failed > 0 {
-		return runResult{}, fmt.Errorf("bench: %d of %d raw publishes failed, first: %w", failed, n, firstErr)
 	}
 	return res, nil
 }
@@ -307,12 +202,23 @@ func (e *env) figureDrainNoDedup(ctx context.Context, out io.Writer) error {
 func (e *env) figureEnqueueNoDedup(ctx context.Context, out io.Writer) error {
 	e.jfClientOpts = []framework.ClientOption{framework.WithDedup(false)}
 	defer func() { e.jfClientOpts = nil }()
-	return e.compare(ctx, out, figEnqueueNoDedup, e.enqueueRaw, e.enqueueJetflow, fint("n", e.cfg.n), fint("window", e.cfg.window))
+	return e.compare(ctx, out, figEnqueueNoDedup, e.enqueueRawNoDedup, e.enqueueJetflow, fint("n", e.cfg.n), fint("window", e.cfg.window))
 }
 
+// enqueueRaw is the raw side of the enqueue figure: asynchronous publishes
+// with a Nats-Msg-Id each, jetflow's default semantics.
 func (e *env) enqueueRaw(ctx context.Context) (runResult, error) {
+	return e.enqueueRawWith(ctx, rawMsgID)
+}
+
+// enqueueRawNoDedup is the raw side of enqueue_nodedup: no header at all.
+func (e *env) enqueueRawNoDedup(ctx context.Context) (runResult, error) {
+	return e.enqueueRawWith(ctx, "")
+}
+
+func (e *env) enqueueRawWith(ctx context.Context, header string) (runResult, error) {
 	subject := e.names.TaskSubject(streams.PriorityNormal, typeRawEnq)
-	res, err := e.publishRaw(ctx, subject, e.cfg.n)
+	res, err := e.publishRaw(ctx, subject, e.cfg.n, header)
 	if err != nil {
 		return runResult{}, err
 	}
@@ -582,7 +488,7 @@ func (e *env) delayRaw(ctx context.Context) (fired, received []time.Duration, er
 	if err != nil {
 		return nil, nil, err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(e.prefetch()))
+	it, err := cons.Messages()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -619,7 +525,7 @@ func (e *env) delayRaw(ctx context.Context) (fired, received []time.Duration, er
 		})
 	}
 	at := "@at " + due.UTC().Format(time.RFC3339Nano)
-	_, perr := e.publishRawMsgs(ctx, n, func() *nats.Msg {
+	_, perr := e.publishRawMsgs(ctx, n, func(int) *nats.Msg {
 		return &nats.Msg{Subject: e.names.ScheduleSubject(nuid.Next()), Data: e.payload, Header: nats.Header{
 			jetstream.ScheduleHeader:       []string{at},
 			jetstream.ScheduleTargetHeader: []string{target},

@@ -1,11 +1,13 @@
-// Command bench measures jetflow against raw JetStream on one embedded
-// nats-server (file storage, in-process connections) and prints one summary
-// line per figure.
+// Command bench measures jetflow against raw JetStream written the way a
+// competent nats.go user writes it: on one embedded nats-server (file
+// storage, in-process connections), and for the TCP figures on a
+// standalone nats-server process the bench starts (or -url). It prints one
+// summary line per figure.
 //
 // Usage:
 //
-//	go run ./bench [-n 50000] [-runs 3] [-concurrency 32] [-only drain,enqueue,latency,delay,priority]
-//	               [-quick] [-cpuprofile cpu.out] [-memprofile mem.out]
+//	go run ./bench [-n 50000] [-runs 3] [-concurrency 32] [-only drain,enqueue,latency,…]
+//	               [-big] [-url nats://…] [-quick] [-cpuprofile cpu.out] [-memprofile mem.out]
 //
 // Run "go run ./bench -h" for the other flags (sizes, -state, -prefetch, and
 // the diagnostic -side and -raw-header).
@@ -14,18 +16,24 @@
 // raw then jetflow, back to back (raw, jetflow, raw, jetflow, …); each
 // figure reports the median of each statistic over the runs, and the ratio
 // is the median of the rounds' jetflow/raw ratios, so that machine noise
-// hits both sides alike. Progress goes to stderr; the summary lines go to
-// stdout and start with "RESULT", followed by the figure's name and
-// key=value pairs (extra keys follow the ones shown):
+// hits both sides alike. The raw drain runs both with Consume and with
+// Messages (nats.go defaults) and takes the faster. Progress goes to stderr;
+// the summary lines go to stdout and start with "RESULT", followed by the
+// figure's name and key=value pairs (extra keys follow the ones shown):
 //
-//	RESULT drain raw_per_s=… jetflow_per_s=… ratio=…
+//	RESULT drain raw=<consume|messages> raw_per_s=… jetflow_per_s=… ratio=…
+//	RESULT drain_tcp raw=… raw_per_s=… jetflow_per_s=… ratio=…
 //	RESULT enqueue raw_per_s=… jetflow_per_s=… ratio=…
+//	RESULT enqueue_one raw_per_s=… jetflow_per_s=… ratio=…
 //	RESULT latency rate_per_s=1000 p50_ms=… p99_ms=…
+//	RESULT latency_10k rate_per_s=10000 p50_ms=… p99_ms=…
+//	RESULT latency_20k rate_per_s=20000 p50_ms=… p99_ms=…
 //	RESULT delay tasks=5000 early=… p50_ms=… p99_ms=… max_ms=…
 //	RESULT priority backlog=50000 critical_p99_ms=…
 //	RESULT unique plain_us=… unique_us=… cost_us=… duplicate_us=…
 //	RESULT ratelimit_cost plain_per_s=… limited_per_s=… ratio=…
 //	RESULT ordering keys=1000 p1_per_s=… p4_per_s=… … unordered_per_s=…
+//	RESULT backlog_1m tasks=1000000 enqueue_per_s=… enqueue_peak_rss_mb=… drain_per_s=… drain_ratio_to_100k=…  (with -big)
 //
 // See docs/benchmarks.md for what each figure means and the method.
 package main
@@ -51,7 +59,11 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err = runWithProfile(ctx, cfg, os.Stdout, os.Stderr)
+	if cfg.enqueueChild != "" {
+		err = runEnqueueChild(ctx, cfg, os.Stdout)
+	} else {
+		err = runWithProfile(ctx, cfg, os.Stdout, os.Stderr)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -77,6 +89,14 @@ const (
 	figUnique         = "unique"
 	figRateLimitCost  = "ratelimit_cost"
 	figOrdering       = "ordering"
+	// Fair-baseline figures: sequential enqueue, latency under load, the
+	// drain against a standalone server over TCP, and (with -big) the
+	// 1,000,000-task backlog.
+	figEnqueueOne = "enqueue_one"
+	figLatency10k = "latency_10k"
+	figLatency20k = "latency_20k"
+	figDrainTCP   = "drain_tcp"
+	figBacklog    = "backlog_1m"
 )
 
 // Values of -side.
@@ -86,7 +106,12 @@ const (
 )
 
 var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority,
-	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster, figUnique, figRateLimitCost, figOrdering}
+	figEnqueueOne, figLatency10k, figLatency20k, figDrainTCP,
+	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster,
+	figUnique, figRateLimitCost, figOrdering, figBacklog}
+
+// bigFigures run only when -big is given or -only names them.
+var bigFigures = map[string]bool{figBacklog: true}
 
 // config holds the settings of one bench run.
 type config struct {
@@ -112,6 +137,16 @@ type config struct {
 	lowWork       time.Duration // busy work per low task in the priority figure
 	criticalEvery time.Duration // interval between critical tasks
 	timeout       time.Duration // bound on any single wait
+
+	oneN    int    // tasks of the enqueue_one figure
+	url     string // server of the TCP figures; "": a nats-server process the bench starts
+	bigN    int    // tasks of the backlog_1m figure
+	bigRefN int    // tasks of its reference drain
+
+	// Child mode of the backlog figure (hidden flags): enqueue n tasks of
+	// childType to the server at enqueueChild, print the rate, exit.
+	enqueueChild string
+	childType    string
 }
 
 func defaultConfig() config {
@@ -130,6 +165,9 @@ func defaultConfig() config {
 		lowWork:       50 * time.Microsecond,
 		criticalEvery: 5 * time.Millisecond,
 		timeout:       2 * time.Minute,
+		oneN:          10000,
+		bigN:          1000000,
+		bigRefN:       100000,
 	}
 }
 
@@ -143,6 +181,9 @@ func (c config) quick() config {
 	c.delayLead = time.Second
 	c.backlog = 2000
 	c.timeout = time.Minute
+	c.oneN = 500
+	c.bigN = 20000
+	c.bigRefN = 2000
 	return c
 }
 
@@ -154,7 +195,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	runs := fs.Int("runs", def.runs, "repetitions of each measurement; the median is reported")
 	conc := fs.Int("concurrency", def.concurrency, "worker concurrency, and goroutines acking on the raw side")
 	window := fs.Int("window", def.window, "in-flight asynchronous publishes (both sides)")
-	prefetch := fs.Int("prefetch", 0, "pull buffer of the drain figure, both sides (default: jetflow's, the concurrency capped at 256)")
+	prefetch := fs.Int("prefetch", 0, "pull buffer of jetflow's worker in the drain figures (default: jetflow's); the raw side keeps nats.go's defaults")
 	only := fs.String("only", "", "comma-separated figures to run: "+strings.Join(allFigures, ","))
 	quick := fs.Bool("quick", false, "smoke test: small sizes, one run (other size flags are ignored)")
 	backlog := fs.Int("backlog", def.backlog, "low-priority backlog of the priority figure")
@@ -163,8 +204,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	lowWork := fs.Duration("low-work", def.lowWork, "busy CPU time of each low task of the priority figure (0: no-op)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
-	rawHeader := fs.String("raw-header", "", `give raw publishes a unique ID header: "msgid" (Nats-Msg-Id, deduplicated like jetflow's) or "id" (a plain header); splits jetflow's overhead from the cost of its task ID`)
+	rawHeader := fs.String("raw-header", "", `give the raw drain's messages a unique ID header: "msgid" (Nats-Msg-Id, deduplicated like jetflow's) or "id" (a plain header); splits jetflow's overhead from the cost of its task ID (the enqueue figure's raw side always sends a Nats-Msg-Id, enqueue_nodedup's none)`)
 	side := fs.String("side", "", "run only the raw or the jetflow side of drain and enqueue (to profile one of them)")
+	oneN := fs.Int("one-n", def.oneN, "tasks of the enqueue_one figure (sequential enqueues)")
+	url := fs.String("url", "", "NATS server of the TCP figures (drain_tcp, backlog_1m), for the bench only: it purges its subjects there (default: start nats-server "+natsServerVersion+" from PATH, GOBIN or GOPATH/bin)")
+	big := fs.Bool("big", false, "also run backlog_1m: 1,000,000 tasks enqueued by a child process in one call, then drained (several minutes)")
+	enqueueChild := fs.String("enqueue-child", "", "internal: enqueue -n tasks to this server URL and exit (the child process of backlog_1m)")
+	childType := fs.String("child-type", typeBacklog, "internal: task type of -enqueue-child")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -183,7 +229,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c.memProfile = *memProfile
 	c.rawHeader = *rawHeader
 	c.side = *side
-	sel, err := parseOnly(*only)
+	c.url = *url
+	c.enqueueChild, c.childType = *enqueueChild, *childType
+	if !*quick {
+		c.oneN = *oneN
+	}
+	sel, err := parseOnly(*only, *big)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return config{}, err
@@ -196,11 +247,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return c, nil
 }
 
-func parseOnly(s string) (map[string]bool, error) {
+func parseOnly(s string, big bool) (map[string]bool, error) {
 	sel := make(map[string]bool)
 	if strings.TrimSpace(s) == "" {
 		for _, f := range allFigures {
-			sel[f] = true
+			sel[f] = big || !bigFigures[f]
 		}
 		return sel, nil
 	}
@@ -228,8 +279,8 @@ func (c config) validate() error {
 		return fmt.Errorf("bench: -state must be on or off")
 	case c.prefetch < 0 || c.prefetch > 256:
 		return fmt.Errorf("bench: -prefetch must be 0 (default) to 256")
-	case c.n < 1, c.runs < 1, c.concurrency < 1, c.window < 1, c.backlog < 1, c.delayTasks < 1:
-		return fmt.Errorf("bench: -n, -runs, -concurrency, -window, -backlog and -delay-tasks must be ≥ 1")
+	case c.n < 1, c.runs < 1, c.concurrency < 1, c.window < 1, c.backlog < 1, c.delayTasks < 1, c.oneN < 1:
+		return fmt.Errorf("bench: -n, -runs, -concurrency, -window, -backlog, -delay-tasks and -one-n must be ≥ 1")
 	}
 	return nil
 }

@@ -50,6 +50,10 @@ type env struct {
 	// jfClientOpts are added to the jetflow clients of the drain and enqueue
 	// figures (the *_nodedup variants set WithDedup(false)).
 	jfClientOpts []framework.ClientOption
+
+	url    string      // set: connections go over TCP to url, not in-process to srv
+	server *standalone // the nats-server process behind url, if the bench started it
+	tcp    *env        // the env of the TCP figures, created at first use
 }
 
 func newEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, err error) {
@@ -103,6 +107,12 @@ func newEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, err erro
 }
 
 func (e *env) close() {
+	if e.tcp != nil {
+		e.tcp.close()
+	}
+	if e.server != nil {
+		defer e.server.stop()
+	}
 	if e.admin != nil {
 		e.admin.Close()
 	}
@@ -114,8 +124,16 @@ func (e *env) close() {
 	}
 }
 
-// connect opens a new in-process connection; the caller closes it.
+// connect opens a new connection, in-process or over TCP to -url; the caller
+// closes it.
 func (e *env) connect() (*nats.Conn, error) {
+	if e.url != "" {
+		nc, err := nats.Connect(e.url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		if err != nil {
+			return nil, fmt.Errorf("bench: connect %s: %w", e.url, err)
+		}
+		return nc, nil
+	}
 	nc, err := testutil.ConnectServer(e.srv)
 	if err != nil {
 		return nil, fmt.Errorf("bench: connect: %w", err)
@@ -161,6 +179,14 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{figLatency, e.figureLatency},
 		{figDelay, e.figureDelay},
 		{figPriority, e.figurePriority},
+		{figEnqueueOne, e.figureEnqueueOne},
+		{figLatency10k, func(ctx context.Context, out io.Writer) error {
+			return e.figureLatencyAt(ctx, out, figLatency10k, 10000)
+		}},
+		{figLatency20k, func(ctx context.Context, out io.Writer) error {
+			return e.figureLatencyAt(ctx, out, figLatency20k, 20000)
+		}},
+		{figDrainTCP, e.figureDrainTCP},
 		{figDrainNoDedup, e.figureDrainNoDedup},
 		{figEnqueueNoDedup, e.figureEnqueueNoDedup},
 		{figDrainState, e.runDrainState},
@@ -171,6 +197,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{figUnique, e.runUnique},
 		{figRateLimitCost, e.runRateLimitCost},
 		{figOrdering, e.runOrdering},
+		{figBacklog, e.figureBacklog},
 	}
 	for _, f := range figures {
 		if !cfg.only[f.name] {

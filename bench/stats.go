@@ -69,8 +69,12 @@ func printResult(w io.Writer, figure string, pairs ...kv) {
 	_, _ = io.WriteString(w, b.String())
 }
 
+// textKeys are the RESULT keys whose values are words, not numbers.
+var textKeys = map[string]bool{"raw": true}
+
 // parseResult splits a RESULT line into its figure and key=value pairs, with
-// every value parsed as a number. It is the inverse of [printResult].
+// every value parsed as a number, except those of textKeys, which it checks
+// are single words and leaves out. It is the inverse of [printResult].
 func parseResult(line string) (string, map[string]float64, error) {
 	fields := strings.Fields(line)
 	if len(fields) < 3 || fields[0] != "RESULT" {
@@ -81,6 +85,12 @@ func parseResult(line string) (string, map[string]float64, error) {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok || k == "" {
 			return "", nil, fmt.Errorf("%q in %q is not key=value", f, line)
+		}
+		if textKeys[k] {
+			if v == "" {
+				return "", nil, fmt.Errorf("empty %s in %q", k, line)
+			}
+			continue
 		}
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,6 +28,9 @@ type Client struct {
 	names streams.Names
 	// stateWriter writes "pending" records; nil without state tracking.
 	stateWriter *staterec.Writer
+	// taskStream is the task stream's name, shared by the TaskInfos of
+	// EnqueueMany.
+	taskStream string
 
 	unique uniqueStore // handle on the unique bucket (unique.go)
 }
@@ -45,7 +49,7 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("framework: jetstream: %w", err)
 	}
-	c := &Client{nc: nc, js: js, opts: o, names: o.names}
+	c := &Client{nc: nc, js: js, opts: o, names: o.names, taskStream: o.names.TaskStream()}
 	c.installClientState()
 	return c, nil
 }
@@ -127,20 +131,40 @@ type TaskSpec struct {
 // acknowledgement. It returns one TaskInfo per job, in order. Jobs that failed
 // have a zero TaskInfo and are listed in the returned *[BatchError]; the
 // others were stored.
+//
+// Acknowledgements are settled while later jobs are still being published,
+// so the messages EnqueueMany holds are bounded by the window, not by the
+// number of jobs; the returned TaskInfos are the only memory that grows
+// with the batch.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, error) {
 	infos := make([]TaskInfo, len(jobs))
-	futures := make([]jetstream.PubAckFuture, len(jobs))
-	traced := make([]func(TaskInfo, error), len(jobs)) // enqueue_trace.go
-	var batchErr *BatchError
+	var (
+		mu       sync.Mutex // guards batchErr: both goroutines fail items
+		batchErr *BatchError
+	)
 	fail := func(i int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
 		if batchErr == nil {
 			batchErr = &BatchError{Errors: make(map[int]error)}
 		}
 		batchErr.Errors[i] = err
-		if traced[i] != nil {
-			traced[i](infos[i], err)
-		}
 	}
+	// One goroutine settles the acknowledgements in publish order as they
+	// arrive; a settled message and its future are garbage at once. The
+	// channel is as deep as the window, so the publisher waits when the
+	// settler falls behind.
+	pending := make(chan pendingPublish, c.opts.maxPending)
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		for p := range pending {
+			c.settle(ctx, p, &infos[p.index], fail)
+		}
+	}()
+	// Interned strings: the work subject of each type and priority, shared
+	// by the TaskInfos instead of one copy per job.
+	subjects := make(map[string]string)
 	for i, j := range jobs {
 		if err := ctx.Err(); err != nil {
 			fail(i, err)
@@ -155,8 +179,14 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, 
 			fail(i, fmt.Errorf("%w: Unique is not available with EnqueueMany; use Enqueue", ErrInvalidOption))
 			continue
 		}
-		infos[i] = info
-		traced[i] = c.traceEnqueue(ctx, msg, info)
+		if info.ScheduledFor.IsZero() && len(subjects) < maxInternedSubjects {
+			if s, ok := subjects[info.Subject]; ok {
+				info.Subject = s
+			} else {
+				subjects[info.Subject] = info.Subject
+			}
+		}
+		traced := c.traceEnqueue(ctx, msg, info) // enqueue_trace.go
 		f, err := c.js.PublishMsgAsync(msg)
 		for errors.Is(err, jetstream.ErrTooManyStalledMsgs) && ctx.Err() == nil {
 			// The window stayed full for the stall wait (200 ms): nothing
@@ -164,47 +194,67 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, 
 			f, err = c.js.PublishMsgAsync(msg)
 		}
 		if err != nil {
-			fail(i, c.publishErr(info, err))
-			infos[i] = TaskInfo{}
+			err = c.publishErr(info, err)
+			fail(i, err)
+			traced(info, err)
 			continue
 		}
-		futures[i] = f
+		infos[i] = info // before the send: the settler reads it after
+		pending <- pendingPublish{index: i, future: f, traced: traced}
 	}
-	for i, f := range futures {
-		if f == nil {
-			continue
-		}
-		select {
-		case ack := <-f.Ok():
-			infos[i].Stream, infos[i].Sequence, infos[i].Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
-			infos[i].ID = seqID(infos[i].ID, ack.Sequence)
-			c.enqueued(ctx, infos[i])
-			traced[i](infos[i], nil)
-		case err := <-f.Err():
-			// Retry what the stream could not take (for example during a
-			// leader election) with the same message and task ID.
-			var ack *jetstream.PubAck
-			if natserr.Transient(err) {
-				ack, err = c.publish(ctx, f.Msg())
-			}
-			if err != nil {
-				fail(i, c.publishErr(infos[i], err))
-				infos[i] = TaskInfo{}
-				continue
-			}
-			infos[i].Stream, infos[i].Sequence, infos[i].Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
-			infos[i].ID = seqID(infos[i].ID, ack.Sequence)
-			c.enqueued(ctx, infos[i])
-			traced[i](infos[i], nil)
-		case <-ctx.Done():
-			fail(i, fmt.Errorf("framework: enqueue %s %s: acknowledgement not received (retry with the same ID): %w", infos[i].Type, infos[i].ID, ctx.Err()))
-			infos[i] = TaskInfo{}
-		}
-	}
+	close(pending)
+	<-settled
 	if batchErr != nil {
 		return infos, batchErr
 	}
 	return infos, nil
+}
+
+// maxInternedSubjects bounds the subjects EnqueueMany shares between
+// TaskInfos (distinct types × priorities of one batch).
+const maxInternedSubjects = 256
+
+// pendingPublish is an asynchronous publish of EnqueueMany awaiting its
+// acknowledgement: the job's index and its future.
+type pendingPublish struct {
+	index  int
+	future jetstream.PubAckFuture
+	traced func(TaskInfo, error) // reports the result to the enqueue tracers
+}
+
+// settle waits for the acknowledgement of p and completes *info (filled by
+// build), or zeroes it and fails the job. A publish the stream could not take
+// (for example during a leader election) is retried with the same message and
+// task ID.
+func (c *Client) settle(ctx context.Context, p pendingPublish, info *TaskInfo, fail func(int, error)) {
+	var ack *jetstream.PubAck
+	select {
+	case ack = <-p.future.Ok():
+	case err := <-p.future.Err():
+		if natserr.Transient(err) {
+			ack, err = c.publish(ctx, p.future.Msg())
+		}
+		if err != nil {
+			err = c.publishErr(*info, err)
+			fail(p.index, err)
+			p.traced(*info, err)
+			*info = TaskInfo{}
+			return
+		}
+	case <-ctx.Done():
+		err := fmt.Errorf("framework: enqueue %s %s: acknowledgement not received (retry with the same ID): %w", info.Type, info.ID, ctx.Err())
+		fail(p.index, err)
+		p.traced(*info, err)
+		*info = TaskInfo{}
+		return
+	}
+	info.Stream, info.Sequence, info.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
+	if info.Stream == c.taskStream {
+		info.Stream = c.taskStream // one shared copy, not one per acknowledgement
+	}
+	info.ID = seqID(info.ID, ack.Sequence)
+	c.enqueued(ctx, *info)
+	p.traced(*info, nil)
 }
 
 // Cancel removes the pending schedule of a delayed task so it never runs; it

@@ -6,3 +6,17 @@ package framework
 func (w *Worker) WaitingForTest(p Priority) int {
 	return w.sched.NumWaiting(p.Rank())
 }
+
+// PullResizesForTest returns how many times the fetchers of taskType resized
+// their pulls (pullsize.go).
+func (w *Worker) PullResizesForTest(taskType string) uint64 {
+	for _, tt := range w.order {
+		if tt.name == taskType {
+			return tt.pace.resizes.Load()
+		}
+	}
+	return 0
+}
+
+// PullBatchForTest exposes the pull sizing policy.
+var PullBatchForTest = pullBatch

@@ -21,6 +21,7 @@ type handlerConfig struct {
 	ackWait     time.Duration
 	heartbeat   time.Duration
 	prefetch    int
+	prefetchSet bool // WithPrefetch: a fixed pull size (pullsize.go)
 	priorities  []Priority
 	middleware  []Middleware
 	// dependencies are the circuit-broken dependencies the handler calls
@@ -131,15 +132,18 @@ func WithHeartbeat(d time.Duration) HandlerOption {
 	}
 }
 
-// WithPrefetch sets how many tasks per priority a worker buffers ahead of
-// free slots. Buffered tasks' ack wait is already running, so keep it small.
-// Default: the type's concurrency, at most 256.
+// WithPrefetch fixes how many tasks per priority a worker pulls at once
+// (its buffer ahead of free slots). Buffered tasks' ack wait is already
+// running, so keep it small. Default: sized to the load — the type's
+// concurrency (at most 256) to start with and whenever higher priorities are
+// waiting, up to 500 while handlers are short (about 20 ms of buffered work
+// per slot, at most half of [WithMaxInFlight]).
 func WithPrefetch(n int) HandlerOption {
 	return func(c *handlerConfig) error {
 		if n < 1 || n > MaxPrefetch {
 			return fmt.Errorf("%w: prefetch %d, want 1..%d", ErrInvalidOption, n, MaxPrefetch)
 		}
-		c.prefetch = n
+		c.prefetch, c.prefetchSet = n, true
 		return nil
 	}
 }

@@ -48,14 +48,15 @@ const (
 var errPullClosed = jetstream.ErrMsgIteratorClosed
 
 // pullIter fetches from one durable pull consumer with its own pull
-// requests. It keeps at most batch messages requested or buffered, and asks
-// for more once half of them were taken. Next is called from one goroutine;
+// requests. It keeps at most size() messages requested or buffered, and asks
+// for more once half of them were taken; size is read at each request, so a
+// new size takes effect with the next request and nothing in flight is lost. Next is called from one goroutine;
 // the subscription's handler runs on another.
 type pullIter struct {
 	nc    *nats.Conn
 	api   string // $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
 	inbox string // request n is answered on inbox.n
-	batch int
+	size  func() int
 	// lost is called, without locks held, for each pull request given up
 	// for missed heartbeats or retired by a leadership change.
 	lost func()
@@ -82,12 +83,12 @@ type pullReq struct {
 
 // newPullIter subscribes to a fresh inbox for stream's consumer. lost is
 // called when a request is given up.
-func newPullIter(nc *nats.Conn, stream, consumer string, batch int, lost func()) (*pullIter, error) {
+func newPullIter(nc *nats.Conn, stream, consumer string, size func() int, lost func()) (*pullIter, error) {
 	p := &pullIter{
 		nc:     nc,
 		api:    "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer,
 		inbox:  nc.NewRespInbox(),
-		batch:  max(batch, 1),
+		size:   size,
 		lost:   lost,
 		notify: make(chan struct{}, 1),
 	}
@@ -96,7 +97,7 @@ func newPullIter(nc *nats.Conn, stream, consumer string, batch int, lost func())
 		return nil, fmt.Errorf("framework: pull %s: %w", consumer, err)
 	}
 	// Never drop a message for a slow handler: the buffer is bounded by the
-	// requests (batch), and heartbeats are tiny.
+	// requests (size), and heartbeats are tiny.
 	_ = sub.SetPendingLimits(-1, -1)
 	p.sub = sub
 	return p, nil
@@ -172,10 +173,14 @@ func (p *pullIter) maintainLocked(now time.Time) (lost bool, err error) {
 			return false, nil
 		}
 	}
-	if p.draining || p.stopped || len(p.queue) > p.batch/2 {
+	if p.draining || p.stopped {
 		return lost, nil
 	}
-	want := p.batch - len(p.queue)
+	batch := max(p.size(), 1)
+	if len(p.queue) > batch/2 {
+		return lost, nil
+	}
+	want := batch - len(p.queue)
 	body, err := json.Marshal(struct {
 		Batch     int           `json:"batch"`
 		Expires   time.Duration `json:"expires"`
@@ -374,7 +379,8 @@ func (m *pulledMsg) ack(ctx context.Context, body []byte, sync, final bool) erro
 // requests in the worker's stats and reporting them to the PullLost hooks.
 func (w *Worker) newPull(cons jetstream.Consumer, tt *typeRunner, prio Priority) (*pullIter, error) {
 	info := cons.CachedInfo()
-	return newPullIter(w.nc, info.Stream, info.Name, tt.cfg.prefetch, func() {
+	size := func() int { return w.pullSize(tt, prio) } // pullsize.go
+	return newPullIter(w.nc, info.Stream, info.Name, size, func() {
 		w.stats.pullsLost.Add(1)
 		w.log.Warn("jetflow pull request lost; replaced", slog.String(LogKeyTaskType, tt.name),
 			slog.String(LogKeyPriority, prio.String()))

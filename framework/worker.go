@@ -84,6 +84,7 @@ type typeRunner struct {
 	handler Handler
 	cfg     handlerConfig
 	slots   *dispatch.Class // the type's concurrency on this worker
+	pace    taskPace        // handler times, for the pull size (pullsize.go)
 }
 
 // pending is one fetched message, from the moment it leaves the pull buffer

@@ -1,0 +1,386 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Header modes of raw publishes (publishRaw).
+const (
+	rawMsgID    = "msgid" // a unique Nats-Msg-Id, deduplicated like jetflow's task IDs
+	rawPlainID  = "id"    // a unique ID in a plain header
+	rawNoHeader = ""      // no header block
+)
+
+// Ways the raw side consumes, as printed in raw=… of the drain figures.
+const (
+	rawConsume  = "consume"  // Consumer.Consume, nats.go defaults, ack in the callback
+	rawMessages = "messages" // Consumer.Messages, default batch, -concurrency goroutines calling Next
+)
+
+// rawNextPoll bounds each Next of the raw Messages side, as the jetflow
+// worker does: without it, a nats.go race can leave the iterator with no pull
+// request outstanding for 30 s on a busy machine.
+const rawNextPoll = 250 * time.Millisecond
+
+// drainRaw returns the raw drain rate (the faster of Consume and Messages).
+func (e *env) drainRaw(ctx context.Context) (float64, error) {
+	r, err := e.drainRawRun(ctx)
+	return r.rate, err
+}
+
+// drainRawRun measures the raw drain both ways a nats.go user would write
+// it, each on its own n pre-enqueued messages, and returns the faster, with
+// both rates in variants.
+func (e *env) drainRawRun(ctx context.Context) (runResult, error) {
+	c, err := e.drainRawWith(ctx, rawConsume)
+	if err != nil {
+		return runResult{}, fmt.Errorf("%s: %w", rawConsume, err)
+	}
+	m, err := e.drainRawWith(ctx, rawMessages)
+	if err != nil {
+		return runResult{}, fmt.Errorf("%s: %w", rawMessages, err)
+	}
+	best := c
+	if m.rate > c.rate {
+		best = m
+	}
+	best.variants = map[string]float64{rawConsume: c.rate, rawMessages: m.rate}
+	return best, nil
+}
+
+// drainRawWith pre-enqueues n messages with asynchronous publishes and
+// times their drain through a durable pull consumer with jetflow's
+// configuration (streams.ConsumerConfig: explicit ack, MaxAckPending 1000),
+// read the given way with nats.go's defaults.
+func (e *env) drainRawWith(ctx context.Context, how string) (runResult, error) {
+	n := e.cfg.n
+	subject := e.names.TaskSubject(streams.PriorityNormal, typeRawDrain)
+	spec := streams.ConsumerSpec{TaskType: typeRawDrain}
+	if _, err := streams.EnsureConsumer(ctx, e.js, e.names, spec); err != nil {
+		return runResult{}, err
+	}
+	if _, err := e.publishRaw(ctx, subject, n, e.cfg.rawHeader); err != nil {
+		return runResult{}, err
+	}
+	nc, err := e.connect()
+	if err != nil {
+		return runResult{}, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return runResult{}, err
+	}
+	name := e.names.ConsumerName(typeRawDrain, streams.PriorityNormal)
+	var done, ackErrs atomic.Int64
+	finished := make(chan struct{})
+	handle := func(msg jetstream.Msg) {
+		if err := msg.Ack(); err != nil {
+			ackErrs.Add(1)
+		}
+		if done.Add(1) == int64(n) {
+			close(finished)
+		}
+	}
+
+	tm := startTimer()
+	cons, err := js.Consumer(ctx, e.names.TaskStream(), name)
+	if err != nil {
+		return runResult{}, fmt.Errorf("bench: consumer %s: %w", name, err)
+	}
+	var stopReading func()
+	switch how {
+	case rawConsume:
+		cc, err := cons.Consume(handle)
+		if err != nil {
+			return runResult{}, fmt.Errorf("bench: consume: %w", err)
+		}
+		stopReading = cc.Stop
+	case rawMessages:
+		it, err := cons.Messages()
+		if err != nil {
+			return runResult{}, fmt.Errorf("bench: messages: %w", err)
+		}
+		var wg sync.WaitGroup
+		poll := jetstream.NextMaxWait(rawNextPoll)
+		for range e.cfg.concurrency {
+			wg.Go(func() {
+				for {
+					msg, err := it.Next(poll)
+					if errors.Is(err, nats.ErrTimeout) {
+						continue
+					}
+					if err != nil {
+						return
+					}
+					handle(msg)
+				}
+			})
+		}
+		stopReading = func() { it.Stop(); wg.Wait() }
+	default:
+		return runResult{}, fmt.Errorf("bench: unknown raw consumer %q", how)
+	}
+	unwatch := e.watch(&done, name)
+	werr := e.waitFor(ctx, finished, "the raw drain")
+	res := tm.result(n)
+	res.how = how
+	unwatch()
+	stopReading()
+	if werr != nil {
+		return runResult{}, werr
+	}
+	if k := ackErrs.Load(); k > 0 {
+		return runResult{}, fmt.Errorf("bench: %d raw acks failed", k)
+	}
+	if err := e.waitConsumerEmpty(ctx, name); err != nil {
+		return runResult{}, err
+	}
+	return res, nil
+}
+
+// publishRaw publishes n copies of the payload to subject with
+// PublishMsgAsync on a fresh connection, with the given header mode (rawMsgID,
+// rawPlainID or rawNoHeader).
+func (e *env) publishRaw(ctx context.Context, subject string, n int, header string) (runResult, error) {
+	return e.publishRawMsgs(ctx, n, func(int) *nats.Msg {
+		m := &nats.Msg{Subject: subject, Data: e.payload}
+		switch header {
+		case rawMsgID:
+			m.Header = nats.Header{jetstream.MsgIDHeader: []string{nuid.Next()}}
+		case rawPlainID:
+			m.Header = nats.Header{framework.HeaderTaskID: []string{nuid.Next()}}
+		}
+		return m
+	})
+}
+
+// publishRawMsgs publishes the n messages made by next with PublishMsgAsync
+// on a fresh connection, at most cfg.window in flight, and checks every
+// acknowledgement as it arrives (memory for the window only, as a careful
+// user writes it). It returns how long that took.
+func (e *env) publishRawMsgs(ctx context.Context, n int, next func(i int) *nats.Msg) (runResult, error) {
+	nc, err := e.connect()
+	if err != nil {
+		return runResult{}, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(e.cfg.window))
+	if err != nil {
+		return runResult{}, err
+	}
+	var failed atomic.Int64
+	var firstErr error
+	var once sync.Once
+	fail := func(err error) {
+		failed.Add(1)
+		once.Do(func() { firstErr = err })
+	}
+	futures := make(chan jetstream.PubAckFuture, e.cfg.window)
+	settled := make(chan struct{})
+	tm := startTimer()
+	go func() {
+		defer close(settled)
+		for f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				fail(err)
+			case <-ctx.Done():
+				fail(ctx.Err())
+			}
+		}
+	}()
+	for i := range n {
+		m := next(i)
+		f, err := js.PublishMsgAsync(m)
+		for errors.Is(err, jetstream.ErrTooManyStalledMsgs) && ctx.Err() == nil {
+			f, err = js.PublishMsgAsync(m) // window full for 200 ms: wait more, as EnqueueMany does
+		}
+		if err != nil {
+			fail(err)
+			continue
+		}
+		futures <- f
+	}
+	close(futures)
+	<-settled
+	res := tm.result(n)
+	if k := failed.Load(); k > 0 {
+		return runResult{}, fmt.Errorf("bench: %d of %d raw publishes failed, first: %w", k, n, firstErr)
+	}
+	return res, nil
+}
+
+// ---- enqueue_one ----
+
+// figureEnqueueOne compares sequential enqueues, each waiting for its
+// acknowledgement before the next: raw PublishMsg with a Nats-Msg-Id against
+// Client.Enqueue.
+func (e *env) figureEnqueueOne(ctx context.Context, out io.Writer) error {
+	return e.compare(ctx, out, figEnqueueOne, e.enqueueOneRaw, e.enqueueOneJetflow, fint("n", e.cfg.oneN))
+}
+
+func (e *env) enqueueOneRaw(ctx context.Context) (runResult, error) {
+	n := e.cfg.oneN
+	subject := e.names.TaskSubject(streams.PriorityNormal, typeRawEnq)
+	nc, err := e.connect()
+	if err != nil {
+		return runResult{}, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return runResult{}, err
+	}
+	tm := startTimer()
+	for range n {
+		m := &nats.Msg{Subject: subject, Data: e.payload, Header: nats.Header{jetstream.MsgIDHeader: []string{nuid.Next()}}}
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			return runResult{}, fmt.Errorf("bench: raw publish: %w", err)
+		}
+	}
+	res := tm.result(n)
+	return res, e.checkStored(ctx, subject, n)
+}
+
+func (e *env) enqueueOneJetflow(ctx context.Context) (runResult, error) {
+	n := e.cfg.oneN
+	nc, err := e.connect()
+	if err != nil {
+		return runResult{}, err
+	}
+	defer nc.Close()
+	cl, err := framework.NewClient(nc, e.jfClientOpts...)
+	if err != nil {
+		return runResult{}, err
+	}
+	var payload any = e.payload
+	tm := startTimer()
+	for range n {
+		if _, err := cl.Enqueue(ctx, typeEnqueue, payload); err != nil {
+			return runResult{}, err
+		}
+	}
+	res := tm.result(n)
+	return res, e.checkStored(ctx, e.names.TaskSubject(streams.PriorityNormal, typeEnqueue), n)
+}
+
+// ---- latency at higher rates ----
+
+// figureLatencyAt is the latency figure at rate tasks per second, paced in
+// bursts (see burstPaced) because a ticker cannot tick every 50 µs.
+func (e *env) figureLatencyAt(ctx context.Context, out io.Writer, figure string, rate int) error {
+	var p50s, p99s, achieved []float64
+	measured := 0
+	for r := 1; r <= e.cfg.runs; r++ {
+		res, err := e.latencyRateRun(ctx, rate)
+		if err != nil {
+			return fmt.Errorf("run %d: %w", r, err)
+		}
+		e.progress("%s run %d/%d: %d tasks at %.0f/s (asked %d/s), p50 %.2f ms, p99 %.2f ms",
+			figure, r, e.cfg.runs, res.measured, res.achieved, rate, ms(res.p50), ms(res.p99))
+		p50s, p99s, achieved = append(p50s, ms(res.p50)), append(p99s, ms(res.p99)), append(achieved, res.achieved)
+		measured = res.measured
+	}
+	printResult(out, figure, fint("rate_per_s", rate), fms("p50_ms", median(p50s)), fms("p99_ms", median(p99s)),
+		frate("achieved_per_s", median(achieved)), fint("samples", measured), fint("runs", e.cfg.runs))
+	return nil
+}
+
+type latencyResult struct {
+	p50, p99 time.Duration
+	measured int
+	achieved float64 // enqueues per second actually sent
+}
+
+// latencyRateRun enqueues tasks at rate per second for the warm-up and the
+// measured duration, each Enqueue in its own goroutine, with a worker
+// running, and measures enqueue→handler start of the tasks sent after the
+// warm-up.
+func (e *env) latencyRateRun(ctx context.Context, rate int) (latencyResult, error) {
+	total := int(int64(rate) * int64(e.cfg.latencyWarmup+e.cfg.latencyDur) / int64(time.Second))
+	t0 := time.Now()
+	rec := newRecorder(total)
+	w, stop, err := e.newWorker(e.tracking())
+	if err != nil {
+		return latencyResult{}, err
+	}
+	w.HandleFunc(typeLatency, stampHandler(t0, rec))
+	if err := w.Start(ctx); err != nil {
+		_ = stop()
+		return latencyResult{}, err
+	}
+	nc, err := e.connect()
+	if err != nil {
+		_ = stop()
+		return latencyResult{}, err
+	}
+	defer nc.Close()
+	cl, err := framework.NewClient(nc, e.tracking())
+	if err != nil {
+		_ = stop()
+		return latencyResult{}, err
+	}
+	firstSend := time.Since(t0)
+	start := time.Now()
+	failed := burstPaced(ctx, rate, total, func() error {
+		return stampedEnqueue(ctx, cl, t0, typeLatency)
+	})
+	sending := time.Since(start)
+	rec.expect(total - failed)
+	werr := e.waitFor(ctx, rec.done, "latency tasks")
+	if err := errors.Join(werr, stop()); err != nil {
+		return latencyResult{}, err
+	}
+	if failed > 0 {
+		return latencyResult{}, fmt.Errorf("bench: %d enqueues failed", failed)
+	}
+	lats := rec.latencies(firstSend + e.cfg.latencyWarmup)
+	return latencyResult{p50: percentile(lats, 50), p99: percentile(lats, 99), measured: len(lats),
+		achieved: float64(total) / sending.Seconds()}, nil
+}
+
+// burstPaced calls send total times at rate per second, each in its own
+// goroutine: every millisecond it starts the sends that are due by then, so
+// the rate holds even when the machine delays a tick. It returns the number
+// of failed sends once all have returned.
+func burstPaced(ctx context.Context, rate, total int, send func() error) int {
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	sent := 0
+	for sent < total {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			wg.Wait()
+			return int(failed.Load()) + total - sent
+		}
+		due := min(int(time.Since(start).Seconds()*float64(rate))+1, total)
+		for ; sent < due; sent++ {
+			wg.Go(func() {
+				if err := send(); err != nil {
+					failed.Add(1)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return int(failed.Load())
+}

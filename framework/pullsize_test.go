@@ -1,0 +1,102 @@
+package framework_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetflow-io/jetflow/framework"
+)
+
+func TestPullBatch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		base, conc  int
+		maxInFlight int
+		avg         time.Duration
+		competing   bool
+		want        int
+	}{
+		{"not measured yet", 32, 32, 1000, 0, false, 32},
+		{"no-op tasks: nats.go's default batch", 32, 32, 1000, 3 * time.Microsecond, false, 500},
+		{"1 ms tasks: capped", 32, 32, 1000, time.Millisecond, false, 500},
+		{"10 ms tasks: 20 ms of work per slot", 32, 32, 1000, 10 * time.Millisecond, false, 96},
+		{"slow tasks: the slots only", 32, 32, 1000, time.Second, false, 32},
+		{"higher priorities waiting", 32, 32, 1000, 3 * time.Microsecond, true, 32},
+		{"small in-flight cap: half of it", 8, 8, 100, 3 * time.Microsecond, false, 50},
+		{"never below the base", 64, 8, 100, 3 * time.Microsecond, false, 64},
+	}
+	for _, tc := range tests {
+		if got := framework.PullBatchForTest(tc.base, tc.conc, tc.maxInFlight, tc.avg, tc.competing); got != tc.want {
+			t.Errorf("%s: pullBatch = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestPullResizeKeepsBufferedTasks drains a backlog of 1 ms tasks with the
+// default pull size (the 4 slots), which grows once the handler time is
+// known. Handlers slower than delivery keep the pull buffer full, and
+// resizing replaces the pull iterator: the tasks it had buffered must run
+// once, on their first delivery, not come back after the ack wait. With a
+// fixed WithPrefetch the fetcher never resizes.
+func TestPullResizeKeepsBufferedTasks(t *testing.T) {
+	t.Parallel()
+	for _, fixed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "auto", true: "fixed"}[fixed], func(t *testing.T) {
+			t.Parallel()
+			const typ, n = "pull.resize", 400
+			e := newEnv(t)
+			w := e.worker(t, framework.WithConcurrency(4))
+			var mu sync.Mutex
+			runs := make(map[string]int, n)
+			redelivered := 0
+			opts := []framework.HandlerOption{framework.WithAckWait(2 * time.Second)}
+			if fixed {
+				opts = append(opts, framework.WithPrefetch(4))
+			}
+			w.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
+				for start := time.Now(); time.Since(start) < time.Millisecond; {
+					// Busy: slower than delivery, so the pull buffer fills.
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				runs[task.ID]++
+				if task.Attempt > 1 {
+					redelivered++
+				}
+				return nil
+			}, opts...)
+			jobs := make([]framework.TaskSpec, n)
+			for i := range jobs {
+				jobs[i] = framework.TaskSpec{Type: typ, Payload: i}
+			}
+			if _, err := e.cl.EnqueueMany(t.Context(), jobs); err != nil {
+				t.Fatal(err)
+			}
+			startWorker(t, w)
+			e.waitSettled(t, typ, framework.PriorityNormal)
+			// Settled means every delivery was acknowledged. A buffered
+			// task lost by a resize would have stayed unacknowledged
+			// until the ack wait, then run a second time.
+			mu.Lock()
+			defer mu.Unlock()
+			if len(runs) != n || redelivered > 0 {
+				t.Fatalf("%d of %d tasks ran, %d redelivered", len(runs), n, redelivered)
+			}
+			for id, c := range runs {
+				if c != 1 {
+					t.Fatalf("task %s ran %d times", id, c)
+				}
+			}
+			resizes := w.PullResizesForTest(typ)
+			if fixed && resizes != 0 {
+				t.Fatalf("%d resizes with a fixed prefetch", resizes)
+			}
+			if !fixed && resizes == 0 {
+				t.Fatalf("the pull never grew for 1 ms tasks")
+			}
+		})
+	}
+}
