@@ -1,0 +1,290 @@
+package framework
+
+// Queries added for dashboards and metrics (package ui, contrib/prometheus):
+// the activity of each queue's consumer, the list of delayed tasks, pausing
+// and resuming a queue by hand, and the breaker states every worker reports.
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// QueueActivity is what the consumer of one (task type, priority) queue
+// reports beyond the counts of [QueueStat]: how far it got and how old its
+// oldest waiting task is.
+type QueueActivity struct {
+	Type     string
+	Priority Priority
+	// Consumer is the queue's durable consumer.
+	Consumer string
+	// Delivered counts the deliveries the consumer made since it was
+	// created, redeliveries included. Its rate is the queue's throughput.
+	Delivered uint64
+	// Acked is the consumer's ack floor: deliveries acknowledged in order.
+	Acked uint64
+	// Waiting counts tasks not yet delivered (as [QueueStat.Pending]).
+	Waiting uint64
+	// InFlight counts delivered tasks not yet acknowledged.
+	InFlight int
+	// Pulling counts pull requests waiting on the server: idle workers
+	// asking for tasks. 0 with Waiting > 0 means nobody is pulling.
+	Pulling int
+	// OldestWaiting is when the oldest task not yet delivered was stored;
+	// zero when none waits.
+	OldestWaiting time.Time
+	// LastDelivery is when the consumer last delivered a task; zero when it
+	// never did.
+	LastDelivery time.Time
+	// Paused is true while the consumer is paused, by hand
+	// ([Inspector.PauseQueue]) or by an open circuit breaker, until
+	// PausedUntil.
+	Paused      bool
+	PausedUntil time.Time
+}
+
+// QueueActivity returns the activity of every queue consumer on the task
+// stream, sorted by type then priority (highest first): one paged consumer
+// list, plus one direct get per queue with waiting tasks to date its oldest.
+func (i *Inspector) QueueActivity(ctx context.Context) ([]QueueActivity, error) {
+	stream, err := i.js.Stream(ctx, i.names.TaskStream())
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("framework: queue activity: %w: %w", ErrTopologyMissing, err)
+		}
+		return nil, fmt.Errorf("framework: queue activity: %w", err)
+	}
+	var out []QueueActivity
+	lister := stream.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		p, typ, err := i.names.ParseTaskSubject(ci.Config.FilterSubject)
+		if err != nil {
+			continue // not a queue consumer
+		}
+		a := QueueActivity{
+			Type: typ, Priority: p, Consumer: ci.Name,
+			Delivered: ci.Delivered.Consumer, Acked: ci.AckFloor.Consumer,
+			Waiting: ci.NumPending, InFlight: ci.NumAckPending, Pulling: ci.NumWaiting,
+			Paused: ci.Paused,
+		}
+		if ci.Delivered.Last != nil {
+			a.LastDelivery = *ci.Delivered.Last
+		}
+		if ci.Paused {
+			a.PausedUntil = time.Now().Add(ci.PauseRemaining)
+		}
+		if ci.NumPending > 0 {
+			// Tasks above the last delivered stream sequence have not been
+			// delivered yet: the first of them is the oldest waiting.
+			req := directGetRequest{Seq: ci.Delivered.Stream + 1, NextFor: ci.Config.FilterSubject}
+			_, err := directGet(ctx, i.nc, i.names.TaskStream(), req, func(m storedMsg) error {
+				a.OldestWaiting = m.Time
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("framework: queue activity: oldest task of %s: %w", ci.Name, err)
+			}
+		}
+		out = append(out, a)
+	}
+	if err := lister.Err(); err != nil {
+		return nil, fmt.Errorf("framework: queue activity: list consumers: %w", err)
+	}
+	slices.SortFunc(out, func(a, b QueueActivity) int {
+		if c := strings.Compare(a.Type, b.Type); c != 0 {
+			return c
+		}
+		return a.Priority.Rank() - b.Priority.Rank()
+	})
+	return out, nil
+}
+
+// ScheduledFilter selects delayed tasks for [Inspector.ScheduledTasks]. The
+// zero value selects all.
+type ScheduledFilter struct {
+	// Type selects one task type.
+	Type string
+	// Limit is the most tasks returned, those due first. Default
+	// [DefaultScheduledLimit], at most [MaxScheduledScan].
+	Limit int
+}
+
+// DefaultScheduledLimit is the default [ScheduledFilter.Limit].
+const DefaultScheduledLimit = 100
+
+// ScheduledTasks lists delayed tasks waiting in their schedules, those due
+// first, as records in [StateScheduled] with their ID, type, priority, due
+// time ([TaskRecord.ScheduledFor]) and enqueue time. It reads at most
+// [MaxScheduledScan] schedules with batched direct gets (a thousand per
+// round trip); truncated is true when there were more.
+func (i *Inspector) ScheduledTasks(ctx context.Context, f ScheduledFilter) (tasks []TaskRecord, truncated bool, err error) {
+	if f.Type != "" {
+		if err := streams.ValidateTaskType(f.Type); err != nil {
+			return nil, false, fmt.Errorf("%w: filter: %w", ErrInvalidOption, err)
+		}
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultScheduledLimit
+	}
+	limit = min(limit, MaxScheduledScan)
+	prefix := i.names.ScheduleSubject("")
+	seen := 0
+	err = scanStream(ctx, i.nc, i.names.TaskStream(), i.names.ScheduleSubject(">"), 0, 0, time.Time{}, 1000,
+		func(m storedMsg) (bool, error) {
+			seen++
+			if seen > MaxScheduledScan {
+				truncated = true
+				return false, nil
+			}
+			id := strings.TrimPrefix(m.Subject, prefix)
+			if streams.ValidateID(id) != nil {
+				return true, nil
+			}
+			p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader))
+			if err != nil || (f.Type != "" && typ != f.Type) {
+				return true, nil
+			}
+			r := TaskRecord{ID: id, Type: typ, Priority: p, State: StateScheduled, Sequence: m.Seq,
+				EnqueuedAt: m.Time, UpdatedAt: m.Time}
+			if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
+				r.ScheduledFor = ts
+			}
+			if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderEnqueuedAt)); err == nil {
+				r.EnqueuedAt = ts
+			}
+			tasks = append(tasks, r)
+			return true, nil
+		})
+	if err != nil {
+		if errors.Is(err, errDirectNoStream) {
+			return nil, false, fmt.Errorf("framework: scheduled tasks: %w: %w", ErrTopologyMissing, err)
+		}
+		return nil, false, fmt.Errorf("framework: scheduled tasks: %w", err)
+	}
+	slices.SortFunc(tasks, func(a, b TaskRecord) int {
+		if c := a.ScheduledFor.Compare(b.ScheduledFor); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Sequence, b.Sequence)
+	})
+	if len(tasks) > limit {
+		tasks, truncated = tasks[:limit], true
+	}
+	return tasks, truncated, nil
+}
+
+// PauseForever is the pause [Inspector.PauseQueue] sets when given a zero
+// time: a hundred years, until [Inspector.ResumeQueue].
+const PauseForever = 100 * 365 * 24 * time.Hour
+
+// PauseQueue pauses the consumer of queue (taskType, p) until until (zero:
+// until [Inspector.ResumeQueue]): no worker anywhere in the cluster gets its
+// tasks, running tasks finish, and paused tasks spend no attempts. It is
+// the operator's kill switch for one queue. It returns an error wrapping
+// [ErrNotFound] when no worker ever served the queue (it has no consumer).
+//
+// Circuit breakers pause the same consumers: a breaker that opens on a
+// queue paused by hand shortens the pause to the breaker's own.
+func (i *Inspector) PauseQueue(ctx context.Context, taskType string, p Priority, until time.Time) error {
+	name, err := i.queueConsumer(taskType, p)
+	if err != nil {
+		return err
+	}
+	if until.IsZero() {
+		until = time.Now().Add(PauseForever)
+	}
+	if _, err := i.js.PauseConsumer(ctx, i.names.TaskStream(), name, until); err != nil {
+		return i.queueErr("pause", taskType, p, err)
+	}
+	return nil
+}
+
+// ResumeQueue resumes the consumer of queue (taskType, p), paused by hand or
+// by a circuit breaker: deliveries restart about 100 ms later. Resuming a
+// queue that is not paused pauses it for those 100 ms.
+func (i *Inspector) ResumeQueue(ctx context.Context, taskType string, p Priority) error {
+	name, err := i.queueConsumer(taskType, p)
+	if err != nil {
+		return err
+	}
+	// Clearing the pause (ResumeConsumer) does not wake the consumer's
+	// delivery loop on nats-server 2.15: workers already waiting in a pull
+	// get nothing until they renew it (up to 15 s later). The end of a
+	// pause does wake it, so shorten the pause to a moment from now.
+	if _, err := i.js.PauseConsumer(ctx, i.names.TaskStream(), name, time.Now().Add(resumeDelay)); err != nil {
+		return i.queueErr("resume", taskType, p, err)
+	}
+	return nil
+}
+
+// resumeDelay is how soon after [Inspector.ResumeQueue] the queue's pause
+// ends.
+const resumeDelay = 100 * time.Millisecond
+
+func (i *Inspector) queueConsumer(taskType string, p Priority) (string, error) {
+	if err := streams.ValidateTaskType(taskType); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	if !p.Valid() {
+		return "", fmt.Errorf("%w: invalid priority %d", ErrInvalidOption, p)
+	}
+	return i.names.ConsumerName(taskType, p), nil
+}
+
+func (i *Inspector) queueErr(op, taskType string, p Priority, err error) error {
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return fmt.Errorf("framework: %s queue %s/%s: %w: no worker has served it", op, taskType, p, ErrNotFound)
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return fmt.Errorf("framework: %s queue %s/%s: %w: %w", op, taskType, p, ErrTopologyMissing, err)
+	}
+	return fmt.Errorf("framework: %s queue %s/%s: %w", op, taskType, p, err)
+}
+
+// BreakerRecords returns the latest state change of each dependency's
+// circuit breaker that any worker reported to the breaker bucket, sorted by
+// dependency. It is empty when no worker declared a dependency (the bucket
+// does not exist). An open record whose Until has passed means the breaker
+// lets probes through again; the next record tells how they went.
+func (i *Inspector) BreakerRecords(ctx context.Context) ([]BreakerRecord, error) {
+	kv, err := i.js.KeyValue(ctx, i.names.BreakerBucket())
+	if err != nil {
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("framework: breaker records: %w", err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("framework: breaker records: %w", err)
+	}
+	var out []BreakerRecord
+	for k := range keys.Keys() {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+				continue
+			}
+			_ = keys.Stop()
+			return nil, fmt.Errorf("framework: breaker records: %s: %w", k, err)
+		}
+		var rec BreakerRecord
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			continue // not written by a worker; skip it
+		}
+		rec.Dependency = k
+		out = append(out, rec)
+	}
+	slices.SortFunc(out, func(a, b BreakerRecord) int { return strings.Compare(a.Dependency, b.Dependency) })
+	return out, nil
+}
