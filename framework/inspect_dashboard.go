@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -85,8 +86,8 @@ func (i *Inspector) QueueActivity(ctx context.Context) ([]QueueActivity, error) 
 		if ci.NumPending > 0 {
 			// Tasks above the last delivered stream sequence have not been
 			// delivered yet: the first of them is the oldest waiting.
-			req := directGetRequest{Seq: ci.Delivered.Stream + 1, NextFor: ci.Config.FilterSubject}
-			_, err := directGet(ctx, i.nc, i.names.TaskStream(), req, func(m storedMsg) error {
+			req := jsapi.GetRequest{Seq: ci.Delivered.Stream + 1, NextFor: ci.Config.FilterSubject}
+			_, err := jsapi.DirectGet(ctx, i.nc, i.names.TaskStream(), req, func(m jsapi.Stored) error {
 				a.OldestWaiting = m.Time
 				return nil
 			})
@@ -139,8 +140,8 @@ func (i *Inspector) ScheduledTasks(ctx context.Context, f ScheduledFilter) (task
 	limit = min(limit, MaxScheduledScan)
 	prefix := i.names.ScheduleSubject("")
 	seen := 0
-	err = scanStream(ctx, i.nc, i.names.TaskStream(), i.names.ScheduleSubject(">"), 0, 0, time.Time{}, 1000,
-		func(m storedMsg) (bool, error) {
+	err = jsapi.Scan(ctx, i.nc, i.names.TaskStream(), i.names.ScheduleSubject(">"), 0, 0, time.Time{}, 1000,
+		func(m jsapi.Stored) (bool, error) {
 			seen++
 			if seen > MaxScheduledScan {
 				truncated = true
@@ -166,7 +167,7 @@ func (i *Inspector) ScheduledTasks(ctx context.Context, f ScheduledFilter) (task
 			return true, nil
 		})
 	if err != nil {
-		if errors.Is(err, errDirectNoStream) {
+		if errors.Is(err, jsapi.ErrNoStream) {
 			return nil, false, fmt.Errorf("framework: scheduled tasks: %w: %w", ErrTopologyMissing, err)
 		}
 		return nil, false, fmt.Errorf("framework: scheduled tasks: %w", err)
