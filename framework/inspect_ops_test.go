@@ -151,7 +151,7 @@ func TestInspectorPauseResume(t *testing.T) {
 	w.HandleFunc("emails.send", func(ctx context.Context, tk *framework.Task) error {
 		done <- string(tk.Payload)
 		return nil
-	}, framework.WithPriorities(framework.PriorityLow))
+	}, framework.WithServedPriorities(framework.PriorityLow))
 	startWorker(t, w)
 	e.enqueue(t, "emails.send", "hello", framework.WithPriority(framework.PriorityLow))
 	testutil.Wait(t, waitLong, "the task delivered to nobody", func() bool {

@@ -76,8 +76,9 @@ type StreamOverview struct {
 	Name     string `json:"name"`
 	Messages uint64 `json:"messages"`
 	Bytes    uint64 `json:"bytes"`
-	// Leader is the server leading the stream on a cluster ("" on a single
-	// server); Replicas are its followers.
+	// Cluster names the server's cluster ("" on a single server). Leader
+	// is the server leading the stream there; Replicas are its followers.
+	Cluster  string        `json:"cluster,omitempty"`
 	Leader   string        `json:"leader,omitempty"`
 	Replicas []ReplicaInfo `json:"replicas,omitempty"`
 }
@@ -169,11 +170,11 @@ func (i *Inspector) Overview(ctx context.Context) (*Overview, error) {
 			return nil, i.opErr("overview: oldest stranded task", err)
 		}
 	}
-	if si.Cluster != nil && len(si.Cluster.Replicas) > 0 {
+	if si.Cluster != nil && si.Cluster.Name != "" {
 		lister := stream.ListConsumers(ctx)
 		for ci := range lister.Info() {
 			p, typ, err := i.names.ParseTaskSubject(ci.Config.FilterSubject)
-			if err != nil || ci.Cluster == nil {
+			if err != nil || ci.Cluster == nil || ci.Cluster.Leader == "" {
 				continue
 			}
 			if r := rows[qk{typ, p}]; r != nil {
@@ -204,8 +205,8 @@ func (i *Inspector) Overview(ctx context.Context) (*Overview, error) {
 
 func streamOverview(si *jetstream.StreamInfo) StreamOverview {
 	s := StreamOverview{Name: si.Config.Name, Messages: si.State.Msgs, Bytes: si.State.Bytes}
-	if si.Cluster != nil {
-		s.Leader = si.Cluster.Leader
+	if si.Cluster != nil && si.Cluster.Name != "" {
+		s.Cluster, s.Leader = si.Cluster.Name, si.Cluster.Leader
 		for _, p := range si.Cluster.Replicas {
 			s.Replicas = append(s.Replicas, ReplicaInfo{Name: p.Name, Current: p.Current, Offline: p.Offline, Lag: p.Lag, Active: p.Active})
 		}
