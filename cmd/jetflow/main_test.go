@@ -22,6 +22,7 @@ import (
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
+	"github.com/jetflow-io/jetflow/workflow"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -698,4 +699,56 @@ func TestUsage(t *testing.T) {
 	e := newEnv(t)
 	e.fails(t, exitFailed, `pass the right --prefix`, "status", "--prefix", "other")
 	e.fails(t, exitUsage, `--prefix`, "status", "--prefix", "Bad Prefix")
+}
+
+// TestWorkflowsCommands lists runs and shows one with its steps.
+func TestWorkflowsCommands(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	def := workflow.New("order")
+	workflow.Step(def, "reserve", func(ctx context.Context, in string) (string, error) { return in + "-reserved", nil })
+	workflow.Step(def, "charge", func(ctx context.Context, in string) (string, error) {
+		return "", framework.Permanent(errors.New("card declined"))
+	}, workflow.After("reserve"))
+	e.worker(t, func(w *framework.Worker) { workflow.Register(w, def) })
+	wc, err := workflow.NewClient(e.cl, def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := wc.Start(t.Context(), "order", "o-1", workflow.WithRunID("run-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), waitLong)
+	defer cancel()
+	if _, err := wc.Wait(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	var runs []struct{ ID, Workflow, Status string }
+	e.ok(t, &runs, "workflows", "ls", "--json")
+	if len(runs) != 1 || runs[0].ID != "run-1" || runs[0].Status != "failed" {
+		t.Fatalf("runs: %+v", runs)
+	}
+	e.ok(t, &runs, "workflows", "ls", "--status", "completed", "--json")
+	if len(runs) != 0 {
+		t.Fatalf("completed runs: %+v", runs)
+	}
+	var run struct {
+		Status string
+		Steps  []struct {
+			Name, State string
+			After       []string
+		}
+	}
+	e.ok(t, &run, "workflows", "get", "run-1", "--json")
+	if len(run.Steps) != 2 || run.Steps[0].Name != "reserve" || run.Steps[0].State != "done" ||
+		run.Steps[1].State != "failed" || run.Steps[1].After[0] != "reserve" {
+		t.Fatalf("run: %+v", run)
+	}
+	out := e.ok(t, nil, "workflows", "get", "run-1").stdout
+	if !regexp.MustCompile(`(?m)^charge\s+reserve\s+failed`).MatchString(out) {
+		t.Errorf("run table:\n%s", out)
+	}
+	e.fails(t, exitFailed, `run not found`, "workflows", "get", "nope")
+	e.fails(t, exitUsage, `--status`, "workflows", "ls", "--status", "odd")
 }
