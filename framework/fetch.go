@@ -94,8 +94,13 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it j
 	errStreak := 0
 	poll := jetstream.NextMaxWait(nextPoll)
 	lastMsg := time.Now()
+	lh := w.health.loop(w.names.ConsumerName(tt.name, prio))
+	defer lh.busy.Store(false)
 	for {
 		msg, err := it.Next(poll)
+		if err == nil || errors.Is(err, nats.ErrTimeout) {
+			lh.poll(time.Now())
+		}
 		if err != nil {
 			if stop.Err() != nil {
 				return nil
@@ -125,7 +130,9 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it j
 		errStreak = 0
 		p := w.newPending(tt, prio, msg)
 		w.offer(p)
+		lh.busy.Store(true)
 		dispatched, starved := w.awaitSlot(stop, p, tt.cfg.ackWait/2)
+		lh.busy.Store(starved) // a rescue waits for slots too
 		if starved {
 			// p has waited half an ack wait for a slot: the tasks behind it
 			// in the pull buffer get no heartbeats and would be redelivered

@@ -55,6 +55,9 @@ type Worker struct {
 
 	stats workerStats
 
+	health  healthState  // fetch loops' last polls (health.go)
+	started atomic.Int64 // Unix nanoseconds of Start
+
 	ext       []extension
 	services  sync.WaitGroup
 	svcCancel context.CancelFunc
@@ -187,6 +190,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if !w.state.CompareAndSwap(workerNew, workerRunning) {
 		return ErrWorkerClosed
 	}
+	w.started.Store(time.Now().UnixNano())
 	type sub struct {
 		tt   *typeRunner
 		prio Priority
