@@ -752,3 +752,66 @@ func TestWorkflowsCommands(t *testing.T) {
 	e.fails(t, exitFailed, `run not found`, "workflows", "get", "nope")
 	e.fails(t, exitUsage, `--status`, "workflows", "ls", "--status", "odd")
 }
+
+// TestStatusCluster reads stream and consumer leaders and replica currency
+// on a three-node cluster, then stops a node that follows the task stream
+// and sees its replica reported behind or offline.
+func TestStatusCluster(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	c := testutil.RunCluster(t, 3)
+	_, js := c.JetStream(t)
+	ctx, cancel := context.WithTimeout(t.Context(), waitLong)
+	defer cancel()
+	if _, err := streams.Ensure(ctx, js, streams.Config{Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := streams.EnsureConsumer(ctx, js, streams.MustNames(""), streams.ConsumerSpec{TaskType: "emails.send"}); err != nil {
+		t.Fatal(err)
+	}
+	url := c.URL()
+	var st statusJSON
+	testutil.Wait(t, waitLong, "every replica current", func() bool {
+		r := runCLI(t, "-s", url, "status", "--json")
+		if r.code != exitOK {
+			return false
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+			t.Fatal(err)
+		}
+		q := st.queue("emails.send", "normal")
+		if q == nil || q.Leader == "" || !q.ReplicasCurrent || len(st.Streams) < 1 {
+			return false
+		}
+		s := st.Streams[0]
+		return s.Cluster != "" && s.Leader != "" && len(s.Replicas) == 2 && s.Replicas[0].Current && s.Replicas[1].Current
+	})
+	if out := runCLI(t, "-s", url, "status").stdout; !regexp.MustCompile(`(?m)^JETFLOW_TASKS\s+0\s+\S+\s+\S+ current, \S+ current$`).MatchString(out) {
+		t.Errorf("status table:\n%s", out)
+	}
+	// Stop a follower of the task stream.
+	leader := c.StreamLeader(t, "JETFLOW_TASKS")
+	follower := (leader + 1) % 3
+	name := c.Server(follower).Name()
+	c.StopNode(follower)
+	testutil.Wait(t, waitLong, "the stopped replica reported", func() bool {
+		r := runCLI(t, "-s", url, "status", "--json")
+		if r.code != exitOK {
+			return false
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, rep := range st.Streams[0].Replicas {
+			if rep.Name == name && !rep.Current {
+				return true
+			}
+		}
+		return false
+	})
+	if out := runCLI(t, "-s", url, "status").stdout; !strings.Contains(out, name+" OFFLINE") && !strings.Contains(out, name+" BEHIND") {
+		t.Errorf("status table does not flag %s:\n%s", name, out)
+	}
+}
