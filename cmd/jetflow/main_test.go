@@ -39,11 +39,21 @@ type env struct {
 
 func newEnv(t *testing.T, opts ...testutil.ServerOption) *env {
 	t.Helper()
-	return newAuthEnv(t, opts, nil)
+	te := testutil.NewEnv(t, streams.Config{}, append([]testutil.ServerOption{testutil.WithListen()}, opts...)...)
+	return newClientEnv(t, te.Server, te.Conn)
 }
 
-// newAuthEnv is newEnv with connection options (credentials) for the
-// test's own connections.
+func newClientEnv(t *testing.T, srv *testutil.Server, nc *nats.Conn) *env {
+	t.Helper()
+	cl, err := framework.NewClient(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{srv: srv, url: srv.ClientURL(), nc: nc, cl: cl}
+}
+
+// newAuthEnv is newEnv on a server that requires credentials, which the
+// test's own connection passes with connOpts.
 func newAuthEnv(t *testing.T, opts []testutil.ServerOption, connOpts []nats.Option) *env {
 	t.Helper()
 	srv := testutil.RunServer(t, append([]testutil.ServerOption{testutil.WithListen()}, opts...)...)
@@ -55,11 +65,7 @@ func newAuthEnv(t *testing.T, opts []testutil.ServerOption, connOpts []nats.Opti
 	if _, err := streams.Ensure(t.Context(), js, streams.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := framework.NewClient(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{srv: srv, url: srv.ClientURL(), nc: nc, cl: cl}
+	return newClientEnv(t, srv, nc)
 }
 
 // worker starts a worker on its own connection with the handlers reg
@@ -71,14 +77,7 @@ func (e *env) worker(t *testing.T, reg func(w *framework.Worker), opts ...framew
 		t.Fatal(err)
 	}
 	reg(w)
-	if err := w.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = w.Shutdown(ctx)
-	})
+	testutil.StartWorker(t, w)
 }
 
 // result is one run of the command line.
@@ -280,7 +279,7 @@ func TestAcceptance(t *testing.T) {
 		t.Skip("no time zone database")
 	}
 	if len(crons) != 1 || crons[0].Name != "nightly" || crons[0].TimeZone != "Europe/Paris" || !crons[0].NextFire.After(time.Now()) ||
-		crons[0].NextFire.In(paris).Hour() != 2 || crons[0].NextFire.Sub(time.Now()) > 25*time.Hour {
+		crons[0].NextFire.In(paris).Hour() != 2 || time.Until(crons[0].NextFire) > 25*time.Hour {
 		t.Fatalf("cron: %+v", crons)
 	}
 	if out := e.ok(t, nil, "cron", "ls").stdout; !strings.Contains(out, "nightly") || !strings.Contains(out, "Europe/Paris") {
