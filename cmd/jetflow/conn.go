@@ -29,8 +29,6 @@ type connFlags struct {
 	prefix                    string
 	timeout                   time.Duration
 	resolvedURL, resolvedFrom string // after connect: the URL and where it came from
-	contextDir                string // tests point it elsewhere; default ~/.config/nats/context
-	getenv                    func(string) string
 }
 
 // register adds the connection flags to fs, keeping values already parsed
@@ -73,31 +71,20 @@ type natsContext struct {
 	InboxPrefix string `json:"inbox_prefix"`
 }
 
-func (f *connFlags) env(k string) string {
-	if f.getenv != nil {
-		return f.getenv(k)
-	}
-	return os.Getenv(k)
-}
-
 // loadContext reads the named nats CLI context.
 func (f *connFlags) loadContext(name string) (*natsContext, string, error) {
 	if name == "" || strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
 		return nil, "", fmt.Errorf("invalid context name %q", name)
 	}
-	dir := f.contextDir
-	if dir == "" {
-		base := f.env("XDG_CONFIG_HOME")
-		if base == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return nil, "", fmt.Errorf("context %s: no home directory: %w", name, err)
-			}
-			base = filepath.Join(home, ".config")
+	base := os.Getenv("XDG_CONFIG_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, "", fmt.Errorf("context %s: no home directory: %w", name, err)
 		}
-		dir = filepath.Join(base, "nats", "context")
+		base = filepath.Join(home, ".config")
 	}
-	path := filepath.Join(dir, name+".json")
+	path := filepath.Join(base, "nats", "context", name+".json")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, path, fmt.Errorf("context %s: %w (list contexts with 'nats context ls')", name, err)
@@ -117,7 +104,7 @@ func (f *connFlags) loadContext(name string) (*natsContext, string, error) {
 func (f *connFlags) options() (string, []nats.Option, error) {
 	name := f.context
 	if name == "" {
-		name = f.env("NATS_CONTEXT")
+		name = os.Getenv("NATS_CONTEXT")
 	}
 	var nctx natsContext
 	from := ""
@@ -139,8 +126,8 @@ func (f *connFlags) options() (string, []nats.Option, error) {
 	case url != "":
 		from = "-s"
 	case nctx.URL != "":
-	case f.env("NATS_URL") != "":
-		url, from = f.env("NATS_URL"), "NATS_URL"
+	case os.Getenv("NATS_URL") != "":
+		url, from = os.Getenv("NATS_URL"), "NATS_URL"
 	default:
 		url, from = defaultURL, "the default"
 	}
@@ -238,7 +225,7 @@ func (c *cli) connect() (*session, error) {
 	return &session{nc: nc, cl: cl, in: cl.Inspector()}, nil
 }
 
-// errAuth matches the server's authorization errors.
+// isAuthErr reports the server's authorization errors.
 func isAuthErr(err error) bool {
 	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
 		errors.Is(err, nats.ErrAuthRevoked) || strings.Contains(strings.ToLower(err.Error()), "authorization")
