@@ -527,10 +527,11 @@ func TestBreakersCommand(t *testing.T) {
 	}
 	// The open breaker paused the type's consumer: status says so.
 	var st statusJSON
-	e.ok(t, &st, "status", "--json")
-	if q := st.queue("payments.charge", "normal"); q == nil || !q.Paused {
-		t.Fatalf("queue under an open breaker: %+v", q)
-	}
+	testutil.Wait(t, waitLong, "the queue paused by the breaker", func() bool {
+		e.ok(t, &st, "status", "--json")
+		q := st.queue("payments.charge", "normal")
+		return q != nil && q.Paused
+	})
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
