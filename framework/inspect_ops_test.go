@@ -179,25 +179,13 @@ func TestInspectorPauseResume(t *testing.T) {
 	}
 }
 
-// TestScheduleLastFire computes the previous tick of stored schedules.
+// TestScheduleLastFire checks the wrapper; internal/taskmsg tests the
+// computation.
 func TestScheduleLastFire(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 2, 10, 30, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		name string
-		info framework.ScheduleInfo
-		want time.Time
-	}{
-		{"cron ticked since stored", framework.ScheduleInfo{Spec: "0 0 * * * *", Stored: now.Add(-2 * time.Hour), Next: now.Add(30 * time.Minute)}, now.Add(-30 * time.Minute)},
-		{"cron stored after last tick", framework.ScheduleInfo{Spec: "0 0 * * * *", Stored: now.Add(-10 * time.Minute), Next: now.Add(30 * time.Minute)}, time.Time{}},
-		{"every", framework.ScheduleInfo{Spec: "@every 1m", Stored: now.Add(-5 * time.Minute), Next: now.Add(20 * time.Second)}, now.Add(-40 * time.Second)},
-		{"zone", framework.ScheduleInfo{Spec: "0 0 9 * * *", TimeZone: "Europe/Paris", Stored: now.Add(-48 * time.Hour), Next: time.Date(2026, 3, 3, 8, 0, 0, 0, time.UTC)}, time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)},
-		{"bad spec", framework.ScheduleInfo{Spec: "nope", Next: now}, time.Time{}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.info.LastFire(now); !got.Equal(tc.want) {
-				t.Fatalf("LastFire = %v, want %v", got, tc.want)
-			}
-		})
+	info := framework.ScheduleInfo{Spec: "0 0 * * * *", Stored: now.Add(-2 * time.Hour), Next: now.Add(30 * time.Minute)}
+	if got, want := info.LastFire(now), now.Add(-30*time.Minute); !got.Equal(want) {
+		t.Fatalf("LastFire = %v, want %v", got, want)
 	}
 }
