@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -120,6 +123,27 @@ func TestQuickstart(t *testing.T) {
 		}
 	})
 
+	t.Run("runs against an existing server with -url", func(t *testing.T) {
+		t.Parallel()
+		srv := testutil.RunServer(t, testutil.WithListen())
+		stdout, stderr, err := runQuickstart(t, bin, "-url", srv.ClientURL())
+		if err != nil {
+			t.Fatalf("exit: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+		}
+		if !strings.Contains(stdout, "using the NATS server at "+srv.ClientURL()) ||
+			!strings.Contains(stdout, "go run ./cmd/jetflow -s "+srv.ClientURL()+" dlq ls") {
+			t.Errorf("stdout:\n%s", stdout)
+		}
+		_, js := testutil.JetStream(t, srv)
+		st, err := js.Stream(t.Context(), "JETFLOW_DLQ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if si, err := st.Info(t.Context()); err != nil || si.State.Msgs != 1 {
+			t.Fatalf("dead letters left on the server: %v %v", si, err)
+		}
+	})
+
 	t.Run("serve keeps working until SIGINT", func(t *testing.T) {
 		t.Parallel()
 		if runtime.GOOS == "windows" {
@@ -196,6 +220,75 @@ func testServe(t *testing.T, bin string) {
 		t.Fatalf("publish the printed task: %v", err)
 	}
 	await(regexp.MustCompile(`done\s+emails\.send\s+low\s+welcome you@example\.com`))
+
+	// The issue's acceptance flow, with the jetflow CLI as a separate
+	// process, as the printed commands suggest.
+	jf := build(t, "../cmd/jetflow")
+	jetflow := func(v any, args ...string) {
+		t.Helper()
+		out, err := exec.CommandContext(ctx, jf, append([]string{"-s", url}, args...)...).Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				t.Fatalf("jetflow %v: %v\n%s", args, err, ee.Stderr)
+			}
+			t.Fatalf("jetflow %v: %v", args, err)
+		}
+		if v != nil {
+			if err := json.Unmarshal(out, v); err != nil {
+				t.Fatalf("jetflow %v: %v\n%s", args, err, out)
+			}
+		}
+	}
+	var status struct {
+		Queues []struct {
+			Type, Priority  string
+			Scheduled, Dead int
+			Consumer        string
+		}
+	}
+	jetflow(&status, "status", "--json")
+	queues := map[string]string{}
+	for _, q := range status.Queues {
+		queues[q.Type+"/"+q.Priority] = fmt.Sprintf("consumer=%t scheduled=%d dead=%d", q.Consumer != "", q.Scheduled, q.Dead)
+	}
+	for k, want := range map[string]string{
+		"payments.charge/critical": "consumer=true scheduled=0 dead=1",
+		"reports.build/normal":     "consumer=true scheduled=1 dead=0",
+		"emails.send/low":          "consumer=true scheduled=0 dead=0",
+	} {
+		if queues[k] != want {
+			t.Errorf("status: queue %s is %q, want %q", k, queues[k], want)
+		}
+	}
+	var dlq struct {
+		DeadLetters []struct {
+			Seq  uint64
+			Type string
+		} `json:"dead_letters"`
+	}
+	jetflow(&dlq, "dlq", "ls", "--json")
+	if len(dlq.DeadLetters) != 1 || dlq.DeadLetters[0].Type != "payments.charge" {
+		t.Fatalf("dlq ls: %+v", dlq)
+	}
+	jetflow(nil, "dlq", "replay", fmt.Sprint(dlq.DeadLetters[0].Seq))
+	await(regexp.MustCompile(`start\s+payments\.charge\s+critical\s+ord-1004`))
+	var scheduled []struct {
+		Type  string
+		DueAt time.Time `json:"due_at"`
+	}
+	jetflow(&scheduled, "tasks", "ls", "--state", "scheduled", "--json")
+	if len(scheduled) != 1 || scheduled[0].Type != "reports.build" || time.Until(scheduled[0].DueAt) < 50*time.Minute {
+		t.Errorf("tasks ls --state scheduled: %+v", scheduled)
+	}
+	var crons []struct {
+		Name     string
+		NextFire time.Time `json:"next_fire"`
+	}
+	jetflow(&crons, "cron", "ls", "--json")
+	if len(crons) != 1 || !crons[0].NextFire.After(time.Now()) {
+		t.Errorf("cron ls: %+v", crons)
+	}
 
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)

@@ -181,4 +181,15 @@
 // each fire with a stable task ID ([IdempotencyKey]). Optional task records
 // ([WithStateTracking], [SetResult]) are read with an [Inspector]. [Once]
 // records an effect in a KV ledger so that a redelivered task skips it.
+//
+// # Operating
+//
+// An [Inspector] answers an operator's questions from JetStream state alone:
+// [Inspector.Overview] (every queue's counts, backlog age, pause state,
+// stranded work subjects, cluster leaders), [Inspector.ListTasks] and
+// [Inspector.FindTask] (waiting, delayed, running and retrying tasks), and
+// [Inspector.PauseType] / [Inspector.ResumeType] (a cluster-wide kill switch
+// per task type). [Worker.Health], [Worker.ReadinessHandler] and
+// [Worker.LivenessHandler] serve Kubernetes probes. The jetflow command
+// (cmd/jetflow) is built on them; see docs/operations.md.
 package framework

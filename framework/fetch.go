@@ -73,8 +73,13 @@ const nextPoll = 250 * time.Millisecond
 // serve reads it until stop or a terminal iterator error.
 func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *pullIter) error {
 	errStreak := 0
+	lh := w.health.loop(w.names.ConsumerName(tt.name, prio))
+	defer lh.busy.Store(false)
 	for {
 		msg, err := it.Next(nextPoll)
+		if err == nil || errors.Is(err, nats.ErrTimeout) {
+			lh.poll(time.Now())
+		}
 		if err != nil {
 			if stop.Err() != nil {
 				return nil
@@ -101,7 +106,9 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *
 		errStreak = 0
 		p := w.newPending(tt, prio, msg)
 		w.offer(p)
+		lh.busy.Store(true)
 		dispatched, starved := w.awaitSlot(stop, p, tt.cfg.ackWait/2)
+		lh.busy.Store(starved) // a rescue waits for slots too
 		if starved {
 			// p has waited half an ack wait for a slot: the tasks behind it
 			// in the pull buffer get no heartbeats and would be redelivered

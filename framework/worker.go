@@ -56,6 +56,9 @@ type Worker struct {
 
 	stats workerStats
 
+	health  healthState  // fetch loops' last polls (health.go)
+	started atomic.Int64 // Unix nanoseconds of Start
+
 	ext       []extension
 	services  sync.WaitGroup
 	svcCancel context.CancelFunc
@@ -196,6 +199,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if !w.state.CompareAndSwap(workerNew, workerRunning) {
 		return ErrWorkerClosed
 	}
+	w.started.Store(time.Now().UnixNano())
 	fail := func(err error) error {
 		w.state.Store(workerStopping)
 		// Mark the stop as done so that a later Shutdown returns at once

@@ -24,6 +24,7 @@ type Embedded struct {
 	// JetStream is a JetStream context on Conn.
 	JetStream jetstream.JetStream
 	dir       string
+	url       string // set by Setup for an existing server; Server is nil then
 }
 
 // StartEmbedded starts an embedded server with its store in a new temporary
@@ -61,6 +62,9 @@ func StartEmbedded(ctx context.Context, cfg streams.Config, opts ...nats.Option)
 
 // Connect opens another connection to the server; the caller closes it.
 func (e *Embedded) Connect(opts ...nats.Option) (*nats.Conn, error) {
+	if e.Server == nil {
+		return connectURL(e.url, opts...)
+	}
 	return ConnectServer(e.Server, opts...)
 }
 

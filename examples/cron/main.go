@@ -15,7 +15,10 @@
 //
 // Usage:
 //
-//	go run ./examples/cron [-fires 3] [-timeout 15s]
+//	go run ./examples/cron [-fires 3] [-timeout 15s] [-url nats://127.0.0.1:4222]
+//
+// With -url it runs against an existing server instead of an embedded one
+// and prints the jetflow CLI commands that show the schedule while it runs.
 package main
 
 import (
@@ -53,6 +56,7 @@ func main() {
 type config struct {
 	fires   int
 	timeout time.Duration
+	url     string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -61,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&c.fires, "fires", 3, "ticks to wait for before exiting")
 	fs.DurationVar(&c.timeout, "timeout", 15*time.Second, "deadline for the ticks")
+	fs.StringVar(&c.url, "url", "", "run against the NATS server at this URL instead of an embedded one")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -103,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 
-	emb, err := testutil.StartEmbedded(ctx, streams.Config{})
+	emb, err := testutil.Setup(ctx, cfg.url, streams.Config{})
 	if err != nil {
 		return err
 	}
@@ -163,6 +168,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "schedule %s on %s fires %s into %s; next tick at %s\n",
 		info.Name, info.Subject, info.Spec, info.Target, info.Next.UTC().Format("15:04:05"))
+	if url := emb.URL(); url != "" {
+		fmt.Fprintf(stdout, "inspect it while it runs: go run ./cmd/jetflow -s %s cron ls   (or: status, tasks ls --state running)\n", url)
+	}
 
 	seen := map[string]int{}
 	var runs []tick

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/jetflow-io/jetflow/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -58,5 +60,25 @@ func TestFlags(t *testing.T) {
 		if _, err := parseFlags(args, &stderr); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
 		}
+	}
+}
+
+// TestURL runs the example against an existing server, which keeps the
+// topology afterwards, and checks that it says how to inspect it.
+func TestURL(t *testing.T) {
+	t.Parallel()
+	srv := testutil.RunServer(t, testutil.WithListen())
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if err := run(ctx, []string{"-fires", "2", "-url", srv.ClientURL()}, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+	if !strings.Contains(stdout.String(), "go run ./cmd/jetflow -s "+srv.ClientURL()+" cron ls") {
+		t.Errorf("no inspection hint:\n%s", &stdout)
+	}
+	_, js := testutil.JetStream(t, srv)
+	if _, err := js.Stream(ctx, "JETFLOW_TASKS"); err != nil {
+		t.Fatalf("task stream on the existing server: %v", err)
 	}
 }

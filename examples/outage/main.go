@@ -21,7 +21,11 @@
 //
 // Usage:
 //
-//	go run ./examples/outage [-tasks 1000] [-outage 3s] [-no-breaker] [-v] [-timeout 25s]
+//	go run ./examples/outage [-tasks 1000] [-outage 3s] [-no-breaker] [-v] [-timeout 25s] [-url nats://127.0.0.1:4222]
+//
+// With -url it runs against an existing server instead of an embedded one
+// and prints the jetflow CLI commands that show the breaker and the paused
+// queue while it runs.
 package main
 
 import (
@@ -70,6 +74,7 @@ type config struct {
 	noBreaker bool
 	verbose   bool
 	timeout   time.Duration
+	url       string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -81,6 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.noBreaker, "no-breaker", false, "never open the breaker: plain retries with backoff, for comparison")
 	fs.BoolVar(&c.verbose, "v", false, "log the workers' info messages")
 	fs.DurationVar(&c.timeout, "timeout", 25*time.Second, "deadline for every charge to complete")
+	fs.StringVar(&c.url, "url", "", "run against the NATS server at this URL instead of an embedded one")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -119,11 +125,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	start := time.Now()
 	since := func() string { return fmt.Sprintf("+%5.2fs", time.Since(start).Seconds()) }
 
-	emb, err := testutil.StartEmbedded(ctx, streams.Config{}, nats.Name("outage-client"))
+	emb, err := testutil.Setup(ctx, cfg.url, streams.Config{}, nats.Name("outage-client"))
 	if err != nil {
 		return err
 	}
 	defer emb.Close()
+	if url := emb.URL(); url != "" {
+		fmt.Fprintf(stdout, "inspect it while it runs: go run ./cmd/jetflow -s %s breakers   (or: status --watch)\n", url)
+	}
 	nc := emb.Conn
 
 	gw := newGateway(cfg.tasks/10, cfg.outage, func(what string) { fmt.Fprintf(stdout, "%s gateway: %s\n", since(), what) })

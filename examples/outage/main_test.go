@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/jetflow-io/jetflow/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -78,5 +80,14 @@ func TestFlags(t *testing.T) {
 		if _, err := parseFlags(args, &stderr); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
 		}
+	}
+}
+
+// TestURL runs the example against an existing server.
+func TestURL(t *testing.T) {
+	srv := testutil.RunServer(t, testutil.WithListen())
+	n, done, dead, _ := runOutage(t, "-tasks", "100", "-outage", "1s", "-url", srv.ClientURL())
+	if n != 100 || done != 100 || dead != 0 {
+		t.Fatalf("tasks=%d completed=%d dead=%d", n, done, dead)
 	}
 }

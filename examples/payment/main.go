@@ -32,7 +32,11 @@
 //
 // Usage:
 //
-//	go run ./examples/payment [-orders 20] [-no-ledger] [-timeout 20s]
+//	go run ./examples/payment [-orders 20] [-no-ledger] [-timeout 20s] [-url nats://127.0.0.1:4222]
+//
+// With -url it runs against an existing server instead of an embedded one
+// (task IDs then get a suffix of the run, so that runs do not collide) and
+// prints the jetflow CLI command that shows a task's record.
 package main
 
 import (
@@ -74,6 +78,7 @@ type config struct {
 	orders   int
 	noLedger bool
 	timeout  time.Duration
+	url      string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -83,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.orders, "orders", 20, "orders to charge")
 	fs.BoolVar(&c.noLedger, "no-ledger", false, "call the gateway and the mailer on every attempt, without the effects ledger")
 	fs.DurationVar(&c.timeout, "timeout", 20*time.Second, "deadline for every order to be charged")
+	fs.StringVar(&c.url, "url", "", "run against the NATS server at this URL instead of an embedded one")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -177,12 +183,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
-	emb, err := testutil.StartEmbedded(ctx, streams.Config{})
+	emb, err := testutil.Setup(ctx, cfg.url, streams.Config{})
 	if err != nil {
 		return err
 	}
 	defer emb.Close()
 	nc := emb.Conn
+	// On a server of its own the task IDs are the order IDs. On an existing
+	// server a run suffix keeps them apart from earlier runs, whose IDs the
+	// stream deduplicates and whose effects the ledger remembers.
+	runTag := ""
+	if url := emb.URL(); url != "" {
+		runTag = "-" + strconv.FormatInt(time.Now().UnixMilli(), 36)
+		fmt.Fprintf(stdout, "inspect it: go run ./cmd/jetflow -s %s tasks get order-12%s   (or: status, tasks ls --state retrying)\n", url, runTag)
+	}
 
 	gw := &gateway{byKey: map[string]string{}, charges: map[string]int{}, seen: map[string]bool{}}
 	mail := &mailer{sent: map[string]int{}}
@@ -259,7 +273,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	for i := 1; i <= cfg.orders; i++ {
 		o := Order{ID: fmt.Sprintf("order-%d", i), AmountCents: int64(1000 + i), Email: fmt.Sprintf("customer%d@example.com", i)}
-		if _, err := cl.Enqueue(ctx, "payments.charge", o, framework.WithID(o.ID), framework.WithPriority(framework.PriorityCritical)); err != nil {
+		if _, err := cl.Enqueue(ctx, "payments.charge", o, framework.WithID(o.ID+runTag), framework.WithPriority(framework.PriorityCritical)); err != nil {
 			return err
 		}
 	}
@@ -275,7 +289,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	insp := cl.Inspector()
 	var rec *framework.TaskRecord
 	for {
-		rec, err = insp.GetTask(ctx, "order-12")
+		rec, err = insp.GetTask(ctx, "order-12"+runTag)
 		if err == nil && rec.State == framework.StateSucceeded {
 			break
 		}
@@ -289,8 +303,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := rec.DecodeResult(&r); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "order-12: %s after %d attempts, charge %s (nats kv get %s order-12)\n",
-		rec.State, rec.Attempt, r.ChargeID, streams.MustNames("").StateBucket())
+	fmt.Fprintf(stdout, "order-12: %s after %d attempts, charge %s (nats kv get %s order-12%s)\n",
+		rec.State, rec.Attempt, r.ChargeID, streams.MustNames("").StateBucket(), runTag)
 
 	gw.mu.Lock()
 	mail.mu.Lock()

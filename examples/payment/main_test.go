@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/jetflow-io/jetflow/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -72,6 +74,22 @@ func TestFlags(t *testing.T) {
 	for _, args := range [][]string{{"-orders", "1"}, {"-timeout", "0s"}, {"extra"}} {
 		if _, err := parseFlags(args, &stderr); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
+		}
+	}
+}
+
+// TestURL runs the example twice against one existing server: the second
+// run's tasks do not collide with the first's.
+func TestURL(t *testing.T) {
+	t.Parallel()
+	srv := testutil.RunServer(t, testutil.WithListen())
+	for range 2 {
+		out, n := runPayment(t, "-orders", "12", "-url", srv.ClientURL())
+		if n[0] != 12 || n[1] != 12 || n[2] != 0 {
+			t.Fatalf("RESULT %v\n%s", n, out)
+		}
+		if !regexp.MustCompile(`inspect it: go run ./cmd/jetflow -s \S+ tasks get order-12-\w+`).MatchString(out) {
+			t.Errorf("no inspection hint:\n%s", out)
 		}
 	}
 }

@@ -9,11 +9,12 @@
 //
 // Usage:
 //
-//	go run ./examples/quickstart [-port 4222] [-store DIR] [-serve] [-v] [-timeout 30s]
+//	go run ./examples/quickstart [-port 4222] [-store DIR] [-url URL] [-serve] [-v] [-timeout 30s]
 //
 // With -serve it keeps the server and the worker running after the summary,
-// prints nats CLI commands to inspect them, and stops on Ctrl-C (SIGINT) or
-// SIGTERM.
+// prints nats and jetflow CLI commands to inspect them, and stops on Ctrl-C
+// (SIGINT) or SIGTERM. With -url it uses an existing server instead of
+// starting one, and leaves its tasks, dead letter and schedules there.
 package main
 
 import (
@@ -30,13 +31,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
-	"github.com/jetflow-io/jetflow/testutil"
 )
 
 // defaultPort is the port tried first; when it is taken and -port was not
@@ -61,6 +59,7 @@ type config struct {
 	port     int
 	explicit bool // -port was given
 	store    string
+	url      string
 	serve    bool
 	verbose  bool
 	timeout  time.Duration
@@ -72,7 +71,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&c.port, "port", defaultPort, "client port on 127.0.0.1; -1 picks a random free port (the default falls back to one when 4222 is taken)")
 	fs.StringVar(&c.store, "store", "", "JetStream store directory, kept after exit (default: a temporary directory, removed at exit)")
-	fs.BoolVar(&c.serve, "serve", false, "keep running after the summary, print nats CLI commands, stop on Ctrl-C")
+	fs.StringVar(&c.url, "url", "", "use the existing NATS server at this URL instead of starting one")
+	fs.BoolVar(&c.serve, "serve", false, "keep running after the summary, print nats and jetflow CLI commands, stop on Ctrl-C")
 	fs.BoolVar(&c.verbose, "v", false, "debug logging")
 	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "deadline for every task to finish")
 	if err := fs.Parse(args); err != nil {
@@ -99,18 +99,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	srv, storeDir, cleanup, err := startServer(cfg, stdout)
+	nc, url, cleanup, err := connect(cfg, stdout)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	url := srv.ClientURL()
-	fmt.Fprintf(stdout, "nats-server %s listening on %s, store %s\n", server.VERSION, url, storeDir)
-
-	nc, err := testutil.ConnectServer(srv, nats.Name("jetflow-quickstart"))
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -220,6 +213,9 @@ wait:
 		return err
 	}
 	if !cfg.serve {
+		if cfg.url != "" {
+			fmt.Fprintf(stdout, "\nthe declined payment stays in the dead letters on %[1]s:\n  go run ./cmd/jetflow -s %[1]s dlq ls\n", url)
+		}
 		return nil
 	}
 	return serve(ctx, stdout, client, url)
@@ -233,6 +229,12 @@ func serve(ctx context.Context, stdout io.Writer, client *framework.Client, url 
 	later, err := client.Enqueue(ctx, "reports.build", Report{Name: "revenue", Period: "quarter"},
 		framework.In(time.Hour))
 	if err != nil {
+		return err
+	}
+	// A repeating schedule, so that there is a next fire time to look at.
+	nightly := framework.Schedule{Name: "quickstart-nightly", Spec: "0 0 2 * * *", Type: "reports.build",
+		Payload: Report{Name: "revenue", Period: "day"}}
+	if _, err := client.Schedules().Register(ctx, nightly); err != nil {
 		return err
 	}
 	names := client.Names()
@@ -252,6 +254,13 @@ Enqueue a task by hand; the worker picks it up:
 
   %[2]s pub %[7]s '{"to":"you@example.com","template":"welcome"}'
 
+Or with the jetflow CLI (go run ./cmd/jetflow, or go install ./cmd/jetflow):
+
+  jetflow -s %[1]s status
+  jetflow -s %[1]s dlq ls
+  jetflow -s %[1]s tasks ls --state scheduled
+  jetflow -s %[1]s cron ls
+
 `, url, cli, names.TaskStream(), names.ConsumerName("payments.charge", framework.PriorityCritical),
 		later.Subject, later.ScheduledFor.Local().Format(time.TimeOnly),
 		names.TaskSubject(framework.PriorityLow, "emails.send"))
@@ -259,8 +268,11 @@ Enqueue a task by hand; the worker picks it up:
 	fmt.Fprintln(stdout, "\nstopping")
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	// Remove the pending schedule, in case the store is kept (-store).
+	// Remove the pending schedules, in case the store is kept (-store).
 	if err := client.Cancel(cctx, later.ID); err != nil && !errors.Is(err, framework.ErrNotFound) {
+		return err
+	}
+	if err := client.Schedules().Remove(cctx, nightly.Name); err != nil && !errors.Is(err, framework.ErrNotFound) {
 		return err
 	}
 	return nil

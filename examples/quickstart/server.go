@@ -8,9 +8,36 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow-io/jetflow/testutil"
 )
+
+// connect connects to the server at cfg.url, or starts the embedded one and
+// connects to it. The returned cleanup stops an embedded server and removes
+// a temporary store.
+func connect(cfg config, stdout io.Writer) (*nats.Conn, string, func(), error) {
+	if cfg.url != "" {
+		nc, err := nats.Connect(cfg.url, nats.Name("jetflow-quickstart"), nats.MaxReconnects(-1))
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("connect to %s: %w", cfg.url, err)
+		}
+		fmt.Fprintf(stdout, "using the NATS server at %s\n", nc.ConnectedUrlRedacted())
+		return nc, nc.ConnectedUrlRedacted(), func() {}, nil
+	}
+	srv, storeDir, cleanup, err := startServer(cfg, stdout)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	url := srv.ClientURL()
+	fmt.Fprintf(stdout, "nats-server %s listening on %s, store %s\n", server.VERSION, url, storeDir)
+	nc, err := testutil.ConnectServer(srv, nats.Name("jetflow-quickstart"))
+	if err != nil {
+		cleanup()
+		return nil, "", nil, fmt.Errorf("connect: %w", err)
+	}
+	return nc, url, cleanup, nil
+}
 
 // startServer starts the embedded nats-server. The returned cleanup stops it
 // and removes a temporary store.

@@ -11,7 +11,11 @@
 //
 // Usage:
 //
-//	go run ./examples/workflow [-timeout 15s] [-v]
+//	go run ./examples/workflow [-timeout 15s] [-v] [-url nats://127.0.0.1:4222]
+//
+// With -url it runs against an existing server instead of an embedded one
+// (run IDs then get a suffix of the run, so that runs do not collide) and
+// prints the jetflow CLI commands that show the runs and their steps.
 package main
 
 import (
@@ -23,6 +27,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -177,6 +182,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	timeout := fs.Duration("timeout", 15*time.Second, "deadline for every run to end")
 	verbose := fs.Bool("v", false, "log the framework's warnings and errors")
+	url := fs.String("url", "", "run against the NATS server at this URL instead of an embedded one")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -188,12 +194,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	emb, err := testutil.StartEmbedded(ctx, streams.Config{})
+	emb, err := testutil.Setup(ctx, *url, streams.Config{})
 	if err != nil {
 		return err
 	}
 	defer emb.Close()
 	nc := emb.Conn
+
+	// On a server of its own the run IDs are the order IDs. On an existing
+	// server a suffix keeps them apart from earlier runs, which would be
+	// found instead of started.
+	runTag := ""
+	if emb.URL() != "" {
+		runTag = "-" + strconv.FormatInt(time.Now().UnixMilli(), 36)
+	}
 
 	s := &shop{inv: newInventory(), gw: newGateway("order-2"), carrier: carrier{refuse: "nowhere"}, out: stdout}
 	def := s.define()
@@ -225,7 +239,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	s.printf("workflow %s: %s\n\nprogress:\n", def.Name(), strings.Join(def.Steps(), " → "))
 	for _, o := range orders {
 		// The order ID is the run ID: starting an order twice is harmless.
-		if _, err := wf.Start(ctx, def.Name(), o.order, workflow.WithRunID(o.order.ID)); err != nil {
+		if _, err := wf.Start(ctx, def.Name(), o.order, workflow.WithRunID(o.order.ID+runTag)); err != nil {
 			return err
 		}
 		s.printf("  %-8s started: %d × %s to %q\n", o.order.ID, o.order.Qty, o.order.SKU, o.order.Address)
@@ -233,7 +247,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	runs := make([]*workflow.Run, len(orders))
 	for i, o := range orders {
-		if runs[i], err = wf.Wait(ctx, o.order.ID); err != nil {
+		if runs[i], err = wf.Wait(ctx, o.order.ID+runTag); err != nil {
 			return err
 		}
 	}
@@ -260,8 +274,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	charged, refunded := s.gw.totals()
 	fmt.Fprintf(stdout, "  payments: %s charged, %s refunded; stock: lamp %d, chair %d, desk %d\n",
 		money(charged), money(refunded), s.inv.level("lamp"), s.inv.level("chair"), s.inv.level("desk"))
-	fmt.Fprintf(stdout, "  on a reachable server, inspect a run with: nats stream get %s --last-for %s\n",
-		fc.Names().TaskStream(), fc.Names().RunSubject(orders[2].order.ID))
+	if url := emb.URL(); url != "" {
+		fmt.Fprintf(stdout, "  inspect the runs: go run ./cmd/jetflow -s %s workflows ls; ... workflows get %s\n", url, orders[2].order.ID+runTag)
+	} else {
+		fmt.Fprintf(stdout, "  on a reachable server (-url), inspect a run with: nats stream get %s --last-for %s\n",
+			fc.Names().TaskStream(), fc.Names().RunSubject(orders[2].order.ID))
+	}
 	if charged != 4998+8900 || refunded != 31000 || s.inv.level("desk") != 2 {
 		failures = append(failures, "money or stock do not add up")
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/jetflow-io/jetflow/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -27,6 +29,21 @@ func TestRun(t *testing.T) {
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestURL runs the example twice against one existing server: the second
+// run starts new runs instead of finding the first's.
+func TestURL(t *testing.T) {
+	srv := testutil.RunServer(t, testutil.WithListen())
+	for range 2 {
+		var out, errs bytes.Buffer
+		if err := run(t.Context(), []string{"-timeout", "30s", "-url", srv.ClientURL()}, &out, &errs); err != nil {
+			t.Fatalf("run: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errs.String())
+		}
+		if !strings.Contains(out.String(), "go run ./cmd/jetflow -s "+srv.ClientURL()+" workflows ls") {
+			t.Errorf("no inspection hint:\n%s", out.String())
 		}
 	}
 }

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jetflow-io/jetflow/framework"
+)
+
+// dlqFilterFlags are the filters of the dead-letter API as flags.
+type dlqFilterFlags struct {
+	typ, reason, errContains string
+	since, until             string
+}
+
+func (f *dlqFilterFlags) register(fs *flag.FlagSet) {
+	*f = dlqFilterFlags{}
+	fs.StringVar(&f.typ, "type", "", "task type")
+	fs.StringVar(&f.reason, "reason", "", "permanent, decode or max_deliveries")
+	fs.StringVar(&f.errContains, "error", "", "last error contains this text (any case)")
+	fs.StringVar(&f.since, "since", "", "stored at or after: RFC 3339 time or a duration ago (1h)")
+	fs.StringVar(&f.until, "until", "", "stored at or before: RFC 3339 time or a duration ago")
+}
+
+func (f *dlqFilterFlags) filter(now time.Time) (framework.DeadLetterFilter, error) {
+	out := framework.DeadLetterFilter{Type: f.typ, ErrorContains: f.errContains}
+	switch r := framework.DeadLetterReason(f.reason); r {
+	case "", framework.DeadLetterPermanent, framework.DeadLetterDecode, framework.DeadLetterMaxDeliveries:
+		out.Reason = r
+	default:
+		return out, usagef("--reason %q: want permanent, decode or max_deliveries", f.reason)
+	}
+	var err error
+	if out.From, err = pointInTime(f.since, now); err != nil {
+		return out, usagef("--since: %v", err)
+	}
+	if out.To, err = pointInTime(f.until, now); err != nil {
+		return out, usagef("--until: %v", err)
+	}
+	return out, nil
+}
+
+func (f *dlqFilterFlags) empty() bool { return *f == dlqFilterFlags{} }
+
+// pointInTime parses an RFC 3339 time or a duration before now.
+func pointInTime(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%q: want a positive duration", s)
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q: want an RFC 3339 time or a duration like 2h", s)
+	}
+	return t, nil
+}
+
+// deadView is a dead letter as the CLI prints it in JSON.
+type deadView struct {
+	Seq              uint64              `json:"seq"`
+	TaskID           string              `json:"task_id"`
+	Type             string              `json:"type"`
+	Priority         framework.Priority  `json:"priority"`
+	Reason           string              `json:"reason"`
+	Deliveries       int                 `json:"deliveries"`
+	LastError        string              `json:"last_error,omitempty"`
+	LastErrorAttempt int                 `json:"last_error_attempt,omitempty"`
+	FirstFailure     time.Time           `json:"first_failure,omitzero"`
+	LastFailure      time.Time           `json:"last_failure,omitzero"`
+	DeadAt           time.Time           `json:"dead_at,omitzero"`
+	DeadCount        int                 `json:"dead_count,omitempty"`
+	RoutedBy         string              `json:"routed_by,omitempty"`
+	OriginalSubject  string              `json:"original_subject,omitempty"`
+	OriginalSeq      uint64              `json:"original_seq,omitempty"`
+	Stored           time.Time           `json:"stored"`
+	PayloadOmitted   bool                `json:"payload_omitted,omitempty"`
+	Payload          json.RawMessage     `json:"payload,omitempty"`
+	PayloadBase64    []byte              `json:"payload_base64,omitempty"`
+	Headers          map[string][]string `json:"headers,omitempty"`
+}
+
+func viewDead(d *framework.DeadLetter, full bool) deadView {
+	v := deadView{Seq: d.Seq, TaskID: d.TaskID, Type: d.Type, Priority: d.Priority, Reason: string(d.Reason),
+		Deliveries: d.Deliveries, LastError: d.LastError, LastErrorAttempt: d.LastErrorAttempt,
+		FirstFailure: d.FirstFailure, LastFailure: d.LastFailure, DeadAt: d.DeadAt, DeadCount: d.DeadCount,
+		RoutedBy: d.RoutedBy, OriginalSubject: d.OriginalSubject, OriginalSeq: d.OriginalSeq, Stored: d.Time,
+		PayloadOmitted: d.PayloadOmitted}
+	if full {
+		v.Headers = d.Headers
+		if v.Payload = payloadJSON(d.Payload); v.Payload == nil {
+			v.PayloadBase64 = d.Payload
+		}
+	}
+	return v
+}
+
+func dlqCommands() []*command {
+	var ls struct {
+		f     dlqFilterFlags
+		limit int
+		after uint64
+	}
+	var rp struct {
+		f   dlqFilterFlags
+		all bool
+	}
+	var pg struct {
+		f   dlqFilterFlags
+		all bool
+		yes bool
+	}
+	return []*command{
+		{
+			name:    "dlq ls",
+			summary: "list dead letters, oldest first, with the API's filters",
+			flags: func(fs *flag.FlagSet, c *cli) {
+				ls.f.register(fs)
+				fs.IntVar(&ls.limit, "limit", framework.DefaultDeadLetterPageLimit, "most records listed (at most 1000)")
+				fs.Uint64Var(&ls.after, "after", 0, "start after this sequence (the cursor a previous page printed)")
+			},
+			run: func(ctx context.Context, c *cli, args []string) error {
+				if len(args) > 0 {
+					return usagef("dlq ls takes no arguments")
+				}
+				f, err := ls.f.filter(time.Now())
+				if err != nil {
+					return err
+				}
+				s, err := c.connect()
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+				defer cancel()
+				dls, next, err := s.cl.DeadLetters().List(ctx, f, framework.DeadLetterPage{Limit: ls.limit, After: ls.after})
+				if err != nil {
+					return err
+				}
+				if c.json {
+					out := struct {
+						DeadLetters []deadView `json:"dead_letters"`
+						Next        uint64     `json:"next,omitempty"`
+					}{DeadLetters: []deadView{}, Next: next}
+					for i := range dls {
+						out.DeadLetters = append(out.DeadLetters, viewDead(&dls[i], false))
+					}
+					return c.printJSON(out)
+				}
+				if len(dls) == 0 {
+					fmt.Fprintln(c.stdout, "no dead letters")
+					return nil
+				}
+				now := time.Now()
+				t := newTable(c.stdout, "SEQ", "TYPE", "PRIORITY", "TASK ID", "REASON", "ATTEMPTS", "DIED", "LAST ERROR")
+				for _, d := range dls {
+					t.row(d.Seq, d.Type, d.Priority, d.TaskID, d.Reason, d.Deliveries, age(d.Time, now)+" ago", cut(d.LastError, 60))
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
+				if next > 0 {
+					fmt.Fprintf(c.stdout, "more: jetflow dlq ls --after %d\n", next)
+				}
+				return nil
+			},
+		},
+		{
+			name:    "dlq get",
+			args:    "SEQ",
+			summary: "show one dead letter with its headers and payload",
+			run: func(ctx context.Context, c *cli, args []string) error {
+				seq, err := oneSeq("dlq get", args)
+				if err != nil {
+					return err
+				}
+				s, err := c.connect()
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+				defer cancel()
+				d, err := s.cl.DeadLetters().Get(ctx, seq)
+				if err != nil {
+					return err
+				}
+				if c.json {
+					return c.printJSON(viewDead(d, true))
+				}
+				now := time.Now()
+				t := newTable(c.stdout, "FIELD", "VALUE")
+				t.row("seq", d.Seq)
+				t.row("task", fmt.Sprintf("%s %s (%s)", d.Type, d.TaskID, d.Priority))
+				t.row("reason", d.Reason)
+				t.row("attempts", d.Deliveries)
+				t.row("last error", fmt.Sprintf("%s (attempt %d)", d.LastError, d.LastErrorAttempt))
+				t.row("failures", when(d.FirstFailure, now)+" … "+when(d.LastFailure, now))
+				t.row("died", when(d.Time, now))
+				t.row("died before", d.DeadCount-1)
+				t.row("routed by", d.RoutedBy)
+				t.row("original", fmt.Sprintf("%s seq %d", d.OriginalSubject, d.OriginalSeq))
+				keys := make([]string, 0, len(d.Headers))
+				for k := range d.Headers {
+					keys = append(keys, k)
+				}
+				slices.Sort(keys)
+				for _, k := range keys {
+					t.row("header "+k, strings.Join(d.Headers[k], ", "))
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
+				if d.PayloadOmitted {
+					fmt.Fprintln(c.stdout, "\npayload omitted (too large for a record): this record cannot be replayed")
+				} else if len(d.Payload) > 0 {
+					fmt.Fprintf(c.stdout, "\npayload (%d bytes):\n%s\n", len(d.Payload), printable(d.Payload))
+				}
+				fmt.Fprintf(c.stdout, "\nreplay it: jetflow dlq replay %d\n", d.Seq)
+				return nil
+			},
+		},
+		{
+			name:    "dlq replay",
+			args:    "[SEQ...]",
+			summary: "enqueue dead letters again (by sequence, or --all with filters) and delete their records",
+			flags: func(fs *flag.FlagSet, c *cli) {
+				rp.f.register(fs)
+				fs.BoolVar(&rp.all, "all", false, "replay every record matching the filters")
+			},
+			run: func(ctx context.Context, c *cli, args []string) error {
+				if rp.all == (len(args) > 0) {
+					return usagef("give record sequences, or --all (with optional filters)")
+				}
+				if !rp.all && !rp.f.empty() {
+					return usagef("filters go with --all")
+				}
+				s, err := c.connect()
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				dl := s.cl.DeadLetters()
+				if rp.all {
+					f, err := rp.f.filter(time.Now())
+					if err != nil {
+						return err
+					}
+					p := &progress{c: c, verb: "examined"}
+					n, err := dl.ReplayFilter(ctx, f, p.update)
+					p.end()
+					if c.json && err == nil {
+						return c.printJSON(map[string]any{"replayed": n})
+					}
+					fmt.Fprintf(c.stdout, "replayed %d task(s)\n", n)
+					return err
+				}
+				var out []map[string]any
+				for _, a := range args {
+					seq, err := oneSeq("dlq replay", []string{a})
+					if err != nil {
+						return err
+					}
+					octx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+					info, err := dl.Replay(octx, seq)
+					cancel()
+					if err != nil {
+						return err
+					}
+					out = append(out, map[string]any{"seq": seq, "id": info.ID, "type": info.Type, "priority": info.Priority, "task_seq": info.Sequence})
+					if !c.json {
+						fmt.Fprintf(c.stdout, "replayed %d: %s %s (%s) enqueued again\n", seq, info.Type, info.ID, info.Priority)
+					}
+				}
+				if c.json {
+					return c.printJSON(out)
+				}
+				return nil
+			},
+		},
+		{
+			name:    "dlq purge",
+			summary: "delete dead letters matching the filters (--all for every record); asks for --yes",
+			flags: func(fs *flag.FlagSet, c *cli) {
+				pg.f.register(fs)
+				fs.BoolVar(&pg.all, "all", false, "purge every record (without filters)")
+				fs.BoolVar(&pg.yes, "yes", false, "confirm: records are deleted for good")
+			},
+			run: func(ctx context.Context, c *cli, args []string) error {
+				if len(args) > 0 {
+					return usagef("dlq purge takes filters, not arguments")
+				}
+				if pg.f.empty() && !pg.all {
+					return usagef("give filters, or --all to purge every record")
+				}
+				f, err := pg.f.filter(time.Now())
+				if err != nil {
+					return err
+				}
+				s, err := c.connect()
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				if !pg.yes {
+					ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+					defer cancel()
+					dls, next, err := s.cl.DeadLetters().List(ctx, f, framework.DeadLetterPage{Limit: framework.MaxDeadLetterPageLimit})
+					if err != nil {
+						return err
+					}
+					more := ""
+					if next > 0 {
+						more = " or more"
+					}
+					return fmt.Errorf("would delete %d%s dead letter(s) for good: repeat with --yes to confirm (jetflow dlq ls with the same filters shows them)", len(dls), more)
+				}
+				p := &progress{c: c, verb: "examined"}
+				n, err := s.cl.DeadLetters().PurgeProgress(ctx, f, p.update)
+				p.end()
+				if err != nil {
+					return err
+				}
+				if c.json {
+					return c.printJSON(map[string]any{"purged": n})
+				}
+				fmt.Fprintf(c.stdout, "purged %d dead letter(s)\n", n)
+				return nil
+			},
+		},
+	}
+}
+
+func oneSeq(cmd string, args []string) (uint64, error) {
+	if len(args) != 1 {
+		return 0, usagef("%s takes one record sequence (see jetflow dlq ls)", cmd)
+	}
+	seq, err := strconv.ParseUint(args[0], 10, 64)
+	if err != nil || seq == 0 {
+		return 0, usagef("%q is not a record sequence (a positive number from jetflow dlq ls)", args[0])
+	}
+	return seq, nil
+}

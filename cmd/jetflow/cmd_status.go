@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jetflow-io/jetflow/framework"
+)
+
+type statusFlags struct {
+	watch    bool
+	interval time.Duration
+}
+
+func statusCommands() []*command {
+	var f statusFlags
+	return []*command{{
+		name:    "status",
+		summary: "queues per type and priority: waiting, scheduled, running, retrying, backlog age, dead letters, paused, pulls; stranded subjects; cluster leaders",
+		flags: func(fs *flag.FlagSet, c *cli) {
+			fs.BoolVar(&f.watch, "watch", false, "refresh until interrupted (with --json: one JSON document per line)")
+			fs.DurationVar(&f.interval, "interval", 2*time.Second, "refresh interval of --watch")
+		},
+		run: func(ctx context.Context, c *cli, args []string) error {
+			if len(args) > 0 {
+				return usagef("status takes no arguments")
+			}
+			if f.interval < 100*time.Millisecond {
+				return usagef("--interval %v: at least 100ms", f.interval)
+			}
+			s, err := c.connect()
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			for {
+				octx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+				o, err := s.in.Overview(octx)
+				cancel()
+				if err != nil {
+					if f.watch && ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				if f.watch && !c.json {
+					fmt.Fprint(c.stdout, "\x1b[H\x1b[2J") // home, clear screen
+				}
+				if c.json {
+					if f.watch {
+						if err := jsonLine(c, o); err != nil {
+							return err
+						}
+					} else if err := c.printJSON(o); err != nil {
+						return err
+					}
+				} else if err := printStatus(c, o, s.nc.ConnectedUrlRedacted()); err != nil {
+					return err
+				}
+				if !f.watch {
+					return nil
+				}
+				t := time.NewTimer(f.interval)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return nil
+				case <-t.C:
+				}
+			}
+		},
+	}}
+}
+
+func printStatus(c *cli, o *framework.Overview, url string) error {
+	now := o.Taken
+	fmt.Fprintf(c.stdout, "jetflow on %s at %s: %d delayed, %d repeating schedules, %d dead letters\n\n",
+		url, o.Taken.Local().Format(time.TimeOnly), o.Scheduled, o.Cron, o.DeadTotal)
+	if len(o.Queues) == 0 {
+		fmt.Fprintln(c.stdout, "no queues yet: no worker has registered a task type and no task waits")
+	} else {
+		t := newTable(c.stdout, "TYPE", "PRIORITY", "WAITING", "SCHEDULED", "RUNNING", "RETRYING", "OLDEST", "DEAD", "PAUSED", "PULLS", "NOTE")
+		var stranded, idle int
+		for _, q := range o.Queues {
+			paused := "-"
+			if q.Paused {
+				paused = "until " + q.PausedUntil.Local().Format("01-02 15:04")
+				if q.PausedUntil.Sub(now) > 10*365*24*time.Hour {
+					paused = "yes"
+				}
+			}
+			var note []string
+			if q.Stranded {
+				note = append(note, "STRANDED: no consumer serves this subject")
+				stranded++
+			}
+			if !q.Stranded && q.Waiting > 0 && q.Pulls == 0 && !q.Paused {
+				note = append(note, "no worker pulling")
+				idle++
+			}
+			if q.Leader != "" {
+				note = append(note, "leader "+q.Leader)
+			}
+			if !q.ReplicasCurrent {
+				note = append(note, "REPLICA BEHIND")
+			}
+			t.row(q.Type, q.Priority, q.Waiting, q.Scheduled, q.Running, q.Retrying, age(q.OldestWaiting, now), q.Dead, paused, q.Pulls, strings.Join(note, "; "))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if stranded > 0 {
+			fmt.Fprintf(c.stdout, "\n%d stranded queue(s): tasks on a work subject that no consumer serves never run; start a worker that registers the type at that priority\n", stranded)
+		}
+		if idle > 0 {
+			fmt.Fprintf(c.stdout, "\n%d queue(s) with waiting tasks and no pull request: are the workers running and connected?\n", idle)
+		}
+	}
+	var clustered bool
+	for _, s := range o.Streams {
+		clustered = clustered || s.Cluster != ""
+	}
+	if clustered {
+		fmt.Fprintln(c.stdout)
+		t := newTable(c.stdout, "STREAM", "MESSAGES", "LEADER", "REPLICAS")
+		for _, s := range o.Streams {
+			var reps []string
+			for _, r := range s.Replicas {
+				st := "current"
+				switch {
+				case r.Offline:
+					st = "OFFLINE"
+				case !r.Current:
+					st = fmt.Sprintf("BEHIND by %d", r.Lag)
+				}
+				reps = append(reps, r.Name+" "+st)
+			}
+			t.row(s.Name, s.Messages, s.Leader, strings.Join(reps, ", "))
+		}
+		return t.flush()
+	}
+	return nil
+}
+
+// jsonLine writes v as one line of JSON.
+func jsonLine(c *cli, v any) error {
+	b, err := marshalCompact(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(c.stdout, string(b))
+	return err
+}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// priorityList is a repeatable --priority flag.
+type priorityList []framework.Priority
+
+func (p *priorityList) String() string {
+	var s []string
+	for _, v := range *p {
+		s = append(s, v.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func (p *priorityList) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		pr, err := streams.ParsePriority(strings.TrimSpace(part))
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(*p, pr) {
+			*p = append(*p, pr)
+		}
+	}
+	return nil
+}
+
+// listStates maps the CLI's --state values to task states.
+var listStates = map[string]framework.TaskState{
+	"waiting":   framework.StatePending,
+	"pending":   framework.StatePending,
+	"scheduled": framework.StateScheduled,
+	"running":   framework.StateRunning,
+	"retrying":  framework.StateRetrying,
+}
+
+// taskView is a task as the CLI prints it in JSON.
+type taskView struct {
+	framework.TaskSummary
+	Payload       json.RawMessage       `json:"payload,omitempty"`
+	PayloadBase64 []byte                `json:"payload_base64,omitempty"`
+	Headers       map[string][]string   `json:"headers,omitempty"`
+	Record        *framework.TaskRecord `json:"record,omitempty"`
+}
+
+func taskCommands() []*command {
+	var ls struct {
+		typ   string
+		prios priorityList
+		state string
+		limit int
+	}
+	var enq struct {
+		prios   priorityList
+		in      time.Duration
+		at      string
+		id      string
+		headers headerList
+		raw     bool
+	}
+	return []*command{
+		{
+			name:    "tasks ls",
+			summary: "list tasks waiting, scheduled (with type and due time), running or retrying (with last error)",
+			flags: func(fs *flag.FlagSet, c *cli) {
+				ls.prios = nil
+				fs.StringVar(&ls.typ, "type", "", "task type")
+				fs.Var(&ls.prios, "priority", "priority: critical, high, normal or low (repeatable)")
+				fs.StringVar(&ls.state, "state", "waiting", "waiting, scheduled, running or retrying")
+				fs.IntVar(&ls.limit, "limit", framework.DefaultTaskListLimit, "most tasks listed")
+			},
+			run: func(ctx context.Context, c *cli, args []string) error {
+				if len(args) > 0 {
+					return usagef("tasks ls takes no arguments (did you mean --type %s?)", args[0])
+				}
+				st, ok := listStates[ls.state]
+				if !ok {
+					return usagef("--state %q: want waiting, scheduled, running or retrying", ls.state)
+				}
+				s, err := c.connect()
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+				defer cancel()
+				tasks, err := s.in.ListTasks(ctx, framework.TaskFilter{State: st, Type: ls.typ, Priorities: ls.prios, Limit: ls.limit})
+				if err != nil {
+					return err
+				}
+				if c.json {
+					if tasks == nil {
+						tasks = []framework.TaskSummary{}
+					}
+					return c.printJSON(tasks)
+				}
+				if len(tasks) == 0 {
+					fmt.Fprintf(c.stdout, "no %s tasks\n", ls.state)
+					return nil
+				}
+				now := time.Now()
+				t := newTable(c.stdout, "ID", "TYPE", "PRIORITY", "STATE", "ENQUEUED", "DUE", "ATTEMPT", "LAST ERROR")
+				for _, k := range tasks {
+					attempt := "-"
+					if k.Attempt > 0 {
+						attempt = fmt.Sprint(k.Attempt)
+					}
+					t.row(k.ID, k.Type, k.Priority, stateName(k.State), age(k.EnqueuedAt, now)+" ago", when(k.DueAt, now), attempt, cut(k.LastError, 60))
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
+				if len(tasks) == ls.limit {
+					fmt.Fprintf(c.stdout, "(first %d; raise --limit for more)\n", ls.limit)
+				}
+				return nil
+			},
+		},
+		{
+			name:    "tasks get",
+			args:    "ID",
+			summary: "show one task: state, headers, payload, attempts, last error, due time",
+			run: func(ctx context.Context, c *cli, args []string) error {
+				if len(args) != 1 {
+					return usagef("tasks get takes one task ID")
+				}
+				s, err := c.connect()
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+				defer cancel()
+				d, err := s.in.FindTask(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				v := taskView{TaskSummary: d.TaskSummary, Headers: d.Headers, Record: d.Record}
+				if v.Payload = payloadJSON(d.Payload); v.Payload == nil {
+					v.PayloadBase64 = d.Payload
+				}
+				if c.json {
+					return c.printJSON(v)
+				}
+				now := time.Now()
+				t := newTable(c.stdout, "FIELD", "VALUE")
+				t.row("id", d.ID)
+				t.row("type", d.Type)
+				t.row("priority", d.Priority)
+				t.row("state", stateName(d.State))
+				if d.Subject != "" {
+					t.row("subject", fmt.Sprintf("%s (seq %d)", d.Subject, d.Sequence))
+				}
+				t.row("enqueued", when(d.EnqueuedAt, now))
+				if !d.DueAt.IsZero() {
+					t.row("due", when(d.DueAt, now))
+				}
+				if d.Attempt > 0 {
+					t.row("attempt", d.Attempt)
+					t.row("last error", d.LastError)
+				}
+				if r := d.Record; r != nil {
+					t.row("record", fmt.Sprintf("%s, attempt %d/%d, updated %s", r.State, r.Attempt, r.MaxAttempts, when(r.UpdatedAt, now)))
+					if r.Error != "" {
+						t.row("record error", r.Error)
+					}
+				}
+				var keys []string
+				for k := range d.Headers {
+					keys = append(keys, k)
+				}
+				slices.Sort(keys)
+				for _, k := range keys {
+					t.row("header "+k, strings.Join(d.Headers[k], ", "))
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
+				if len(d.Payload) > 0 {
+					fmt.Fprintf(c.stdout, "\npayload (%d bytes):\n%s\n", len(d.Payload), printable(d.Payload))
+				}
+				return nil
+			},
+		},
+		{
+			name:    "tasks cancel",
+			args:    "ID",
+			summary: "cancel a delayed task still waiting in its schedule",
+			run: func(ctx context.Context, c *cli, args []string) error {
+				if len(args) != 1 {
+					return usagef("tasks cancel takes one task ID")
+				}
+				s, err := c.connect()
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+				defer cancel()
+				if err := s.in.CancelTask(ctx, args[0]); err != nil {
+					return err
+				}
+				if c.json {
+					return c.printJSON(map[string]any{"id": args[0], "cancelled": true})
+				}
+				fmt.Fprintf(c.stdout, "cancelled %s\n", args[0])
+				return nil
+			},
+		},
+		{
+			name:    "enqueue",
+			args:    "TYPE PAYLOAD",
+			summary: "enqueue a task; PAYLOAD is JSON, @FILE, or - for standard input",
+			flags: func(fs *flag.FlagSet, c *cli) {
+				enq.prios, enq.headers = nil, nil
+				fs.Var(&enq.prios, "priority", "priority: critical, high, normal (default) or low")
+				fs.DurationVar(&enq.in, "in", 0, "run after this delay")
+				fs.StringVar(&enq.at, "at", "", "run at this time (RFC 3339)")
+				fs.StringVar(&enq.id, "id", "", "task ID (deduplicates within the stream's window)")
+				fs.Var(&enq.headers, "header", "custom header KEY=VALUE (repeatable)")
+				fs.BoolVar(&enq.raw, "raw", false, "send PAYLOAD as raw bytes, not JSON")
+			},
+			run: func(ctx context.Context, c *cli, args []string) error {
+				if len(args) != 2 {
+					return usagef("enqueue takes a task type and a payload")
+				}
+				payload, err := readPayload(args[1], os.Stdin)
+				if err != nil {
+					return usagef("payload: %v", err)
+				}
+				var body any = json.RawMessage(payload)
+				if enq.raw {
+					body = payload
+				} else if !json.Valid(payload) {
+					return usagef("payload is not valid JSON (quote strings: '\"text\"'), or pass --raw")
+				}
+				var opts []framework.EnqueueOption
+				switch len(enq.prios) {
+				case 0:
+				case 1:
+					opts = append(opts, framework.WithPriority(enq.prios[0]))
+				default:
+					return usagef("one --priority only")
+				}
+				if enq.in != 0 && enq.at != "" {
+					return usagef("--in and --at exclude each other")
+				}
+				if enq.in < 0 {
+					return usagef("--in %v: want a positive delay", enq.in)
+				}
+				if enq.in > 0 {
+					opts = append(opts, framework.In(enq.in))
+				}
+				if enq.at != "" {
+					at, err := time.Parse(time.RFC3339, enq.at)
+					if err != nil {
+						return usagef("--at %q: want RFC 3339, like 2026-01-02T15:04:05Z", enq.at)
+					}
+					opts = append(opts, framework.At(at))
+				}
+				if enq.id != "" {
+					opts = append(opts, framework.WithID(enq.id))
+				}
+				for _, h := range enq.headers {
+					opts = append(opts, framework.WithHeader(h[0], h[1]))
+				}
+				s, err := c.connect()
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+				defer cancel()
+				info, err := s.cl.Enqueue(ctx, args[0], body, opts...)
+				if err != nil {
+					return err
+				}
+				if c.json {
+					return c.printJSON(map[string]any{"id": info.ID, "type": info.Type, "priority": info.Priority,
+						"subject": info.Subject, "seq": info.Sequence, "duplicate": info.Duplicate, "due_at": info.ScheduledFor})
+				}
+				msg := fmt.Sprintf("enqueued %s %s (%s) as %s", info.Type, info.ID, info.Priority, info.Subject)
+				if !info.ScheduledFor.IsZero() {
+					msg += ", due " + when(info.ScheduledFor, time.Now())
+				}
+				if info.Duplicate {
+					msg += " (duplicate: a task with this ID was enqueued recently; nothing new stored)"
+				}
+				fmt.Fprintln(c.stdout, msg)
+				return nil
+			},
+		},
+	}
+}
+
+func stateName(s framework.TaskState) string {
+	if s == framework.StatePending {
+		return "waiting"
+	}
+	return string(s)
+}
+
+// headerList is a repeatable KEY=VALUE flag.
+type headerList [][2]string
+
+func (h *headerList) String() string { return fmt.Sprint(*h) }
+
+func (h *headerList) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", v)
+	}
+	*h = append(*h, [2]string{k, val})
+	return nil
+}
+
+// readPayload reads a payload argument: literal, @file or - (stdin).
+func readPayload(arg string, stdin io.Reader) ([]byte, error) {
+	switch {
+	case arg == "-":
+		return io.ReadAll(io.LimitReader(stdin, 64<<20))
+	case strings.HasPrefix(arg, "@"):
+		return os.ReadFile(arg[1:])
+	}
+	return []byte(arg), nil
+}
+
+// printable returns data for a terminal: text as is, binary as a note.
+func printable(data []byte) string {
+	if p := payloadJSON(data); p != nil {
+		var v any
+		if json.Unmarshal(p, &v) == nil {
+			if b, err := json.MarshalIndent(v, "", "  "); err == nil {
+				return string(b)
+			}
+		}
+	}
+	for _, r := range string(data) {
+		if r == '\uFFFD' || (r < 0x20 && r != '\n' && r != '\t' && r != '\r') {
+			return fmt.Sprintf("(%d bytes of binary data; use --json for base64)", len(data))
+		}
+	}
+	return string(data)
+}
