@@ -1,17 +1,16 @@
 package main
 
 import (
-	"errors"
 	"log/slog"
 	"net/http"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow-io/jetflow/ui"
 )
 
-// errNoDashboard reports a build without the dashboard package.
-var errNoDashboard = errors.New("the web dashboard is not part of this build yet; use 'jetflow status --watch' meanwhile (with 'dev', pass --no-ui)")
-
-// dashboardHandler returns the dashboard for the topology under prefix.
+// dashboardHandler returns the web dashboard (package ui) for the topology
+// under prefix, serving its pages, its JSON API and /metrics.
 func dashboardHandler(nc *nats.Conn, prefix string, readOnly bool, logger *slog.Logger) (http.Handler, error) {
-	return nil, errNoDashboard
+	return ui.New(nc, ui.Options{Prefix: prefix, ReadOnly: readOnly, Logger: logger})
 }
