@@ -6,10 +6,17 @@
 // server, and kill it with SIGKILL mid-task to check that its tasks run
 // elsewhere once their ack wait passes.
 //
+// With -partitions N it runs ordered tasks instead ([framework.WithOrdering]
+// with N partitions; payload {"key":…,"n":…}): it publishes a JSON record
+// on the -record subject when each task starts and when its handler returns,
+// holds each task for -hold, and holds the first attempt of the -block task
+// ("key/n") until the process is killed.
+//
 // Usage:
 //
 //	jetflow-testworker -url nats://127.0.0.1:4222 [-type fault.work] [-ack-wait 2s]
 //	                   [-announce jetflow.test.started] [-hold 1h] [-concurrency 8]
+//	                   [-partitions 4 -record jetflow.test.ordered -block key/n]
 //
 // SIGINT and SIGTERM shut the worker down cleanly; SIGKILL is the point.
 package main
@@ -44,6 +51,9 @@ func run(args []string) error {
 	announce := fs.String("announce", "jetflow.test.started", "core NATS subject announcing each task start")
 	hold := fs.Duration("hold", time.Hour, "how long each task runs")
 	concurrency := fs.Int("concurrency", 8, "tasks run at once")
+	partitions := fs.Int("partitions", 0, "run ordered tasks with this many partitions (0: unordered)")
+	record := fs.String("record", "jetflow.test.ordered", "core NATS subject of the ordered tasks' start and end records")
+	block := fs.String("block", "", "ordered task key/n whose first attempt is held until the process dies")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,6 +70,14 @@ func run(args []string) error {
 		framework.WithShutdownTimeout(time.Second))
 	if err != nil {
 		return err
+	}
+	if *partitions > 0 {
+		err := handleOrdered(w, nc, *taskType, orderedConfig{partitions: *partitions, record: *record,
+			block: *block, hold: *hold, ackWait: *ackWait})
+		if err != nil {
+			return err
+		}
+		return w.Run(ctx)
 	}
 	w.HandleFunc(*taskType, func(ctx context.Context, t *framework.Task) error {
 		if err := nc.Publish(*announce, []byte(t.ID)); err != nil {
