@@ -55,14 +55,15 @@ type orderLog struct {
 	starts     map[string][]run // every start, per key, in order
 	violations []string
 	reruns     int
-	complete   int // keys whose every task succeeded
+	complete   int             // keys whose every task succeeded in order
+	succeeded  map[string]bool // "key/n" of every task that succeeded, in order or not
 	keys       int
-	done       chan struct{}
+	done       chan struct{} // closed once every task succeeded, in order or not
 }
 
 func newOrderLog(keys, events int) *orderLog {
 	return &orderLog{events: events, keys: keys, next: map[string]int{}, open: map[string][]run{},
-		starts: map[string][]run{}, done: make(chan struct{})}
+		starts: map[string][]run{}, succeeded: map[string]bool{}, done: make(chan struct{})}
 }
 
 func (o *orderLog) violate(format string, args ...any) {
@@ -98,15 +99,21 @@ func (o *orderLog) end(key string, n, pid int, ok bool) {
 			break
 		}
 	}
-	if !ok || n != o.next[key] {
+	if !ok {
+		return
+	}
+	if id := fmt.Sprintf("%s/%d", key, n); !o.succeeded[id] {
+		o.succeeded[id] = true
+		if len(o.succeeded) == o.keys*o.events {
+			close(o.done)
+		}
+	}
+	if n != o.next[key] {
 		return
 	}
 	o.next[key]++
 	if o.next[key] == o.events {
 		o.complete++
-		if o.complete == o.keys {
-			close(o.done)
-		}
 	}
 }
 
@@ -141,11 +148,11 @@ func (o *orderLog) summary() string {
 			behind = append(behind, fmt.Sprintf("%s at %d", key, n))
 		}
 	}
-	return fmt.Sprintf("keys complete %d of %d (first behind: %v), reruns %d, violations %d",
-		o.complete, o.keys, behind, o.reruns, len(o.violations))
+	return fmt.Sprintf("tasks succeeded %d of %d, keys complete in order %d of %d (first behind: %v), reruns %d, violations %d",
+		len(o.succeeded), o.keys*o.events, o.complete, o.keys, behind, o.reruns, len(o.violations))
 }
 
-// check waits for every key to complete, then fails on violations.
+// check waits for every task to succeed, then fails on violations.
 func (o *orderLog) check(t *testing.T, timeout time.Duration, diags ...func() string) {
 	t.Helper()
 	timer := time.NewTimer(timeout)
@@ -166,6 +173,9 @@ func (o *orderLog) check(t *testing.T, timeout time.Duration, diags ...func() st
 	defer o.mu.Unlock()
 	if len(o.violations) > 0 {
 		t.Fatalf("%d ordering violations, first: %s", len(o.violations), strings.Join(o.violations[:min(5, len(o.violations))], "; "))
+	}
+	if o.complete != o.keys {
+		t.Fatalf("%d of %d keys ran every task in order", o.complete, o.keys)
 	}
 }
 
