@@ -122,10 +122,6 @@ var uniqueRules = unique.Validators{
 	MaxTypeLen: streams.MaxTaskTypeLen,
 }
 
-// parseUniqueKey validates a unique key read back from the wire. It returns
-// the task type.
-func parseUniqueKey(key string) (string, error) { return uniqueRules.ParseKey(key) }
-
 // UniqueReservation is the value stored under a uniqueness key in the unique
 // bucket, and what [Inspector.UniqueReservations] lists.
 type UniqueReservation struct {
