@@ -85,7 +85,7 @@ func (w *Worker) runOnce(base context.Context, p *pending, t *Task) (time.Durati
 	start := time.Now()
 	err := w.call(ctx, p.tt.handler, t)
 	took := time.Since(start)
-	p.tt.pace.observe(took)
+	p.tt.pace.Observe(took)
 	if err != nil && errors.Is(context.Cause(ctx), ErrHandlerTimeout) && !errors.Is(err, ErrHandlerTimeout) {
 		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, cfg.timeout, err)
 	}

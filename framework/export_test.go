@@ -12,11 +12,8 @@ func (w *Worker) WaitingForTest(p Priority) int {
 func (w *Worker) PullResizesForTest(taskType string) uint64 {
 	for _, tt := range w.order {
 		if tt.name == taskType {
-			return tt.pace.resizes.Load()
+			return tt.pace.Resizes()
 		}
 	}
 	return 0
 }
-
-// PullBatchForTest exposes the pull sizing policy.
-var PullBatchForTest = pullBatch

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/queuestate"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -64,41 +65,17 @@ func (i *Inspector) QueueActivity(ctx context.Context) ([]QueueActivity, error) 
 		}
 		return nil, fmt.Errorf("framework: queue activity: %w", err)
 	}
-	var out []QueueActivity
-	lister := stream.ListConsumers(ctx)
-	for ci := range lister.Info() {
-		p, typ, err := i.names.ParseTaskSubject(ci.Config.FilterSubject)
-		if err != nil {
-			continue // not a queue consumer
-		}
-		a := QueueActivity{
-			Type: typ, Priority: p, Consumer: ci.Name,
-			Delivered: ci.Delivered.Consumer, Acked: ci.AckFloor.Consumer,
-			Waiting: ci.NumPending, InFlight: ci.NumAckPending, Pulling: ci.NumWaiting,
-			Paused: ci.Paused,
-		}
-		if ci.Delivered.Last != nil {
-			a.LastDelivery = *ci.Delivered.Last
-		}
-		if ci.Paused {
-			a.PausedUntil = time.Now().Add(ci.PauseRemaining)
-		}
-		if ci.NumPending > 0 {
-			// Tasks above the last delivered stream sequence have not been
-			// delivered yet: the first of them is the oldest waiting.
-			req := jsapi.GetRequest{Seq: ci.Delivered.Stream + 1, NextFor: ci.Config.FilterSubject}
-			_, err := jsapi.DirectGet(ctx, i.nc, i.names.TaskStream(), req, func(m jsapi.Stored) error {
-				a.OldestWaiting = m.Time
-				return nil
-			})
-			if err != nil {
-				return nil, fmt.Errorf("framework: queue activity: oldest task of %s: %w", ci.Name, err)
-			}
-		}
-		out = append(out, a)
+	isQueue := func(filter string) bool { _, _, err := i.names.ParseTaskSubject(filter); return err == nil }
+	acts, err := queuestate.Activities(ctx, i.nc, stream, i.names.TaskStream(), isQueue)
+	if err != nil {
+		return nil, fmt.Errorf("framework: queue activity: %w", err)
 	}
-	if err := lister.Err(); err != nil {
-		return nil, fmt.Errorf("framework: queue activity: list consumers: %w", err)
+	var out []QueueActivity
+	for _, a := range acts {
+		p, typ, _ := i.names.ParseTaskSubject(a.Filter)
+		out = append(out, QueueActivity{Type: typ, Priority: p, Consumer: a.Consumer, Delivered: a.Delivered,
+			Acked: a.Acked, Waiting: a.Waiting, InFlight: a.InFlight, Pulling: a.Pulling,
+			OldestWaiting: a.OldestWaiting, LastDelivery: a.LastDelivery, Paused: a.Paused, PausedUntil: a.PausedUntil})
 	}
 	slices.SortFunc(out, func(a, b QueueActivity) int {
 		if c := strings.Compare(a.Type, b.Type); c != 0 {
@@ -138,22 +115,14 @@ func (i *Inspector) ScheduledTasks(ctx context.Context, f ScheduledFilter) (task
 		limit = DefaultScheduledLimit
 	}
 	limit = min(limit, MaxScheduledScan)
-	prefix := i.names.ScheduleSubject("")
-	seen := 0
-	err = jsapi.Scan(ctx, i.nc, i.names.TaskStream(), i.names.ScheduleSubject(">"), 0, 0, time.Time{}, 1000,
-		func(m jsapi.Stored) (bool, error) {
-			seen++
-			if seen > MaxScheduledScan {
-				truncated = true
-				return false, nil
-			}
-			id := strings.TrimPrefix(m.Subject, prefix)
+	truncated, err = queuestate.ScanSchedules(ctx, i.nc, i.names.TaskStream(), i.names.ScheduleSubject(""), MaxScheduledScan,
+		func(id string, m jsapi.Stored) {
 			if streams.ValidateID(id) != nil {
-				return true, nil
+				return
 			}
 			p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader))
 			if err != nil || (f.Type != "" && typ != f.Type) {
-				return true, nil
+				return
 			}
 			r := TaskRecord{ID: id, Type: typ, Priority: p, State: StateScheduled, Sequence: m.Seq,
 				EnqueuedAt: m.Time, UpdatedAt: m.Time}
@@ -164,7 +133,6 @@ func (i *Inspector) ScheduledTasks(ctx context.Context, f ScheduledFilter) (task
 				r.EnqueuedAt = ts
 			}
 			tasks = append(tasks, r)
-			return true, nil
 		})
 	if err != nil {
 		if errors.Is(err, jsapi.ErrNoStream) {

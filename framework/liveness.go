@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/retry"
 )
 
 // A worker never dies silently: Start waits for an unreachable server
@@ -18,11 +19,9 @@ import (
 // so that the process supervisor restarts the program. A worker whose
 // connection is closed consumes nothing, ever: staying alive would hide it.
 
-// Start's wait for the server between attempts.
-const (
-	startRetryMin = 100 * time.Millisecond
-	startRetryMax = 5 * time.Second
-)
+// startRetry spaces Start's attempts while the server is unreachable:
+// 100 ms doubling up to 5 s.
+var startRetry = retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 
 // startRetryable reports whether a start-up step failed because the server
 // is unreachable or not ready, as opposed to a missing topology or an
@@ -33,22 +32,6 @@ func (w *Worker) startRetryable(err error) bool {
 	}
 	return !w.nc.IsConnected() || natserr.Transient(err) || errors.Is(err, nats.ErrConnectionReconnecting) ||
 		errors.Is(err, nats.ErrNoServers)
-}
-
-// startWait logs a failed start-up step and waits before the next attempt.
-// It returns false when ctx ended first.
-func (w *Worker) startWait(ctx context.Context, attempt int, err error) bool {
-	d := min(startRetryMin<<min(attempt, 10), startRetryMax)
-	w.log.Warn("jetflow worker waiting for NATS to start", slog.Int("attempt", attempt+1),
-		slog.Duration("retry_in", d), slog.Any(LogKeyError, err))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // watchConnection closes w.connLost when the connection is closed for good
@@ -78,7 +61,8 @@ func (w *Worker) errConnLost() error {
 // startStep runs a start-up step, retrying with backoff while the server is
 // unreachable, until ctx ends.
 func (w *Worker) startStep(ctx context.Context, step func() error) error {
-	for attempt := 0; ; attempt++ {
+	b := startRetry.New()
+	for attempt := 1; ; attempt++ {
 		err := step()
 		if err == nil || ctx.Err() != nil || !w.startRetryable(err) {
 			if err != nil && w.nc.IsClosed() {
@@ -86,7 +70,10 @@ func (w *Worker) startStep(ctx context.Context, step func() error) error {
 			}
 			return err
 		}
-		if !w.startWait(ctx, attempt, err) {
+		d := b.NextBackOff()
+		w.log.Warn("jetflow worker waiting for NATS to start", slog.Int("attempt", attempt),
+			slog.Duration("retry_in", d), slog.Any(LogKeyError, err))
+		if !retry.Sleep(ctx, d) {
 			return fmt.Errorf("%w (while waiting for NATS: %w)", ctx.Err(), err)
 		}
 	}

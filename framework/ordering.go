@@ -4,22 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/ordering"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
 // Ordered tasks: see docs/ordering.md and streams/ordering.go.
 
 // HeaderOrderingKey carries the ordering key of an ordered task ([Ordered]).
-const HeaderOrderingKey = "Jetflow-Ordering-Key"
+const HeaderOrderingKey = ordering.HeaderKey
 
 // MaxOrderingKeyLen is the longest ordering key, in bytes.
-const MaxOrderingKeyLen = 256
+const MaxOrderingKeyLen = ordering.MaxKeyLen
 
 // DefaultPartitions is the partition count of an ordered task type when
 // [Ordering.Partitions] is 0.
@@ -50,23 +48,20 @@ func Ordered(key string) EnqueueOption {
 }
 
 func validateOrderingKey(key string) error {
-	if key == "" || len(key) > MaxOrderingKeyLen {
-		return fmt.Errorf("%w: ordering key of %d bytes, want 1 to %d", ErrInvalidOption, len(key), MaxOrderingKeyLen)
-	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < ' ' || c > '~' {
-			return fmt.Errorf("%w: ordering key has byte %#x at %d; allowed: printable ASCII", ErrInvalidOption, c, i)
-		}
+	if err := ordering.ValidateKey(key); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	return nil
 }
 
 // orderingSlot returns the slot of key: an FNV-1a hash modulo
 // [streams.OrderedSlots].
-func orderingSlot(key string) int {
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return int(h.Sum32() % streams.OrderedSlots)
+func orderingSlot(key string) int { return ordering.Slot(key, streams.OrderedSlots) }
+
+// orderingRules validate ordered-task state read back from the server.
+func orderingRules(names streams.Names) ordering.Rules {
+	return ordering.Rules{Names: names, MetaTaskType: streams.MetaTaskType, MetaPartition: streams.MetaPartition,
+		TaskType: streams.ValidateTaskType, ID: streams.ValidateID, Partitions: streams.ValidatePartitions}
 }
 
 // orderedTarget returns the subject of an ordered task, or refuses the
@@ -207,40 +202,18 @@ func (i *Inspector) OrderingPartitions(ctx context.Context) ([]OrderingPartition
 	if err != nil {
 		return nil, fmt.Errorf("framework: ordering partitions: %w", err)
 	}
+	rules := orderingRules(i.names)
 	var out []OrderingPartition
 	lister := stream.ListConsumers(ctx)
 	for ci := range lister.Info() {
-		typ := ci.Config.Metadata[streams.MetaTaskType]
-		ps, ok := ci.Config.Metadata[streams.MetaPartition]
-		if !ok || streams.ValidateTaskType(typ) != nil {
+		ps, ok := rules.Partition(ctx, stream, ci)
+		if !ok {
 			continue
 		}
-		pt, nt, ok := strings.Cut(ps, "/")
-		p, err1 := strconv.Atoi(pt)
-		n, err2 := strconv.Atoi(nt)
-		if !ok || err1 != nil || err2 != nil || streams.ValidatePartitions(n) != nil || p < 0 || p >= n ||
-			ci.Name != i.names.OrderedConsumerName(typ, n, p) {
-			continue
-		}
-		op := OrderingPartition{Type: typ, Partition: p, Partitions: n, Pending: ci.NumPending}
-		if ci.Paused {
-			op.PausedUntil = ci.Config.PauseUntil.String()
-		}
-		if ci.NumAckPending > 0 {
-			// One message in flight at most: the last one delivered.
-			seq := ci.Delivered.Stream
-			if m, err := stream.GetMsg(ctx, seq); err == nil {
-				if t, slot, perr := i.names.ParseOrderedSubject(m.Subject); perr == nil && t == typ && slot%n == p {
-					head := &OrderingHead{Sequence: seq, Retrying: ci.NumRedelivered > 0}
-					if k := m.Header.Get(HeaderOrderingKey); validateOrderingKey(k) == nil {
-						head.Key = k
-					}
-					if id := m.Header.Get(jetstream.MsgIDHeader); streams.ValidateID(id) == nil {
-						head.TaskID = id
-					}
-					op.Head = head
-				}
-			}
+		op := OrderingPartition{Type: ps.Type, Partition: ps.Partition, Partitions: ps.Partitions,
+			Pending: ps.Pending, PausedUntil: ps.PausedUntil}
+		if ps.Head != nil {
+			op.Head = (*OrderingHead)(ps.Head)
 		}
 		out = append(out, op)
 	}

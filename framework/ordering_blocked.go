@@ -2,19 +2,15 @@ package framework
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetflow-io/jetflow/internal/jsapi"
-	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/ordering"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -51,22 +47,12 @@ type BlockedTask struct {
 
 // Resolutions of [Inspector.ResolveBlocked].
 const (
-	ResolveRetry = "retry" // run the task again (one more attempt)
-	ResolveSkip  = "skip"  // dead-letter it; its key moves on
+	ResolveRetry = ordering.ResolveRetry // run the task again (one more attempt)
+	ResolveSkip  = ordering.ResolveSkip  // dead-letter it; its key moves on
 )
 
-func blockedKey(taskType, id string) string { return taskType + "." + id }
-
 func ensureOrderingBucket(ctx context.Context, js jetstream.JetStream, names streams.Names) (jetstream.KeyValue, error) {
-	cfg := jsapi.TaskStreamBucket(ctx, js, names.TaskStream(), jetstream.KeyValueConfig{
-		Bucket:      names.OrderingBucket(),
-		Description: "jetflow ordered tasks blocked after failing for good, by type and task ID",
-		History:     1,
-	})
-	if err := jsapi.EnsureBucket(ctx, js, cfg, false); err != nil {
-		return nil, err
-	}
-	return js.KeyValue(ctx, cfg.Bucket)
+	return ordering.EnsureBucket(ctx, js, names.OrderingBucket(), names.TaskStream())
 }
 
 // blockedHoldError sets a blocked task aside until its record is read again.
@@ -79,57 +65,19 @@ func (e *blockedHoldError) Error() string {
 // blockGate wraps the handler of an ordered type that blocks on dead
 // letters.
 func blockGate(kv jetstream.KeyValue, taskType string, log *slog.Logger, next Handler) Handler {
-	var mine sync.Map // task ID → BlockedTask blocked by this process
-	put := func(ctx context.Context, rec BlockedTask) {
-		val, err := json.Marshal(rec)
-		if err == nil {
-			_, err = kv.Put(context.WithoutCancel(ctx), blockedKey(taskType, rec.TaskID), val)
-		}
-		if err != nil {
-			log.Error("jetflow could not record a blocked ordered task; holding it and trying again",
-				slog.String(LogKeyTaskID, rec.TaskID), slog.Any(LogKeyError, err))
-		}
-	}
+	b := ordering.NewBlocker(kv, taskType, log)
 	return HandlerFunc(func(ctx context.Context, t *Task) error {
 		key := t.Header(HeaderOrderingKey)
 		if validateOrderingKey(key) != nil || streams.ValidateID(t.ID) != nil {
 			return next.Handle(ctx, t) // not an ordered task: nothing to block
 		}
-		rk := blockedKey(taskType, t.ID)
-		local, isMine := mine.Load(t.ID)
-		if isMine || t.Attempt > 1 {
-			e, err := kv.Get(ctx, rk)
-			switch {
-			case errors.Is(err, jetstream.ErrKeyNotFound):
-				if isMine { // our record was not written: write it again
-					put(ctx, local.(BlockedTask))
-					return &blockedHoldError{cause: local.(BlockedTask).Error}
-				}
-			case err != nil:
-				if isMine {
-					return &blockedHoldError{cause: err.Error()}
-				}
-				return fmt.Errorf("framework: read blocked record: %w", err) // retried with backoff
-			default:
-				var rec BlockedTask
-				if json.Unmarshal(e.Value(), &rec) != nil || rec.TaskID != t.ID {
-					log.Warn("jetflow invalid blocked-task record; removing it", slog.String(LogKeyTaskID, t.ID))
-					_ = kv.Purge(ctx, rk, jetstream.LastRevision(e.Revision()))
-					break
-				}
-				switch rec.Resolution {
-				case ResolveRetry, ResolveSkip:
-					if err := kv.Purge(ctx, rk, jetstream.LastRevision(e.Revision())); err != nil {
-						return &blockedHoldError{cause: rec.Error}
-					}
-					mine.Delete(t.ID)
-					if rec.Resolution == ResolveSkip {
-						return Permanent(ErrBlockedSkipped)
-					}
-				default:
-					return &blockedHoldError{cause: rec.Error}
-				}
-			}
+		switch v, cause, err := b.Before(ctx, t.ID, t.Attempt); v {
+		case ordering.Hold:
+			return &blockedHoldError{cause: cause}
+		case ordering.Skip:
+			return Permanent(ErrBlockedSkipped)
+		case ordering.Fail:
+			return err
 		}
 		err := next.Handle(ctx, t)
 		if err == nil || (!IsPermanent(err) && t.Attempt < t.MaxAttempts) {
@@ -139,10 +87,9 @@ func blockGate(kv jetstream.KeyValue, taskType string, log *slog.Logger, next Ha
 			return err // the worker is stopping: hand it back
 		}
 		// Failed for good: block the key instead of dead-lettering.
-		rec := BlockedTask{Type: taskType, TaskID: t.ID, Key: key, Error: truncate(err.Error(), 1024),
+		rec := ordering.Blocked{Type: taskType, TaskID: t.ID, Key: key, Error: truncate(err.Error(), 1024),
 			Since: time.Now().UTC(), Attempts: t.Attempt}
-		mine.Store(t.ID, rec)
-		put(ctx, rec)
+		b.Block(ctx, rec)
 		t.Logger().Error("jetflow ordered task failed for good; its key stays blocked until resolved",
 			slog.String("ordering_key", key), slog.Any(LogKeyError, err))
 		return &blockedHoldError{cause: rec.Error}
@@ -179,33 +126,13 @@ func holdBlocked(_ *Task, err error) (time.Duration, bool) {
 // key blocked ([Ordering].BlockOnDeadLetter). Records that fail validation
 // are skipped.
 func (i *Inspector) BlockedTasks(ctx context.Context) ([]BlockedTask, error) {
-	kv, err := i.js.KeyValue(ctx, i.names.OrderingBucket())
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, nil
-	}
+	recs, err := orderingRules(i.names).ListBlocked(ctx, i.js, i.names.OrderingBucket())
 	if err != nil {
 		return nil, fmt.Errorf("framework: blocked tasks: %w", err)
-	}
-	lister, err := kv.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("framework: blocked tasks: %w", err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
 	}
 	var out []BlockedTask
-	for _, k := range keys {
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			continue
-		}
-		var r BlockedTask
-		if json.Unmarshal(e.Value(), &r) != nil || streams.ValidateTaskType(r.Type) != nil ||
-			streams.ValidateID(r.TaskID) != nil || k != blockedKey(r.Type, r.TaskID) || validateOrderingKey(r.Key) != nil {
-			continue
-		}
-		out = append(out, r)
+	for _, r := range recs {
+		out = append(out, BlockedTask(r))
 	}
 	return out, nil
 }
@@ -225,34 +152,9 @@ func (i *Inspector) ResolveBlocked(ctx context.Context, taskType, id, resolution
 	if resolution != ResolveRetry && resolution != ResolveSkip {
 		return fmt.Errorf("%w: resolution %q, want %q or %q", ErrInvalidOption, resolution, ResolveRetry, ResolveSkip)
 	}
-	kv, err := i.js.KeyValue(ctx, i.names.OrderingBucket())
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
+	err := ordering.Resolve(ctx, i.js, i.names.OrderingBucket(), taskType, id, resolution)
+	if errors.Is(err, ordering.ErrNotBlocked) {
 		return fmt.Errorf("%w: task %s of type %s is not blocked", ErrNotFound, id, taskType)
 	}
-	if err != nil {
-		return fmt.Errorf("framework: resolve blocked task: %w", err)
-	}
-	for range 10 {
-		e, err := kv.Get(ctx, blockedKey(taskType, id))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return fmt.Errorf("%w: task %s of type %s is not blocked", ErrNotFound, id, taskType)
-		}
-		if err != nil {
-			return fmt.Errorf("framework: resolve blocked task: %w", err)
-		}
-		var r BlockedTask
-		if err := json.Unmarshal(e.Value(), &r); err != nil {
-			return fmt.Errorf("framework: blocked record of %s: %w", id, err)
-		}
-		r.Resolution = resolution
-		val, _ := json.Marshal(r)
-		_, err = kv.Update(ctx, e.Key(), val, e.Revision())
-		if err == nil {
-			return nil
-		}
-		if !natserr.WrongLastSequence(err) && !strings.Contains(err.Error(), "wrong last sequence") {
-			return fmt.Errorf("framework: resolve blocked task: %w", err)
-		}
-	}
-	return fmt.Errorf("framework: resolve blocked task %s: too many concurrent updates", id)
+	return err
 }

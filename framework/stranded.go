@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/queuestate"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
 
@@ -49,70 +49,15 @@ func (i *Inspector) Stranded(ctx context.Context) ([]StrandedSubject, error) {
 		}
 		return nil, fmt.Errorf("framework: stranded tasks: %w", err)
 	}
-	si, err := stream.Info(ctx, jetstream.WithSubjectFilter(i.names.TaskWildcard()))
+	subs, err := queuestate.Stranded(ctx, i.nc, stream, i.names.TaskStream(), i.names.TaskWildcard(), MaxStrandedSubjects)
 	if err != nil {
 		return nil, fmt.Errorf("framework: stranded tasks: %w", err)
 	}
-	if len(si.State.Subjects) == 0 {
-		return nil, nil
-	}
-	var filters []string
-	lister := stream.ListConsumers(ctx)
-	for ci := range lister.Info() {
-		if ci.Config.FilterSubject != "" {
-			filters = append(filters, ci.Config.FilterSubject)
-		}
-		filters = append(filters, ci.Config.FilterSubjects...)
-	}
-	if err := lister.Err(); err != nil {
-		return nil, fmt.Errorf("framework: stranded tasks: list consumers: %w", err)
-	}
-	now := time.Now()
 	var out []StrandedSubject
-	for subj, n := range si.State.Subjects {
-		if n == 0 || slices.ContainsFunc(filters, func(f string) bool { return subjectMatches(f, subj) }) {
-			continue
-		}
-		s := StrandedSubject{Subject: subj, Tasks: n}
-		_, err := jsapi.DirectGet(ctx, i.nc, i.names.TaskStream(), jsapi.GetRequest{Seq: 1, NextFor: subj},
-			func(m jsapi.Stored) error {
-				s.Oldest = m.Time
-				return nil
-			})
-		if err != nil {
-			return nil, fmt.Errorf("framework: stranded tasks: oldest on %s: %w", subj, err)
-		}
-		if !s.Oldest.IsZero() {
-			s.Age = now.Sub(s.Oldest)
-		}
-		out = append(out, s)
-	}
-	slices.SortFunc(out, func(a, b StrandedSubject) int {
-		if c := a.Oldest.Compare(b.Oldest); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Subject, b.Subject)
-	})
-	if len(out) > MaxStrandedSubjects {
-		out = out[:MaxStrandedSubjects]
+	for _, s := range subs {
+		out = append(out, StrandedSubject(s))
 	}
 	return out, nil
-}
-
-// subjectMatches reports whether subject matches the filter, with NATS
-// wildcards ("*" one token, ">" the rest).
-func subjectMatches(filter, subject string) bool {
-	f := strings.Split(filter, ".")
-	s := strings.Split(subject, ".")
-	for i, tok := range f {
-		if tok == ">" {
-			return len(s) > i
-		}
-		if i >= len(s) || (tok != "*" && tok != s[i]) {
-			return false
-		}
-	}
-	return len(f) == len(s)
 }
 
 // DeadLetterStranded moves the tasks of stranded subjects ([Inspector.Stranded])

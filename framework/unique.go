@@ -2,21 +2,17 @@ package framework
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/unique"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -28,13 +24,13 @@ import (
 const (
 	// HeaderUniqueKey is the task's uniqueness key: "<type>.<64 hex digits>",
 	// the SHA-256 of the caller's key or of the encoded payload.
-	HeaderUniqueKey = "Jetflow-Unique-Key"
+	HeaderUniqueKey = unique.HeaderKey
 	// HeaderUniqueUntil is when the reservation ends at the latest (RFC 3339).
-	HeaderUniqueUntil = "Jetflow-Unique-Until"
+	HeaderUniqueUntil = unique.HeaderUntil
 	// HeaderUniqueRevision is the revision of the reservation in the unique
 	// bucket; set only on tasks that release it when they succeed
 	// ([UniqueUntilDone]).
-	HeaderUniqueRevision = "Jetflow-Unique-Rev"
+	HeaderUniqueRevision = unique.HeaderRevision
 )
 
 // Limits of unique tasks.
@@ -49,7 +45,7 @@ const (
 
 // ErrUniqueBucket reports that the unique bucket could not be created or
 // reached; nothing was enqueued.
-var ErrUniqueBucket = errors.New("framework: unique bucket unavailable")
+var ErrUniqueBucket = unique.ErrBucket
 
 // Unique makes the task unique for period: a second enqueue of the same task
 // type with the same uniqueness key before the period ends stores nothing and
@@ -114,46 +110,16 @@ func (u uniqueConfig) headers(taskType string, data []byte, now time.Time, custo
 		}
 		return custom, false, nil
 	}
-	h := sha256.New()
-	h.Write([]byte(taskType))
-	if u.hasKey {
-		h.Write([]byte{0, 'k', 0})
-		h.Write([]byte(u.key))
-	} else {
-		h.Write([]byte{0, 'p', 0})
-		h.Write(data)
-	}
-	out := make(map[string]string, len(custom)+3)
-	for k, v := range custom {
-		out[k] = v
-	}
-	out[HeaderUniqueKey] = taskType + "." + hex.EncodeToString(h.Sum(nil))
-	out[HeaderUniqueUntil] = now.Add(u.period).UTC().Format(time.RFC3339)
-	if u.untilDone {
-		out[HeaderUniqueRevision] = "0" // set once reserved
-	}
-	return out, true, nil
+	spec := unique.Spec{Period: u.period, Key: u.key, HasKey: u.hasKey, UntilDone: u.untilDone}
+	return spec.Headers(taskType, data, now, custom), true, nil
 }
 
-// parseUniqueKey validates a unique key read back from the wire: a valid
-// task type, a dot, 64 lower-case hex digits. It returns the task type.
-func parseUniqueKey(key string) (string, error) {
-	if len(key) < 66 || len(key) > streams.MaxTaskTypeLen+65 {
-		return "", fmt.Errorf("framework: unique key of %d bytes", len(key))
-	}
-	taskType, sum := key[:len(key)-65], key[len(key)-64:]
-	if key[len(key)-65] != '.' {
-		return "", errors.New("framework: unique key has no hash part")
-	}
-	if err := streams.ValidateTaskType(taskType); err != nil {
-		return "", err
-	}
-	for i := 0; i < len(sum); i++ {
-		if c := sum[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return "", errors.New("framework: unique key hash is not lower-case hex")
-		}
-	}
-	return taskType, nil
+// uniqueRules validates unique keys and reservations read back from the
+// wire or the bucket with the names' rules.
+var uniqueRules = unique.Validators{
+	TaskType:   streams.ValidateTaskType,
+	ID:         streams.ValidateID,
+	MaxTypeLen: streams.MaxTaskTypeLen,
 }
 
 // UniqueReservation is the value stored under a uniqueness key in the unique
@@ -180,56 +146,11 @@ const uniqueBucketMarkerTTL = streams.UniqueMarkerTTL
 // ensureUniqueBucket creates the unique bucket (per-key TTLs, the task
 // stream's storage and replicas) if needed and returns it.
 func ensureUniqueBucket(ctx context.Context, js jetstream.JetStream, names streams.Names) (jetstream.KeyValue, error) {
-	cfg := jsapi.TaskStreamBucket(ctx, js, names.TaskStream(), jetstream.KeyValueConfig{
-		Bucket:         names.UniqueBucket(),
-		Description:    "jetflow unique tasks: one reservation per uniqueness key, expiring with its period",
-		History:        1,
-		LimitMarkerTTL: uniqueBucketMarkerTTL,
-	})
-	if err := jsapi.EnsureBucket(ctx, js, cfg, false); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUniqueBucket, err)
-	}
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUniqueBucket, err)
-	}
-	return kv, nil
+	return unique.EnsureBucket(ctx, js, names.UniqueBucket(), names.TaskStream(), uniqueBucketMarkerTTL)
 }
 
 // uniqueStore caches a handle on the unique bucket, created on first use.
-type uniqueStore struct {
-	mu sync.Mutex
-	kv jetstream.KeyValue
-}
-
-func (s *uniqueStore) bucket(ctx context.Context, js jetstream.JetStream, names streams.Names) (jetstream.KeyValue, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.kv != nil {
-		return s.kv, nil
-	}
-	kv, err := ensureUniqueBucket(ctx, js, names)
-	if err != nil {
-		return nil, err
-	}
-	s.kv = kv
-	return kv, nil
-}
-
-// bind returns the bucket without creating it.
-func (s *uniqueStore) bind(ctx context.Context, js jetstream.JetStream, names streams.Names) (jetstream.KeyValue, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.kv != nil {
-		return s.kv, nil
-	}
-	kv, err := js.KeyValue(ctx, names.UniqueBucket())
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUniqueBucket, err)
-	}
-	s.kv = kv
-	return kv, nil
-}
+type uniqueStore = unique.Cache
 
 // reserveUnique takes the reservation of a unique task before it is
 // published. It returns the holder's info with Duplicate set when another
@@ -242,28 +163,14 @@ func (c *Client) reserveUnique(ctx context.Context, msg *nats.Msg, info TaskInfo
 		return nil, nil, fmt.Errorf("framework: unique until: %w", err)
 	}
 	untilDone := msg.Header.Get(HeaderUniqueRevision) != ""
-	kv, err := c.unique.bucket(ctx, c.js, c.names)
+	kv, err := c.unique.Ensure(ctx, c.js, c.names.UniqueBucket(), c.names.TaskStream(), uniqueBucketMarkerTTL)
 	if err != nil {
 		return nil, nil, err
 	}
-	val, err := json.Marshal(UniqueReservation{TaskID: info.ID, Type: info.Type, Until: until, UntilDone: untilDone})
-	if err != nil {
-		return nil, nil, err
-	}
-	ttl := time.Until(until).Round(time.Second)
-	if ttl < time.Second {
-		ttl = time.Second
-	}
-	rev, err := kv.Create(ctx, key, val, jetstream.KeyTTL(ttl))
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		holder := TaskInfo{Type: info.Type, Priority: info.Priority, Duplicate: true}
-		if e, gerr := kv.Get(ctx, key); gerr == nil {
-			var r UniqueReservation
-			if json.Unmarshal(e.Value(), &r) == nil && streams.ValidateID(r.TaskID) == nil {
-				holder.ID = r.TaskID
-			}
-		}
-		return &holder, nil, nil
+	rev, held, holderID, err := uniqueRules.Reserve(ctx, kv, key,
+		unique.Reservation{TaskID: info.ID, Type: info.Type, Until: until, UntilDone: untilDone})
+	if held {
+		return &TaskInfo{ID: holderID, Type: info.Type, Priority: info.Priority, Duplicate: true}, nil, nil
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("framework: enqueue %s: reserve unique key: %w", info.Type, c.publishErr(info, err))
@@ -274,7 +181,7 @@ func (c *Client) reserveUnique(ctx context.Context, msg *nats.Msg, info TaskInfo
 	release = func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if err := kv.Purge(rctx, key, jetstream.LastRevision(rev), jetstream.PurgeTTL(uniqueBucketMarkerTTL)); err != nil {
+		if err := unique.Release(rctx, kv, key, rev, uniqueBucketMarkerTTL); err != nil {
 			c.opts.logger.Warn("jetflow could not release a unique reservation after a failed enqueue; it ends with its period",
 				slog.String(LogKeyTaskType, info.Type), slog.Any(LogKeyError, err))
 		}
@@ -331,34 +238,25 @@ func (w *Worker) installUnique() {
 }
 
 func (x *uniqueExt) succeeded(t *Task) {
-	revText := t.Header(HeaderUniqueRevision)
-	if revText == "" {
+	key := t.Header(HeaderUniqueKey)
+	rev, ok, err := uniqueRules.ReleaseTarget(t.Type, key, t.Header(HeaderUniqueRevision), truncate)
+	if err != nil {
+		t.Logger().Warn("jetflow task has an invalid unique reservation header; not released", slog.Any(LogKeyError, err))
 		return
 	}
-	key := t.Header(HeaderUniqueKey)
-	log := t.Logger()
-	taskType, err := parseUniqueKey(key)
-	if err == nil && taskType != t.Type {
-		err = fmt.Errorf("framework: unique key of type %s on a task of type %s", taskType, t.Type)
-	}
-	rev, perr := strconv.ParseUint(revText, 10, 64)
-	if err == nil && (perr != nil || rev == 0) {
-		err = fmt.Errorf("framework: invalid unique revision %q", truncate(revText, 32))
-	}
-	if err != nil {
-		log.Warn("jetflow task has an invalid unique reservation header; not released", slog.Any(LogKeyError, err))
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	kv, err := x.store.bind(ctx, x.w.js, x.w.names)
+	kv, err := x.store.Bind(ctx, x.w.js, x.w.names.UniqueBucket())
 	if err == nil {
 		// Only this reservation: if it expired and another task reserved
 		// the key since, the revision differs and nothing is released.
-		err = kv.Purge(ctx, key, jetstream.LastRevision(rev), jetstream.PurgeTTL(uniqueBucketMarkerTTL))
+		err = unique.Release(ctx, kv, key, rev, uniqueBucketMarkerTTL)
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) && !natserr.WrongLastSequence(err) {
-		log.Warn("jetflow could not release the unique reservation; it ends with its period", slog.Any(LogKeyError, err))
+		t.Logger().Warn("jetflow could not release the unique reservation; it ends with its period", slog.Any(LogKeyError, err))
 	}
 }
 
@@ -371,44 +269,10 @@ func (i *Inspector) UniqueReservations(ctx context.Context, taskType string) ([]
 			return nil, err
 		}
 	}
-	kv, err := i.js.KeyValue(ctx, i.names.UniqueBucket())
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("framework: unique reservations: %w", err)
-	}
-	filter := ">"
-	if taskType != "" {
-		filter = taskType + ".*"
-	}
-	lister, err := kv.ListKeysFiltered(ctx, filter)
-	if err != nil {
-		return nil, fmt.Errorf("framework: unique reservations: %w", err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
+	rs, err := uniqueRules.List(ctx, i.js, i.names.UniqueBucket(), taskType)
 	var out []UniqueReservation
-	for _, k := range keys {
-		kt, err := parseUniqueKey(k)
-		if err != nil || (taskType != "" && kt != taskType) {
-			continue
-		}
-		e, err := kv.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return out, fmt.Errorf("framework: unique reservation %s: %w", k, err)
-		}
-		var r UniqueReservation
-		if json.Unmarshal(e.Value(), &r) != nil || r.Type != kt || streams.ValidateID(r.TaskID) != nil {
-			continue
-		}
-		r.Key, r.Revision = k, e.Revision()
-		out = append(out, r)
+	for _, r := range rs {
+		out = append(out, UniqueReservation(r))
 	}
-	return out, nil
+	return out, err
 }

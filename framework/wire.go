@@ -24,25 +24,15 @@ import (
 // Sequence and EnqueuedAt must be set.
 func taskIDFromWire(t *Task) (string, error) {
 	fallback := taskmsg.SeqID(t.Sequence)
-	for _, k := range []string{HeaderTaskID, jetstream.MsgIDHeader} {
-		v := t.Header(k)
-		if v == "" {
-			continue
-		}
-		if err := checkWireID(k, v); err != nil {
-			return fallback, err
-		}
-		return v, nil
+	src := taskmsg.IDSourceOf(t.Headers, t.EnqueuedAt)
+	if src.Header == "" {
+		// Published without jetflow (for example with the nats CLI).
+		return fallback, nil
 	}
-	if f, ok := taskmsg.FireOf(t.Headers, t.EnqueuedAt); ok {
-		// Fired by a repeating schedule: the ID names the tick.
-		if err := checkWireID(HeaderSchedule, f.Name); err != nil {
-			return fallback, err
-		}
-		return taskmsg.CronID(f.Name, f.Time), nil
+	if err := checkWireID(src.Header, src.Value); err != nil {
+		return fallback, err
 	}
-	// Published without jetflow (for example with the nats CLI).
-	return fallback, nil
+	return src.ID, nil
 }
 
 // checkWireID validates the value v of header k as a task ID or schedule

@@ -1,0 +1,15 @@
+// Package pull owns how a worker pulls tasks from a durable pull consumer:
+//
+//   - [Iter], an iterator that sends its own pull requests, one outstanding
+//     at a time on its own reply subject with idle heartbeats, tells the
+//     server's statuses from stored messages by their reply subject (a
+//     producer cannot forge one with a Status header), retires exactly the
+//     request a status answers and replaces a request whose heartbeats stop;
+//   - [Msg], a delivered message implementing jetstream.Msg with nats.go's
+//     acknowledgement protocol;
+//   - pull sizing: [Batch] chooses the size of each pull request from the
+//     handler times a [Pace] measures.
+//
+// Stream and consumer names come from the caller; the package imports
+// neither streams nor framework.
+package pull

@@ -1,0 +1,376 @@
+package pull
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Iter sends its own pull requests instead of using the pull iterator of
+// nats.go, for two reasons.
+//
+// A stored task can carry any header a producer chose. nats.go (v1.55.0)
+// takes a delivered message with an empty body and a "Status" header for a
+// status of the server: "Status: 409" ends the pull (the tasks fetched with
+// it are dropped and come back with the poison on every redelivery), "100"
+// and "404" are swallowed. The server's statuses differ from stored messages
+// in one way a producer cannot forge: a delivery carries its "$JS.ACK..."
+// reply subject, a status has none. Iter tells them apart by that.
+//
+// One pull request is outstanding at a time, each on its own reply subject,
+// so that a status (request expired, leadership changed) retires exactly the
+// request it answers (deliveries carry the task's subject, not the
+// request's: with several requests outstanding they could not be told
+// apart). Each request asks for idle heartbeats: a request whose heartbeats
+// stop (its consumer leader died, the connection was cut) is replaced after
+// [Heartbeat] times two, not after an idle timer of half a minute.
+
+// Pull request settings.
+const (
+	// Heartbeat is the idle heartbeat asked of the server for each
+	// pull request. Two missed heartbeats mark the outstanding requests as
+	// lost: the fetcher replaces them.
+	Heartbeat = time.Second
+	// Expires is how long a pull request waits on the server.
+	Expires = 30 * time.Second
+)
+
+// ErrClosed reports a pull iterator that was stopped or drained and has
+// nothing left.
+var ErrClosed = jetstream.ErrMsgIteratorClosed
+
+// Iter fetches from one durable pull consumer with its own pull
+// requests. It keeps at most size() messages requested or buffered, and asks
+// for more once half of them were taken; size is read at each request, so a
+// new size takes effect with the next request and nothing in flight is
+// lost. Next is called from one goroutine;
+// the subscription's handler runs on another.
+type Iter struct {
+	nc    *nats.Conn
+	api   string // $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
+	inbox string // request n is answered on inbox.n
+	size  func() int
+	// lost is called, without locks held, for each pull request given up
+	// for missed heartbeats or retired by a leadership change.
+	lost func()
+
+	sub    *nats.Subscription
+	notify chan struct{} // cap 1: something arrived
+
+	mu        sync.Mutex
+	cur       *request    // the outstanding request, nil when none
+	queue     []*nats.Msg // stored messages not yet taken by Next
+	lastHeard time.Time   // last message or status from the server
+	nextReq   uint64
+	err       error // terminal: consumer deleted
+	draining  bool
+	stopped   bool
+}
+
+// request is one outstanding pull request.
+type request struct {
+	reply     string    // its reply subject
+	remaining int       // messages it may still bring
+	expiresAt time.Time // when the server retires it at the latest
+}
+
+// NewIter subscribes to a fresh inbox for stream's consumer. lost is
+// called when a request is given up.
+func NewIter(nc *nats.Conn, stream, consumer string, size func() int, lost func()) (*Iter, error) {
+	p := &Iter{
+		nc:     nc,
+		api:    "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer,
+		inbox:  nc.NewRespInbox(),
+		size:   size,
+		lost:   lost,
+		notify: make(chan struct{}, 1),
+	}
+	sub, err := nc.Subscribe(p.inbox+".*", p.handle)
+	if err != nil {
+		return nil, fmt.Errorf("framework: pull %s: %w", consumer, err)
+	}
+	// Never drop a message for a slow handler: the buffer is bounded by the
+	// requests (size), and heartbeats are tiny.
+	_ = sub.SetPendingLimits(-1, -1)
+	p.sub = sub
+	return p, nil
+}
+
+// handle receives everything the server sends to the inbox.
+func (p *Iter) handle(m *nats.Msg) {
+	p.mu.Lock()
+	p.lastHeard = time.Now()
+	if m.Reply != "" {
+		// A stored message: deliveries always carry their ack subject,
+		// whatever headers the producer gave them.
+		if r := p.cur; r != nil {
+			r.remaining--
+			if r.remaining <= 0 {
+				p.cur = nil
+			}
+		}
+		p.queue = append(p.queue, m)
+		p.mu.Unlock()
+		p.wake()
+		return
+	}
+	// A status of the server, answering the request of its subject.
+	lost := false
+	mine := p.cur != nil && p.cur.reply == m.Subject
+	status := m.Header.Get("Status")
+	desc := strings.ToLower(m.Header.Get("Description"))
+	switch {
+	case status == "100":
+		// Idle heartbeat: the request is alive.
+	case status == "409" && strings.Contains(desc, "consumer deleted"):
+		p.err = jetstream.ErrConsumerDeleted
+		p.cur = nil
+	case !mine:
+		// About an earlier request, already given up.
+	case status == "409" && (strings.Contains(desc, "leadership change") || strings.Contains(desc, "server shutdown")):
+		p.cur = nil
+		lost = true
+	default:
+		// 408 request expired, 404, 409 batch completed or exceeded
+		// limits: the request is done.
+		p.cur = nil
+	}
+	p.mu.Unlock()
+	if lost && p.lost != nil {
+		p.lost()
+	}
+	p.wake()
+}
+
+func (p *Iter) wake() {
+	select {
+	case p.notify <- struct{}{}:
+	default:
+	}
+}
+
+// maintainLocked retires an expired or silent request and asks for more
+// messages when none is outstanding and at most half a batch is buffered.
+// It reports whether it gave up a silent request.
+func (p *Iter) maintainLocked(now time.Time) (lost bool, err error) {
+	if r := p.cur; r != nil {
+		switch {
+		case now.After(r.expiresAt.Add(Heartbeat)):
+			p.cur = nil // its expiry status was lost
+		case now.Sub(p.lastHeard) > 2*Heartbeat:
+			// Missed heartbeats: the request died with its consumer
+			// leader or connection.
+			p.cur = nil
+			lost = true
+		default:
+			return false, nil
+		}
+	}
+	if p.draining || p.stopped {
+		return lost, nil
+	}
+	batch := max(p.size(), 1)
+	if len(p.queue) > batch/2 {
+		return lost, nil
+	}
+	want := batch - len(p.queue)
+	body, err := json.Marshal(struct {
+		Batch     int           `json:"batch"`
+		Expires   time.Duration `json:"expires"`
+		Heartbeat time.Duration `json:"idle_heartbeat"`
+	}{want, Expires, Heartbeat})
+	if err != nil {
+		return lost, err
+	}
+	p.nextReq++
+	reply := p.inbox + "." + strconv.FormatUint(p.nextReq, 10)
+	if err := p.nc.PublishRequest(p.api, reply, body); err != nil {
+		return lost, fmt.Errorf("framework: pull request: %w", err)
+	}
+	p.cur = &request{reply: reply, remaining: want, expiresAt: now.Add(Expires)}
+	p.lastHeard = now // the heartbeat clock starts with the request
+	return lost, nil
+}
+
+// Next returns the next stored message, waiting up to wait. It returns
+// nats.ErrTimeout when nothing came, [jetstream.ErrConsumerDeleted] when the
+// consumer was deleted, and ErrClosed once a drained or stopped
+// iterator is empty.
+func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
+	deadline := time.Now().Add(wait)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		now := time.Now()
+		p.mu.Lock()
+		if len(p.queue) > 0 {
+			m := p.queue[0]
+			p.queue[0] = nil
+			p.queue = p.queue[1:]
+			p.mu.Unlock()
+			return &Msg{nc: p.nc, msg: m}, nil
+		}
+		if p.err != nil {
+			err := p.err
+			p.mu.Unlock()
+			return nil, err
+		}
+		if p.stopped || (p.draining && !p.sub.IsValid()) {
+			p.mu.Unlock()
+			return nil, ErrClosed
+		}
+		lost, err := p.maintainLocked(now)
+		p.mu.Unlock()
+		if lost && p.lost != nil {
+			p.lost()
+		}
+		if err != nil {
+			return nil, err
+		}
+		left := deadline.Sub(now)
+		if left <= 0 {
+			return nil, nats.ErrTimeout
+		}
+		// Wake at least every heartbeat to check the requests.
+		d := min(left, Heartbeat)
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-p.notify:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-timer.C:
+		}
+	}
+}
+
+// Drain stops asking for messages and unsubscribes; Next still returns the
+// messages received so far.
+func (p *Iter) Drain() {
+	p.mu.Lock()
+	p.draining = true
+	p.mu.Unlock()
+	_ = p.sub.Drain()
+}
+
+// Stop unsubscribes and hands back the messages received but not taken,
+// for immediate redelivery.
+func (p *Iter) Stop() {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return
+	}
+	p.stopped = true
+	q := p.queue
+	p.queue = nil
+	p.mu.Unlock()
+	_ = p.sub.Unsubscribe()
+	for _, m := range q {
+		_ = p.nc.Publish(m.Reply, ackNakBody)
+	}
+}
+
+var (
+	ackAckBody      = []byte("+ACK")
+	ackNakBody      = []byte("-NAK")
+	ackProgressBody = []byte("+WPI")
+	ackTermBody     = []byte("+TERM")
+)
+
+// Msg is a stored message delivered to an Iter. It implements
+// [jetstream.Msg] with the same acknowledgement protocol as nats.go.
+type Msg struct {
+	nc  *nats.Conn
+	msg *nats.Msg
+
+	mu   sync.Mutex
+	ackd bool
+}
+
+var _ jetstream.Msg = (*Msg)(nil)
+
+// Metadata parses the message's ack subject.
+func (m *Msg) Metadata() (*jetstream.MsgMetadata, error) {
+	md, err := m.msg.Metadata()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", jetstream.ErrNotJSMessage, err)
+	}
+	return &jetstream.MsgMetadata{
+		Sequence:     jetstream.SequencePair{Consumer: md.Sequence.Consumer, Stream: md.Sequence.Stream},
+		NumDelivered: md.NumDelivered,
+		NumPending:   md.NumPending,
+		Timestamp:    md.Timestamp,
+		Stream:       md.Stream,
+		Consumer:     md.Consumer,
+		Domain:       md.Domain,
+	}, nil
+}
+
+func (m *Msg) Data() []byte         { return m.msg.Data }
+func (m *Msg) Headers() nats.Header { return m.msg.Header }
+func (m *Msg) Subject() string      { return m.msg.Subject }
+func (m *Msg) Reply() string        { return m.msg.Reply }
+
+func (m *Msg) Ack() error { return m.ack(context.Background(), ackAckBody, false, true) }
+func (m *Msg) DoubleAck(ctx context.Context) error {
+	return m.ack(ctx, ackAckBody, true, true)
+}
+func (m *Msg) Nak() error { return m.ack(context.Background(), ackNakBody, false, true) }
+func (m *Msg) NakWithDelay(d time.Duration) error {
+	if d <= 0 {
+		return m.Nak()
+	}
+	return m.ack(context.Background(), fmt.Appendf(nil, "-NAK {\"delay\": %d}", d.Nanoseconds()), false, true)
+}
+func (m *Msg) InProgress() error {
+	return m.ack(context.Background(), ackProgressBody, false, false)
+}
+func (m *Msg) Term() error { return m.ack(context.Background(), ackTermBody, false, true) }
+func (m *Msg) TermWithReason(reason string) error {
+	if reason == "" {
+		return m.Term()
+	}
+	return m.ack(context.Background(), append(append([]byte(nil), "+TERM "...), reason...), false, true)
+}
+
+func (m *Msg) ack(ctx context.Context, body []byte, sync, final bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ackd {
+		return jetstream.ErrMsgAlreadyAckd
+	}
+	var err error
+	if sync {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+		}
+		_, err = m.nc.RequestWithContext(ctx, m.msg.Reply, body)
+	} else {
+		err = m.nc.Publish(m.msg.Reply, body)
+	}
+	if err != nil {
+		return err
+	}
+	if final {
+		m.ackd = true
+	}
+	return nil
+}
