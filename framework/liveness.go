@@ -79,18 +79,3 @@ func (w *Worker) startStep(ctx context.Context, step func() error) error {
 	}
 }
 
-// Healthy reports whether the worker can consume: nil while it runs on an
-// open connection (reconnecting counts as open: nats.go retries), an error
-// wrapping [ErrNotConnected] once its connection closed for good, and
-// [ErrWorkerClosed] before Start or after Shutdown. Serve it from a
-// liveness probe so that a supervisor restarts a process whose worker can
-// no longer consume.
-func (w *Worker) Healthy() error {
-	if w.state.Load() != workerRunning {
-		return ErrWorkerClosed
-	}
-	if w.nc.IsClosed() {
-		return w.errConnLost()
-	}
-	return nil
-}

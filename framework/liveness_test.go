@@ -56,12 +56,12 @@ func TestRunReturnsWhenConnectionClosed(t *testing.T) {
 	case <-time.After(waitLong):
 		t.Fatal("worker never ran a task")
 	}
-	if err := w.Healthy(); err != nil {
-		t.Errorf("Healthy while running = %v", err)
+	if r := w.Health(t.Context()); !r.Live {
+		t.Errorf("Health while running: not live: %v", r.Problems)
 	}
 	nc.Close()
-	if err := w.Healthy(); !errors.Is(err, framework.ErrNotConnected) && !errors.Is(err, framework.ErrWorkerClosed) {
-		t.Errorf("Healthy after the connection closed = %v", err)
+	if r := w.Health(t.Context()); r.Live {
+		t.Errorf("Health after the connection closed: live")
 	}
 	select {
 	case err := <-done:
