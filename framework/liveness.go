@@ -78,4 +78,3 @@ func (w *Worker) startStep(ctx context.Context, step func() error) error {
 		}
 	}
 }
-
