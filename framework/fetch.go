@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/retry"
 )
 
@@ -37,9 +38,10 @@ func (w *Worker) fetch(s consumerSub) {
 			err = w.serve(stopCtx, tt, prio, it)
 			if stopCtx.Err() != nil {
 				w.drain(it)
+				w.closePull(it)
 				return
 			}
-			it.Stop()
+			w.closePull(it)
 			if errors.Is(err, errRescued) {
 				wait.Reset()
 				continue // a fresh iterator at once, with a fresh pull request
@@ -128,7 +130,13 @@ var errRescued = errors.New("framework: pull buffer rescued from starvation")
 
 func (w *Worker) newPending(tt *typeRunner, prio Priority, msg jetstream.Msg) *pending {
 	p := &pending{tt: tt, prio: prio, msg: msg, dispatched: make(chan struct{}, 1)}
-	p.lastBeat.Store(time.Now().UnixNano())
+	beat := time.Now()
+	if pm, ok := msg.(*pull.Msg); ok && !pm.LastBeat().IsZero() {
+		// Its ack clock runs from its arrival or last heartbeat in the
+		// pull buffer (pullbeat.go), not from now.
+		beat = pm.LastBeat()
+	}
+	p.lastBeat.Store(beat.UnixNano())
 	return p
 }
 
@@ -164,8 +172,15 @@ func (w *Worker) awaitSlot(stop context.Context, p *pending, starveAfter time.Du
 func (w *Worker) rescue(stop context.Context, it *pullIter, tt *typeRunner, prio Priority, held *pending) error {
 	it.Drain()
 	batch := []*pending{held}
+	// Take every message until the drain is through (the subscription
+	// closes): one arriving later would be handed back by closePull and
+	// spend an attempt. Meanwhile the sweeper beats the queue (pullbeat.go).
+	giveUp := time.Now().Add(tt.cfg.ackWait)
 	for {
-		msg, err := it.Next(100 * time.Millisecond)
+		msg, err := it.Next(nextPoll)
+		if errors.Is(err, nats.ErrTimeout) && stop.Err() == nil && time.Now().Before(giveUp) {
+			continue
+		}
 		if err != nil {
 			break
 		}

@@ -11,9 +11,10 @@ import (
 //
 // One sweeper goroutine sends InProgress for every task the worker holds —
 // waiting for a slot, waiting for its due time, running, or held by an open
-// breaker — once the next sweep would come later than the type's heartbeat
-// interval after the previous signal. The interval between two signals of a
-// task is therefore within (heartbeat − tick, heartbeat].
+// breaker, or still in a pull buffer (pullbeat.go) — once the next sweep
+// would come later than the type's heartbeat interval after the previous
+// signal. The interval between two signals of a task is therefore within
+// (heartbeat − tick, heartbeat].
 //
 // Executors are long-lived goroutines that run dispatched tasks (handed over
 // on an unbuffered channel, so only to an idle one), so a task
@@ -97,6 +98,7 @@ func (w *Worker) sweep() {
 				p.lastBeat.Store(stamp)
 			}
 			clear(due)
+			w.pulls.beat(now, w.bg.tick) // the pull buffers: pullbeat.go
 		}
 	}
 }

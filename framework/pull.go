@@ -22,12 +22,26 @@ type pullIter = pull.Iter
 func (w *Worker) newPull(cons jetstream.Consumer, tt *typeRunner, prio Priority) (*pullIter, error) {
 	info := cons.CachedInfo()
 	size := func() int { return w.pullSize(tt, prio) } // pullsize.go
-	return pull.NewIter(w.nc, info.Stream, info.Name, size, func() {
+	it, err := pull.NewIter(w.nc, info.Stream, info.Name, size, func() {
 		w.stats.pullsLost.Add(1)
 		w.log.Warn("jetflow pull request lost; replaced", slog.String(LogKeyTaskType, tt.name),
 			slog.String(LogKeyPriority, prio.String()))
 		w.emitPullLost(tt.name, prio)
 	})
+	if err != nil {
+		return nil, err
+	}
+	w.pulls.watch(it, tt.cfg.heartbeat, func(m *pull.Msg, err error) { // pullbeat.go
+		w.ackFailed(context.Background(), nil, w.newPending(tt, prio, m), "in_progress", err)
+	})
+	return it, nil
+}
+
+// closePull stops it, handing back what it still buffers, and ends its
+// heartbeats.
+func (w *Worker) closePull(it *pullIter) {
+	it.Stop()
+	w.pulls.unwatch(it)
 }
 
 // emitPullLost calls the PullLost hooks.

@@ -70,3 +70,54 @@ func TestStarvedBufferedTasksAreNotRedelivered(t *testing.T) {
 		t.Errorf("low consumer redelivered %d tasks", ci.NumRedelivered)
 	}
 }
+
+// Tasks queued in the pull buffer behind slow work of their own priority
+// wait there, each for longer than the ack wait in all, while every task
+// ahead of them gets its slot quickly (so none starves and nothing is
+// rescued). The sweeper must beat the buffer itself: each task runs once,
+// on its first attempt.
+func TestBufferedTasksBehindSlowWorkAreNotRedelivered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const (
+		tasks   = 20
+		ackWait = time.Second
+		work    = 150 * time.Millisecond // 20 × 150 ms = 3 ack waits in the buffer for the last
+	)
+	for i := range tasks {
+		e.enqueue(t, "buffered.job", i)
+	}
+
+	var mu sync.Mutex
+	attempts := map[int][]int{} // payload → attempts seen
+	w := e.worker(t, framework.WithConcurrency(1))
+	framework.Handle(w, "buffered.job", func(ctx context.Context, task *framework.Task, n int) error {
+		mu.Lock()
+		attempts[n] = append(attempts[n], task.Attempt)
+		mu.Unlock()
+		select {
+		case <-time.After(work):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, framework.WithAckWait(ackWait), framework.WithPrefetch(tasks), framework.WithMaxAttempts(10))
+	startWorker(t, w)
+
+	testutil.Wait(t, 60*time.Second, "every task ran", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(attempts) == tasks
+	})
+	ci := e.waitSettled(t, "buffered.job", framework.PriorityNormal)
+	mu.Lock()
+	defer mu.Unlock()
+	for n, as := range attempts {
+		if len(as) != 1 || as[0] != 1 {
+			t.Errorf("task %d ran with attempts %v, want exactly one first attempt", n, as)
+		}
+	}
+	if ci.NumRedelivered != 0 {
+		t.Errorf("consumer redelivered %d tasks", ci.NumRedelivered)
+	}
+}

@@ -65,9 +65,9 @@ type Iter struct {
 	notify chan struct{} // cap 1: something arrived
 
 	mu        sync.Mutex
-	cur       *request    // the outstanding request, nil when none
-	queue     []*nats.Msg // stored messages not yet taken by Next
-	lastHeard time.Time   // last message or status from the server
+	cur       *request  // the outstanding request, nil when none
+	queue     []*queued // stored messages not yet taken by Next
+	lastHeard time.Time // last message or status from the server
 	nextReq   uint64
 	err       error // terminal: consumer deleted
 	draining  bool
@@ -116,7 +116,9 @@ func (p *Iter) handle(m *nats.Msg) {
 				p.cur = nil
 			}
 		}
-		p.queue = append(p.queue, m)
+		q := &queued{msg: m}
+		q.beat.Store(time.Now().UnixNano())
+		p.queue = append(p.queue, q)
 		p.mu.Unlock()
 		p.wake()
 		return
@@ -215,11 +217,11 @@ func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
 		now := time.Now()
 		p.mu.Lock()
 		if len(p.queue) > 0 {
-			m := p.queue[0]
+			q := p.queue[0]
 			p.queue[0] = nil
 			p.queue = p.queue[1:]
 			p.mu.Unlock()
-			return &Msg{nc: p.nc, msg: m}, nil
+			return &Msg{nc: p.nc, msg: q.msg, beat: q.beat.Load()}, nil
 		}
 		if p.err != nil {
 			err := p.err
@@ -282,7 +284,7 @@ func (p *Iter) Stop() {
 	p.mu.Unlock()
 	_ = p.sub.Unsubscribe()
 	for _, m := range q {
-		_ = p.nc.Publish(m.Reply, ackNakBody)
+		_ = p.nc.Publish(m.msg.Reply, ackNakBody)
 	}
 }
 
@@ -298,6 +300,9 @@ var (
 type Msg struct {
 	nc  *nats.Conn
 	msg *nats.Msg
+	// beat is when the message reached the queue or last got a heartbeat
+	// there (Unix nanoseconds): see [Msg.LastBeat].
+	beat int64
 
 	mu   sync.Mutex
 	ackd bool

@@ -8,8 +8,8 @@ import (
 // Pull sizing: how many tasks a fetcher asks the server for at once.
 //
 // A task waiting in the pull buffer costs nothing to the handlers but is
-// already on its ack clock, gets no heartbeat, and cannot run on another
-// worker; a small pull costs a round trip (and, over TCP, syscalls) per few
+// already on its ack clock (the worker's sweeper beats it: [Iter.BeatQueued]),
+// and cannot run on another worker; a small pull costs a round trip (and, over TCP, syscalls) per few
 // tasks. Short tasks with a deep backlog want large pulls; slow tasks, or a
 // lower priority held back by higher ones, want the pull no larger than the
 // slots. Unless the type set a fixed prefetch, the fetcher starts at the
