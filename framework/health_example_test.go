@@ -59,8 +59,10 @@ func ExampleWorker_ReadinessHandler() {
 		return
 	}
 	defer w.Shutdown(context.Background())
+	tick := time.NewTicker(10 * time.Millisecond) // the fetch loops' first polls
+	defer tick.Stop()
 	for probe("/readyz") != http.StatusOK && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond) // the fetch loops' first polls
+		<-tick.C
 	}
 	fmt.Println("running: ready", probe("/readyz"), "live", probe("/livez"))
 	// Output:

@@ -110,7 +110,10 @@ func TestOrderedTasksRunInOrderAcrossWorkers(t *testing.T) {
 				c.end(ev, false)
 				return framework.RetryAfterErr(20*time.Millisecond, errors.New("fails once"))
 			}
-			time.Sleep(time.Millisecond) // some work, so keys overlap
+			select { // some work, so keys overlap
+			case <-time.After(time.Millisecond):
+			case <-ctx.Done():
+			}
 			c.end(ev, true)
 			return nil
 		}, framework.WithOrdering(framework.Ordering{Partitions: 8}))
