@@ -62,6 +62,7 @@ func commands() []*command {
 	cs = append(cs, dlqCommands()...)
 	cs = append(cs, cronCommands()...)
 	cs = append(cs, controlCommands()...)
+	cs = append(cs, keyCommands()...)
 	cs = append(cs, workflowCommands()...)
 	cs = append(cs, serveCommands()...)
 	return cs
