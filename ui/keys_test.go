@@ -3,6 +3,7 @@ package ui_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -176,5 +177,22 @@ func TestLimitsAndUniqueAPI(t *testing.T) {
 	}
 	if st := e.do(t, "GET", "api/unique?type=a%20b", "", false, nil); st != http.StatusBadRequest {
 		t.Fatalf("bad type: %d, want 400", st)
+	}
+	// The page is linked from the navigation and reads the three endpoints.
+	for file, want := range map[string][]string{"": {`href="#/keys"`}, "app.js": {"pages.keys", `api("api/ordering")`, `api("api/limits")`, `api("api/unique")`}} {
+		res, err := http.Get(e.web.URL + "/ops/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(string(body), w) {
+				t.Errorf("/%s lacks %s", file, w)
+			}
+		}
 	}
 }
