@@ -1,6 +1,7 @@
 // Command jetflow inspects and steers jetflow queues on a NATS server: queue
 // status, tasks, dead letters, repeating schedules, pauses, circuit
-// breakers and workflow runs. It connects like the nats CLI (-s/--server,
+// breakers, workflow runs, blocked ordering keys, rate limits and
+// uniqueness reservations. It connects like the nats CLI (-s/--server,
 // NATS_URL, --context, --creds, --nkey, TLS flags) and prints tables, or
 // JSON with --json.
 //
