@@ -16,6 +16,9 @@
 //   - Cron: repeating schedules with their next fire time.
 //   - Breakers: the latest state every dependency's circuit breaker
 //     reported.
+//   - Ordering, limits, uniqueness: blocked ordering keys (retry or skip
+//     them unless read-only), partitions of ordered types with their head
+//     task, rate limits against their use, uniqueness reservations.
 //   - Workflows: runs with their status; a run's steps drawn as a graph,
 //     each coloured by its state.
 //   - Task: a task's state record by ID.

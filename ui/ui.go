@@ -27,7 +27,7 @@ type Options struct {
 	// Default "jetflow".
 	Prefix string
 	// ReadOnly refuses every mutation (replay, purge, pause, resume,
-	// cancel) with 403 Forbidden, and the pages hide their buttons.
+	// cancel, resolving a blocked ordering key) with 403 Forbidden, and the pages hide their buttons.
 	ReadOnly bool
 	// Logger receives errors of the JetStream queries behind the pages.
 	// Default: discard.
@@ -147,6 +147,10 @@ func (h *handler) routes(static http.Handler) {
 	m.HandleFunc("GET /api/breakers", h.breakers)
 	m.HandleFunc("POST /api/queues/{type}/{priority}/pause", h.mutation(h.pause))
 	m.HandleFunc("POST /api/queues/{type}/{priority}/resume", h.mutation(h.resume))
+	m.HandleFunc("GET /api/ordering", h.ordering)
+	m.HandleFunc("POST /api/ordering/{type}/{id}/resolve", h.mutation(h.resolveBlocked))
+	m.HandleFunc("GET /api/limits", h.limits)
+	m.HandleFunc("GET /api/unique", h.unique)
 	m.HandleFunc("GET /api/workflows", h.workflows)
 	m.HandleFunc("GET /api/workflows/{id}", h.workflowRun)
 	m.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {

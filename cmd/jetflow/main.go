@@ -1,6 +1,7 @@
 // Command jetflow inspects and steers jetflow queues on a NATS server: queue
 // status, tasks, dead letters, repeating schedules, pauses, circuit
-// breakers and workflow runs. It connects like the nats CLI (-s/--server,
+// breakers, workflow runs, blocked ordering keys, rate limits and
+// uniqueness reservations. It connects like the nats CLI (-s/--server,
 // NATS_URL, --context, --creds, --nkey, TLS flags) and prints tables, or
 // JSON with --json.
 //
@@ -62,6 +63,7 @@ func commands() []*command {
 	cs = append(cs, dlqCommands()...)
 	cs = append(cs, cronCommands()...)
 	cs = append(cs, controlCommands()...)
+	cs = append(cs, keyCommands()...)
 	cs = append(cs, workflowCommands()...)
 	cs = append(cs, serveCommands()...)
 	return cs

@@ -210,9 +210,12 @@ func TestAcceptance(t *testing.T) {
 	}
 
 	var st statusJSON
-	testutil.Wait(t, waitLong, "the declined payment dead-lettered", func() bool {
+	testutil.Wait(t, waitLong, "the declined payment dead-lettered and acknowledged", func() bool {
 		e.ok(t, &st, "status", "--json")
-		return st.Dead["payments.charge"] == 1
+		// The dead letter is stored before the task is acknowledged: wait
+		// for both, or the table below may still show it running.
+		pay := st.queue("payments.charge", "critical")
+		return st.Dead["payments.charge"] == 1 && pay != nil && pay.Running == 0
 	})
 	pay := st.queue("payments.charge", "critical")
 	if pay == nil || pay.Consumer == "" || pay.Waiting != 0 || pay.Dead != 1 || pay.Stranded {

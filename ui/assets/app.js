@@ -439,6 +439,51 @@ pages.breakers = {
   },
 };
 
+pages.keys = {
+  title: "Ordering, limits, uniqueness",
+  async load() {
+    const [ord, lim, uni] = await Promise.all([api("api/ordering"), api("api/limits"), api("api/unique")]);
+    const resolve = (b, how) => el("button", { type: "button", "data-action": "resolve-" + how,
+      onclick: () => act((how === "retry" ? "Run task " + b.id + " once more?" : "Dead-letter task " + b.id + " and let key " + b.key + " move on?"),
+        "api/ordering/" + encodeURIComponent(b.type) + "/" + encodeURIComponent(b.id) + "/resolve", { resolution: how }) }, how === "retry" ? "Retry" : "Skip");
+    return [
+      el("h2", { text: "Blocked ordering keys" }),
+      el("p", { class: "muted", text: "Ordered tasks that failed for good on a type with BlockOnDeadLetter: their key (and their partition) waits until the task is retried or skipped." }),
+      table([{ label: "Type" }, { label: "Key" }, { label: "Task" }, { label: "Since" }, { label: "Attempts", num: 1 }, { label: "Error" }, { label: "" }],
+        ord.blocked.map((b) => el("tr", { "data-blocked": b.id },
+          el("td", { text: b.type }), el("td", { text: b.key }),
+          el("td", {}, el("a", { href: "#/task/" + encodeURIComponent(b.id), text: b.id })), timeCell(b.since),
+          el("td", { class: "num", text: b.attempts }), el("td", { class: "err", text: b.error }),
+          el("td", {}, b.resolution ? el("span", { class: "muted", text: "resolved: " + b.resolution })
+            : config.read_only ? null : [resolve(b, "retry"), " ", resolve(b, "skip")]))),
+        "No ordering key is blocked."),
+      el("h2", { text: "Ordering partitions" }),
+      table([{ label: "Type" }, { label: "Partition" }, { label: "Head task" }, { label: "Key" }, { label: "State" }, { label: "Waiting", num: 1 }, { label: "Paused until" }],
+        ord.partitions.map((p) => el("tr", { "data-partition": p.type + "/" + p.partition },
+          el("td", { text: p.type }), el("td", { text: p.partition + "/" + p.partitions }),
+          el("td", {}, p.head_id ? el("a", { href: "#/task/" + encodeURIComponent(p.head_id), text: p.head_id }) : ""),
+          el("td", { text: p.head_key || "" }), el("td", {}, badge(!p.head_id ? "idle" : p.retrying ? "retrying" : "running")),
+          el("td", { class: "num", text: fmtNum(p.pending) }), el("td", { text: p.paused_until || "" }))),
+        "No ordered task type: no worker registered a type with ordering."),
+      el("h2", { text: "Rate limits" }),
+      table([{ label: "Limit" }, { label: "Per" }, { label: "Burst", num: 1 }, { label: "Last second", num: 1 }, { label: "Limit per second", num: 1 }, { label: "Throttled until" }],
+        lim.limits.map((l) => el("tr", { "data-limit": l.name },
+          el("td", { text: l.name }), el("td", { text: l.limit + " / " + l.interval_seconds + "s" }), el("td", { class: "num", text: l.burst }),
+          el("td", { class: "num" + (l.last_second > l.limit_per_second ? " err" : ""), text: fmtNum(l.last_second) }),
+          el("td", { class: "num", text: Number(l.limit_per_second.toPrecision(4)) }),
+          l.throttled ? timeCell(l.throttled_until) : el("td", {}))),
+        "No rate limit used yet."),
+      el("h2", { text: "Uniqueness reservations" }),
+      table([{ label: "Type" }, { label: "Key hash" }, { label: "Task" }, { label: "Until" }, { label: "Released" }],
+        uni.reservations.map((r) => el("tr", { "data-reservation": r.id },
+          el("td", { text: r.type }), el("td", {}, el("code", { text: r.hash })),
+          el("td", {}, el("a", { href: "#/task/" + encodeURIComponent(r.id), text: r.id })), timeCell(r.until),
+          el("td", { text: r.until_done ? "when the task succeeds" : "at the end of the period" }))),
+        "No uniqueness reservation."),
+    ];
+  },
+};
+
 const wfFilter = { workflow: "", status: "" };
 
 pages.workflows = {
