@@ -107,6 +107,14 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *
 		}
 		errStreak = 0
 		p := w.newPending(tt, prio, msg)
+		if stop.Err() != nil {
+			// Stopping: start nothing new. Without this check a task handed
+			// back at shutdown (a held task) is redelivered at once, given a
+			// free slot and run again, round and round, and Shutdown waits
+			// on this loop past its deadline.
+			w.handBack(p, "worker stopping")
+			return nil
+		}
 		w.offer(p)
 		lh.busy.Store(true)
 		dispatched, starved := w.awaitSlot(stop, p, tt.cfg.ackWait/2)
