@@ -604,6 +604,9 @@ func TestDeadLetterConcurrentReplaysEnqueueOnce(t *testing.T) {
 	if fresh != 1 {
 		t.Errorf("%d replays enqueued a new task, want 1 (%v)", fresh, errs)
 	}
+	// The replayed task runs; only then is "settled" about it (the consumer
+	// may not count a message stored a moment ago).
+	testutil.Wait(t, waitLong, "the replayed task succeeded", func() bool { return succeeded.Load() >= 1 })
 	ci := e.waitSettled(t, typ, framework.PriorityNormal)
 	if ci.Delivered.Consumer != 2 || succeeded.Load() != 1 {
 		t.Errorf("delivered %d times (want 2: the original and one replay), succeeded %d times", ci.Delivered.Consumer, succeeded.Load())
