@@ -33,13 +33,11 @@ func cronCommands() []*command {
 				if len(args) > 0 {
 					return usagef("cron ls takes no arguments")
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				list, err := s.in.Schedules().List(ctx)
 				if err != nil {
 					return err
@@ -76,13 +74,11 @@ func cronCommands() []*command {
 				if len(args) != 1 {
 					return usagef("cron rm takes one schedule name (see jetflow cron ls)")
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				if err := s.in.Schedules().Remove(ctx, args[0]); err != nil {
 					return err
 				}
@@ -119,13 +115,11 @@ func controlCommands() []*command {
 				if pause.dur < 0 {
 					return usagef("--for %v: want a positive duration", pause.dur)
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				var until time.Time
 				if pause.dur > 0 {
 					until = time.Now().Add(pause.dur)
@@ -157,13 +151,11 @@ func controlCommands() []*command {
 				if len(args) != 1 {
 					return usagef("resume takes one task type")
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				names, err := s.in.ResumeType(ctx, args[0], resume.prios...)
 				if err != nil {
 					return err
@@ -182,13 +174,11 @@ func controlCommands() []*command {
 				if len(args) > 0 {
 					return usagef("breakers takes no arguments")
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				bs, err := s.in.BreakerRecords(ctx)
 				if err != nil {
 					return err

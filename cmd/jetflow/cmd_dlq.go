@@ -137,13 +137,11 @@ func dlqCommands() []*command {
 				if err != nil {
 					return err
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				dls, next, err := s.cl.DeadLetters().List(ctx, f, framework.DeadLetterPage{Limit: ls.limit, After: ls.after})
 				if err != nil {
 					return err
@@ -185,13 +183,11 @@ func dlqCommands() []*command {
 				if err != nil {
 					return err
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				d, err := s.cl.DeadLetters().Get(ctx, seq)
 				if err != nil {
 					return err

@@ -89,13 +89,11 @@ func keyCommands() []*command {
 						return usagef("--type: %v", err)
 					}
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				parts, err := s.in.OrderingPartitions(ctx)
 				if err != nil {
 					return err
@@ -146,13 +144,11 @@ func keyCommands() []*command {
 				if len(args) > 0 {
 					return usagef("ordering blocked takes no arguments")
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				views, err := blockedViews(ctx, s.in)
 				if err != nil {
 					return err
@@ -223,13 +219,11 @@ func keyCommands() []*command {
 				if resolve.skip {
 					resolution = framework.ResolveSkip
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				bs, err := s.in.BlockedTasks(ctx)
 				if err != nil {
 					return err
@@ -256,13 +250,11 @@ func keyCommands() []*command {
 				if len(args) > 0 {
 					return usagef("limits takes no arguments")
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				infos, err := s.in.RateLimits(ctx)
 				if err != nil {
 					return err
@@ -313,13 +305,11 @@ func keyCommands() []*command {
 						return usagef("--type: %v", err)
 					}
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				rs, err := s.in.UniqueReservations(ctx, uniq.typ)
 				if err != nil {
 					return err

@@ -91,13 +91,11 @@ func taskCommands() []*command {
 				if !ok {
 					return usagef("--state %q: want waiting, scheduled, running or retrying", ls.state)
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				tasks, err := s.in.ListTasks(ctx, framework.TaskFilter{State: st, Type: ls.typ, Priorities: ls.prios, Limit: ls.limit})
 				if err != nil {
 					return err
@@ -138,13 +136,11 @@ func taskCommands() []*command {
 				if len(args) != 1 {
 					return usagef("tasks get takes one task ID")
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				d, err := s.in.FindTask(ctx, args[0])
 				if err != nil {
 					return err
@@ -204,13 +200,11 @@ func taskCommands() []*command {
 				if len(args) != 1 {
 					return usagef("tasks cancel takes one task ID")
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				if err := s.in.CancelTask(ctx, args[0]); err != nil {
 					return err
 				}
@@ -278,13 +272,11 @@ func taskCommands() []*command {
 				for _, h := range enq.headers {
 					opts = append(opts, framework.WithHeader(h[0], h[1]))
 				}
-				s, err := c.connect()
+				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
-				defer s.Close()
-				ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				defer cancel()
+				defer done()
 				info, err := s.cl.Enqueue(ctx, args[0], body, opts...)
 				if err != nil {
 					return err

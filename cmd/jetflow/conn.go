@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -197,6 +198,17 @@ type session struct {
 }
 
 func (s *session) Close() { s.nc.Close() }
+
+// open connects and bounds ctx by the --timeout flag: the start of every
+// command that makes one round of requests. done closes both.
+func (c *cli) open(ctx context.Context) (*session, context.Context, func(), error) {
+	s, err := c.connect()
+	if err != nil {
+		return nil, ctx, func() {}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+	return s, ctx, func() { cancel(); s.Close() }, nil
+}
 
 // connect opens the connection the flags describe.
 func (c *cli) connect() (*session, error) {
