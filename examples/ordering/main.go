@@ -18,7 +18,11 @@
 //
 // Usage:
 //
-//	go run ./examples/ordering [-orders 1000] [-partitions 16] [-fail-every 10] [-work 1ms] [-timeout 2m]
+//	go run ./examples/ordering [-orders 1000] [-partitions 16] [-fail-every 10] [-work 1ms] [-timeout 2m] [-url nats://127.0.0.1:4222]
+//
+// With -url it runs against an existing server instead of an embedded one
+// (order IDs then get a suffix of the run, so that runs do not collide), so
+// that its partitions can be inspected (jetflow ordering ls) while it runs.
 package main
 
 import (
@@ -75,6 +79,7 @@ type config struct {
 	failEvery  int
 	work       time.Duration
 	timeout    time.Duration
+	url        string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -86,6 +91,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.failEvery, "fail-every", 10, "the paid event of every n-th order fails once (0: none)")
 	fs.DurationVar(&c.work, "work", time.Millisecond, "time each event's handler takes")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "deadline for every event to complete")
+	fs.StringVar(&c.url, "url", "", "run against the NATS server at this URL instead of an embedded one")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -168,17 +174,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	emb, err := testutil.StartEmbedded(ctx, streams.Config{}, nats.Name("ordering-client"))
+	emb, err := testutil.Setup(ctx, cfg.url, streams.Config{}, nats.Name("ordering-client"))
 	if err != nil {
 		return err
 	}
 	defer emb.Close()
+	suffix := ""
+	if url := emb.URL(); url != "" {
+		// On a shared server a run suffix keeps this run's keys apart from
+		// earlier runs'.
+		suffix = fmt.Sprintf("-%x", time.Now().UnixNano()&0xffffff)
+		fmt.Fprintf(stdout, "inspect it while it runs: go run ./cmd/jetflow -s %s ordering ls   (or: status --watch)\n", url)
+	}
 
 	l := &ledger{running: map[string]bool{}, next: map[string]int{}, failed: map[string]bool{},
 		want: cfg.orders * len(steps), allDone: make(chan struct{})}
 	var retries atomic.Int64
 	orderIndex := make(map[string]int, cfg.orders)
-	orderID := func(i int) string { return fmt.Sprintf("ord-%05d", i) }
+	orderID := func(i int) string { return fmt.Sprintf("ord%s-%05d", suffix, i) }
 	for i := range cfg.orders {
 		orderIndex[orderID(i)] = i
 	}

@@ -17,7 +17,10 @@
 //
 // Usage:
 //
-//	go run ./examples/ratelimit [-tasks 1000] [-limit 100] [-burst 1] [-timeout 60s]
+//	go run ./examples/ratelimit [-tasks 1000] [-limit 100] [-burst 1] [-timeout 60s] [-url nats://127.0.0.1:4222]
+//
+// With -url it runs against an existing server instead of an embedded one,
+// so that its limit can be inspected (jetflow limits) while it runs.
 package main
 
 import (
@@ -67,6 +70,7 @@ type config struct {
 	limit   int
 	burst   int
 	timeout time.Duration
+	url     string
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -77,6 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.limit, "limit", 100, "calls per second the gateway allows, for all workers together")
 	fs.IntVar(&c.burst, "burst", 1, "calls allowed at once after an idle period")
 	fs.DurationVar(&c.timeout, "timeout", 60*time.Second, "deadline for every charge to complete")
+	fs.StringVar(&c.url, "url", "", "run against the NATS server at this URL instead of an embedded one")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -144,11 +149,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	emb, err := testutil.StartEmbedded(ctx, streams.Config{}, nats.Name("ratelimit-client"))
+	emb, err := testutil.Setup(ctx, cfg.url, streams.Config{}, nats.Name("ratelimit-client"))
 	if err != nil {
 		return err
 	}
 	defer emb.Close()
+	if url := emb.URL(); url != "" {
+		fmt.Fprintf(stdout, "inspect it while it runs: go run ./cmd/jetflow -s %s limits   (or: status --watch)\n", url)
+	}
 	gw := newGateway()
 	defer gw.Close()
 	httpClient := &http.Client{Timeout: 5 * time.Second}
