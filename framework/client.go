@@ -359,8 +359,9 @@ func (c *Client) publishErr(info TaskInfo, err error) error {
 }
 
 // asyncAckTimeout bounds the wait for the acknowledgement of an
-// asynchronous publish of EnqueueMany; a publish not acknowledged by then
-// is retried with Client.publish.
+// asynchronous publish (EnqueueMany, replays, workflow tasks sent by a
+// worker); a publish of EnqueueMany not acknowledged by then is retried
+// with Client.publish.
 const asyncAckTimeout = 10 * time.Second
 
 // publish stores msg with internal/jsapi.Publish, which retries while the

@@ -41,7 +41,7 @@ func NewInspector(nc *nats.Conn, opts ...InspectorOption) (*Inspector, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(asyncAckTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("framework: jetstream: %w", err)
 	}

@@ -113,7 +113,7 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(asyncAckTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("framework: jetstream: %w", err)
 	}

@@ -277,17 +277,44 @@ func (s *store) publishTasks(ctx context.Context, tasks []*nats.Msg) error {
 		}
 		futures = append(futures, f)
 	}
+	// nats.go leaves the futures of a closed connection unresolved until
+	// their timeout: look at the connection now and then so that a handler
+	// does not outlive its connection by that long.
+	var tick *time.Ticker
+	if len(futures) > 0 {
+		tick = time.NewTicker(closedCheckInterval)
+		defer tick.Stop()
+	}
 	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
+		if err := s.awaitAck(ctx, f, tick.C); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", f.Msg().Subject, err))
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("%s: %w", f.Msg().Subject, ctx.Err()))
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// awaitAck waits for f's acknowledgement, ctx, or the connection's close
+// (seen at a tick).
+func (s *store) awaitAck(ctx context.Context, f jetstream.PubAckFuture, tick <-chan time.Time) error {
+	for {
+		select {
+		case <-f.Ok():
+			return nil
+		case err := <-f.Err():
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick:
+			if s.nc.IsClosed() {
+				return nats.ErrConnectionClosed
+			}
+		}
+	}
+}
+
+// closedCheckInterval is how often publishTasks looks whether the connection
+// was closed while it waits for acknowledgements.
+const closedCheckInterval = 100 * time.Millisecond
 
 // publishBatch sends msgs as one atomic batch and returns the server's
 // response to the commit (the last message). All but the last are sent
