@@ -76,11 +76,18 @@ const nextPoll = 250 * time.Millisecond
 func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *pullIter) error {
 	errStreak := 0
 	lh := w.health.loop(w.names.ConsumerName(tt.name, prio))
-	defer lh.busy.Store(false)
+	defer func() {
+		if lh.busy.Load() {
+			lh.poll(time.Now()) // waiting for slots is no stall: the clock restarts
+		}
+		lh.busy.Store(false)
+	}()
 	for {
 		msg, err := it.Next(nextPoll)
-		if err == nil || errors.Is(err, nats.ErrTimeout) {
+		if err == nil {
 			lh.poll(time.Now())
+		} else if alive := it.Alive(); !alive.IsZero() {
+			lh.poll(alive) // an empty wait counts if the consumer answers
 		}
 		if err != nil {
 			if stop.Err() != nil {
@@ -118,6 +125,9 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *
 		w.offer(p)
 		lh.busy.Store(true)
 		dispatched, starved := w.awaitSlot(stop, p, tt.cfg.ackWait/2)
+		if !starved {
+			lh.poll(time.Now()) // waiting for a slot is no stall: the clock restarts
+		}
 		lh.busy.Store(starved) // a rescue waits for slots too
 		if starved {
 			// p has waited half an ack wait for a slot: the tasks behind it

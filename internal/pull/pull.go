@@ -68,6 +68,7 @@ type Iter struct {
 	cur       *request  // the outstanding request, nil when none
 	queue     []*queued // stored messages not yet taken by Next
 	lastHeard time.Time // last message or status from the server
+	alive     time.Time // last sign of a live consumer (see Alive)
 	nextReq   uint64
 	err       error // terminal: consumer deleted
 	draining  bool
@@ -117,7 +118,8 @@ func (p *Iter) handle(m *nats.Msg) {
 			}
 		}
 		q := &queued{msg: m}
-		q.beat.Store(time.Now().UnixNano())
+		q.beat.Store(p.lastHeard.UnixNano())
+		p.alive = p.lastHeard
 		p.queue = append(p.queue, q)
 		p.mu.Unlock()
 		p.wake()
@@ -128,6 +130,14 @@ func (p *Iter) handle(m *nats.Msg) {
 	mine := p.cur != nil && p.cur.reply == m.Subject
 	status := m.Header.Get("Status")
 	desc := strings.ToLower(m.Header.Get("Description"))
+	if status != "503" && !(status == "409" && (strings.Contains(desc, "consumer deleted") ||
+		strings.Contains(desc, "leadership change") || strings.Contains(desc, "server shutdown"))) {
+		// An idle heartbeat (100), or a request ended by the consumer (404
+		// no messages, 408 expired, 409 batch completed): the consumer
+		// answers. 503 means no one serves the consumer's API subject (no
+		// consumer, no stream).
+		p.alive = p.lastHeard
+	}
 	switch {
 	case status == "100":
 		// Idle heartbeat: the request is alive.
@@ -199,6 +209,16 @@ func (p *Iter) maintainLocked(now time.Time) (lost bool, err error) {
 	p.cur = &request{reply: reply, remaining: want, expiresAt: now.Add(Expires)}
 	p.lastHeard = now // the heartbeat clock starts with the request
 	return lost, nil
+}
+
+// Alive returns when the server last showed that the consumer serves this
+// iterator's requests: a stored message, an idle heartbeat, or a request
+// it ended (no messages, expired). Zero before the first. A request nobody
+// answers (a deleted stream, a dead consumer leader) does not count.
+func (p *Iter) Alive() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.alive
 }
 
 // Next returns the next stored message, waiting up to wait. It returns
