@@ -82,3 +82,48 @@ func TestLongHandlerIsNotAStall(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 }
+
+// A paused consumer (an operator, or an open circuit breaker elsewhere in
+// the cluster) still answers with idle heartbeats: a pause longer than the
+// stall limit does not stop the worker.
+func TestPausedConsumerIsNotAStall(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	nc := testutil.Connect(t, e.srv)
+	const limit = framework.MinStallLimit
+	w, err := framework.NewWorker(nc, framework.WithStallLimit(limit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan struct{}, 1)
+	w.HandleFunc("stall.paused", func(context.Context, *framework.Task) error {
+		select {
+		case ran <- struct{}{}:
+		default:
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	e.enqueue(t, "stall.paused", 1)
+	testutil.Recv(t, ran, waitLong, "the worker ran a task")
+	names := streams.MustNames("")
+	for _, p := range []framework.Priority{framework.PriorityCritical, framework.PriorityHigh, framework.PriorityNormal, framework.PriorityLow} {
+		if _, err := e.js.PauseConsumer(t.Context(), names.TaskStream(), names.ConsumerName("stall.paused", p), time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned %v while its consumers were paused", err)
+	case <-time.After(5 * limit / 2):
+	}
+	if r := w.Health(t.Context()); !r.Live {
+		t.Fatalf("paused worker not live: %v", r.Problems)
+	}
+	cancel()
+	if err := testutil.Recv(t, done, waitLong, "Run returned after cancel"); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}
