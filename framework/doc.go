@@ -160,8 +160,9 @@
 // stream before it is terminated, with its reason, attempts and last error in
 // headers. Tasks whose worker died on the last attempt reach it through the
 // server's max-deliveries advisories, routed by every worker, and a
-// reconciler catches advisories that were lost. [Client.DeadLetters] lists,
-// inspects, replays and purges them ([DeadLetters]). See [WithDeadLetters],
+// reconciler catches advisories that were lost. Package
+// [github.com/jetflow-io/jetflow/dlq] lists, inspects, replays and purges
+// them. See [WithDeadLetters],
 // [WithDeadLetterRouter] and [WithReconcileInterval].
 //
 // # Circuit breakers

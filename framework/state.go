@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -106,10 +107,10 @@ const (
 	maxRecordError = 1024
 )
 
-// Sentinel errors of state tracking and the effects ledger.
+// Sentinel errors of state tracking, also used by the effects ledger.
 var (
 	// ErrNoTask reports a call that needs a task's context ([SetResult],
-	// [Once]) made outside a handler.
+	// the effects ledger's Once) made outside a handler.
 	ErrNoTask = errors.New("framework: not called from a task handler")
 	// ErrResultTooLarge reports a [SetResult] value above [MaxResultBytes].
 	ErrResultTooLarge = errors.New("framework: task result too large")
@@ -171,6 +172,58 @@ func WithTypeStateTracking(enabled bool) HandlerOption {
 		}
 		return nil
 	}
+}
+
+// DefaultEffectsTTL is how long effect records are kept: longer than any
+// redelivery, and as long as the default dead-letter retention, so that a
+// replayed task still skips what it already did.
+const DefaultEffectsTTL = streams.DefaultEffectsTTL
+
+// effectsCache caches a worker's effects bucket.
+type effectsCache struct {
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+// WithEffectsTTL sets how long effect records are kept: the MaxAge of the
+// effects bucket, applied when a worker creates or updates it
+// ([EnsureBuckets]). Keep it longer than a task can be retried or sit in
+// the dead-letter stream before a replay. Workers only. Default 30 days.
+func WithEffectsTTL(d time.Duration) RetentionOption {
+	return RetentionOption(func(o *options) error {
+		if d < time.Minute {
+			return fmt.Errorf("%w: effects TTL %v, want ≥ 1m", ErrInvalidOption, d)
+		}
+		o.effectsTTL = d
+		return nil
+	})
+}
+
+// EffectsBucket returns the worker's effects bucket
+// ([streams.Names.EffectsBucket]), creating the buckets on first use as
+// [EnsureBuckets] does, with the worker's retention options. The effects
+// ledger (package effects) keeps its records there. It is safe for
+// concurrent use.
+func (w *Worker) EffectsBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	e := &w.effects
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.kv != nil {
+		return e.kv, nil
+	}
+	bucket := w.names.EffectsBucket()
+	kv, err := w.js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if err := ensureBuckets(ctx, w.js, w.opts); err != nil {
+			return nil, err
+		}
+		kv, err = w.js.KeyValue(ctx, bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("framework: effects bucket %s: %w", bucket, err)
+	}
+	e.kv = kv
+	return kv, nil
 }
 
 // EnsureBuckets creates the task state, effects, unique-task and rate-limit KV buckets with the task

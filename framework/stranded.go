@@ -62,7 +62,7 @@ func (i *Inspector) Stranded(ctx context.Context) ([]StrandedSubject, error) {
 
 // DeadLetterStranded moves the tasks of stranded subjects ([Inspector.Stranded])
 // stored more than grace ago to the dead-letter stream, with reason
-// [DeadLetterStranded] and the subject in the last error, then deletes them
+// "stranded" (package dlq's ReasonStranded) and the subject in the last error, then deletes them
 // from the task stream; it returns how many it moved. Replay them once a
 // worker serves their type. Run it when no worker that would serve those
 // subjects is starting: a consumer created meanwhile could deliver a task

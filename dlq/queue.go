@@ -1,4 +1,4 @@
-package framework
+package dlq
 
 import (
 	"context"
@@ -12,21 +12,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/ordering"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
-// DeadLetters inspects, replays and purges the dead-letter stream. Get one
-// from [Client.DeadLetters]. It is safe for concurrent use.
-//
-// Records are addressed by their sequence in the dead-letter stream. Reads
-// use the stream's direct get API: they leave no state on the server and
-// fetch at most one batch (256 records, 4 MiB) at a time, so listing or
-// replaying any number of records takes bounded memory.
-type DeadLetters struct {
+// Queue inspects, replays and purges the dead-letter stream of a client's
+// topology. Get one with [New]. It is safe for concurrent use.
+type Queue struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	names  streams.Names
@@ -34,36 +31,38 @@ type DeadLetters struct {
 	window int // in-flight publishes of a bulk replay
 }
 
-// DeadLetters returns the dead-letter operations of the client's topology.
-func (c *Client) DeadLetters() *DeadLetters {
-	return &DeadLetters{
-		nc:     c.nc,
-		js:     c.js,
-		names:  c.names,
-		core:   newDeadLetterCore(c.nc, c.js, c.names, c.opts.logger),
-		window: min(c.opts.maxPending, dlqReplayWindow),
+// New returns the dead-letter operations of c's topology (its prefix, see
+// [framework.WithPrefix]).
+func New(c *framework.Client) *Queue {
+	names := c.Names()
+	return &Queue{
+		nc:     c.Conn(),
+		js:     c.JetStream(),
+		names:  names,
+		core:   deadletter.NewCore(c.Conn(), c.JetStream(), topology(names), c.Logger()),
+		window: min(c.MaxPending(), replayWindow),
 	}
 }
 
-// dlqReplayWindow bounds the unacknowledged publishes of a bulk replay.
-const dlqReplayWindow = 256
+// replayWindow bounds the unacknowledged publishes of a bulk replay.
+const replayWindow = 256
 
-// dlqScanBatch is the number of records read per request.
-const dlqScanBatch = 256
+// scanBatch is the number of records read per request.
+const scanBatch = 256
 
-// Page limits of [DeadLetters.List].
+// Page limits of [Queue.List].
 const (
-	DefaultDeadLetterPageLimit = 100
-	MaxDeadLetterPageLimit     = 1000
+	DefaultPageLimit = 100
+	MaxPageLimit     = 1000
 )
 
-// DeadLetterFilter selects dead-letter records. The zero value selects all;
+// Filter selects dead-letter records. The zero value selects all;
 // set fields narrow the selection (all must match).
-type DeadLetterFilter struct {
+type Filter struct {
 	// Type selects one task type.
 	Type string
 	// Reason selects one reason.
-	Reason DeadLetterReason
+	Reason Reason
 	// From and To bound the time the record was stored (inclusive). A scan
 	// stops at the first record stored after To.
 	From, To time.Time
@@ -72,32 +71,32 @@ type DeadLetterFilter struct {
 	ErrorContains string
 }
 
-// DeadLetterPage asks for one page of [DeadLetters.List].
-type DeadLetterPage struct {
+// Page asks for one page of [Queue.List].
+type Page struct {
 	// Limit is the most records returned. Default
-	// [DefaultDeadLetterPageLimit], at most [MaxDeadLetterPageLimit].
+	// [DefaultPageLimit], at most [MaxPageLimit].
 	Limit int
 	// After returns records with a sequence above it: 0 for the first page,
 	// then the cursor the previous page returned.
 	After uint64
 }
 
-func (f DeadLetterFilter) subject(n streams.Names) (string, error) {
+func (f Filter) subject(n streams.Names) (string, error) {
 	if f.Type == "" {
 		return n.Prefix() + ".dlq.>", nil
 	}
 	if err := streams.ValidateTaskType(f.Type); err != nil {
-		return "", fmt.Errorf("%w: filter: %w", ErrInvalidOption, err)
+		return "", fmt.Errorf("%w: filter: %w", framework.ErrInvalidOption, err)
 	}
 	return n.DLQSubject(f.Type), nil
 }
 
 // bySubjectOnly reports whether the subject alone selects the records.
-func (f DeadLetterFilter) bySubjectOnly() bool {
+func (f Filter) bySubjectOnly() bool {
 	return f.Reason == "" && f.From.IsZero() && f.To.IsZero() && f.ErrorContains == ""
 }
 
-func (f DeadLetterFilter) match(d *DeadLetter) bool {
+func (f Filter) match(d *Record) bool {
 	if f.Reason != "" && d.Reason != f.Reason {
 		return false
 	}
@@ -115,14 +114,14 @@ func (f DeadLetterFilter) match(d *DeadLetter) bool {
 
 // dlqErr turns a direct get failure on the dead-letter stream into the
 // package's errors.
-func (d *DeadLetters) dlqErr(what string, err error) error {
-	return natserr.Wrap("framework: "+what, err)
+func (d *Queue) wrapErr(what string, err error) error {
+	return natserr.Wrap("dlq: "+what, err)
 }
 
 // scan calls fn for the records matching f from sequence after+1 up to
 // sequence to (0: no bound). fn returns false to stop.
-func (d *DeadLetters) scan(ctx context.Context, f DeadLetterFilter, after, to uint64, batch int,
-	fn func(dl *DeadLetter, m jsapi.Stored) (bool, error)) error {
+func (d *Queue) scan(ctx context.Context, f Filter, after, to uint64, batch int,
+	fn func(dl *Record, m jsapi.Stored) (bool, error)) error {
 	subj, err := f.subject(d.names)
 	if err != nil {
 		return err
@@ -133,7 +132,7 @@ func (d *DeadLetters) scan(ctx context.Context, f DeadLetterFilter, after, to ui
 	}
 	return jsapi.Scan(ctx, d.nc, d.names.DLQStream(), subj, from, to, start, batch,
 		func(m jsapi.Stored) (bool, error) {
-			dl := deadLetterFrom(m)
+			dl := recordFrom(m)
 			if !f.To.IsZero() && dl.Time.After(f.To) {
 				return false, nil
 			}
@@ -145,23 +144,23 @@ func (d *DeadLetters) scan(ctx context.Context, f DeadLetterFilter, after, to ui
 }
 
 // List returns one page of the records matching f, oldest first, and the
-// cursor of the next page (its [DeadLetterPage.After]), or 0 when there are
+// cursor of the next page (its [Page.After]), or 0 when there are
 // no more records.
-func (d *DeadLetters) List(ctx context.Context, f DeadLetterFilter, p DeadLetterPage) ([]DeadLetter, uint64, error) {
+func (d *Queue) List(ctx context.Context, f Filter, p Page) ([]Record, uint64, error) {
 	limit := p.Limit
 	if limit <= 0 {
-		limit = DefaultDeadLetterPageLimit
+		limit = DefaultPageLimit
 	}
-	if limit > MaxDeadLetterPageLimit {
-		return nil, 0, fmt.Errorf("%w: page limit %d, at most %d", ErrInvalidOption, limit, MaxDeadLetterPageLimit)
+	if limit > MaxPageLimit {
+		return nil, 0, fmt.Errorf("%w: page limit %d, at most %d", framework.ErrInvalidOption, limit, MaxPageLimit)
 	}
-	batch := dlqScanBatch
+	batch := scanBatch
 	if f.bySubjectOnly() {
-		batch = min(limit, dlqScanBatch)
+		batch = min(limit, scanBatch)
 	}
-	var out []DeadLetter
+	var out []Record
 	var next uint64
-	err := d.scan(ctx, f, p.After, 0, batch, func(dl *DeadLetter, m jsapi.Stored) (bool, error) {
+	err := d.scan(ctx, f, p.After, 0, batch, func(dl *Record, m jsapi.Stored) (bool, error) {
 		out = append(out, *dl)
 		if len(out) < limit {
 			return true, nil
@@ -172,24 +171,24 @@ func (d *DeadLetters) List(ctx context.Context, f DeadLetterFilter, p DeadLetter
 		return false, nil
 	})
 	if err != nil {
-		return nil, 0, d.dlqErr("list dead letters", err)
+		return nil, 0, d.wrapErr("list dead letters", err)
 	}
 	return out, next, nil
 }
 
-// Get returns the record at sequence seq, or an error wrapping [ErrNotFound].
-func (d *DeadLetters) Get(ctx context.Context, seq uint64) (*DeadLetter, error) {
-	var found *DeadLetter
+// Get returns the record at sequence seq, or an error wrapping [framework.ErrNotFound].
+func (d *Queue) Get(ctx context.Context, seq uint64) (*Record, error) {
+	var found *Record
 	_, err := jsapi.DirectGet(ctx, d.nc, d.names.DLQStream(), jsapi.GetRequest{Seq: seq}, func(m jsapi.Stored) error {
-		dl := deadLetterFrom(m)
+		dl := recordFrom(m)
 		found = &dl
 		return nil
 	})
 	if err != nil {
-		return nil, d.dlqErr(fmt.Sprintf("get dead letter %d", seq), err)
+		return nil, d.wrapErr(fmt.Sprintf("get dead letter %d", seq), err)
 	}
 	if found == nil {
-		return nil, fmt.Errorf("%w: dead letter %d", ErrNotFound, seq)
+		return nil, fmt.Errorf("%w: dead letter %d", framework.ErrNotFound, seq)
 	}
 	return found, nil
 }
@@ -199,35 +198,35 @@ func (d *DeadLetters) Get(ctx context.Context, seq uint64) (*DeadLetter, error) 
 // values) and the schedule of a delayed task.
 func isReplayDropped(k string) bool {
 	switch k {
-	case HeaderDLQReplayedFromSeq, HeaderDLQReplayedAt, HeaderDLQPreviousError, HeaderScheduledFor, HeaderEnqueuedAt:
+	case HeaderReplayedFromSeq, HeaderReplayedAt, HeaderPreviousError, framework.HeaderScheduledFor, framework.HeaderEnqueuedAt:
 		return true
 	}
 	return deadletter.IsRecordHeader(k)
 }
 
 // replayMsgID is the deduplication ID of the replay of record seq.
-func (d *DeadLetters) replayMsgID(seq uint64) string {
+func (d *Queue) replayMsgID(seq uint64) string {
 	return "replay-" + d.names.DLQStream() + "-" + strconv.FormatUint(seq, 10)
 }
 
 // replayMsg builds the task that replays dl: same ID, type, priority,
 // payload and custom headers; a fresh delivery count; the dead-letter
 // history in headers.
-func (d *DeadLetters) replayMsg(dl *DeadLetter) (*nats.Msg, TaskInfo, error) {
+func (d *Queue) replayMsg(dl *Record) (*nats.Msg, framework.TaskInfo, error) {
 	if dl.PayloadOmitted {
-		return nil, TaskInfo{}, fmt.Errorf("framework: dead letter %d has no payload (it was too large to keep); it cannot be replayed", dl.Seq)
+		return nil, framework.TaskInfo{}, fmt.Errorf("dlq: dead letter %d has no payload (it was too large to keep); it cannot be replayed", dl.Seq)
 	}
 	taskType, prio := dl.Type, dl.Priority
-	if err := streams.ValidateTaskType(taskType); err != nil || dl.Headers.Get(HeaderDLQPriority) == "" {
+	if err := streams.ValidateTaskType(taskType); err != nil || dl.Headers.Get(HeaderPriority) == "" {
 		p, t, perr := d.names.ParseTaskSubject(dl.OriginalSubject)
 		if perr != nil {
-			return nil, TaskInfo{}, fmt.Errorf("framework: dead letter %d names no valid task type: %w", dl.Seq, perr)
+			return nil, framework.TaskInfo{}, fmt.Errorf("dlq: dead letter %d names no valid task type: %w", dl.Seq, perr)
 		}
 		taskType, prio = t, p
 	}
 	h := make(nats.Header, len(dl.Headers))
 	for k, v := range dl.Headers {
-		if hasFoldPrefix(k, "nats-") || isReplayDropped(k) {
+		if hasNatsPrefix(k) || isReplayDropped(k) {
 			continue
 		}
 		h[k] = append([]string(nil), v...)
@@ -238,59 +237,59 @@ func (d *DeadLetters) replayMsg(dl *DeadLetter) (*nats.Msg, TaskInfo, error) {
 	}
 	deadCount := max(dl.DeadCount, 1)
 	h.Set(jetstream.MsgIDHeader, d.replayMsgID(dl.Seq))
-	h.Set(HeaderTaskID, id)
-	h.Set(HeaderDLQReplayedFromSeq, strconv.FormatUint(dl.Seq, 10))
-	h.Set(HeaderDLQReplayedAt, taskmsg.FormatTime(time.Now()))
-	h.Set(HeaderDLQDeadCount, strconv.Itoa(deadCount))
+	h.Set(framework.HeaderTaskID, id)
+	h.Set(HeaderReplayedFromSeq, strconv.FormatUint(dl.Seq, 10))
+	h.Set(HeaderReplayedAt, taskmsg.FormatTime(time.Now()))
+	h.Set(HeaderDeadCount, strconv.Itoa(deadCount))
 	if dl.LastError != "" {
-		h.Set(HeaderDLQPreviousError, deadletter.Text(dl.LastError, MaxDLQErrorLen))
+		h.Set(HeaderPreviousError, deadletter.Text(dl.LastError, MaxErrorLen))
 	}
 	subject := d.names.TaskSubject(prio, taskType)
-	if s, ok := orderedReplaySubject(d.names, taskType, h); ok {
-		subject = s // an ordered task goes back to its key's queue (ordering.go)
+	if s, ok := orderedSubject(d.names, taskType, h); ok {
+		subject = s // an ordered task goes back to its key's queue (see framework.Ordered)
 	}
 	msg := &nats.Msg{Subject: subject, Header: h, Data: dl.Payload}
-	return msg, TaskInfo{ID: id, Type: taskType, Priority: prio, Subject: subject}, nil
+	return msg, framework.TaskInfo{ID: id, Type: taskType, Priority: prio, Subject: subject}, nil
 }
 
 // Replay enqueues the task of record seq again, as a fresh task: same ID,
 // type, priority, payload and custom headers, attempts counted from 1, and
-// its dead-letter history in the headers [HeaderDLQReplayedFromSeq],
-// [HeaderDLQReplayedAt], [HeaderDLQDeadCount] and [HeaderDLQPreviousError].
+// its dead-letter history in the headers [HeaderReplayedFromSeq],
+// [HeaderReplayedAt], [HeaderDeadCount] and [HeaderPreviousError].
 // Once the task stream has stored it, the record is deleted.
 //
 // Replaying a record twice enqueues it once: the second call finds no
-// record ([ErrNotFound]); calls racing each other, or a call repeated after
+// record ([framework.ErrNotFound]); calls racing each other, or a call repeated after
 // one that failed between enqueueing and deleting, publish with the same
 // deduplication ID ("replay-<dlq stream>-<seq>"), which the task stream
-// drops within its duplicate window (TaskInfo.Duplicate is then true).
-func (d *DeadLetters) Replay(ctx context.Context, seq uint64) (TaskInfo, error) {
+// drops within its duplicate window (framework.TaskInfo.Duplicate is then true).
+func (d *Queue) Replay(ctx context.Context, seq uint64) (framework.TaskInfo, error) {
 	dl, err := d.Get(ctx, seq)
 	if err != nil {
-		return TaskInfo{}, err
+		return framework.TaskInfo{}, err
 	}
 	msg, info, err := d.replayMsg(dl)
 	if err != nil {
-		return TaskInfo{}, err
+		return framework.TaskInfo{}, err
 	}
 	ack, err := d.js.PublishMsg(ctx, msg)
 	if err != nil {
-		return TaskInfo{}, fmt.Errorf("framework: replay dead letter %d: %w", seq, err)
+		return framework.TaskInfo{}, fmt.Errorf("dlq: replay dead letter %d: %w", seq, err)
 	}
 	info.Stream, info.Sequence, info.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
 	if _, err := d.core.DeleteMsg(ctx, d.names.DLQStream(), seq); err != nil {
-		return info, fmt.Errorf("framework: replayed dead letter %d but could not delete it (replaying it again within the duplicate window is safe): %w", seq, err)
+		return info, fmt.Errorf("dlq: replayed dead letter %d but could not delete it (replaying it again within the duplicate window is safe): %w", seq, err)
 	}
 	return info, nil
 }
 
 // ReplayAll replays every record stored when it starts. See
-// [DeadLetters.ReplayFilter].
-func (d *DeadLetters) ReplayAll(ctx context.Context, progress func(done, total int)) (int, error) {
-	return d.ReplayFilter(ctx, DeadLetterFilter{}, progress)
+// [Queue.ReplayFilter].
+func (d *Queue) ReplayAll(ctx context.Context, progress func(done, total int)) (int, error) {
+	return d.ReplayFilter(ctx, Filter{}, progress)
 }
 
-// ReplayFilter replays, like [DeadLetters.Replay], every record matching f
+// ReplayFilter replays, like [Queue.Replay], every record matching f
 // that is stored when it starts (records that arrive meanwhile, for example
 // replayed tasks dying again, are left for later). It returns the number of
 // tasks replayed.
@@ -303,7 +302,7 @@ func (d *DeadLetters) ReplayAll(ctx context.Context, progress func(done, total i
 // when records disappeared meanwhile. A record that cannot be replayed (no
 // payload) is skipped and reported in the error; a publish that fails stops
 // the replay, and the records not yet replayed stay.
-func (d *DeadLetters) ReplayFilter(ctx context.Context, f DeadLetterFilter, progress func(done, total int)) (int, error) {
+func (d *Queue) ReplayFilter(ctx context.Context, f Filter, progress func(done, total int)) (int, error) {
 	subj, err := f.subject(d.names)
 	if err != nil {
 		return 0, err
@@ -314,7 +313,7 @@ func (d *DeadLetters) ReplayFilter(ctx context.Context, f DeadLetterFilter, prog
 	}
 	si, err := ds.Info(ctx, jetstream.WithSubjectFilter(subj))
 	if err != nil {
-		return 0, fmt.Errorf("framework: replay: dead-letter stream info: %w", err)
+		return 0, fmt.Errorf("dlq: replay: dead-letter stream info: %w", err)
 	}
 	last := si.State.LastSeq
 	total := 0
@@ -342,7 +341,7 @@ func (d *DeadLetters) ReplayFilter(ctx context.Context, f DeadLetterFilter, prog
 		select {
 		case <-p.fut.Ok():
 		case err := <-p.fut.Err():
-			return fmt.Errorf("framework: replay dead letter %d: %w", p.seq, err)
+			return fmt.Errorf("dlq: replay dead letter %d: %w", p.seq, err)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -362,8 +361,8 @@ func (d *DeadLetters) ReplayFilter(ctx context.Context, f DeadLetterFilter, prog
 	}
 	// The scan examines every record of the subject; f's other fields are
 	// applied here so that progress counts all of them.
-	scanFilter := DeadLetterFilter{Type: f.Type, From: f.From}
-	err = d.scan(ctx, scanFilter, 0, last, dlqScanBatch, func(dl *DeadLetter, m jsapi.Stored) (bool, error) {
+	scanFilter := Filter{Type: f.Type, From: f.From}
+	err = d.scan(ctx, scanFilter, 0, last, scanBatch, func(dl *Record, m jsapi.Stored) (bool, error) {
 		if first && !f.From.IsZero() {
 			total = int(m.NumPending) + 1
 		}
@@ -376,7 +375,7 @@ func (d *DeadLetters) ReplayFilter(ctx context.Context, f DeadLetterFilter, prog
 			} else {
 				fut, err := publish(msg)
 				if err != nil {
-					return false, fmt.Errorf("framework: replay dead letter %d: %w", dl.Seq, err)
+					return false, fmt.Errorf("dlq: replay dead letter %d: %w", dl.Seq, err)
 				}
 				queue = append(queue, inflight{fut, dl.Seq})
 				for len(queue) >= d.window {
@@ -387,7 +386,7 @@ func (d *DeadLetters) ReplayFilter(ctx context.Context, f DeadLetterFilter, prog
 				}
 			}
 		}
-		if progress != nil && done%dlqScanBatch == 0 {
+		if progress != nil && done%scanBatch == 0 {
 			progress(done, max(total, done))
 		}
 		if !f.To.IsZero() && dl.Time.After(f.To) {
@@ -412,7 +411,7 @@ func (d *DeadLetters) ReplayFilter(ctx context.Context, f DeadLetterFilter, prog
 // Purge deletes the records matching f and returns how many it deleted. A
 // filter on the type alone (or the zero filter: every record) is one purge
 // request; other filters delete the matching records one by one.
-func (d *DeadLetters) Purge(ctx context.Context, f DeadLetterFilter) (int, error) {
+func (d *Queue) Purge(ctx context.Context, f Filter) (int, error) {
 	subj, err := f.subject(d.names)
 	if err != nil {
 		return 0, err
@@ -426,10 +425,10 @@ func (d *DeadLetters) Purge(ctx context.Context, f DeadLetterFilter) (int, error
 	}
 	si, err := ds.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("framework: purge dead letters: stream info: %w", err)
+		return 0, fmt.Errorf("dlq: purge dead letters: stream info: %w", err)
 	}
 	purged := 0
-	err = d.scan(ctx, f, 0, si.State.LastSeq, dlqScanBatch, func(dl *DeadLetter, _ jsapi.Stored) (bool, error) {
+	err = d.scan(ctx, f, 0, si.State.LastSeq, scanBatch, func(dl *Record, _ jsapi.Stored) (bool, error) {
 		gone, err := d.core.DeleteMsg(ctx, d.names.DLQStream(), dl.Seq)
 		if err != nil {
 			return false, err
@@ -440,20 +439,20 @@ func (d *DeadLetters) Purge(ctx context.Context, f DeadLetterFilter) (int, error
 		return true, nil
 	})
 	if err != nil {
-		return purged, d.dlqErr("purge dead letters", err)
+		return purged, d.wrapErr("purge dead letters", err)
 	}
 	return purged, nil
 }
 
 // purgeSubject purges subj from the dead-letter stream in one request and
 // returns the number of records purged.
-func (d *DeadLetters) purgeSubject(ctx context.Context, subj string) (int, error) {
+func (d *Queue) purgeSubject(ctx context.Context, subj string) (int, error) {
 	n, err := jsapi.PurgeSubject(ctx, d.nc, d.names.DLQStream(), subj)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrStreamNotFound) {
-			return 0, fmt.Errorf("framework: purge dead letters: %w: %w", ErrTopologyMissing, err)
+			return 0, fmt.Errorf("dlq: purge dead letters: %w: %w", framework.ErrTopologyMissing, err)
 		}
-		return 0, fmt.Errorf("framework: purge dead letters: %w", err)
+		return 0, fmt.Errorf("dlq: purge dead letters: %w", err)
 	}
 	return int(n), nil
 }
@@ -466,6 +465,35 @@ func (d *DeadLetters) purgeSubject(ctx context.Context, subj string) (int, error
 // the first look is never taken for a dead one. It never touches waiting or
 // running tasks. It returns the number of tasks routed; tasks routed at the
 // same time by a router or another reconciler are routed once.
-func (d *DeadLetters) Reconcile(ctx context.Context) (int, error) {
+func (d *Queue) Reconcile(ctx context.Context) (int, error) {
 	return d.core.Reconcile(ctx, deadletter.ReconcileGrace)
+}
+
+// hasNatsPrefix reports whether header k is one of the server's ("Nats-…").
+func hasNatsPrefix(k string) bool { return len(k) >= 5 && strings.EqualFold(k[:5], "nats-") }
+
+// orderedSubject returns the slot subject a record of an ordered task
+// replays to, or false when h carries no valid ordering key.
+func orderedSubject(names streams.Names, taskType string, h nats.Header) (string, bool) {
+	vs := h[framework.HeaderOrderingKey]
+	if len(vs) == 0 || ordering.ValidateKey(vs[0]) != nil {
+		return "", false
+	}
+	return names.OrderedSubject(taskType, ordering.Slot(vs[0], streams.OrderedSlots)), true
+}
+
+// topology names the dead-letter core's streams, bucket and subjects in
+// names' topology, as the worker's dead-letter extension does.
+func topology(names streams.Names) deadletter.Topology {
+	return deadletter.Topology{
+		TaskStream: names.TaskStream(), DLQStream: names.DLQStream(), AdvisoryStream: names.AdvisoryStream(),
+		ErrorsBucket: names.ErrorsBucket(), TaskWildcard: names.TaskWildcard(), DLQSubject: names.DLQSubject,
+		Work: func(subject string) (string, string, string, bool) {
+			p, typ, err := names.ParseTaskSubject(subject)
+			if err != nil {
+				return "", "", "", false
+			}
+			return typ, p.String(), names.ConsumerName(typ, p), true
+		},
+	}
 }
