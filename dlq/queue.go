@@ -28,7 +28,8 @@ type Queue struct {
 	js     jetstream.JetStream
 	names  streams.Names
 	core   *deadletter.Core
-	window int // in-flight publishes of a bulk replay
+	ins    *framework.Inspector // for MoveStranded
+	window int                  // in-flight publishes of a bulk replay
 }
 
 // New returns the dead-letter operations of c's topology (its prefix, see
@@ -40,6 +41,7 @@ func New(c *framework.Client) *Queue {
 		js:     c.JetStream(),
 		names:  names,
 		core:   deadletter.NewCore(c.Conn(), c.JetStream(), topology(names), c.Logger()),
+		ins:    c.Inspector(),
 		window: min(c.MaxPending(), replayWindow),
 	}
 }

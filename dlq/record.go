@@ -101,7 +101,7 @@ const (
 	// "seq-<sequence>"; the last error names the offending header.
 	ReasonInvalid Reason = deadletter.ReasonInvalid
 	// ReasonStranded: no consumer read the task's subject, and an
-	// operator moved it ([framework.Inspector.DeadLetterStranded]).
+	// operator moved it ([Queue.MoveStranded]).
 	ReasonStranded Reason = deadletter.ReasonStranded
 )
 

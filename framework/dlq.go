@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/deadletter"
-	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -116,31 +114,13 @@ func (w *Worker) installDeadLetters() {
 	w.addExtension(e)
 }
 
-// prepare checks that the dead-letter stream exists and creates the errors
-// bucket, like the task stream: same storage and replicas.
-func (x *dlqExt) prepare(ctx context.Context, w *Worker) error {
-	if _, err := x.core.Stream(ctx, w.names.DLQStream()); err != nil {
-		return err
-	}
-	if _, err := x.core.Stream(ctx, w.names.TaskStream()); err != nil {
-		return err
-	}
+// prepare checks the streams and creates the errors bucket.
+func (x *dlqExt) prepare(ctx context.Context, _ *Worker) error {
 	ttl := x.opts.errorTTL
 	if ttl == 0 {
 		ttl = DefaultErrorRetention
 	}
-	err := jsapi.EnsureBucket(ctx, w.js, jsapi.TaskStreamBucket(ctx, w.js, w.names.TaskStream(), jetstream.KeyValueConfig{
-		Bucket:      w.names.ErrorsBucket(),
-		Description: "jetflow: failed attempts of tasks, read when a task is dead-lettered",
-		History:     1,
-		TTL:         ttl,
-	}), false)
-	if err != nil {
-		// Records still work without it, only with less detail.
-		w.log.Warn("jetflow could not create the errors bucket; dead-letter records written by the router will lack the last error",
-			slog.String("bucket", w.names.ErrorsBucket()), slog.Any(LogKeyError, err))
-	}
-	return nil
+	return x.core.Prepare(ctx, ttl)
 }
 
 // finished records a failed attempt that will be retried.
@@ -191,15 +171,5 @@ func (x *dlqExt) service(ctx context.Context, _ *Worker) {
 	if every == 0 {
 		every = DefaultReconcileInterval
 	}
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		x.core.RunRouter(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		x.core.RunReconciler(ctx, every)
-	}()
-	wg.Wait()
+	x.core.Run(ctx, every)
 }

@@ -328,12 +328,12 @@ func TestStrandedTasksAreReported(t *testing.T) {
 		}
 	}
 	// An hour's grace keeps them; none keeps nothing.
-	if n, err := e.cl.Inspector().DeadLetterStranded(t.Context(), time.Hour); err != nil || n != 0 {
-		t.Errorf("DeadLetterStranded(1h) = %d, %v; want 0", n, err)
+	if n, err := dlq.New(e.cl).MoveStranded(t.Context(), time.Hour); err != nil || n != 0 {
+		t.Errorf("MoveStranded(1h) = %d, %v; want 0", n, err)
 	}
-	n, err := e.cl.Inspector().DeadLetterStranded(t.Context(), 0)
+	n, err := dlq.New(e.cl).MoveStranded(t.Context(), 0)
 	if err != nil || n != 3 {
-		t.Fatalf("DeadLetterStranded(0) = %d, %v; want 3", n, err)
+		t.Fatalf("MoveStranded(0) = %d, %v; want 3", n, err)
 	}
 	for _, d := range e.waitDeadLetters(t, 3) {
 		if d.Reason != dlq.ReasonStranded || want[d.OriginalSubject] == 0 || d.RoutedBy != "operator" ||
