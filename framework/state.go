@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -316,62 +315,15 @@ func SetResult(ctx context.Context, v any) error {
 }
 
 // appendJSON appends the record as JSON, byte for byte what encoding/json
-// produces, without reflection: records are written for every task.
+// produces (staterec.Record.AppendJSON).
 func (r *TaskRecord) appendJSON(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = staterec.AppendString(b, r.ID)
-	if r.Type != "" {
-		b = append(b, `,"type":`...)
-		b = staterec.AppendString(b, r.Type)
-	}
-	b = append(b, `,"priority":`...)
+	prio := "normal"
 	if r.Priority.Valid() {
-		b = staterec.AppendString(b, r.Priority.String())
-	} else {
-		b = append(b, `"normal"`...)
+		prio = r.Priority.String()
 	}
-	b = append(b, `,"state":`...)
-	b = staterec.AppendString(b, string(r.State))
-	if r.Attempt != 0 {
-		b = append(b, `,"attempt":`...)
-		b = strconv.AppendInt(b, int64(r.Attempt), 10)
-	}
-	if r.MaxAttempts != 0 {
-		b = append(b, `,"max_attempts":`...)
-		b = strconv.AppendInt(b, int64(r.MaxAttempts), 10)
-	}
-	if r.Error != "" {
-		b = append(b, `,"error":`...)
-		b = staterec.AppendString(b, r.Error)
-	}
-	if r.Schedule != "" {
-		b = append(b, `,"schedule":`...)
-		b = staterec.AppendString(b, r.Schedule)
-	}
-	if r.Sequence != 0 {
-		b = append(b, `,"seq":`...)
-		b = strconv.AppendUint(b, r.Sequence, 10)
-	}
-	for _, f := range [...]struct {
-		name string
-		t    time.Time
-	}{
-		{`,"enqueued_at":`, r.EnqueuedAt},
-		{`,"scheduled_for":`, r.ScheduledFor},
-		{`,"started_at":`, r.StartedAt},
-		{`,"finished_at":`, r.FinishedAt},
-		{`,"next_attempt_at":`, r.NextAttemptAt},
-	} {
-		if !f.t.IsZero() {
-			b = append(b, f.name...)
-			b = staterec.AppendTime(b, f.t)
-		}
-	}
-	b = append(b, `,"updated_at":`...)
-	b = staterec.AppendTime(b, r.UpdatedAt)
-	if len(r.Result) > 0 {
-		b = append(b, `,"result":`...)
-		b = append(b, r.Result...)
-	}
-	return append(b, '}')
+	rec := staterec.Record{ID: r.ID, Type: r.Type, Priority: prio, State: string(r.State),
+		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Error: r.Error, Schedule: r.Schedule, Sequence: r.Sequence,
+		EnqueuedAt: r.EnqueuedAt, ScheduledFor: r.ScheduledFor, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		NextAttemptAt: r.NextAttemptAt, UpdatedAt: r.UpdatedAt, Result: r.Result}
+	return rec.AppendJSON(b)
 }

@@ -3,7 +3,7 @@
 // hold), the writer that publishes records without waiting ([Writer]: plain
 // publishes for a worker's records, acknowledged "only if new" writes for a
 // client's first record, failures counted and logged sparsely), and the
-// allocation-free JSON helpers the record encoder of package framework uses.
-// The record type itself (framework.TaskRecord) is public API and stays in
-// framework.
+// record's JSON encoding without reflection ([Record.AppendJSON]). The
+// public record type (framework.TaskRecord) stays in framework, which
+// converts it to a [Record] to write it.
 package staterec
