@@ -82,7 +82,16 @@ func (r *Record) AppendJSON(b []byte) []byte {
 // &, U+2028 and U+2029 escaped inside strings. A value from json.Marshal
 // has them escaped already and is appended as is.
 func appendRaw(b, v []byte) []byte {
-	if !bytes.ContainsAny(v, "<>&\u2028\u2029") {
+	escape := false
+	for _, c := range v {
+		// 0xE2 starts U+2028 and U+2029 (and other characters, escaped
+		// as encoding/json would: not at all).
+		if c == '<' || c == '>' || c == '&' || c == 0xE2 {
+			escape = true
+			break
+		}
+	}
+	if !escape {
 		return append(b, v...)
 	}
 	var buf bytes.Buffer
