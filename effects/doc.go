@@ -1,6 +1,7 @@
 // Package effects runs a handler's side effects once per task: [Once] and
-// [OnceValue] record, in the KV bucket [streams.Names.EffectsBucket]
-// ("JETFLOW_EFFECTS"), that an effect of a task was applied, so that a
+// [OnceValue] record, in the worker's effects bucket
+// ([github.com/jetflow-io/jetflow/streams.Names.EffectsBucket],
+// "JETFLOW_EFFECTS"), that an effect of a task was applied, so that a
 // redelivered task skips it.
 //
 //	framework.Handle(w, "payments.charge", func(ctx context.Context, t *framework.Task, o Order) error {
