@@ -46,7 +46,7 @@ type UncertainError struct {
 func (e *UncertainError) Error() string {
 	return fmt.Sprintf("effects: effect %q of task %s was started by attempt %d at %s but its outcome was never recorded "+
 		"(the worker crashed or lost its connection, or that attempt still runs); check the external system, "+
-		"then replay the task with WithPolicy(Rerun) or discard it",
+		"then replay the task with effects.WithPolicy(effects.Rerun) or discard it",
 		e.Key, e.TaskID, e.Attempt, e.ClaimedAt.UTC().Format(time.RFC3339))
 }
 
