@@ -310,7 +310,7 @@ func SetResult(ctx context.Context, v any) error {
 		return fmt.Errorf("%w: %d bytes, the limit is %d; store large results elsewhere and keep a reference",
 			ErrResultTooLarge, len(data), MaxResultBytes)
 	}
-	t.stateOf().result = data
+	t.stateOf().Result = data
 	return nil
 }
 
