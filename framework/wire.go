@@ -16,7 +16,7 @@ import (
 // control line and make nats.go close the connection for good. So the ID is
 // validated before anything uses it; an invalid one is replaced by a safe
 // ID derived from the stream sequence ("seq-<n>") and the task is
-// dead-lettered with reason [DeadLetterInvalid].
+// dead-lettered with reason "invalid" (package dlq's ReasonInvalid).
 
 // taskIDFromWire returns the task ID of t read from its headers, and a
 // permanent error wrapping [ErrCorruptTask] when a header that carries it
