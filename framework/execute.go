@@ -69,24 +69,18 @@ func (w *Worker) execute(p *pending) {
 	w.settle(base, t, p, err, took)
 }
 
-// runOnce runs the handler once with the type's timeout.
+// runOnce runs the handler once with the type's timeout (handlerctx.go).
 func (w *Worker) runOnce(base context.Context, p *pending, t *Task) (time.Duration, error) {
 	cfg := &p.tt.cfg
-	var ctx context.Context
-	var cancel context.CancelFunc
-	if cfg.timeout > 0 {
-		ctx, cancel = context.WithTimeoutCause(base, cfg.timeout, ErrHandlerTimeout)
-	} else {
-		ctx, cancel = context.WithCancel(base)
-	}
-	defer cancel()
+	start := time.Now()
+	ctx := newHandlerCtx(base, t, start, cfg.timeout)
+	defer ctx.end()
 	w.stats.started.Add(1)
 	w.emitStarted(ctx, t)
-	start := time.Now()
 	err := w.call(ctx, p.tt.handler, t)
 	took := time.Since(start)
 	p.tt.pace.Observe(took)
-	if err != nil && errors.Is(context.Cause(ctx), ErrHandlerTimeout) && !errors.Is(err, ErrHandlerTimeout) {
+	if err != nil && ctx.timedOut() && !errors.Is(err, ErrHandlerTimeout) {
 		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, cfg.timeout, err)
 	}
 	return took, err
@@ -108,6 +102,9 @@ func (w *Worker) call(ctx context.Context, h Handler, t *Task) (err error) {
 // classify turns an attempt's error into the input of the settlement
 // decision.
 func classify(err error, attempt int) settle.Result {
+	if err == nil {
+		return settle.Result{Attempt: attempt}
+	}
 	r := settle.Result{Failed: err != nil, Permanent: IsPermanent(err), Attempt: attempt}
 	var ra *RetryAfterError
 	if errors.As(err, &ra) {
