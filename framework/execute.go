@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/settle"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
@@ -223,7 +224,14 @@ func (w *Worker) newTask(p *pending) *Task {
 		baseLogger:  w.log,
 		worker:      w,
 	}
-	if md, err := p.msg.Metadata(); err == nil {
+	if pm, ok := p.msg.(*pull.Msg); ok {
+		// The worker's own deliveries: read without allocating.
+		if d, err := pm.Delivery(); err == nil {
+			t.Attempt = int(d.NumDelivered)
+			t.Sequence = d.StreamSeq
+			t.EnqueuedAt = d.Timestamp
+		}
+	} else if md, err := p.msg.Metadata(); err == nil {
 		t.Attempt = int(md.NumDelivered)
 		t.Sequence = md.Sequence.Stream
 		t.EnqueuedAt = md.Timestamp

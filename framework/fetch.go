@@ -80,7 +80,7 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *
 	for {
 		msg, err := it.Next(nextPoll)
 		if err == nil || errors.Is(err, nats.ErrTimeout) {
-			lh.poll(time.Now())
+			lh.poll(it.Polled())
 		}
 		if err != nil {
 			if stop.Err() != nil {
@@ -138,11 +138,14 @@ var errRescued = errors.New("framework: pull buffer rescued from starvation")
 
 func (w *Worker) newPending(tt *typeRunner, prio Priority, msg jetstream.Msg) *pending {
 	p := &pending{tt: tt, prio: prio, msg: msg, dispatched: make(chan struct{}, 1)}
-	beat := time.Now()
-	if pm, ok := msg.(*pull.Msg); ok && !pm.LastBeat().IsZero() {
+	var beat time.Time
+	if pm, ok := msg.(*pull.Msg); ok {
 		// Its ack clock runs from its arrival or last heartbeat in the
 		// pull buffer (pullbeat.go), not from now.
 		beat = pm.LastBeat()
+	}
+	if beat.IsZero() {
+		beat = time.Now()
 	}
 	p.lastBeat.Store(beat.UnixNano())
 	return p

@@ -69,7 +69,8 @@ type Iter struct {
 	queue     []*queued // stored messages not yet taken by Next
 	lastHeard time.Time // last message or status from the server
 	nextReq   uint64
-	err       error // terminal: consumer deleted
+	err       error     // terminal: consumer deleted
+	polled    time.Time // see Polled; owned by the goroutine calling Next
 	draining  bool
 	stopped   bool
 }
@@ -105,8 +106,9 @@ func NewIter(nc *nats.Conn, stream, consumer string, size func() int, lost func(
 
 // handle receives everything the server sends to the inbox.
 func (p *Iter) handle(m *nats.Msg) {
+	now := time.Now()
 	p.mu.Lock()
-	p.lastHeard = time.Now()
+	p.lastHeard = now
 	if m.Reply != "" {
 		// A stored message: deliveries always carry their ack subject,
 		// whatever headers the producer gave them.
@@ -117,7 +119,7 @@ func (p *Iter) handle(m *nats.Msg) {
 			}
 		}
 		q := &queued{msg: m}
-		q.beat.Store(time.Now().UnixNano())
+		q.beat.Store(now.UnixNano())
 		p.queue = append(p.queue, q)
 		p.mu.Unlock()
 		p.wake()
@@ -206,7 +208,8 @@ func (p *Iter) maintainLocked(now time.Time) (lost bool, err error) {
 // consumer was deleted, and ErrClosed once a drained or stopped
 // iterator is empty.
 func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
-	deadline := time.Now().Add(wait)
+	now := time.Now()
+	deadline := now.Add(wait)
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -214,7 +217,7 @@ func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
 		}
 	}()
 	for {
-		now := time.Now()
+		p.polled = now
 		p.mu.Lock()
 		if len(p.queue) > 0 {
 			q := p.queue[0]
@@ -258,8 +261,14 @@ func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
 			}
 		case <-timer.C:
 		}
+		now = time.Now()
 	}
 }
+
+// Polled returns when the last call of Next last looked for a message: the
+// clock reading it took anyway, for callers that record their loop's
+// progress. Call it from the goroutine that calls Next.
+func (p *Iter) Polled() time.Time { return p.polled }
 
 // Drain stops asking for messages and unsubscribes; Next still returns the
 // messages received so far.
