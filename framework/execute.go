@@ -18,9 +18,18 @@ import (
 // (in-process reruns while a breaker holds it), and is settled: the decision
 // is internal/settle's, carried out here.
 
-// execute runs one task and settles its outcome.
+// run executes p, then, while releasing its slot starts another fetched
+// task, that one, in this goroutine (no hand-off to an executor).
+func (w *Worker) run(p *pending) {
+	for p != nil {
+		w.execute(p)
+		p = w.releaseNext(p)
+	}
+}
+
+// execute runs one task and settles its outcome. The caller releases its
+// slot.
 func (w *Worker) execute(p *pending) {
-	defer w.release(p)
 	t := w.newTask(p)
 
 	// The heartbeat sweeper keeps the task alive while it waits for its

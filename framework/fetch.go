@@ -267,11 +267,22 @@ func (w *Worker) granted(p *pending, resumed bool) {
 	select {
 	case w.bg.execCh <- p:
 	default:
-		go w.execute(p)
+		go w.run(p)
 	}
 }
 
-func (w *Worker) release(p *pending) {
-	w.sched.Release(p, p.tt.slots)
+// releaseNext gives back p's slot and returns the fetched task granted the
+// slot in its place, if any, for the caller to run (granted's work for it
+// is done here, outside the scheduler's lock).
+func (w *Worker) releaseNext(p *pending) *pending {
+	next, ok := w.sched.ReleaseTake(p, p.tt.slots)
+	if ok {
+		w.execs.Add(1) // before Done: the count never touches zero between them
+		next.dispatched <- struct{}{}
+	}
 	w.execs.Done()
+	if !ok {
+		return nil
+	}
+	return next
 }
