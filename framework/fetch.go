@@ -77,6 +77,10 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *
 	errStreak := 0
 	lh := w.health.loop(w.names.ConsumerName(tt.name, prio))
 	defer lh.busy.Store(false)
+	// One starvation timer for the loop, re-armed per waiting task.
+	starve := time.NewTimer(time.Hour)
+	starve.Stop()
+	defer starve.Stop()
 	for {
 		msg, err := it.Next(nextPoll)
 		if err == nil || errors.Is(err, nats.ErrTimeout) {
@@ -117,7 +121,7 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *
 		}
 		w.offer(p)
 		lh.busy.Store(true)
-		dispatched, starved := w.awaitSlot(stop, p, tt.cfg.ackWait/2)
+		dispatched, starved := w.awaitSlot(stop, p, starve, tt.cfg.ackWait/2)
 		lh.busy.Store(starved) // a rescue waits for slots too
 		if starved {
 			// p has waited half an ack wait for a slot: the tasks behind it
@@ -153,14 +157,16 @@ func (w *Worker) newPending(tt *typeRunner, prio Priority, msg jetstream.Msg) *p
 
 // awaitSlot waits until p is dispatched (true, false), the worker stops
 // (false, false; p was handed back unless dispatched concurrently), or
-// starveAfter passes (false, true; p still waits).
-func (w *Worker) awaitSlot(stop context.Context, p *pending, starveAfter time.Duration) (dispatched, starved bool) {
+// starveAfter passes (false, true; p still waits). timer is the loop's
+// stopped timer: awaitSlot arms it and leaves it stopped.
+func (w *Worker) awaitSlot(stop context.Context, p *pending, timer *time.Timer, starveAfter time.Duration) (dispatched, starved bool) {
 	select {
 	case <-p.dispatched:
 		return true, false
 	default:
 	}
-	timer := time.NewTimer(starveAfter)
+	// Since Go 1.23 a stopped or reset timer delivers no stale tick.
+	timer.Reset(starveAfter)
 	defer timer.Stop()
 	select {
 	case <-p.dispatched:

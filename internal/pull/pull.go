@@ -69,8 +69,9 @@ type Iter struct {
 	queue     []*queued // stored messages not yet taken by Next
 	lastHeard time.Time // last message or status from the server
 	nextReq   uint64
-	err       error     // terminal: consumer deleted
-	polled    time.Time // see Polled; owned by the goroutine calling Next
+	err       error       // terminal: consumer deleted
+	polled    time.Time   // see Polled; owned by the goroutine calling Next
+	timer     *time.Timer // Next's wait, stopped between calls; owned likewise
 	draining  bool
 	stopped   bool
 }
@@ -210,12 +211,6 @@ func (p *Iter) maintainLocked(now time.Time) (lost bool, err error) {
 func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
 	now := time.Now()
 	deadline := now.Add(wait)
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	for {
 		p.polled = now
 		p.mu.Lock()
@@ -247,19 +242,19 @@ func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
 		if left <= 0 {
 			return nil, nats.ErrTimeout
 		}
-		// Wake at least every heartbeat to check the requests.
+		// Wake at least every heartbeat to check the requests. The timer
+		// is the iterator's, reused from call to call (since Go 1.23 a
+		// stopped or reset timer delivers no stale tick).
 		d := min(left, Heartbeat)
-		if timer == nil {
-			timer = time.NewTimer(d)
+		if p.timer == nil {
+			p.timer = time.NewTimer(d)
 		} else {
-			timer.Reset(d)
+			p.timer.Reset(d)
 		}
 		select {
 		case <-p.notify:
-			if !timer.Stop() {
-				<-timer.C
-			}
-		case <-timer.C:
+			p.timer.Stop()
+		case <-p.timer.C:
 		}
 		now = time.Now()
 	}
