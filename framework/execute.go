@@ -18,8 +18,9 @@ import (
 // (in-process reruns while a breaker holds it), and is settled: the decision
 // is internal/settle's, carried out here.
 
-// run executes p, then, while releasing its slot starts another fetched
-// task, that one, in this goroutine (no hand-off to an executor).
+// run executes p; whenever releasing the slot of the task it ran grants
+// that slot to a fetched task, it runs that one too, in this goroutine (no
+// hand-off to another executor).
 func (w *Worker) run(p *pending) {
 	for p != nil {
 		w.execute(p)
