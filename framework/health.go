@@ -82,6 +82,10 @@ type healthState struct {
 type loopHealth struct {
 	polled atomic.Int64 // Unix nanoseconds
 	busy   atomic.Bool
+	// busySeen is when the stall watchdog last saw the loop busy (Unix
+	// nanoseconds): waiting for a slot is no stall, so the clock restarts
+	// from there, without a clock read per task on the fetch path.
+	busySeen atomic.Int64
 }
 
 // loop returns the record of the fetch loop of consumer name.

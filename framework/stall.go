@@ -44,10 +44,11 @@ func (h *healthState) stalled(now, start time.Time, limit time.Duration) (string
 	defer h.mu.Unlock()
 	for name, l := range h.loops {
 		if l.busy.Load() {
+			l.busySeen.Store(now.UnixNano())
 			continue
 		}
 		last := start
-		if ns := l.polled.Load(); ns > 0 {
+		if ns := max(l.polled.Load(), l.busySeen.Load()); ns > 0 {
 			last = time.Unix(0, ns)
 		}
 		if since := now.Sub(last); since > limit {

@@ -23,14 +23,13 @@ import (
 // is not a valid ID. The ID is then "seq-<sequence>". t's headers,
 // Sequence and EnqueuedAt must be set.
 func taskIDFromWire(t *Task) (string, error) {
-	fallback := taskmsg.SeqID(t.Sequence)
 	src := taskmsg.IDSourceOf(t.Headers, t.EnqueuedAt)
 	if src.Header == "" {
 		// Published without jetflow (for example with the nats CLI).
-		return fallback, nil
+		return taskmsg.SeqID(t.Sequence), nil
 	}
 	if err := checkWireID(src.Header, src.Value); err != nil {
-		return fallback, err
+		return taskmsg.SeqID(t.Sequence), err
 	}
 	return src.ID, nil
 }
