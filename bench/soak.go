@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -223,7 +224,8 @@ type soakSample struct {
 	backlog     int64 // the consumers' pending and unacknowledged messages
 	lat         soakLatencies
 	rssMB       float64
-	heapMB      float64
+	heapMB      float64 // Go heap in use now
+	liveMB      float64 // Go heap live after the last garbage collection
 	goroutines  int
 }
 
@@ -419,7 +421,7 @@ func (s *soakRun) run(ctx context.Context, csvPath string, stdout io.Writer) (er
 	load.Go(func() { s.outage(loadCtx, outageFrom, outageTo) })
 
 	// Sample every interval while loading, then while draining.
-	var samples []soakSample
+	var samples []memPoint    // the latencies are in the CSV, not kept
 	total := &soakLatencies{} // after warm-up, during the load
 	record := func(loading bool) error {
 		if len(samples) > 0 && time.Since(s.t0)-samples[len(samples)-1].at < time.Second &&
@@ -430,7 +432,7 @@ func (s *soakRun) run(ctx context.Context, csvPath string, stdout io.Writer) (er
 		if loading && smp.at > warmup {
 			total.merge(&smp.lat)
 		}
-		samples = append(samples, smp)
+		samples = append(samples, memPoint{at: smp.at, load: smp.load, rssMB: smp.rssMB, liveMB: smp.liveMB, goroutines: smp.goroutines})
 		s.progress("%s", smp.summary())
 		if err := out.Write(smp.row()); err != nil {
 			return fmt.Errorf("bench: soak csv: %w", err)
@@ -478,13 +480,19 @@ func (s *soakRun) run(ctx context.Context, csvPath string, stdout io.Writer) (er
 	drainCtx, cancelDrain := context.WithTimeout(ctx, cfg.soakDrain)
 	defer cancelDrain()
 	var verdict soakVerdict
+	lastErr := ""
 	for {
 		verdict, err = s.check(drainCtx, sent)
 		if err == nil && verdict.complete() {
 			break
 		}
 		if err != nil && drainCtx.Err() == nil {
-			return err
+			// A server busy or electing a leader: try again until the
+			// drain's deadline.
+			if msg := err.Error(); msg != lastErr {
+				s.progress("check: %v (retrying)", err)
+				lastErr = msg
+			}
 		}
 		if drainCtx.Err() != nil {
 			if ctx.Err() != nil {
@@ -513,7 +521,8 @@ func (s *soakRun) run(ctx context.Context, csvPath string, stdout io.Writer) (er
 	}
 	s.progress("drained %v after the load", (time.Since(s.t0) - loadTime).Round(time.Millisecond))
 
-	rssStart, rssEnd := rssWindows(samples, warmup, loadTime)
+	rssStart, rssEnd := memWindows(samples, warmup, loadTime, func(p memPoint) float64 { return p.rssMB })
+	liveStart, liveEnd := memWindows(samples, warmup, loadTime, func(p memPoint) float64 { return p.liveMB })
 	growth := 0.0
 	if rssStart > 0 {
 		growth = (rssEnd - rssStart) / rssStart * 100
@@ -533,6 +542,8 @@ func (s *soakRun) run(ctx context.Context, csvPath string, stdout io.Writer) (er
 		fcpu("rss_start_mb", rssStart),
 		fcpu("rss_end_mb", rssEnd),
 		fcpu("rss_growth_pct", growth),
+		fcpu("live_start_mb", liveStart),
+		fcpu("live_end_mb", liveEnd),
 		frate("target_rate_per_s", float64(cfg.soakRate)),
 		fint("tasks", int(sent)),
 		fms("p50_ms", ms(p50)),
@@ -895,6 +906,11 @@ func (s *soakRun) sample(ctx context.Context, loading bool) soakSample {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	smp.heapMB = float64(ms.HeapInuse) / (1 << 20)
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	if live[0].Value.Kind() == metrics.KindUint64 {
+		smp.liveMB = float64(live[0].Value.Uint64()) / (1 << 20)
+	}
 	smp.goroutines = runtime.NumGoroutine()
 	return smp
 }
@@ -903,7 +919,7 @@ func (s *soakRun) sample(ctx context.Context, loading bool) soakSample {
 // when the interval had no sample.
 var soakHeader = []string{"elapsed_s", "load", "outage", "sent", "sent_per_s", "succeeded", "dead", "outstanding", "backlog",
 	"critical_p50_ms", "critical_p99_ms", "high_p50_ms", "high_p99_ms", "normal_p50_ms", "normal_p99_ms",
-	"low_p50_ms", "low_p99_ms", "all_p50_ms", "all_p99_ms", "delay_p99_ms", "dep_p99_ms", "rss_mb", "heap_mb", "goroutines"}
+	"low_p50_ms", "low_p99_ms", "all_p50_ms", "all_p99_ms", "delay_p99_ms", "dep_p99_ms", "rss_mb", "heap_mb", "live_mb", "goroutines"}
 
 func (smp *soakSample) row() []string {
 	b := func(v bool) string {
@@ -926,7 +942,8 @@ func (smp *soakSample) row() []string {
 		r = append(r, q(&smp.lat.start[i], 50), q(&smp.lat.start[i], 99))
 	}
 	r = append(r, q(&smp.lat.all, 50), q(&smp.lat.all, 99), q(&smp.lat.delay, 99), q(&smp.lat.dep, 99),
-		strconv.FormatFloat(smp.rssMB, 'f', 1, 64), strconv.FormatFloat(smp.heapMB, 'f', 1, 64), strconv.Itoa(smp.goroutines))
+		strconv.FormatFloat(smp.rssMB, 'f', 1, 64), strconv.FormatFloat(smp.heapMB, 'f', 1, 64),
+		strconv.FormatFloat(smp.liveMB, 'f', 1, 64), strconv.Itoa(smp.goroutines))
 	return r
 }
 
@@ -937,14 +954,23 @@ func (smp *soakSample) summary() string {
 	if !smp.load {
 		phase = "drain"
 	}
-	return fmt.Sprintf("%6.0fs %-5s sent %d, outstanding %d, backlog %d, dead %d; p99 %.2f ms (critical %.2f ms); rss %.0f MB, heap %.0f MB, %d goroutines",
-		smp.at.Seconds(), phase, smp.sent, smp.outstanding, smp.backlog, smp.poisonRan, ms(p99), ms(c99), smp.rssMB, smp.heapMB, smp.goroutines)
+	return fmt.Sprintf("%6.0fs %-5s sent %d, outstanding %d, backlog %d, dead %d; p99 %.2f ms (critical %.2f ms); rss %.0f MB, heap %.0f MB (live %.0f MB), %d goroutines",
+		smp.at.Seconds(), phase, smp.sent, smp.outstanding, smp.backlog, smp.poisonRan, ms(p99), ms(c99), smp.rssMB, smp.heapMB, smp.liveMB, smp.goroutines)
 }
 
-// rssWindows returns the median RSS of the load samples in the minute after
-// the warm-up and of those in the load's last minute (each window at most
-// half of what follows the warm-up, and at least one sample).
-func rssWindows(samples []soakSample, warmup, loadEnd time.Duration) (start, end float64) {
+// memPoint is what the end of the run needs of a sample.
+type memPoint struct {
+	at         time.Duration
+	load       bool
+	rssMB      float64
+	liveMB     float64
+	goroutines int
+}
+
+// memWindows returns the median of val over the load samples in the minute
+// after the warm-up and over those in the load's last minute (each window
+// at most half of what follows the warm-up, and at least one sample).
+func memWindows(samples []memPoint, warmup, loadEnd time.Duration, val func(memPoint) float64) (start, end float64) {
 	window := min(time.Minute, (loadEnd-warmup)/2)
 	var a, b []float64
 	for _, smp := range samples {
@@ -952,10 +978,10 @@ func rssWindows(samples []soakSample, warmup, loadEnd time.Duration) (start, end
 			continue
 		}
 		if smp.at >= warmup && smp.at < warmup+window {
-			a = append(a, smp.rssMB)
+			a = append(a, val(smp))
 		}
 		if smp.at > loadEnd-window {
-			b = append(b, smp.rssMB)
+			b = append(b, val(smp))
 		}
 	}
 	if len(a) == 0 || len(b) == 0 {
@@ -963,7 +989,7 @@ func rssWindows(samples []soakSample, warmup, loadEnd time.Duration) (start, end
 		var load []float64
 		for _, smp := range samples {
 			if smp.load {
-				load = append(load, smp.rssMB)
+				load = append(load, val(smp))
 			}
 		}
 		if len(load) == 0 {
@@ -1019,48 +1045,31 @@ func (s *soakRun) check(ctx context.Context, sent uint64) (soakVerdict, error) {
 	return v, nil
 }
 
-// deadLetters reads the dead-letter records of the soak's types and returns
-// their number and how many are not poison tasks of this run.
+// deadLetters reads the dead-letter records of the soak's types, one by
+// one with "next message on subject" gets (no consumer to set up), and
+// returns their number and how many are not poison tasks of this run.
 func (s *soakRun) deadLetters(ctx context.Context) (total, unexpected int, err error) {
 	dlq, err := s.e.js.Stream(ctx, s.names.DLQStream())
 	if err != nil {
 		return 0, 0, fmt.Errorf("bench: dead-letter stream: %w", err)
 	}
-	subjects := []string{s.names.DLQSubject(soakTypeTask), s.names.DLQSubject(soakTypeDep)}
-	cons, err := dlq.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: subjects})
-	if err != nil {
-		return 0, 0, fmt.Errorf("bench: dead-letter consumer: %w", err)
-	}
-	ci, err := cons.Info(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("bench: dead-letter consumer: %w", err)
-	}
-	want := int(ci.NumPending)
 	prefix := s.runID + "-"
-	for total < want {
-		batch, err := cons.FetchNoWait(min(want-total, 1000))
-		if err != nil {
-			return 0, 0, fmt.Errorf("bench: read dead letters: %w", err)
-		}
-		got := 0
-		for msg := range batch.Messages() {
-			got++
+	for _, subject := range []string{s.names.DLQSubject(soakTypeTask), s.names.DLQSubject(soakTypeDep)} {
+		for seq := uint64(1); ; {
+			msg, err := dlq.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				break
+			}
+			if err != nil {
+				return 0, 0, fmt.Errorf("bench: read dead letters: %w", err)
+			}
 			total++
-			id := msg.Headers().Get(framework.HeaderTaskID)
+			id := msg.Header.Get(framework.HeaderTaskID)
 			idx, err := strconv.ParseUint(strings.TrimPrefix(id, prefix), 10, 64)
 			if !strings.HasPrefix(id, prefix) || err != nil || idx >= s.capacity || drawTask(idx, s.cfg.soakMaxDelay).kind != kindPoison {
 				unexpected++
 			}
-		}
-		if err := batch.Error(); err != nil {
-			return 0, 0, fmt.Errorf("bench: read dead letters: %w", err)
-		}
-		if got == 0 {
-			select {
-			case <-ctx.Done():
-				return 0, 0, ctx.Err()
-			case <-time.After(50 * time.Millisecond):
-			}
+			seq = msg.Sequence + 1
 		}
 	}
 	return total, unexpected, nil

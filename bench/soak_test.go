@@ -165,14 +165,14 @@ func TestSoakPayload(t *testing.T) {
 	}
 }
 
-func TestRSSWindows(t *testing.T) {
+func TestMemWindows(t *testing.T) {
 	t.Parallel()
-	var samples []soakSample
+	var samples []memPoint
 	for i := 1; i <= 60; i++ { // 10 minutes at 10 s
-		samples = append(samples, soakSample{at: time.Duration(i) * 10 * time.Second, load: true, rssMB: float64(100 + i)})
+		samples = append(samples, memPoint{at: time.Duration(i) * 10 * time.Second, load: true, rssMB: float64(100 + i)})
 	}
-	samples = append(samples, soakSample{at: 610 * time.Second, rssMB: 1000}) // drain: ignored
-	start, end := rssWindows(samples, 3*time.Minute, 10*time.Minute)
+	samples = append(samples, memPoint{at: 610 * time.Second, rssMB: 1000}) // drain: ignored
+	start, end := memWindows(samples, 3*time.Minute, 10*time.Minute, func(p memPoint) float64 { return p.rssMB })
 	// Start: samples at 180–230 s (118–123, median 120.5); end: 550–600 s (155–160, median 157.5).
 	if start != 120.5 || end != 157.5 {
 		t.Errorf("windows %v, %v; want 120.5, 157.5", start, end)

@@ -3,8 +3,8 @@
 //
 //   - latency.png: p99 enqueue → handler start per priority and the p50 of
 //     all priorities, per sample interval, on a logarithmic scale;
-//   - memory.png: the process's RSS and Go heap in use, and below them the
-//     goroutine count.
+//   - memory.png: the process's RSS, Go heap in use and (when the CSV has it)
+//     the heap live after the last GC, and below them the goroutine count.
 //
 // Dashed vertical lines mark the dependency outage and the end of the load.
 // It reads only the CSV the soak writes, so it is a module of its own: the
@@ -12,7 +12,7 @@
 //
 // Usage (from bench/soakplot):
 //
-//	go run . -csv /tmp/jetflow-soak-…/soak.csv -out ../../docs/soak
+//	go run . -csv <the bench's -soak-dir>/soak.csv -out ../../docs/soak/embedded
 package main
 
 import (
@@ -204,7 +204,7 @@ func yRange(sets ...plotter.XYs) (lo, hi float64) {
 
 func drawLatency(s *series, path string) error {
 	p := plot.New()
-	p.Title.Text = "Soak: enqueue → handler start per sample interval (dotted: outage, end of load)"
+	p.Title.Text = "Soak: enqueue → handler start (dotted: outage, end of load)"
 	p.X.Label.Text = "time (s)"
 	p.X.Min = 0
 	p.X.Tick.Marker = niceTicks{}
@@ -232,12 +232,14 @@ func drawLatency(s *series, path string) error {
 	if err := addMarks(p, s.marks(), lo, hi); err != nil {
 		return err
 	}
+	// Headroom for the legend: a decade above the highest point.
+	p.Y.Min, p.Y.Max = lo/2, hi*10
 	return p.Save(20*vg.Centimeter, 11*vg.Centimeter, path)
 }
 
 func drawMemory(s *series, path string) error {
 	mem := plot.New()
-	mem.Title.Text = "Soak: memory and goroutines of the process (dotted: outage, end of load)"
+	mem.Title.Text = "Soak: memory and goroutines (dotted: outage, end of load)"
 	mem.Y.Label.Text = "MB"
 	mem.X.Min = 0
 	mem.X.Tick.Marker = niceTicks{}
@@ -252,8 +254,14 @@ func drawMemory(s *series, path string) error {
 	if err := addLine(mem, heapPts, palette[1], false, "Go heap in use"); err != nil {
 		return err
 	}
+	if _, ok := s.cols["live_mb"]; ok {
+		if err := addLine(mem, s.xy("live_mb", false), palette[3], true, "Go heap live after GC"); err != nil {
+			return err
+		}
+	}
 	mem.Y.Min = 0
 	_, hi := yRange(rssPts, heapPts)
+	mem.Y.Max = hi * 1.3 // headroom for the legend
 	if err := addMarks(mem, s.marks(), 0, hi); err != nil {
 		return err
 	}
