@@ -181,6 +181,12 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-one-n", "0"}, false},
 		{[]string{"-big"}, true},
 		{[]string{"-only", "backlog_1m"}, true},
+		{[]string{"-soak", "10m"}, true},
+		{[]string{"-soak", "10m", "-soak-rate", "0"}, false},
+		{[]string{"-soak", "1m", "-soak-outage", "1m"}, false},
+		{[]string{"-soak", "1m", "-soak-max-delay", "1s"}, false},
+		{[]string{"-soak", "1m", "-soak-warmup", "2m"}, false},
+		{[]string{"-soak", "-1s"}, false},
 	}
 	for _, tc := range tests {
 		cfg, err := parseFlags(tc.args, &bytes.Buffer{})

@@ -97,7 +97,8 @@ func newClusterEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, s
 		return nil, nil, fmt.Errorf("bench: %w", err)
 	}
 	e.srv = c.Server(0).Server
-	e.progress("%s: %d-node cluster ready", figClusterDrain, clusterReplicas)
+	e.cluster = c
+	e.progress("%d-node cluster ready", clusterReplicas)
 	if e.admin, err = e.connect(); err != nil {
 		return nil, nil, err
 	}

@@ -8,6 +8,7 @@
 //
 //	go run ./bench [-n 50000] [-runs 3] [-concurrency 32] [-only drain,enqueue,latency,…]
 //	               [-big] [-url nats://…] [-quick] [-cpuprofile cpu.out] [-memprofile mem.out]
+//	go run ./bench -soak 10m [-soak-rate 5000] [-soak-dir DIR] [-url nats://…] [-cpuprofile cpu.out]
 //
 // Run "go run ./bench -h" for the other flags (sizes, -state, -prefetch, and
 // the diagnostic -side and -raw-header).
@@ -34,6 +35,17 @@
 //	RESULT ratelimit_cost plain_per_s=… limited_per_s=… ratio=…
 //	RESULT ordering keys=1000 p1_per_s=… p4_per_s=… … unordered_per_s=…
 //	RESULT backlog_1m tasks=1000000 enqueue_per_s=… enqueue_peak_rss_mb=… drain_per_s=… drain_ratio_to_100k=…  (with -big)
+//
+// With -soak DURATION the bench runs only the soak, against a three-node
+// embedded cluster with R3 streams (or the cluster at -url): a mix of tasks
+// (four priorities, delayed, failing once, poison, calling a dependency
+// through a circuit breaker with an outage in the middle) at -soak-rate per
+// second, sampled every -soak-interval into a CSV under -soak-dir, then
+//
+//	RESULT soak minutes=… rate_per_s=… lost=0 dead=… poison=… p99_ms=… rss_start_mb=… rss_end_mb=… rss_growth_pct=…
+//
+// The command fails when a task was lost or the dead letters are not
+// exactly the poison tasks. bench/soakplot draws the CSV.
 //
 // See docs/benchmarks.md for what each figure means and the method.
 package main
@@ -147,6 +159,20 @@ type config struct {
 	// childType to the server at enqueueChild, print the rate, exit.
 	enqueueChild string
 	childType    string
+
+	// The soak (-soak): instead of the figures, run the soak for soak.
+	soak         time.Duration
+	soakRate     int           // tasks sent per second
+	soakDir      string        // directory of the CSV; "": a new temporary directory
+	soakInterval time.Duration // time between samples
+	soakOutage   time.Duration // the dependency's outage, in the middle of the load
+	soakOpen     time.Duration // the breaker's open timeout
+	soakMaxDelay time.Duration // longest delay of the delayed tasks
+	soakWarmup   time.Duration // start of the load left out of the latency and RSS figures; 0: automatic
+	soakDrain    time.Duration // bound on the wait for the last tasks after the load
+	soakWorkers  int           // workers, each on its own connection
+	soakReplicas int           // replicas of the topology ensured on -url
+	soakHeap     string        // write a heap profile here when the load ends
 }
 
 func defaultConfig() config {
@@ -168,6 +194,14 @@ func defaultConfig() config {
 		oneN:          10000,
 		bigN:          1000000,
 		bigRefN:       100000,
+		soakRate:      5000,
+		soakInterval:  10 * time.Second,
+		soakOutage:    30 * time.Second,
+		soakOpen:      10 * time.Second,
+		soakMaxDelay:  time.Minute,
+		soakDrain:     5 * time.Minute,
+		soakWorkers:   2,
+		soakReplicas:  3,
 	}
 }
 
@@ -211,6 +245,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	big := fs.Bool("big", false, "also run backlog_1m: 1,000,000 tasks enqueued by a child process in one call, then drained (several minutes)")
 	enqueueChild := fs.String("enqueue-child", "", "internal: enqueue -n tasks to this server URL and exit (the child process of backlog_1m)")
 	childType := fs.String("child-type", typeBacklog, "internal: task type of -enqueue-child")
+	soak := fs.Duration("soak", 0, "run the soak for this long instead of the figures: a 3-node R3 cluster (or -url), a mix of tasks at -soak-rate, a dependency outage in the middle; see docs/benchmarks.md")
+	soakRate := fs.Int("soak-rate", def.soakRate, "tasks per second of the soak")
+	soakDir := fs.String("soak-dir", "", "directory for the soak's CSV time series (default: a new temporary directory)")
+	soakInterval := fs.Duration("soak-interval", def.soakInterval, "time between the soak's samples")
+	soakOutage := fs.Duration("soak-outage", def.soakOutage, "length of the dependency outage in the middle of the soak")
+	soakOpen := fs.Duration("soak-open", def.soakOpen, "open timeout of the soak dependency's circuit breaker")
+	soakMaxDelay := fs.Duration("soak-max-delay", def.soakMaxDelay, "longest delay of the soak's delayed tasks (they wait 1 s to this)")
+	soakWarmup := fs.Duration("soak-warmup", 0, "start of the soak left out of its latency and RSS figures (default: 30 % of -soak, at most 3m: past the 2-minute duplicate window and the longest delay)")
+	soakDrain := fs.Duration("soak-drain", def.soakDrain, "bound on the wait for the soak's last tasks once the load ends")
+	soakWorkers := fs.Int("soak-workers", def.soakWorkers, "workers of the soak, each on its own connection (with -concurrency each)")
+	soakReplicas := fs.Int("soak-replicas", def.soakReplicas, "replicas of the topology the soak ensures on -url")
+	soakHeap := fs.String("soak-heapprofile", "", "write a heap profile (in use after a GC) to this file when the soak's load ends, before the drain")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -231,6 +277,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c.side = *side
 	c.url = *url
 	c.enqueueChild, c.childType = *enqueueChild, *childType
+	c.soak, c.soakRate, c.soakDir, c.soakInterval = *soak, *soakRate, *soakDir, *soakInterval
+	c.soakOutage, c.soakOpen, c.soakMaxDelay, c.soakWarmup = *soakOutage, *soakOpen, *soakMaxDelay, *soakWarmup
+	c.soakDrain, c.soakWorkers, c.soakReplicas, c.soakHeap = *soakDrain, *soakWorkers, *soakReplicas, *soakHeap
 	if !*quick {
 		c.oneN = *oneN
 	}
@@ -279,6 +328,16 @@ func (c config) validate() error {
 		return fmt.Errorf("bench: -state must be on or off")
 	case c.prefetch < 0 || c.prefetch > 256:
 		return fmt.Errorf("bench: -prefetch must be 0 (default) to 256")
+	case c.soak < 0:
+		return fmt.Errorf("bench: -soak must be a positive duration")
+	case c.soak > 0 && (c.soakRate < 1 || c.soakInterval <= 0 || c.soakOpen <= 0 || c.soakDrain <= 0 || c.soakWorkers < 1 || c.soakReplicas < 1):
+		return fmt.Errorf("bench: -soak-rate, -soak-interval, -soak-open, -soak-drain, -soak-workers and -soak-replicas must be positive")
+	case c.soak > 0 && (c.soakOutage < 0 || c.soakOutage >= c.soak):
+		return fmt.Errorf("bench: -soak-outage must be shorter than -soak")
+	case c.soak > 0 && c.soakMaxDelay < 2*time.Second:
+		return fmt.Errorf("bench: -soak-max-delay must be at least 2s (delays are drawn from 1 s up)")
+	case c.soak > 0 && c.soakWarmup >= c.soak:
+		return fmt.Errorf("bench: -soak-warmup must be shorter than -soak")
 	case c.n < 1, c.runs < 1, c.concurrency < 1, c.window < 1, c.backlog < 1, c.delayTasks < 1, c.oneN < 1:
 		return fmt.Errorf("bench: -n, -runs, -concurrency, -window, -backlog, -delay-tasks and -one-n must be ≥ 1")
 	}
@@ -297,7 +356,11 @@ func runWithProfile(ctx context.Context, cfg config, stdout, stderr io.Writer) e
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(ctx, cfg, stdout, stderr); err != nil {
+	runner := run
+	if cfg.soak > 0 {
+		runner = runSoak
+	}
+	if err := runner(ctx, cfg, stdout, stderr); err != nil {
 		return err
 	}
 	if cfg.memProfile != "" {

@@ -54,6 +54,8 @@ type env struct {
 	url    string      // set: connections go over TCP to url, not in-process to srv
 	server *standalone // the nats-server process behind url, if the bench started it
 	tcp    *env        // the env of the TCP figures, created at first use
+
+	cluster *testutil.Cluster // the embedded cluster behind srv, if any
 }
 
 func newEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, err error) {
