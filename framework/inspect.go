@@ -91,9 +91,9 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 		return nil, fmt.Errorf("%w: task %s", ErrNotFound, id)
 	}
 	var rec *TaskRecord
-	_, err = jsapi.DirectGet(ctx, i.nc, i.names.TaskStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, func(m jsapi.Stored) error {
+	_, err = jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, func(m jsapi.Stored) error {
 		r := &TaskRecord{ID: id, State: StateScheduled, Sequence: m.Seq, EnqueuedAt: m.Time, UpdatedAt: m.Time}
-		if p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
+		if p, typ, err := i.names.ParseScheduleTarget(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
 			r.Priority, r.Type = p, typ
 		}
 		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
@@ -127,8 +127,8 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 	subject := i.names.ScheduleSubject(id)
 	// Read the schedule first, for the cancelled record.
 	rec := TaskRecord{ID: id}
-	_, err := jsapi.DirectGet(ctx, i.nc, i.names.TaskStream(), jsapi.GetRequest{NextFor: subject}, func(m jsapi.Stored) error {
-		if p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
+	_, err := jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: subject}, func(m jsapi.Stored) error {
+		if p, typ, err := i.names.ParseScheduleTarget(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
 			rec.Priority, rec.Type = p, typ
 		}
 		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
@@ -143,7 +143,7 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 		// One request: the purge reports how many schedules it removed, so
 		// a schedule that fires meanwhile is reported as not found.
 		var n uint64
-		if n, err = jsapi.PurgeSubject(ctx, i.nc, i.names.TaskStream(), subject); err == nil && n == 0 {
+		if n, err = jsapi.PurgeSubject(ctx, i.nc, i.names.ScheduleStream(), subject); err == nil && n == 0 {
 			rec, gerr := i.GetTask(ctx, id)
 			if gerr != nil {
 				return fmt.Errorf("%w: task %s has no pending schedule", ErrNotFound, id)
@@ -274,14 +274,21 @@ func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
 	}
 
 	// Delayed tasks: count them, then read their targets.
-	si, err := stream.Info(ctx, jetstream.WithSubjectFilter(i.names.ScheduleSubject(">")))
+	sched, err := i.js.Stream(ctx, i.names.ScheduleStream())
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("framework: queue stats: %w: %w", ErrTopologyMissing, err)
+		}
+		return nil, fmt.Errorf("framework: queue stats: %w", err)
+	}
+	si, err := sched.Info(ctx, jetstream.WithSubjectFilter(i.names.ScheduleSubject(">")))
 	if err != nil {
 		return nil, fmt.Errorf("framework: queue stats: %w", err)
 	}
 	out.Scheduled = len(si.State.Subjects)
 	if out.Scheduled > 0 {
 		seen := 0
-		err := jsapi.Scan(ctx, i.nc, i.names.TaskStream(), i.names.ScheduleSubject(">"), 0, 0, time.Time{}, 1000,
+		err := jsapi.Scan(ctx, i.nc, i.names.ScheduleStream(), i.names.ScheduleSubject(">"), 0, 0, time.Time{}, 1000,
 			func(m jsapi.Stored) (bool, error) {
 				seen++
 				if seen > MaxScheduledScan {
@@ -292,7 +299,7 @@ func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
 					out.Scheduled--
 					return true, nil
 				}
-				if p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
+				if p, typ, err := i.names.ParseScheduleTarget(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
 					queue(typ, p).Scheduled++
 				}
 				return true, nil
@@ -301,13 +308,13 @@ func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
 			return nil, fmt.Errorf("framework: queue stats: scheduled tasks: %w", err)
 		}
 	}
-	ci, err := stream.Info(ctx, jetstream.WithSubjectFilter(i.names.CronSubject(">")))
+	ci, err := sched.Info(ctx, jetstream.WithSubjectFilter(i.names.CronSubject(">")))
 	if err != nil {
 		return nil, fmt.Errorf("framework: queue stats: %w", err)
 	}
 	out.Cron = len(ci.State.Subjects)
 	if out.Cron > 0 {
-		err := jsapi.Scan(ctx, i.nc, i.names.TaskStream(), i.names.CronSubject(">"), 0, 0, time.Time{}, 1000,
+		err := jsapi.Scan(ctx, i.nc, i.names.ScheduleStream(), i.names.CronSubject(">"), 0, 0, time.Time{}, 1000,
 			func(m jsapi.Stored) (bool, error) {
 				if out.noteJunk(m) {
 					out.Cron--

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,6 +48,9 @@ func (c *Client) List(ctx context.Context, f RunFilter) (runs []*Run, truncated 
 	filter := c.names.RunSubject(">")
 	prefix := c.names.RunSubject("")
 	var seq uint64 = 1
+	// A superseded revision whose delete failed may still be stored: the
+	// last one of a run wins.
+	at := make(map[string]int)
 	for n := 0; ; n++ {
 		if n == MaxListScan {
 			truncated = true
@@ -65,11 +69,17 @@ func (c *Client) List(ctx context.Context, f RunFilter) (runs []*Run, truncated 
 		if err != nil || r.ID != id {
 			continue
 		}
+		if i, ok := at[id]; ok {
+			runs[i] = nil // superseded
+		}
 		if (f.Workflow != "" && r.Workflow != f.Workflow) || (f.Status != "" && r.Status != f.Status) {
+			delete(at, id)
 			continue
 		}
+		at[id] = len(runs)
 		runs = append(runs, r)
 	}
+	runs = slices.DeleteFunc(runs, func(r *Run) bool { return r == nil })
 	// Stream order is update order: newest last.
 	for i, j := 0, len(runs)-1; i < j; i, j = i+1, j-1 {
 		runs[i], runs[j] = runs[j], runs[i]
