@@ -100,7 +100,7 @@ type ScheduleInfo struct {
 	// Payload is the encoded payload; Headers are the custom headers.
 	Payload []byte
 	Headers map[string]string
-	// Sequence is the schedule message's sequence in the task stream.
+	// Sequence is the schedule message's sequence in the schedule stream.
 	Sequence uint64
 	// Stored is when this definition was stored.
 	Stored time.Time
