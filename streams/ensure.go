@@ -232,12 +232,16 @@ func (e *DriftError) Error() string {
 // Unwrap returns [ErrDrift].
 func (e *DriftError) Unwrap() error { return ErrDrift }
 
-// Ensure creates the task, dead-letter and advisory streams of c, or updates
-// them to match c, and creates the KV buckets of c ([BucketConfigs]) that do
-// not exist. It is idempotent and safe to call from many processes at
-// once. Fields Ensure does not manage (for example limits an operator added)
-// are kept. Differences that cannot be updated in place (retention, storage)
-// are reported in Report.Drift and as a *[DriftError]. Errors of a cluster
+// Ensure creates the task, schedule, dead-letter and advisory streams of c
+// and the schedule stream's sourcing consumer ([FiredConsumerConfig]), or
+// updates them to match c, and creates the KV buckets of c ([BucketConfigs])
+// that do not exist. It returns once the task stream sources the schedule
+// stream, so delayed tasks fire from then on. It is idempotent and safe to
+// call from many processes at once. Fields Ensure does not manage (for
+// example limits an operator added) are kept. Differences that cannot be
+// updated in place (retention, storage, a task stream created before the
+// schedule stream existed: see [MigrateTaskStream]) are reported in
+// Report.Drift and as a *[DriftError]. Errors of a cluster
 // that is still forming ("no suitable peers", "temporarily unavailable",
 // timeouts) are retried until ctx ends, or for [EnsureRetryFor] when ctx has
 // no deadline.
