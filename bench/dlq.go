@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 )
 
@@ -181,7 +182,7 @@ func (e *env) dlqRun(ctx context.Context, n, rate int) ([]time.Duration, float64
 		if err != nil {
 			return err
 		}
-		seq, err := strconv.ParseUint(m.Headers().Get(framework.HeaderDLQOriginalSeq), 10, 64)
+		seq, err := strconv.ParseUint(m.Headers().Get(dlq.HeaderOriginalSeq), 10, 64)
 		if err != nil {
 			return err
 		}

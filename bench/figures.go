@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -40,14 +41,20 @@ type runResult struct {
 type timer struct {
 	start time.Time
 	cpu0  time.Duration
+	prof  *os.File
 }
 
-func startTimer() timer { return timer{start: time.Now(), cpu0: processCPU()} }
+func startTimer() timer {
+	prof := startTimedProfile()
+	return timer{start: time.Now(), cpu0: processCPU(), prof: prof}
+}
 
 // result returns the rate and the CPU time per task of n tasks since t started.
 func (t timer) result(n int) runResult {
 	elapsed := time.Since(t.start)
-	return runResult{rate: float64(n) / elapsed.Seconds(), cpu: (processCPU() - t.cpu0) / time.Duration(n)}
+	cpu := processCPU() - t.cpu0
+	stopTimedProfile(t.prof)
+	return runResult{rate: float64(n) / elapsed.Seconds(), cpu: cpu / time.Duration(n)}
 }
 
 // compare runs cfg.runs rounds of raw then jetflow, back to back, and prints

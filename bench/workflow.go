@@ -18,14 +18,17 @@ import (
 // The workflow figure compares runs of a 3-step chain of no-op steps with
 // single no-op tasks, in the same process and server:
 //
-//	RESULT workflow steps=3 runs=… runs_per_s=… tasks_per_s=… step_ratio=… atomic_runs_per_s=… atomic_tasks_per_s=… atomic_step_ratio=…
+//	RESULT workflow steps=3 runs=… runs_per_s=… tasks_per_s=… step_ratio=… atomic_runs_per_s=… atomic_tasks_per_s=… atomic_step_ratio=… step_cpu_us=… task_cpu_us=…
 //
 // runs_per_s and tasks_per_s are measured on the file-storage task stream
 // (one replica: run documents and tasks are committed one after the other);
 // the atomic_ pair on a memory-storage stream under a second prefix, where a
 // step's result and the next step's task commit in one atomic batch, as on
 // a replicated stream. step_ratio is steps/s over tasks/s: the cost of the
-// workflow bookkeeping per task. Runs are started (and tasks enqueued) before
+// workflow bookkeeping per task (the median of the rounds' ratios, each
+// pair measured a few seconds apart, like the other figures' ratios); step_cpu_us and task_cpu_us are the
+// process's CPU time (embedded server included) per step and per task on the
+// file-storage stream, steadier than rates on a shared machine. Runs are started (and tasks enqueued) before
 // the worker starts; the clock runs from worker start to the last
 // acknowledged step (or task).
 
@@ -52,55 +55,61 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 	workflow.Step(def, "two", noop, workflow.After("one"))
 	workflow.Step(def, "three", noop, workflow.After("two"))
 
-	var runRates, taskRates, atomicRunRates, atomicTaskRates []float64
-	for r := 1; r <= e.cfg.runs; r++ {
-		for _, prefix := range []string{streams.DefaultPrefix, wfAtomicPrefix} {
-			tr, err := e.wfTasks(ctx, prefix, tasks)
-			if err != nil {
-				return fmt.Errorf("tasks (%s) run %d: %w", prefix, r, err)
-			}
-			rr, err := e.wfRuns(ctx, prefix, def, runs)
-			if err != nil {
-				return fmt.Errorf("runs (%s) run %d: %w", prefix, r, err)
-			}
-			e.progress("workflow run %d/%d %-8s: %8.0f runs/s (%8.0f steps/s), %8.0f tasks/s", r, e.cfg.runs, prefix, rr, rr*wfBenchSteps, tr)
-			if prefix == wfAtomicPrefix {
-				atomicRunRates, atomicTaskRates = append(atomicRunRates, rr), append(atomicTaskRates, tr)
-			} else {
-				runRates, taskRates = append(runRates, rr), append(taskRates, tr)
-			}
-		}
-	}
 	ratio := func(runs, tasks float64) float64 {
 		if tasks == 0 {
 			return 0
 		}
 		return runs * wfBenchSteps / tasks
 	}
+	var runRates, taskRates, atomicRunRates, atomicTaskRates, stepCPU, taskCPU, ratios, atomicRatios []float64
+	for r := 1; r <= e.cfg.runs; r++ {
+		for _, prefix := range []string{streams.DefaultPrefix, wfAtomicPrefix} {
+			tr, tcpu, err := e.wfTasks(ctx, prefix, tasks)
+			if err != nil {
+				return fmt.Errorf("tasks (%s) run %d: %w", prefix, r, err)
+			}
+			rr, rcpu, err := e.wfRuns(ctx, prefix, def, runs)
+			if err != nil {
+				return fmt.Errorf("runs (%s) run %d: %w", prefix, r, err)
+			}
+			e.progress("workflow run %d/%d %-8s: %8.0f runs/s (%8.0f steps/s), %8.0f tasks/s", r, e.cfg.runs, prefix, rr, rr*wfBenchSteps, tr)
+			if prefix == wfAtomicPrefix {
+				atomicRunRates, atomicTaskRates = append(atomicRunRates, rr), append(atomicTaskRates, tr)
+				atomicRatios = append(atomicRatios, ratio(rr, tr))
+			} else {
+				ratios = append(ratios, ratio(rr, tr))
+				runRates, taskRates = append(runRates, rr), append(taskRates, tr)
+				stepCPU = append(stepCPU, rcpu.Seconds()*1e6/wfBenchSteps)
+				taskCPU = append(taskCPU, tcpu.Seconds()*1e6)
+			}
+		}
+	}
 	mr, mt, ar, at := median(runRates), median(taskRates), median(atomicRunRates), median(atomicTaskRates)
 	printResult(out, "workflow", fint("steps", wfBenchSteps), fint("runs", runs),
-		frate("runs_per_s", mr), frate("tasks_per_s", mt), fratio("step_ratio", ratio(mr, mt)),
-		frate("atomic_runs_per_s", ar), frate("atomic_tasks_per_s", at), fratio("atomic_step_ratio", ratio(ar, at)))
+		frate("runs_per_s", mr), frate("tasks_per_s", mt), fratio("step_ratio", median(ratios)),
+		frate("atomic_runs_per_s", ar), frate("atomic_tasks_per_s", at), fratio("atomic_step_ratio", median(atomicRatios)),
+		fcpu("step_cpu_us", median(stepCPU)), fcpu("task_cpu_us", median(taskCPU)))
 	return nil
 }
 
 // wfTasks pre-enqueues n no-op tasks under prefix and times their drain.
-func (e *env) wfTasks(ctx context.Context, prefix string, n int) (float64, error) {
+// It returns the rate and the process's CPU time per task.
+func (e *env) wfTasks(ctx context.Context, prefix string, n int) (float64, time.Duration, error) {
 	nc, err := e.connect()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer nc.Close()
 	cl, err := framework.NewClient(nc, framework.WithPrefix(prefix), framework.WithMaxPending(e.cfg.window))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	jobs := make([]framework.TaskSpec, n)
 	for i := range jobs {
 		jobs[i] = framework.TaskSpec{Type: wfBenchTask}
 	}
 	if _, err := cl.EnqueueMany(ctx, jobs); err != nil {
-		return 0, fmt.Errorf("bench: enqueue: %w", err)
+		return 0, 0, fmt.Errorf("bench: enqueue: %w", err)
 	}
 	return e.wfDrain(ctx, prefix, n, wfBenchTask, func(w *framework.Worker) {
 		w.HandleFunc(wfBenchTask, func(context.Context, *framework.Task) error { return nil })
@@ -108,19 +117,20 @@ func (e *env) wfTasks(ctx context.Context, prefix string, n int) (float64, error
 }
 
 // wfRuns starts n runs of def under prefix and times them to completion.
-func (e *env) wfRuns(ctx context.Context, prefix string, def *workflow.Definition, n int) (float64, error) {
+// It returns the rate and the process's CPU time per run.
+func (e *env) wfRuns(ctx context.Context, prefix string, def *workflow.Definition, n int) (float64, time.Duration, error) {
 	nc, err := e.connect()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer nc.Close()
 	fc, err := framework.NewClient(nc, framework.WithPrefix(prefix))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	wc, err := workflow.NewClient(fc, def)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var next atomic.Int64
 	errs := make(chan error, e.cfg.concurrency)
@@ -138,7 +148,7 @@ func (e *env) wfRuns(ctx context.Context, prefix string, def *workflow.Definitio
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return 0, fmt.Errorf("bench: start run: %w", err)
+		return 0, 0, fmt.Errorf("bench: start run: %w", err)
 	}
 	steps := def.Steps()
 	last := workflow.StepTaskType(wfBenchName, steps[len(steps)-1])
@@ -147,8 +157,8 @@ func (e *env) wfRuns(ctx context.Context, prefix string, def *workflow.Definitio
 
 // wfDrain starts a worker under prefix with handlers from register and
 // returns n divided by the time from its start to the n-th acknowledged task
-// of type last.
-func (e *env) wfDrain(ctx context.Context, prefix string, n int, last string, register func(*framework.Worker)) (float64, error) {
+// of type last, and the process's CPU time meanwhile divided by n.
+func (e *env) wfDrain(ctx context.Context, prefix string, n int, last string, register func(*framework.Worker)) (float64, time.Duration, error) {
 	var done atomic.Int64
 	finished := make(chan struct{})
 	w, stop, err := e.newWorker(framework.WithPrefix(prefix), framework.WithHooks(framework.Hooks{
@@ -159,23 +169,23 @@ func (e *env) wfDrain(ctx context.Context, prefix string, n int, last string, re
 		},
 	}))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	register(w)
-	start := time.Now()
+	tm := startTimer()
 	if err := w.Start(ctx); err != nil {
 		_ = stop()
-		return 0, err
+		return 0, 0, err
 	}
 	werr := e.waitFor(ctx, finished, fmt.Sprintf("%d × %s", n, last))
-	elapsed := time.Since(start)
+	res := tm.result(n)
 	if err := stop(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if werr != nil {
-		return 0, werr
+		return 0, 0, werr
 	}
-	return float64(n) / elapsed.Seconds(), nil
+	return res.rate, res.cpu, nil
 }
 
 // dropTopology deletes the streams of prefix, best effort.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/jetflow-io/jetflow/internal/circuit"
 )
 
 // Sentinel errors of the circuit breakers.
@@ -39,39 +41,21 @@ const (
 )
 
 // String returns "closed", "half-open" or "open".
-func (s BreakerState) String() string {
-	switch s {
-	case BreakerClosed:
-		return "closed"
-	case BreakerHalfOpen:
-		return "half-open"
-	case BreakerOpen:
-		return "open"
-	default:
-		return fmt.Sprintf("breaker-state(%d)", int(s))
-	}
-}
+func (s BreakerState) String() string { return circuit.State(s).String() }
 
 // MarshalText implements [encoding.TextMarshaler].
 func (s BreakerState) MarshalText() ([]byte, error) {
-	switch s {
-	case BreakerClosed, BreakerHalfOpen, BreakerOpen:
-		return []byte(s.String()), nil
+	b, err := circuit.State(s).MarshalText()
+	if err != nil {
+		return nil, fmt.Errorf("framework: %w", err)
 	}
-	return nil, fmt.Errorf("framework: invalid breaker state %d", int(s))
+	return b, nil
 }
 
 // UnmarshalText implements [encoding.TextUnmarshaler].
 func (s *BreakerState) UnmarshalText(b []byte) error {
-	switch string(b) {
-	case "closed":
-		*s = BreakerClosed
-	case "half-open":
-		*s = BreakerHalfOpen
-	case "open":
-		*s = BreakerOpen
-	default:
-		return fmt.Errorf("framework: invalid breaker state %q", b)
+	if err := (*circuit.State)(s).UnmarshalText(b); err != nil {
+		return fmt.Errorf("framework: %w", err)
 	}
 	return nil
 }

@@ -6,23 +6,12 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/jetflow-io/jetflow/internal/circuit"
 )
 
 // The breaker registry: one breaker per dependency, its engine in
 // internal/circuit.
-
-// breakerEvent is one state change.
-type breakerEvent struct {
-	dep      string
-	from, to BreakerState
-	at       time.Time
-	until    time.Time // set when to == BreakerOpen
-	remote   bool      // forced open by another worker's report
-	failures uint32    // set when to == BreakerOpen: failures that opened it
-}
 
 // Breakers is a registry of circuit breakers, one per dependency name,
 // created on first use. A worker has one ([Worker.Breakers]) that [Call]
@@ -32,7 +21,7 @@ type Breakers struct {
 	declared map[string]BreakerSettings
 	hook     func(ctx context.Context, dep string, from, to BreakerState)
 	log      *slog.Logger
-	notify   func(ev breakerEvent) // set by a worker before it starts; nil otherwise
+	notify   func(dep string, ev circuit.Event) // set by a worker (circuit.Cluster); nil otherwise
 
 	mu sync.Mutex // serialises creation
 	m  sync.Map   // dependency → *breaker
@@ -120,22 +109,22 @@ func (r *Breakers) States() []BreakerInfo {
 	return out
 }
 
-func (r *Breakers) deliver(ctx context.Context, ev breakerEvent) {
+func (r *Breakers) deliver(ctx context.Context, dep string, ev circuit.Event) {
 	lvl := slog.LevelInfo
-	if ev.to == BreakerOpen {
+	if ev.To == circuit.Open {
 		lvl = slog.LevelWarn
 	}
-	attrs := []slog.Attr{slog.String(LogKeyDependency, ev.dep), slog.String("from", ev.from.String()),
-		slog.String("to", ev.to.String()), slog.Bool("remote", ev.remote)}
-	if ev.to == BreakerOpen {
-		attrs = append(attrs, slog.Time("until", ev.until), slog.Uint64("failures", uint64(ev.failures)))
+	attrs := []slog.Attr{slog.String(LogKeyDependency, dep), slog.String("from", ev.From.String()),
+		slog.String("to", ev.To.String()), slog.Bool("remote", ev.Remote)}
+	if ev.To == circuit.Open {
+		attrs = append(attrs, slog.Time("until", ev.Until), slog.Uint64("failures", uint64(ev.Failures)))
 	}
 	r.log.LogAttrs(ctx, lvl, "jetflow circuit breaker state changed", attrs...)
 	if r.notify != nil {
-		r.notify(ev)
+		r.notify(dep, ev)
 	}
 	if r.hook != nil {
-		callHook(r.log, nil, "BreakerStateChanged", func() { r.hook(ctx, ev.dep, ev.from, ev.to) })
+		callHook(r.log, nil, "BreakerStateChanged", func() { r.hook(ctx, dep, BreakerState(ev.From), BreakerState(ev.To)) })
 	}
 }
 
@@ -161,8 +150,7 @@ func (r *Breakers) newBreaker(dep string) *breaker {
 		ConsecutiveFailures: s.ConsecutiveFailures, FailureRatio: s.FailureRatio, MinRequests: s.MinRequests,
 		Interval: s.Interval, OpenTimeout: s.OpenTimeout, HalfOpenMaxRequests: s.HalfOpenMaxRequests,
 	}, b.classify, func(ctx context.Context, ev circuit.Event) {
-		r.deliver(ctx, breakerEvent{dep: dep, from: BreakerState(ev.From), to: BreakerState(ev.To), at: ev.At,
-			until: ev.Until, remote: ev.Remote, failures: ev.Failures})
+		r.deliver(ctx, dep, ev)
 	})
 	return b
 }

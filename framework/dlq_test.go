@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -52,12 +53,12 @@ func (e *env) dlqStreamMsgs(t *testing.T, name string, subject string) uint64 {
 }
 
 // deadLetters returns every record, oldest first.
-func (e *env) deadLetters(t *testing.T) []framework.DeadLetter {
+func (e *env) deadLetters(t *testing.T) []dlq.Record {
 	t.Helper()
-	var all []framework.DeadLetter
+	var all []dlq.Record
 	var after uint64
 	for {
-		page, next, err := e.cl.DeadLetters().List(t.Context(), framework.DeadLetterFilter{}, framework.DeadLetterPage{After: after, Limit: 1000})
+		page, next, err := dlq.New(e.cl).List(t.Context(), dlq.Filter{}, dlq.Page{After: after, Limit: 1000})
 		if err != nil {
 			t.Fatalf("list dead letters: %v", err)
 		}
@@ -71,7 +72,7 @@ func (e *env) deadLetters(t *testing.T) []framework.DeadLetter {
 
 // waitDeadLetters waits until the dead-letter stream holds n records and
 // returns them.
-func (e *env) waitDeadLetters(t *testing.T, n int) []framework.DeadLetter {
+func (e *env) waitDeadLetters(t *testing.T, n int) []dlq.Record {
 	t.Helper()
 	testutil.Wait(t, waitLong, fmt.Sprintf("%d dead letters", n), func() bool {
 		return e.dlqStreamMsgs(t, dlqNames.DLQStream(), "") >= uint64(n)
@@ -103,7 +104,7 @@ func (e *env) waitRouterIdle(t *testing.T) {
 }
 
 // checkUniqueOrigins fails when two records come from the same task.
-func checkUniqueOrigins(t *testing.T, dls []framework.DeadLetter) {
+func checkUniqueOrigins(t *testing.T, dls []dlq.Record) {
 	t.Helper()
 	seen := make(map[uint64]bool)
 	for _, d := range dls {
@@ -142,7 +143,7 @@ func TestDeadLetterAfterMaxAttempts(t *testing.T) {
 	if d.Subject != "jetflow.dlq."+typ || d.TaskID != "always-1" || d.Type != typ || d.Priority != framework.PriorityHigh {
 		t.Errorf("record identity: %+v", d)
 	}
-	if d.Reason != framework.DeadLetterMaxDeliveries || d.Deliveries != 3 || d.RoutedBy != "worker" || d.DeadCount != 1 {
+	if d.Reason != dlq.ReasonMaxDeliveries || d.Deliveries != 3 || d.RoutedBy != "worker" || d.DeadCount != 1 {
 		t.Errorf("reason %q deliveries %d routed by %q dead count %d", d.Reason, d.Deliveries, d.RoutedBy, d.DeadCount)
 	}
 	if d.LastError != "boom 3 second line" || d.LastErrorAttempt != 3 {
@@ -178,15 +179,15 @@ func TestDeadLetterReasons(t *testing.T) {
 	startWorker(t, w)
 	e.enqueue(t, "dlq.permanent", "x", framework.WithID("perm-1"))
 	e.enqueue(t, "dlq.decode", []byte("not json"), framework.WithID("dec-1"))
-	got := make(map[string]framework.DeadLetter)
+	got := make(map[string]dlq.Record)
 	for _, d := range e.waitDeadLetters(t, 2) {
 		got[d.TaskID] = d
 	}
 	p, d := got["perm-1"], got["dec-1"]
-	if p.Reason != framework.DeadLetterPermanent || p.Deliveries != 1 || !strings.Contains(p.LastError, "card declined") {
+	if p.Reason != dlq.ReasonPermanent || p.Deliveries != 1 || !strings.Contains(p.LastError, "card declined") {
 		t.Errorf("permanent: reason %q deliveries %d error %q", p.Reason, p.Deliveries, p.LastError)
 	}
-	if d.Reason != framework.DeadLetterDecode || d.Deliveries != 1 || d.Headers.Get(framework.HeaderEncoding) != "raw" ||
+	if d.Reason != dlq.ReasonDecode || d.Deliveries != 1 || d.Headers.Get(framework.HeaderEncoding) != "raw" ||
 		string(d.Payload) != "not json" {
 		t.Errorf("decode: reason %q deliveries %d encoding %q payload %q", d.Reason, d.Deliveries,
 			d.Headers.Get(framework.HeaderEncoding), d.Payload)
@@ -231,7 +232,7 @@ func TestDeadLetterAfterWorkerLosesConnection(t *testing.T) {
 	startWorker(t, rw)
 
 	d := e.waitDeadLetters(t, 1)[0]
-	if d.RoutedBy != "router" || d.Reason != framework.DeadLetterMaxDeliveries || d.Deliveries != 3 {
+	if d.RoutedBy != "router" || d.Reason != dlq.ReasonMaxDeliveries || d.Deliveries != 3 {
 		t.Errorf("routed by %q, reason %q, deliveries %d", d.RoutedBy, d.Reason, d.Deliveries)
 	}
 	if d.LastError != "boom 2" || d.LastErrorAttempt != 2 {
@@ -289,7 +290,7 @@ func TestDeadLetterRouterCatchesUp(t *testing.T) {
 	e.waitDeadLetters(t, n)
 	testutil.Wait(t, waitLong, "task stream empty", func() bool { return e.taskStreamMsgs(t) == 0 })
 	e.waitRouterIdle(t)
-	if routed, err := e.cl.DeadLetters().Reconcile(t.Context()); err != nil || routed != 0 {
+	if routed, err := dlq.New(e.cl).Reconcile(t.Context()); err != nil || routed != 0 {
 		t.Errorf("Reconcile after the router = %d, %v; want 0", routed, err)
 	}
 	dls := e.deadLetters(t)
@@ -298,7 +299,7 @@ func TestDeadLetterRouterCatchesUp(t *testing.T) {
 	}
 	checkUniqueOrigins(t, dls)
 	for _, d := range dls {
-		if d.Reason != framework.DeadLetterMaxDeliveries || d.Deliveries != 2 {
+		if d.Reason != dlq.ReasonMaxDeliveries || d.Deliveries != 2 {
 			t.Errorf("record %d: reason %q deliveries %d", d.Seq, d.Reason, d.Deliveries)
 		}
 	}
@@ -319,7 +320,7 @@ func TestDeadLetterReconcilerRoutesLostAdvisories(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dl := e.cl.DeadLetters()
+	dl := dlq.New(e.cl)
 	routed, err := dl.Reconcile(t.Context())
 	if err != nil || routed != n {
 		t.Fatalf("Reconcile = %d, %v; want %d", routed, err, n)
@@ -337,7 +338,7 @@ func TestDeadLetterReconcilerRoutesLostAdvisories(t *testing.T) {
 		want[in.Sequence] = true
 	}
 	for _, d := range dls {
-		if !want[d.OriginalSeq] || d.RoutedBy != "reconciler" || d.Deliveries != 2 || d.Reason != framework.DeadLetterMaxDeliveries {
+		if !want[d.OriginalSeq] || d.RoutedBy != "reconciler" || d.Deliveries != 2 || d.Reason != dlq.ReasonMaxDeliveries {
 			t.Errorf("record %+v", d)
 		}
 	}
@@ -393,7 +394,7 @@ func TestDeadLetterReconcilerLeavesLiveTasks(t *testing.T) {
 	rw.HandleFunc("dlq.other", noopHandler)
 	startWorker(t, rw)
 
-	dl := e.cl.DeadLetters()
+	dl := dlq.New(e.cl)
 	if routed, err := dl.Reconcile(t.Context()); err != nil || routed != 0 {
 		t.Fatalf("Reconcile with a task running = %d, %v; want 0", routed, err)
 	}
@@ -472,7 +473,7 @@ func TestDeadLetterReconcilerBelowAckFloor(t *testing.T) {
 			ci.NumAckPending, ci.AckFloor.Stream, okSettled.Delivered.Stream, block.Sequence)
 	}
 
-	routed, err := e.cl.DeadLetters().Reconcile(t.Context())
+	routed, err := dlq.New(e.cl).Reconcile(t.Context())
 	if err != nil || routed != 3 {
 		t.Fatalf("Reconcile = %d, %v; want 3", routed, err)
 	}
@@ -512,15 +513,15 @@ func TestDeadLetterReplayRoundTrip(t *testing.T) {
 			return framework.Permanent(fmt.Errorf("rejected (run %d)", runs.Load()))
 		}
 		ok <- replayRun{id: task.ID, payload: string(task.Payload), tenant: task.Header("X-Tenant"),
-			fromSeq: task.Header(framework.HeaderDLQReplayedFromSeq), deadCount: task.Header(framework.HeaderDLQDeadCount),
-			prevErr: task.Header(framework.HeaderDLQPreviousError), attempt: task.Attempt, prio: task.Priority}
+			fromSeq: task.Header(dlq.HeaderReplayedFromSeq), deadCount: task.Header(dlq.HeaderDeadCount),
+			prevErr: task.Header(dlq.HeaderPreviousError), attempt: task.Attempt, prio: task.Priority}
 		return nil
 	})
 	startWorker(t, w)
 	e.enqueue(t, typ, map[string]string{"k": "v"}, framework.WithID("rp-1"),
 		framework.WithPriority(framework.PriorityCritical), framework.WithHeader("X-Tenant", "acme"))
 	first := e.waitDeadLetters(t, 1)[0]
-	dl := e.cl.DeadLetters()
+	dl := dlq.New(e.cl)
 
 	info, err := dl.Replay(t.Context(), first.Seq)
 	if err != nil {
@@ -536,11 +537,11 @@ func TestDeadLetterReplayRoundTrip(t *testing.T) {
 	// The replay dies again: a second record, carrying the history.
 	second := e.waitDeadLetters(t, 1)[0]
 	if second.Seq == first.Seq || second.DeadCount != 2 || second.TaskID != "rp-1" ||
-		second.Headers.Get(framework.HeaderDLQReplayedFromSeq) != strconv.FormatUint(first.Seq, 10) ||
-		second.Headers.Get(framework.HeaderDLQPreviousError) != first.LastError || second.Deliveries != 1 {
+		second.Headers.Get(dlq.HeaderReplayedFromSeq) != strconv.FormatUint(first.Seq, 10) ||
+		second.Headers.Get(dlq.HeaderPreviousError) != first.LastError || second.Deliveries != 1 {
 		t.Errorf("second record: seq %d dead count %d replayed from %q previous error %q deliveries %d",
-			second.Seq, second.DeadCount, second.Headers.Get(framework.HeaderDLQReplayedFromSeq),
-			second.Headers.Get(framework.HeaderDLQPreviousError), second.Deliveries)
+			second.Seq, second.DeadCount, second.Headers.Get(dlq.HeaderReplayedFromSeq),
+			second.Headers.Get(dlq.HeaderPreviousError), second.Deliveries)
 	}
 	if _, err := dl.Replay(t.Context(), second.Seq); err != nil {
 		t.Fatalf("replay of the second record: %v", err)
@@ -587,7 +588,7 @@ func TestDeadLetterConcurrentReplaysEnqueueOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			infos[i], errs[i] = e.cl.DeadLetters().Replay(t.Context(), rec.Seq)
+			infos[i], errs[i] = dlq.New(e.cl).Replay(t.Context(), rec.Seq)
 		}()
 	}
 	wg.Wait()
@@ -633,7 +634,7 @@ func TestDeadLetterListFilterPurge(t *testing.T) {
 		e.enqueue(t, "dlq.beta", i)
 	}
 	all := e.waitDeadLetters(t, 10)
-	dl := e.cl.DeadLetters()
+	dl := dlq.New(e.cl)
 	ctx := t.Context()
 
 	// Pages of 3: 3, 3, 3, 1, in order, each record once.
@@ -641,7 +642,7 @@ func TestDeadLetterListFilterPurge(t *testing.T) {
 	var after uint64
 	pages := 0
 	for {
-		page, next, err := dl.List(ctx, framework.DeadLetterFilter{}, framework.DeadLetterPage{Limit: 3, After: after})
+		page, next, err := dl.List(ctx, dlq.Filter{}, dlq.Page{Limit: 3, After: after})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -665,9 +666,9 @@ func TestDeadLetterListFilterPurge(t *testing.T) {
 		t.Errorf("%d pages of %v, want 4 pages of %v", pages, paged, want)
 	}
 
-	count := func(f framework.DeadLetterFilter) []framework.DeadLetter {
+	count := func(f dlq.Filter) []dlq.Record {
 		t.Helper()
-		got, next, err := dl.List(ctx, f, framework.DeadLetterPage{})
+		got, next, err := dl.List(ctx, f, dlq.Page{})
 		if err != nil || next != 0 {
 			t.Fatalf("list %+v: next %d, %v", f, next, err)
 		}
@@ -675,29 +676,29 @@ func TestDeadLetterListFilterPurge(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		f    framework.DeadLetterFilter
+		f    dlq.Filter
 		want int
 	}{
-		{"type", framework.DeadLetterFilter{Type: "dlq.alpha"}, 5},
-		{"error text, any case", framework.DeadLetterFilter{ErrorContains: "BETA FAILURE 3"}, 1},
-		{"from", framework.DeadLetterFilter{From: mid}, 5},
-		{"to", framework.DeadLetterFilter{To: mid}, 5},
-		{"type and from", framework.DeadLetterFilter{Type: "dlq.alpha", From: mid}, 0},
-		{"reason", framework.DeadLetterFilter{Reason: framework.DeadLetterPermanent}, 10},
-		{"other reason", framework.DeadLetterFilter{Reason: framework.DeadLetterMaxDeliveries}, 0},
-		{"unknown type", framework.DeadLetterFilter{Type: "dlq.none"}, 0},
+		{"type", dlq.Filter{Type: "dlq.alpha"}, 5},
+		{"error text, any case", dlq.Filter{ErrorContains: "BETA FAILURE 3"}, 1},
+		{"from", dlq.Filter{From: mid}, 5},
+		{"to", dlq.Filter{To: mid}, 5},
+		{"type and from", dlq.Filter{Type: "dlq.alpha", From: mid}, 0},
+		{"reason", dlq.Filter{Reason: dlq.ReasonPermanent}, 10},
+		{"other reason", dlq.Filter{Reason: dlq.ReasonMaxDeliveries}, 0},
+		{"unknown type", dlq.Filter{Type: "dlq.none"}, 0},
 	}
 	for _, c := range cases {
 		if got := count(c.f); len(got) != c.want {
 			t.Errorf("%s: %d records, want %d", c.name, len(got), c.want)
 		}
 	}
-	for _, d := range count(framework.DeadLetterFilter{From: mid}) {
+	for _, d := range count(dlq.Filter{From: mid}) {
 		if d.Type != "dlq.beta" {
 			t.Errorf("from %v: record of type %s", mid, d.Type)
 		}
 	}
-	if _, _, err := dl.List(ctx, framework.DeadLetterFilter{Type: "Bad Type"}, framework.DeadLetterPage{}); !errors.Is(err, framework.ErrInvalidOption) {
+	if _, _, err := dl.List(ctx, dlq.Filter{Type: "Bad Type"}, dlq.Page{}); !errors.Is(err, framework.ErrInvalidOption) {
 		t.Errorf("invalid type filter: %v", err)
 	}
 
@@ -709,10 +710,10 @@ func TestDeadLetterListFilterPurge(t *testing.T) {
 		t.Errorf("Get(missing) = %v, want ErrNotFound", err)
 	}
 
-	if n, err := dl.Purge(ctx, framework.DeadLetterFilter{ErrorContains: "beta failure 1"}); err != nil || n != 1 {
+	if n, err := dl.Purge(ctx, dlq.Filter{ErrorContains: "beta failure 1"}); err != nil || n != 1 {
 		t.Errorf("purge by error = %d, %v; want 1", n, err)
 	}
-	if n, err := dl.Purge(ctx, framework.DeadLetterFilter{Type: "dlq.alpha"}); err != nil || n != 5 {
+	if n, err := dl.Purge(ctx, dlq.Filter{Type: "dlq.alpha"}); err != nil || n != 5 {
 		t.Errorf("purge by type = %d, %v; want 5", n, err)
 	}
 	left := e.deadLetters(t)
@@ -724,7 +725,7 @@ func TestDeadLetterListFilterPurge(t *testing.T) {
 			t.Errorf("record left: %s %q", d.Type, d.LastError)
 		}
 	}
-	if n, err := dl.Purge(ctx, framework.DeadLetterFilter{}); err != nil || n != 4 {
+	if n, err := dl.Purge(ctx, dlq.Filter{}); err != nil || n != 4 {
 		t.Errorf("purge all = %d, %v; want 4", n, err)
 	}
 }
@@ -762,7 +763,7 @@ func TestDeadLetterReplayAll(t *testing.T) {
 	healthy.Store(true)
 
 	var calls [][2]int
-	replayed, err := e.cl.DeadLetters().ReplayAll(t.Context(), func(done, total int) {
+	replayed, err := dlq.New(e.cl).ReplayAll(t.Context(), func(done, total int) {
 		calls = append(calls, [2]int{done, total})
 	})
 	if err != nil || replayed != n {
@@ -804,10 +805,10 @@ func TestDeadLetterOversizedPayload(t *testing.T) {
 	startWorker(t, w)
 	e.enqueue(t, "dlq.big", make([]byte, limit-300))
 	d := e.waitDeadLetters(t, 1)[0]
-	if !d.PayloadOmitted || len(d.Payload) != 0 || d.Headers.Get(framework.HeaderDLQPayloadOmitted) != strconv.Itoa(limit-300) {
-		t.Errorf("omitted %v, payload %d bytes, header %q", d.PayloadOmitted, len(d.Payload), d.Headers.Get(framework.HeaderDLQPayloadOmitted))
+	if !d.PayloadOmitted || len(d.Payload) != 0 || d.Headers.Get(dlq.HeaderPayloadOmitted) != strconv.Itoa(limit-300) {
+		t.Errorf("omitted %v, payload %d bytes, header %q", d.PayloadOmitted, len(d.Payload), d.Headers.Get(dlq.HeaderPayloadOmitted))
 	}
-	if _, err := e.cl.DeadLetters().Replay(t.Context(), d.Seq); err == nil {
+	if _, err := dlq.New(e.cl).Replay(t.Context(), d.Seq); err == nil {
 		t.Error("replay of a record without payload succeeded")
 	}
 	testutil.Wait(t, waitLong, "tasks removed from the task stream", func() bool { return e.taskStreamMsgs(t) == 0 })

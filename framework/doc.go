@@ -7,6 +7,12 @@
 // idempotent) with the same prefix as the clients and workers ([WithPrefix],
 // default "jetflow").
 //
+// Features with an API of their own are packages built on this one:
+// [github.com/jetflow-io/jetflow/dlq] (dead-letter operations),
+// [github.com/jetflow-io/jetflow/effects] (side effects once per task),
+// [github.com/jetflow-io/jetflow/jetflowtest] (running a handler without a
+// server), handlers (middleware) and workflow.
+//
 // # Enqueueing
 //
 // [NewClient] returns a client on a NATS connection; it is safe for
@@ -160,9 +166,10 @@
 // stream before it is terminated, with its reason, attempts and last error in
 // headers. Tasks whose worker died on the last attempt reach it through the
 // server's max-deliveries advisories, routed by every worker, and a
-// reconciler catches advisories that were lost. [Client.DeadLetters] lists,
-// inspects, replays and purges them ([DeadLetters]). See [WithDeadLetters],
-// [WithDeadLetterRouter] and [WithReconcileInterval].
+// reconciler catches advisories that were lost. See [WithDeadLetters],
+// [WithDeadLetterRouter] and [WithReconcileInterval]; package
+// [github.com/jetflow-io/jetflow/dlq] lists, inspects, replays and purges
+// the records.
 //
 // # Circuit breakers
 //
@@ -179,8 +186,10 @@
 // [Client.Schedules] registers repeating schedules ([Schedule]) as server-side
 // message schedules: one fire per tick however many processes register them,
 // each fire with a stable task ID ([IdempotencyKey]). Optional task records
-// ([WithStateTracking], [SetResult]) are read with an [Inspector]. [Once]
-// records an effect in a KV ledger so that a redelivered task skips it.
+// ([WithStateTracking], [SetResult]) are read with an [Inspector]. Package
+// [github.com/jetflow-io/jetflow/effects] records a handler's side effects
+// in a KV ledger ([Worker.EffectsBucket]) so that a redelivered task skips
+// them.
 //
 // # Operating
 //

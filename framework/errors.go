@@ -33,6 +33,11 @@ var (
 	// ErrNotConnected reports that the connection to NATS is closed or
 	// unavailable. Nothing was enqueued; retry when the server is back.
 	ErrNotConnected = natserr.ErrNotConnected
+	// ErrPullStalled is returned by [Worker.Run] when a fetch loop heard
+	// nothing from its consumer (no task, no empty poll) for the stall limit
+	// ([WithStallLimit]) while it was not waiting for a free slot: the
+	// worker consumes nothing and a restart is the cure.
+	ErrPullStalled = errors.New("framework: pull stalled")
 	// ErrNotFound reports that a task or schedule does not exist (any more).
 	ErrNotFound = errors.New("framework: not found")
 	// ErrWorkerClosed is returned by [Worker.Run] when the worker was already

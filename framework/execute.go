@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/settle"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
@@ -17,9 +18,19 @@ import (
 // (in-process reruns while a breaker holds it), and is settled: the decision
 // is internal/settle's, carried out here.
 
-// execute runs one task and settles its outcome.
+// run executes p; whenever releasing the slot of the task it ran grants
+// that slot to a fetched task, it runs that one too, in this goroutine (no
+// hand-off to another executor).
+func (w *Worker) run(p *pending) {
+	for p != nil {
+		w.execute(p)
+		p = w.releaseNext(p)
+	}
+}
+
+// execute runs one task and settles its outcome. The caller releases its
+// slot.
 func (w *Worker) execute(p *pending) {
-	defer w.release(p)
 	t := w.newTask(p)
 
 	// The heartbeat sweeper keeps the task alive while it waits for its
@@ -69,24 +80,18 @@ func (w *Worker) execute(p *pending) {
 	w.settle(base, t, p, err, took)
 }
 
-// runOnce runs the handler once with the type's timeout.
+// runOnce runs the handler once with the type's timeout (handlerctx.go).
 func (w *Worker) runOnce(base context.Context, p *pending, t *Task) (time.Duration, error) {
 	cfg := &p.tt.cfg
-	var ctx context.Context
-	var cancel context.CancelFunc
-	if cfg.timeout > 0 {
-		ctx, cancel = context.WithTimeoutCause(base, cfg.timeout, ErrHandlerTimeout)
-	} else {
-		ctx, cancel = context.WithCancel(base)
-	}
-	defer cancel()
+	start := time.Now()
+	ctx := newHandlerCtx(base, t, start, cfg.timeout)
+	defer ctx.end()
 	w.stats.started.Add(1)
 	w.emitStarted(ctx, t)
-	start := time.Now()
 	err := w.call(ctx, p.tt.handler, t)
 	took := time.Since(start)
 	p.tt.pace.Observe(took)
-	if err != nil && errors.Is(context.Cause(ctx), ErrHandlerTimeout) && !errors.Is(err, ErrHandlerTimeout) {
+	if err != nil && ctx.timedOut() && !errors.Is(err, ErrHandlerTimeout) {
 		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, cfg.timeout, err)
 	}
 	return took, err
@@ -108,6 +113,9 @@ func (w *Worker) call(ctx context.Context, h Handler, t *Task) (err error) {
 // classify turns an attempt's error into the input of the settlement
 // decision.
 func classify(err error, attempt int) settle.Result {
+	if err == nil {
+		return settle.Result{Attempt: attempt}
+	}
 	r := settle.Result{Failed: err != nil, Permanent: IsPermanent(err), Attempt: attempt}
 	var ra *RetryAfterError
 	if errors.As(err, &ra) {
@@ -226,7 +234,14 @@ func (w *Worker) newTask(p *pending) *Task {
 		baseLogger:  w.log,
 		worker:      w,
 	}
-	if md, err := p.msg.Metadata(); err == nil {
+	if pm, ok := p.msg.(*pull.Msg); ok {
+		// The worker's own deliveries: read without allocating.
+		if d, err := pm.Delivery(); err == nil {
+			t.Attempt = int(d.NumDelivered)
+			t.Sequence = d.StreamSeq
+			t.EnqueuedAt = d.Timestamp
+		}
+	} else if md, err := p.msg.Metadata(); err == nil {
 		t.Attempt = int(md.NumDelivered)
 		t.Sequence = md.Sequence.Stream
 		t.EnqueuedAt = md.Timestamp

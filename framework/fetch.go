@@ -77,10 +77,16 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *
 	errStreak := 0
 	lh := w.health.loop(w.names.ConsumerName(tt.name, prio))
 	defer lh.busy.Store(false)
+	// One starvation timer for the loop, re-armed per waiting task.
+	starve := time.NewTimer(time.Hour)
+	starve.Stop()
+	defer starve.Stop()
 	for {
 		msg, err := it.Next(nextPoll)
-		if err == nil || errors.Is(err, nats.ErrTimeout) {
-			lh.poll(time.Now())
+		if err == nil {
+			lh.poll(it.Polled())
+		} else if alive := it.Alive(); !alive.IsZero() {
+			lh.poll(alive) // an empty wait counts if the consumer answers
 		}
 		if err != nil {
 			if stop.Err() != nil {
@@ -117,7 +123,7 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *
 		}
 		w.offer(p)
 		lh.busy.Store(true)
-		dispatched, starved := w.awaitSlot(stop, p, tt.cfg.ackWait/2)
+		dispatched, starved := w.awaitSlot(stop, p, starve, tt.cfg.ackWait/2)
 		lh.busy.Store(starved) // a rescue waits for slots too
 		if starved {
 			// p has waited half an ack wait for a slot: the tasks behind it
@@ -138,11 +144,14 @@ var errRescued = errors.New("framework: pull buffer rescued from starvation")
 
 func (w *Worker) newPending(tt *typeRunner, prio Priority, msg jetstream.Msg) *pending {
 	p := &pending{tt: tt, prio: prio, msg: msg, dispatched: make(chan struct{}, 1)}
-	beat := time.Now()
-	if pm, ok := msg.(*pull.Msg); ok && !pm.LastBeat().IsZero() {
+	var beat time.Time
+	if pm, ok := msg.(*pull.Msg); ok {
 		// Its ack clock runs from its arrival or last heartbeat in the
 		// pull buffer (pullbeat.go), not from now.
 		beat = pm.LastBeat()
+	}
+	if beat.IsZero() {
+		beat = time.Now()
 	}
 	p.lastBeat.Store(beat.UnixNano())
 	return p
@@ -150,14 +159,16 @@ func (w *Worker) newPending(tt *typeRunner, prio Priority, msg jetstream.Msg) *p
 
 // awaitSlot waits until p is dispatched (true, false), the worker stops
 // (false, false; p was handed back unless dispatched concurrently), or
-// starveAfter passes (false, true; p still waits).
-func (w *Worker) awaitSlot(stop context.Context, p *pending, starveAfter time.Duration) (dispatched, starved bool) {
+// starveAfter passes (false, true; p still waits). timer is the loop's
+// stopped timer: awaitSlot arms it and leaves it stopped.
+func (w *Worker) awaitSlot(stop context.Context, p *pending, timer *time.Timer, starveAfter time.Duration) (dispatched, starved bool) {
 	select {
 	case <-p.dispatched:
 		return true, false
 	default:
 	}
-	timer := time.NewTimer(starveAfter)
+	// Since Go 1.23 a stopped or reset timer delivers no stale tick.
+	timer.Reset(starveAfter)
 	defer timer.Stop()
 	select {
 	case <-p.dispatched:
@@ -264,11 +275,22 @@ func (w *Worker) granted(p *pending, resumed bool) {
 	select {
 	case w.bg.execCh <- p:
 	default:
-		go w.execute(p)
+		go w.run(p)
 	}
 }
 
-func (w *Worker) release(p *pending) {
-	w.sched.Release(p, p.tt.slots)
+// releaseNext gives back p's slot and returns the fetched task granted the
+// slot in its place, if any, for the caller to run (granted's work for it
+// is done here, outside the scheduler's lock).
+func (w *Worker) releaseNext(p *pending) *pending {
+	next, ok := w.sched.ReleaseTake(p, p.tt.slots)
+	if ok {
+		w.execs.Add(1) // before Done: the count never touches zero between them
+		next.dispatched <- struct{}{}
+	}
 	w.execs.Done()
+	if !ok {
+		return nil
+	}
+	return next
 }

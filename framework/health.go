@@ -20,9 +20,13 @@ const (
 	// polling the server (it polls every 250 ms) before the worker is not
 	// ready. A loop waiting for a free slot is busy, not stalled.
 	PullStallReady = 10 * time.Second
-	// PullStallLive is how long before the worker is not live either: its
-	// fetch loop is wedged and a restart is the cure.
+	// PullStallLive is the default stall limit ([WithStallLimit]): how long
+	// before the worker is not live either and [Worker.Run] returns
+	// [ErrPullStalled]: its fetch loop is wedged and a restart is the cure.
 	PullStallLive = 2 * time.Minute
+	// MinStallLimit is the shortest stall limit [WithStallLimit] accepts:
+	// a few idle heartbeats of an idle consumer.
+	MinStallLimit = 3 * time.Second
 )
 
 // healthRequestTimeout bounds each consumer lookup of [Worker.Health]: a
@@ -53,8 +57,8 @@ type ConsumerHealth struct {
 // see [Worker.Health].
 type HealthReport struct {
 	// Live is false when only a restart can help: the worker is not running,
-	// its connection is closed for good, or a fetch loop is wedged for
-	// [PullStallLive].
+	// its connection is closed for good, or a fetch loop is wedged for the
+	// stall limit ([WithStallLimit], default [PullStallLive]).
 	Live bool `json:"live"`
 	// Ready is Live plus: connected, every consumer present, and every
 	// fetch loop polling (within [PullStallReady]) or busy.
@@ -78,6 +82,10 @@ type healthState struct {
 type loopHealth struct {
 	polled atomic.Int64 // Unix nanoseconds
 	busy   atomic.Bool
+	// busySeen is when the stall watchdog last saw the loop busy (Unix
+	// nanoseconds): waiting for a slot is no stall, so the clock restarts
+	// from there, without a clock read per task on the fetch path.
+	busySeen atomic.Int64
 }
 
 // loop returns the record of the fetch loop of consumer name.
@@ -95,8 +103,17 @@ func (h *healthState) loop(name string) *loopHealth {
 	return l
 }
 
-// polled notes that a fetch loop heard from its pull.
-func (l *loopHealth) poll(now time.Time) { l.polled.Store(now.UnixNano()) }
+// poll notes that a fetch loop heard from its pull at t; an earlier t than
+// the last one noted changes nothing.
+func (l *loopHealth) poll(t time.Time) {
+	ns := t.UnixNano()
+	for {
+		old := l.polled.Load()
+		if ns <= old || l.polled.CompareAndSwap(old, ns) {
+			return
+		}
+	}
+}
 
 // Health checks the worker as a readiness or liveness probe would: it reads
 // the state of each fetch loop and the connection, and asks the server
@@ -161,7 +178,7 @@ func (w *Worker) Health(ctx context.Context) HealthReport {
 				}
 				since := now.Sub(last)
 				switch {
-				case since > PullStallLive:
+				case since > w.opts.stallLimit:
 					notLive("consumer %s: fetch loop stalled for %v", name, since.Round(time.Second))
 				case ch.LastPoll.IsZero():
 					notReady("consumer %s: fetch loop has not polled yet", name)

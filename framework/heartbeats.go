@@ -68,7 +68,7 @@ func (w *Worker) executor() {
 	for {
 		select {
 		case p := <-w.bg.execCh:
-			w.execute(p)
+			w.run(p)
 		case <-w.bg.stop:
 			return
 		}

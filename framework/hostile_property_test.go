@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -189,8 +190,8 @@ func TestHostileProducerProperty(t *testing.T) {
 	}
 	t.Logf("%d good tasks, %d hostile messages: %d stored, %d refused at publish", len(goodIDs), hostile, len(stored), refused)
 
-	deadProbes := func() map[string][]framework.DeadLetter {
-		out := make(map[string][]framework.DeadLetter)
+	deadProbes := func() map[string][]dlq.Record {
+		out := make(map[string][]dlq.Record)
 		for _, d := range e.deadLetters(t) {
 			p := d.Headers.Get("X-Probe")
 			out[p] = append(out[p], d)
@@ -234,7 +235,7 @@ func TestHostileProducerProperty(t *testing.T) {
 			t.Errorf("hostile message %s ended %d times (ran %d, dead letters %d), want exactly once", p, n, ranProbe[p], len(dead[p]))
 		}
 		for _, d := range dead[p] {
-			if d.Reason == "" || (d.Reason != framework.DeadLetterMaxDeliveries && d.LastError == "") {
+			if d.Reason == "" || (d.Reason != dlq.ReasonMaxDeliveries && d.LastError == "") {
 				t.Errorf("dead letter of %s without a reason: %+v", p, d)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -121,14 +122,14 @@ func TestStatusHeadersReachTheDeadLetterStream(t *testing.T) {
 	startWorker(t, router)
 	dls := e.waitDeadLetters(t, 3)
 	for _, d := range dls {
-		if d.Reason != framework.DeadLetterMaxDeliveries || d.Type != typ {
+		if d.Reason != dlq.ReasonMaxDeliveries || d.Type != typ {
 			t.Errorf("record %d: reason %q type %q", d.Seq, d.Reason, d.Type)
 		}
 	}
 	testutil.Wait(t, waitLong, "task stream empty", func() bool { return e.taskStreamMsgs(t) == 0 })
 	// The operations API reads the records back despite their headers.
 	for _, d := range dls {
-		if _, err := e.cl.DeadLetters().Get(t.Context(), d.Seq); err != nil {
+		if _, err := dlq.New(e.cl).Get(t.Context(), d.Seq); err != nil {
 			t.Errorf("Get(%d): %v", d.Seq, err)
 		}
 	}
@@ -186,7 +187,7 @@ func TestInvalidWireIDsAreDeadLettered(t *testing.T) {
 			t.Errorf("unexpected record %+v", d)
 			continue
 		}
-		if d.Reason != framework.DeadLetterInvalid || d.TaskID != fmt.Sprintf("seq-%d", d.OriginalSeq) ||
+		if d.Reason != dlq.ReasonInvalid || d.TaskID != fmt.Sprintf("seq-%d", d.OriginalSeq) ||
 			!strings.Contains(d.LastError, explains) || d.Deliveries != 1 {
 			t.Errorf("record of seq %d: reason %q id %q deliveries %d error %q (want %q in it)", d.OriginalSeq,
 				d.Reason, d.TaskID, d.Deliveries, d.LastError, explains)
@@ -222,11 +223,11 @@ func TestDeadLetterRecordFitsNearHeaderLimit(t *testing.T) {
 	e.publishRaw(t, dlqNames.TaskSubject(framework.PriorityNormal, typ), h, []byte(`"payload"`))
 	dls := e.waitDeadLetters(t, 1)
 	d := dls[0]
-	if d.TaskID != "big-1" || d.Reason != framework.DeadLetterPermanent || string(d.Payload) != `"payload"` {
+	if d.TaskID != "big-1" || d.Reason != dlq.ReasonPermanent || string(d.Payload) != `"payload"` {
 		t.Errorf("record: id %q reason %q payload %q", d.TaskID, d.Reason, d.Payload)
 	}
-	if got := d.Headers.Get(framework.HeaderDLQHeadersOmitted); got != "X-Big" {
-		t.Errorf("%s = %q, want X-Big", framework.HeaderDLQHeadersOmitted, got)
+	if got := d.Headers.Get(dlq.HeaderHeadersOmitted); got != "X-Big" {
+		t.Errorf("%s = %q, want X-Big", dlq.HeaderHeadersOmitted, got)
 	}
 	if d.Headers.Get("X-Big") != "" || d.Headers.Get("X-Small") != "kept" {
 		t.Errorf("record headers: X-Big %d bytes, X-Small %q", len(d.Headers.Get("X-Big")), d.Headers.Get("X-Small"))
@@ -252,7 +253,7 @@ func TestRawPayloadOnTypedHandlerIsDecodeError(t *testing.T) {
 	h.Set(framework.HeaderEncoding, "raw")
 	e.publishRaw(t, dlqNames.TaskSubject(framework.PriorityNormal, typ), h, []byte(`{"N":1}`))
 	d := e.waitDeadLetters(t, 1)[0]
-	if d.Reason != framework.DeadLetterDecode || d.TaskID != "raw-1" {
+	if d.Reason != dlq.ReasonDecode || d.TaskID != "raw-1" {
 		t.Errorf("record: reason %q id %q", d.Reason, d.TaskID)
 	}
 	if n := runs.Load(); n != 0 {
@@ -327,15 +328,15 @@ func TestStrandedTasksAreReported(t *testing.T) {
 		}
 	}
 	// An hour's grace keeps them; none keeps nothing.
-	if n, err := e.cl.Inspector().DeadLetterStranded(t.Context(), time.Hour); err != nil || n != 0 {
-		t.Errorf("DeadLetterStranded(1h) = %d, %v; want 0", n, err)
+	if n, err := dlq.New(e.cl).MoveStranded(t.Context(), time.Hour); err != nil || n != 0 {
+		t.Errorf("MoveStranded(1h) = %d, %v; want 0", n, err)
 	}
-	n, err := e.cl.Inspector().DeadLetterStranded(t.Context(), 0)
+	n, err := dlq.New(e.cl).MoveStranded(t.Context(), 0)
 	if err != nil || n != 3 {
-		t.Fatalf("DeadLetterStranded(0) = %d, %v; want 3", n, err)
+		t.Fatalf("MoveStranded(0) = %d, %v; want 3", n, err)
 	}
 	for _, d := range e.waitDeadLetters(t, 3) {
-		if d.Reason != framework.DeadLetterStranded || want[d.OriginalSubject] == 0 || d.RoutedBy != "operator" ||
+		if d.Reason != dlq.ReasonStranded || want[d.OriginalSubject] == 0 || d.RoutedBy != "operator" ||
 			!strings.Contains(d.LastError, d.OriginalSubject) {
 			t.Errorf("record %+v", d)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/queuestate"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -226,21 +227,7 @@ const MaxScheduledScan = 100_000
 // subject does not carry the task type), repeating schedules, and dead
 // letters per type (one stream info request).
 func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
-	out := &QueueStats{Dead: make(map[string]uint64), Taken: time.Now()}
-	type qk struct {
-		typ  string
-		prio Priority
-	}
-	queues := make(map[qk]*QueueStat)
-	queue := func(typ string, p Priority) *QueueStat {
-		k := qk{typ, p}
-		q := queues[k]
-		if q == nil {
-			q = &QueueStat{Type: typ, Priority: p}
-			queues[k] = q
-		}
-		return q
-	}
+	taken := time.Now()
 	stream, err := i.js.Stream(ctx, i.names.TaskStream())
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -248,103 +235,38 @@ func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
 		}
 		return nil, fmt.Errorf("framework: queue stats: %w", err)
 	}
-	lister := stream.ListConsumers(ctx)
-	for ci := range lister.Info() {
-		typ := ci.Config.Metadata[streams.MetaTaskType]
-		p, perr := streams.ParsePriority(ci.Config.Metadata[streams.MetaPriority])
-		if typ == "" || perr != nil {
-			// Not a jetflow queue consumer; derive from its filter if possible.
-			pp, tt, err := i.names.ParseTaskSubject(ci.Config.FilterSubject)
-			if err != nil {
-				continue
+	type queue struct {
+		typ  string
+		prio Priority
+	}
+	snap, err := queuestate.Stats(ctx, i.nc, i.js, stream, queuestate.StatsConfig[queue]{
+		TaskStream: i.names.TaskStream(), ScheduleStream: i.names.ScheduleStream(), DLQStream: i.names.DLQStream(),
+		Schedules: i.names.ScheduleSubject(">"), Crons: i.names.CronSubject(">"), DLQPrefix: i.names.DLQSubject(""),
+		MaxScheduled: MaxScheduledScan, MaxJunk: MaxJunkSubjects,
+		QueueOf: func(ci *jetstream.ConsumerInfo) (queue, bool) {
+			typ := ci.Config.Metadata[streams.MetaTaskType]
+			p, err := streams.ParsePriority(ci.Config.Metadata[streams.MetaPriority])
+			if typ == "" || err != nil {
+				// Not a jetflow queue consumer; derive from its filter if possible.
+				if p, typ, err = i.names.ParseTaskSubject(ci.Config.FilterSubject); err != nil {
+					return queue{}, false
+				}
 			}
-			p, typ = pp, tt
-		}
-		q := queue(typ, p)
-		q.Pending += int(ci.NumPending)
-		q.InFlight += ci.NumAckPending
-		q.Redelivered += ci.NumRedelivered
-		if ci.Paused {
-			q.Paused = true
-			q.PausedUntil = time.Now().Add(ci.PauseRemaining)
-		}
-	}
-	if err := lister.Err(); err != nil {
-		return nil, fmt.Errorf("framework: queue stats: list consumers: %w", err)
-	}
-
-	// Delayed tasks: count them, then read their targets.
-	sched, err := i.js.Stream(ctx, i.names.ScheduleStream())
-	if err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("framework: queue stats: %w: %w", ErrTopologyMissing, err)
-		}
-		return nil, fmt.Errorf("framework: queue stats: %w", err)
-	}
-	si, err := sched.Info(ctx, jetstream.WithSubjectFilter(i.names.ScheduleSubject(">")))
+			return queue{typ, p}, true
+		},
+		TargetOf: func(subject string) (queue, bool) {
+			p, typ, err := i.names.ParseScheduleTarget(subject)
+			return queue{typ, p}, err == nil
+		},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("framework: queue stats: %w", err)
 	}
-	out.Scheduled = len(si.State.Subjects)
-	if out.Scheduled > 0 {
-		seen := 0
-		err := jsapi.Scan(ctx, i.nc, i.names.ScheduleStream(), i.names.ScheduleSubject(">"), 0, 0, time.Time{}, 1000,
-			func(m jsapi.Stored) (bool, error) {
-				seen++
-				if seen > MaxScheduledScan {
-					out.ScheduledTruncated = true
-					return false, nil
-				}
-				if out.noteJunk(m) {
-					out.Scheduled--
-					return true, nil
-				}
-				if p, typ, err := i.names.ParseScheduleTarget(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
-					queue(typ, p).Scheduled++
-				}
-				return true, nil
-			})
-		if err != nil {
-			return nil, fmt.Errorf("framework: queue stats: scheduled tasks: %w", err)
-		}
-	}
-	ci, err := sched.Info(ctx, jetstream.WithSubjectFilter(i.names.CronSubject(">")))
-	if err != nil {
-		return nil, fmt.Errorf("framework: queue stats: %w", err)
-	}
-	out.Cron = len(ci.State.Subjects)
-	if out.Cron > 0 {
-		err := jsapi.Scan(ctx, i.nc, i.names.ScheduleStream(), i.names.CronSubject(">"), 0, 0, time.Time{}, 1000,
-			func(m jsapi.Stored) (bool, error) {
-				if out.noteJunk(m) {
-					out.Cron--
-				}
-				return true, nil
-			})
-		if err != nil {
-			return nil, fmt.Errorf("framework: queue stats: repeating schedules: %w", err)
-		}
-	}
-
-	// Dead letters per type.
-	dlq, err := i.js.Stream(ctx, i.names.DLQStream())
-	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-	case err != nil:
-		return nil, fmt.Errorf("framework: queue stats: %w", err)
-	default:
-		di, err := dlq.Info(ctx, jetstream.WithSubjectFilter(i.names.DLQSubject(">")))
-		if err != nil {
-			return nil, fmt.Errorf("framework: queue stats: dead letters: %w", err)
-		}
-		prefix := i.names.DLQSubject("")
-		for subj, n := range di.State.Subjects {
-			out.Dead[strings.TrimPrefix(subj, prefix)] += n
-		}
-	}
-
-	for _, q := range queues {
-		out.Queues = append(out.Queues, *q)
+	out := &QueueStats{Dead: snap.Dead, Scheduled: snap.Scheduled, Cron: snap.Cron, ScheduledTruncated: snap.Truncated,
+		Junk: snap.Junk, JunkSubjects: snap.JunkSubjects, Taken: taken}
+	for k, q := range snap.Queues {
+		out.Queues = append(out.Queues, QueueStat{Type: k.typ, Priority: k.prio, Pending: q.Pending, InFlight: q.InFlight,
+			Redelivered: q.Redelivered, Scheduled: q.Scheduled, Paused: q.Paused, PausedUntil: q.PausedUntil})
 	}
 	slices.SortFunc(out.Queues, func(a, b QueueStat) int {
 		if c := strings.Compare(a.Type, b.Type); c != 0 {

@@ -23,14 +23,20 @@ func TestQueueActivityOldestWaiting(t *testing.T) {
 	before := time.Now()
 	first := e.enqueue(t, "act.a", nil)
 	e.enqueue(t, "act.a", nil)
-	acts, err := e.cl.Inspector().QueueActivity(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(acts) != 1 {
-		t.Fatalf("activity: %+v", acts)
-	}
-	a := acts[0]
+	// The consumer counts a stored task a moment after the stream
+	// acknowledged it: wait until it sees both.
+	var a framework.QueueActivity
+	testutil.Wait(t, waitLong, "two tasks waiting", func() bool {
+		acts, err := e.cl.Inspector().QueueActivity(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(acts) != 1 {
+			t.Fatalf("activity: %+v", acts)
+		}
+		a = acts[0]
+		return a.Waiting == 2
+	})
 	if a.Type != "act.a" || a.Priority != framework.PriorityNormal || a.Waiting != 2 || a.Delivered != 0 {
 		t.Errorf("activity: %+v", a)
 	}

@@ -13,16 +13,3 @@ const MaxJunkSubjects = 100
 // is a schedule the server fires. Anyone who may publish there can also
 // store a plain message, which never fires.
 func isSchedule(m jsapi.Stored) bool { return m.Header.Get(jetstream.ScheduleHeader) != "" }
-
-// noteJunk counts m as junk when it is not a schedule and reports whether
-// it was.
-func (q *QueueStats) noteJunk(m jsapi.Stored) bool {
-	if isSchedule(m) {
-		return false
-	}
-	q.Junk++
-	if len(q.JunkSubjects) < MaxJunkSubjects {
-		q.JunkSubjects = append(q.JunkSubjects, m.Subject)
-	}
-	return true
-}

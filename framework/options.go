@@ -99,6 +99,7 @@ type options struct {
 	dispatch          DispatchMode
 	weights           [streams.NumPriorities]int
 	shutdownTimeout   time.Duration
+	stallLimit        time.Duration
 	middleware        []Middleware
 	maxPending        int
 	noDedup           bool
@@ -128,6 +129,7 @@ func newOptions[O comparable](opts []O, apply func(O, *options) error) (*options
 		codec:             JSONCodec(),
 		concurrency:       DefaultConcurrency,
 		shutdownTimeout:   DefaultShutdownTimeout,
+		stallLimit:        PullStallLive,
 		weights:           [streams.NumPriorities]int{8, 4, 2, 1},
 		maxPending:        DefaultMaxPending,
 		stateRunningAfter: DefaultStateRunningAfter,
@@ -248,6 +250,25 @@ func WithShutdownTimeout(d time.Duration) WorkerOption {
 			return fmt.Errorf("%w: shutdown timeout %v, want > 0", ErrInvalidOption, d)
 		}
 		o.shutdownTimeout = d
+		return nil
+	})
+}
+
+// WithStallLimit sets how long a consumer's fetch loop may go without a
+// sign of its consumer (a task, an idle heartbeat — sent every second —, a
+// pull request the server ended) while it is not waiting for a free slot,
+// before the worker gives up:
+// [Worker.Run] then shuts down and returns [ErrPullStalled], and
+// [Worker.Health] reports the worker not live. A server outage, a deleted
+// stream or a wedged pull all count. Workers only. Default [PullStallLive]
+// (2 minutes), at least [MinStallLimit]; a supervisor restarting the
+// process is the intended cure.
+func WithStallLimit(d time.Duration) WorkerOption {
+	return workerOnly(func(o *options) error {
+		if d < MinStallLimit {
+			return fmt.Errorf("%w: stall limit %v, want at least %v", ErrInvalidOption, d, MinStallLimit)
+		}
+		o.stallLimit = d
 		return nil
 	})
 }

@@ -153,17 +153,6 @@ func orderedConsumers(ctx context.Context, w *Worker) ([]consumerSub, error) {
 	return subs, nil
 }
 
-// orderedReplaySubject returns the slot subject a dead letter of an ordered
-// task is replayed to, from its ordering key header (validated), or false
-// for an unordered task.
-func orderedReplaySubject(names streams.Names, taskType string, h map[string][]string) (string, bool) {
-	vs := h[HeaderOrderingKey]
-	if len(vs) == 0 || validateOrderingKey(vs[0]) != nil {
-		return "", false
-	}
-	return names.OrderedSubject(taskType, orderingSlot(vs[0])), true
-}
-
 // OrderingPartition is the state of one partition of an ordered task type,
 // as [Inspector.OrderingPartitions] reads it.
 type OrderingPartition struct {

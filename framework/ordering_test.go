@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -255,7 +256,7 @@ func TestOrderedDeadLetterMovesOn(t *testing.T) {
 	w := e.worker(t)
 	framework.Handle(w, "order.dead", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
 		c.start(ev)
-		if ev.N == 1 && task.Header("X-Replayed") == "" && task.Header(framework.HeaderDLQReplayedFromSeq) == "" {
+		if ev.N == 1 && task.Header("X-Replayed") == "" && task.Header(dlq.HeaderReplayedFromSeq) == "" {
 			c.end(ev, false)
 			return framework.Permanent(errors.New("declined"))
 		}
@@ -278,11 +279,11 @@ func TestOrderedDeadLetterMovesOn(t *testing.T) {
 		t.Fatalf("violations %v, want only event 2 after the dead event 1", c.violations)
 	}
 	c.mu.Unlock()
-	dls, _, err := e.cl.DeadLetters().List(t.Context(), framework.DeadLetterFilter{Type: "order.dead"}, framework.DeadLetterPage{})
+	dls, _, err := dlq.New(e.cl).List(t.Context(), dlq.Filter{Type: "order.dead"}, dlq.Page{})
 	if err != nil || len(dls) != 1 {
 		t.Fatalf("dead letters %v, %v", dls, err)
 	}
-	info, err := e.cl.DeadLetters().Replay(t.Context(), dls[0].Seq)
+	info, err := dlq.New(e.cl).Replay(t.Context(), dls[0].Seq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +398,7 @@ func TestOrderedBlockOnDeadLetter(t *testing.T) {
 		defer mu.Unlock()
 		return runs[5] == 1
 	})
-	dls, _, err := e.cl.DeadLetters().List(t.Context(), framework.DeadLetterFilter{Type: "order.block"}, framework.DeadLetterPage{})
+	dls, _, err := dlq.New(e.cl).List(t.Context(), dlq.Filter{Type: "order.block"}, dlq.Page{})
 	if err != nil || len(dls) != 1 || dls[0].TaskID != id {
 		t.Fatalf("dead letters %+v, %v; want the skipped task %s", dls, err, id)
 	}

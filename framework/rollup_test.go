@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -138,14 +139,14 @@ func TestFiredTaskCannotClaimAnotherID(t *testing.T) {
 	if err := publish("jetflow.sched.honest", "honest", "jetflow.fired.normal."+typ); err != nil {
 		t.Fatal(err)
 	}
-	var dead []framework.DeadLetter
+	var dead []dlq.Record
 	testutil.Wait(t, waitLong, "the thief dead-lettered and the honest task run", func() bool {
 		dead = e.deadLetters(t)
 		mu.Lock()
 		defer mu.Unlock()
 		return len(dead) == 1 && ran["honest"] == 1
 	})
-	if d := dead[0]; d.Reason != framework.DeadLetterInvalid || !strings.HasPrefix(d.TaskID, "seq-") || !strings.Contains(d.LastError, "jetflow.sched.thief") {
+	if d := dead[0]; d.Reason != dlq.ReasonInvalid || !strings.HasPrefix(d.TaskID, "seq-") || !strings.Contains(d.LastError, "jetflow.sched.thief") {
 		t.Errorf("dead letter %s %s %q, want reason invalid under a sequence ID", d.TaskID, d.Reason, d.LastError)
 	}
 	mu.Lock()

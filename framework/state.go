@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -106,10 +106,10 @@ const (
 	maxRecordError = 1024
 )
 
-// Sentinel errors of state tracking and the effects ledger.
+// Sentinel errors of state tracking, also used by the effects ledger.
 var (
 	// ErrNoTask reports a call that needs a task's context ([SetResult],
-	// [Once]) made outside a handler.
+	// the effects ledger's Once) made outside a handler.
 	ErrNoTask = errors.New("framework: not called from a task handler")
 	// ErrResultTooLarge reports a [SetResult] value above [MaxResultBytes].
 	ErrResultTooLarge = errors.New("framework: task result too large")
@@ -171,6 +171,58 @@ func WithTypeStateTracking(enabled bool) HandlerOption {
 		}
 		return nil
 	}
+}
+
+// DefaultEffectsTTL is how long effect records are kept: longer than any
+// redelivery, and as long as the default dead-letter retention, so that a
+// replayed task still skips what it already did.
+const DefaultEffectsTTL = streams.DefaultEffectsTTL
+
+// effectsCache caches a worker's effects bucket.
+type effectsCache struct {
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+// WithEffectsTTL sets how long effect records are kept: the MaxAge of the
+// effects bucket, applied when a worker creates or updates it
+// ([EnsureBuckets]). Keep it longer than a task can be retried or sit in
+// the dead-letter stream before a replay. Workers only. Default 30 days.
+func WithEffectsTTL(d time.Duration) RetentionOption {
+	return RetentionOption(func(o *options) error {
+		if d < time.Minute {
+			return fmt.Errorf("%w: effects TTL %v, want ≥ 1m", ErrInvalidOption, d)
+		}
+		o.effectsTTL = d
+		return nil
+	})
+}
+
+// EffectsBucket returns the worker's effects bucket
+// ([streams.Names.EffectsBucket]), creating the buckets on first use as
+// [EnsureBuckets] does, with the worker's retention options. The effects
+// ledger (package effects) keeps its records there. It is safe for
+// concurrent use.
+func (w *Worker) EffectsBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	e := &w.effects
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.kv != nil {
+		return e.kv, nil
+	}
+	bucket := w.names.EffectsBucket()
+	kv, err := w.js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if err := ensureBuckets(ctx, w.js, w.opts); err != nil {
+			return nil, err
+		}
+		kv, err = w.js.KeyValue(ctx, bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("framework: effects bucket %s: %w", bucket, err)
+	}
+	e.kv = kv
+	return kv, nil
 }
 
 // EnsureBuckets creates the task state, effects, unique-task and rate-limit KV buckets with the task
@@ -258,67 +310,20 @@ func SetResult(ctx context.Context, v any) error {
 		return fmt.Errorf("%w: %d bytes, the limit is %d; store large results elsewhere and keep a reference",
 			ErrResultTooLarge, len(data), MaxResultBytes)
 	}
-	t.stateOf().result = data
+	t.stateOf().Result = data
 	return nil
 }
 
 // appendJSON appends the record as JSON, byte for byte what encoding/json
-// produces, without reflection: records are written for every task.
+// produces (staterec.Record.AppendJSON).
 func (r *TaskRecord) appendJSON(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = staterec.AppendString(b, r.ID)
-	if r.Type != "" {
-		b = append(b, `,"type":`...)
-		b = staterec.AppendString(b, r.Type)
-	}
-	b = append(b, `,"priority":`...)
+	prio := "normal"
 	if r.Priority.Valid() {
-		b = staterec.AppendString(b, r.Priority.String())
-	} else {
-		b = append(b, `"normal"`...)
+		prio = r.Priority.String()
 	}
-	b = append(b, `,"state":`...)
-	b = staterec.AppendString(b, string(r.State))
-	if r.Attempt != 0 {
-		b = append(b, `,"attempt":`...)
-		b = strconv.AppendInt(b, int64(r.Attempt), 10)
-	}
-	if r.MaxAttempts != 0 {
-		b = append(b, `,"max_attempts":`...)
-		b = strconv.AppendInt(b, int64(r.MaxAttempts), 10)
-	}
-	if r.Error != "" {
-		b = append(b, `,"error":`...)
-		b = staterec.AppendString(b, r.Error)
-	}
-	if r.Schedule != "" {
-		b = append(b, `,"schedule":`...)
-		b = staterec.AppendString(b, r.Schedule)
-	}
-	if r.Sequence != 0 {
-		b = append(b, `,"seq":`...)
-		b = strconv.AppendUint(b, r.Sequence, 10)
-	}
-	for _, f := range [...]struct {
-		name string
-		t    time.Time
-	}{
-		{`,"enqueued_at":`, r.EnqueuedAt},
-		{`,"scheduled_for":`, r.ScheduledFor},
-		{`,"started_at":`, r.StartedAt},
-		{`,"finished_at":`, r.FinishedAt},
-		{`,"next_attempt_at":`, r.NextAttemptAt},
-	} {
-		if !f.t.IsZero() {
-			b = append(b, f.name...)
-			b = staterec.AppendTime(b, f.t)
-		}
-	}
-	b = append(b, `,"updated_at":`...)
-	b = staterec.AppendTime(b, r.UpdatedAt)
-	if len(r.Result) > 0 {
-		b = append(b, `,"result":`...)
-		b = append(b, r.Result...)
-	}
-	return append(b, '}')
+	rec := staterec.Record{ID: r.ID, Type: r.Type, Priority: prio, State: string(r.State),
+		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Error: r.Error, Schedule: r.Schedule, Sequence: r.Sequence,
+		EnqueuedAt: r.EnqueuedAt, ScheduledFor: r.ScheduledFor, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		NextAttemptAt: r.NextAttemptAt, UpdatedAt: r.UpdatedAt, Result: r.Result}
+	return rec.AppendJSON(b)
 }

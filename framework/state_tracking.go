@@ -3,8 +3,9 @@ package framework
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/jetflow-io/jetflow/internal/staterec"
 )
 
 // How clients and workers write task state records: the client after each
@@ -105,15 +106,9 @@ func (w *Worker) typeTracked(tt *typeRunner) bool {
 	return w.opts.stateEnabled
 }
 
-// taskState is the per-task state of state tracking.
-type taskState struct {
-	result []byte // SetResult
-
-	// The delayed "running" record: mu orders it before the final record.
-	mu    sync.Mutex
-	timer *time.Timer
-	final bool
-}
+// taskState is the per-task state of state tracking: the result and the
+// delayed "running" record.
+type taskState = staterec.Attempt
 
 func (w *Worker) stateStarted(_ context.Context, t *Task) {
 	if !w.stateTracked(t) {
@@ -125,39 +120,11 @@ func (w *Worker) stateStarted(_ context.Context, t *Task) {
 		rec.StartedAt = start
 		writeRecord(w.stateWriter, rec, false)
 	}
-	after := w.opts.stateRunningAfter
-	if after == 0 {
+	if w.opts.stateRunningAfter == 0 {
 		running()
 		return
 	}
-	st := t.stateOf()
-	st.mu.Lock()
-	if st.timer != nil {
-		st.timer.Stop() // an in-process rerun (held by a breaker) restarts the clock
-	}
-	st.timer = time.AfterFunc(after, func() {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		if !st.final {
-			running()
-		}
-	})
-	st.mu.Unlock()
-}
-
-// stateFinal writes the attempt's outcome, after its "running" record if
-// that one is being written.
-func (w *Worker) stateFinal(t *Task, rec *TaskRecord) {
-	if st := t.state; st != nil {
-		st.mu.Lock()
-		st.final = true
-		if st.timer != nil {
-			st.timer.Stop()
-			st.timer = nil
-		}
-		st.mu.Unlock()
-	}
-	writeRecord(w.stateWriter, rec, false)
+	t.stateOf().Started(w.opts.stateRunningAfter, running)
 }
 
 // stateFinished writes the record of an attempt's outcome.
@@ -172,7 +139,7 @@ func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
 		rec = w.stateRecord(t, StateSucceeded, now)
 		rec.StartedAt, rec.FinishedAt = now.Add(-o.Took), now
 		if t.state != nil {
-			rec.Result = t.state.result
+			rec.Result = t.state.Result
 		}
 	case ActionRetry:
 		rec = w.stateRecord(t, StateRetrying, now)
@@ -187,7 +154,8 @@ func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
 	default:
 		return
 	}
-	w.stateFinal(t, rec)
+	t.state.Finished() // after the "running" record, if one is being written
+	writeRecord(w.stateWriter, rec, false)
 }
 
 // stateOf returns t's tracking state, creating it.

@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetflow-io/jetflow/internal/deadletter"
-	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/queuestate"
-	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
 
 // StrandedSubject is a work subject holding tasks that no consumer of the
@@ -58,49 +54,4 @@ func (i *Inspector) Stranded(ctx context.Context) ([]StrandedSubject, error) {
 		out = append(out, StrandedSubject(s))
 	}
 	return out, nil
-}
-
-// DeadLetterStranded moves the tasks of stranded subjects ([Inspector.Stranded])
-// stored more than grace ago to the dead-letter stream, with reason
-// [DeadLetterStranded] and the subject in the last error, then deletes them
-// from the task stream; it returns how many it moved. Replay them once a
-// worker serves their type. Run it when no worker that would serve those
-// subjects is starting: a consumer created meanwhile could deliver a task
-// that is also being moved.
-func (i *Inspector) DeadLetterStranded(ctx context.Context, grace time.Duration) (int, error) {
-	subs, err := i.Stranded(ctx)
-	if err != nil {
-		return 0, err
-	}
-	stream := i.names.TaskStream()
-	core := newDeadLetterCore(i.nc, i.js, i.names, i.opts.logger)
-	cutoff := time.Now().Add(-grace)
-	prefix := strings.TrimSuffix(i.names.TaskWildcard(), ">")
-	moved := 0
-	for _, s := range subs {
-		if s.Oldest.After(cutoff) {
-			continue
-		}
-		prio, typ, _ := strings.Cut(strings.TrimPrefix(s.Subject, prefix), ".")
-		err := jsapi.Scan(ctx, i.nc, stream, s.Subject, 0, 0, time.Time{}, 100, func(m jsapi.Stored) (bool, error) {
-			if m.Time.After(cutoff) {
-				return false, nil
-			}
-			cause := fmt.Errorf("no consumer reads %s; stored %s", s.Subject, m.Time.UTC().Format(time.RFC3339))
-			err := core.WriteStranded(ctx, deadletter.Attempt{Seq: m.Seq, Subject: m.Subject, Header: m.Header,
-				Payload: m.Data, ID: taskmsg.ID(m.Header, m.Seq, m.Time), Type: typ, Priority: prio, Cause: cause})
-			if err != nil {
-				return false, err
-			}
-			if _, err := core.DeleteMsg(ctx, stream, m.Seq); err != nil {
-				return false, err
-			}
-			moved++
-			return true, nil
-		})
-		if err != nil {
-			return moved, fmt.Errorf("framework: dead-letter stranded tasks of %s: %w", s.Subject, err)
-		}
-	}
-	return moved, nil
 }

@@ -18,25 +18,24 @@ import (
 // control line and make nats.go close the connection for good. So the ID is
 // validated before anything uses it; an invalid one is replaced by a safe
 // ID derived from the stream sequence ("seq-<n>") and the task is
-// dead-lettered with reason [DeadLetterInvalid].
+// dead-lettered with reason "invalid" (package dlq's ReasonInvalid).
 
 // taskIDFromWire returns the task ID of t read from its headers, and a
 // permanent error wrapping [ErrCorruptTask] when a header that carries it
 // is not a valid ID. The ID is then "seq-<sequence>". t's headers,
 // Sequence and EnqueuedAt must be set.
 func taskIDFromWire(t *Task) (string, error) {
-	fallback := taskmsg.SeqID(t.Sequence)
 	src := taskmsg.IDSourceOf(t.Headers, t.EnqueuedAt)
 	if src.Header == "" {
 		// Published without jetflow (for example with the nats CLI).
-		return fallback, nil
+		return taskmsg.SeqID(t.Sequence), nil
 	}
 	if err := checkWireID(src.Header, src.Value); err != nil {
-		return fallback, err
+		return taskmsg.SeqID(t.Sequence), err
 	}
 	if t.worker != nil {
 		if err := checkFired(t.worker.names, t.Headers); err != nil {
-			return fallback, err
+			return taskmsg.SeqID(t.Sequence), err
 		}
 	}
 	return src.ID, nil

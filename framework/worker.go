@@ -47,6 +47,8 @@ type Worker struct {
 	shutdownErr error
 	finished    chan struct{} // closed when shutdown completed
 	connLost    chan struct{} // closed when the connection closed for good (liveness.go)
+	stalled     chan struct{} // closed when a fetch loop stalled (stall.go)
+	stallErr    atomic.Pointer[error]
 
 	fetchers sync.WaitGroup
 	execs    sync.WaitGroup
@@ -71,7 +73,7 @@ type Worker struct {
 	// deadLetter is the dead-letter extension's writer, or nil (dlq.go).
 	deadLetter func(ctx context.Context, t *Task, msg jetstream.Msg, cause error) error
 	// stateWriter writes task records, when a registered type is tracked
-	// (state.go); effects caches the effects bucket (once.go).
+	// (state.go); effects caches the effects bucket (state.go).
 	stateWriter *staterec.Writer
 	effects     effectsCache
 	rateLimits  *rateLimits // cluster-wide rate limits (ratelimit.go)
@@ -131,6 +133,7 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		hardCancel: hardCancel,
 		finished:   make(chan struct{}),
 		connLost:   make(chan struct{}),
+		stalled:    make(chan struct{}),
 		bg:         background{execCh: make(chan *pending), stop: make(chan struct{})},
 		hooks:      []Hooks{o.hooks},
 	}
@@ -259,10 +262,12 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 	}
 	for _, s := range subs {
+		w.health.loop(w.names.ConsumerName(s.tt.name, s.prio)) // watched from the start
 		w.fetchers.Add(1)
 		go w.fetch(s)
 	}
 	go w.watchConnection() // liveness.go
+	go w.watchStalls()     // stall.go
 	w.log.Info("jetflow worker started", slog.Int("types", len(w.order)), slog.Int("consumers", len(subs)),
 		slog.Int("concurrency", w.opts.concurrency))
 	return nil
@@ -296,16 +301,21 @@ func (w *Worker) consumerSpec(tt *typeRunner, p Priority) streams.ConsumerSpec {
 // worker runs (nats.go gave up reconnecting, or it was closed), Run shuts the
 // worker down and returns an error wrapping [ErrNotConnected]: a worker
 // without a connection consumes nothing, so let the process exit and be
-// restarted.
+// restarted. Likewise, when a fetch loop hears nothing from its consumer for
+// the stall limit ([WithStallLimit], default 2 minutes: a long outage, a
+// deleted stream, a wedged pull), Run shuts down and returns an error
+// wrapping [ErrPullStalled].
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
-	lost := false
+	var cause error
 	select {
 	case <-ctx.Done():
 	case <-w.connLost:
-		lost = true
+		cause = w.errConnLost()
+	case <-w.stalled:
+		cause = *w.stallErr.Load()
 	case <-w.stopFetch:
 		<-w.finished
 		return w.result()
@@ -313,8 +323,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.shutdownTimeout)
 	defer cancel()
 	err := w.Shutdown(sctx)
-	if lost {
-		return w.errConnLost()
+	if cause != nil {
+		return cause
 	}
 	return err
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/workflow"
@@ -124,10 +125,10 @@ func (h *handler) config(w http.ResponseWriter, r *http.Request) {
 		"prefix":           h.fc.Names().Prefix(),
 		"request_header":   RequestHeader,
 		"priorities":       priorityNames(),
-		"dead_reasons":     []framework.DeadLetterReason{framework.DeadLetterPermanent, framework.DeadLetterDecode, framework.DeadLetterMaxDeliveries},
+		"dead_reasons":     []dlq.Reason{dlq.ReasonPermanent, dlq.ReasonDecode, dlq.ReasonMaxDeliveries},
 		"workflow_status":  []workflow.RunStatus{workflow.RunRunning, workflow.RunCompensating, workflow.RunCompleted, workflow.RunFailed, workflow.RunCancelled},
-		"max_page":         framework.MaxDeadLetterPageLimit,
-		"default_page":     framework.DefaultDeadLetterPageLimit,
+		"max_page":         dlq.MaxPageLimit,
+		"default_page":     dlq.DefaultPageLimit,
 		"scheduled_limit":  framework.DefaultScheduledLimit,
 		"workflow_limit":   workflow.DefaultListLimit,
 		"metrics_endpoint": "metrics",

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/dlq"
 )
 
 // The JSON API's dead-letter endpoints: list, show, replay one or by
@@ -42,7 +42,7 @@ type DeadLetter struct {
 	PayloadBytes  int    `json:"payload_bytes"`
 }
 
-func deadLetterOut(d *framework.DeadLetter, full bool) DeadLetter {
+func deadLetterOut(d *dlq.Record, full bool) DeadLetter {
 	out := DeadLetter{Seq: d.Seq, Time: d.Time.UTC(), TaskID: d.TaskID, Type: d.Type, Priority: d.Priority.String(),
 		Reason: string(d.Reason), Deliveries: d.Deliveries, LastError: d.LastError, LastErrorAttempt: d.LastErrorAttempt,
 		FirstFailure: d.FirstFailure.UTC(), LastFailure: d.LastFailure.UTC(), DeadCount: d.DeadCount, RoutedBy: d.RoutedBy,
@@ -75,8 +75,8 @@ type filterFields struct {
 	All bool `json:"all"`
 }
 
-func (f filterFields) filter() (framework.DeadLetterFilter, error) {
-	out := framework.DeadLetterFilter{Type: f.Type, Reason: framework.DeadLetterReason(f.Reason), ErrorContains: f.Contains}
+func (f filterFields) filter() (dlq.Filter, error) {
+	out := dlq.Filter{Type: f.Type, Reason: dlq.Reason(f.Reason), ErrorContains: f.Contains}
 	for _, t := range []struct {
 		s   string
 		dst *time.Time
@@ -115,8 +115,8 @@ func (h *handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	page := framework.DeadLetterPage{After: after, Limit: int(min(limit, framework.MaxDeadLetterPageLimit))}
-	list, next, err := h.fc.DeadLetters().List(r.Context(), f, page)
+	page := dlq.Page{After: after, Limit: int(min(limit, dlq.MaxPageLimit))}
+	list, next, err := dlq.New(h.fc).List(r.Context(), f, page)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -142,7 +142,7 @@ func (h *handler) deadLetter(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	d, err := h.fc.DeadLetters().Get(r.Context(), seq)
+	d, err := dlq.New(h.fc).Get(r.Context(), seq)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -156,7 +156,7 @@ func (h *handler) replayOne(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	info, err := h.fc.DeadLetters().Replay(r.Context(), seq)
+	info, err := dlq.New(h.fc).Replay(r.Context(), seq)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -167,19 +167,19 @@ func (h *handler) replayOne(w http.ResponseWriter, r *http.Request) {
 // maxBody bounds request bodies.
 const maxBody = 64 << 10
 
-func readFilter(r *http.Request) (filterFields, framework.DeadLetterFilter, error) {
+func readFilter(r *http.Request) (filterFields, dlq.Filter, error) {
 	var ff filterFields
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err != nil {
-		return ff, framework.DeadLetterFilter{}, fmt.Errorf("%w: %w", errBadRequest, err)
+		return ff, dlq.Filter{}, fmt.Errorf("%w: %w", errBadRequest, err)
 	}
 	if len(body) > 0 {
 		if err := json.Unmarshal(body, &ff); err != nil {
-			return ff, framework.DeadLetterFilter{}, fmt.Errorf("%w: body: %w", errBadRequest, err)
+			return ff, dlq.Filter{}, fmt.Errorf("%w: body: %w", errBadRequest, err)
 		}
 	}
 	if ff.empty() && !ff.All {
-		return ff, framework.DeadLetterFilter{}, fmt.Errorf("%w: an empty filter selects every record: send \"all\": true", errBadRequest)
+		return ff, dlq.Filter{}, fmt.Errorf("%w: an empty filter selects every record: send \"all\": true", errBadRequest)
 	}
 	f, err := ff.filter()
 	return ff, f, err
@@ -191,7 +191,7 @@ func (h *handler) replayFilter(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	n, err := h.fc.DeadLetters().ReplayFilter(r.Context(), f, nil)
+	n, err := dlq.New(h.fc).ReplayFilter(r.Context(), f, nil)
 	if err != nil {
 		h.opts.Logger.Warn("jetflow dashboard replay incomplete", "replayed", n, "error", err)
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"replayed": n, "error": err.Error()})
@@ -206,7 +206,7 @@ func (h *handler) purge(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	n, err := h.fc.DeadLetters().Purge(r.Context(), f)
+	n, err := dlq.New(h.fc).Purge(r.Context(), f)
 	if err != nil {
 		h.opts.Logger.Warn("jetflow dashboard purge incomplete", "purged", n, "error", err)
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"purged": n, "error": err.Error()})

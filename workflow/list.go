@@ -29,8 +29,9 @@ const (
 )
 
 // List returns the runs stored in the task stream that match f, the most
-// recently updated first. Each run has one document (older versions are
-// rolled up), so List reads one message per run, in stream order, at most
+// recently updated first. Each run has one document (a new version deletes
+// the one it replaced; a version left behind by a failed delete is skipped),
+// so List reads about one message per run, in stream order, at most
 // [MaxListScan] of them; truncated is true when it stopped there or when
 // more than f.Limit runs matched. Documents that do not decode are skipped.
 // Finished runs stay listed until their workflow's retention

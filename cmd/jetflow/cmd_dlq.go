@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 )
 
@@ -28,10 +29,10 @@ func (f *dlqFilterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.until, "until", "", "stored at or before: RFC 3339 time or a duration ago")
 }
 
-func (f *dlqFilterFlags) filter(now time.Time) (framework.DeadLetterFilter, error) {
-	out := framework.DeadLetterFilter{Type: f.typ, ErrorContains: f.errContains}
-	switch r := framework.DeadLetterReason(f.reason); r {
-	case "", framework.DeadLetterPermanent, framework.DeadLetterDecode, framework.DeadLetterMaxDeliveries:
+func (f *dlqFilterFlags) filter(now time.Time) (dlq.Filter, error) {
+	out := dlq.Filter{Type: f.typ, ErrorContains: f.errContains}
+	switch r := dlq.Reason(f.reason); r {
+	case "", dlq.ReasonPermanent, dlq.ReasonDecode, dlq.ReasonMaxDeliveries:
 		out.Reason = r
 	default:
 		return out, usagef("--reason %q: want permanent, decode or max_deliveries", f.reason)
@@ -90,7 +91,7 @@ type deadView struct {
 	Headers          map[string][]string `json:"headers,omitempty"`
 }
 
-func viewDead(d *framework.DeadLetter, full bool) deadView {
+func viewDead(d *dlq.Record, full bool) deadView {
 	v := deadView{Seq: d.Seq, TaskID: d.TaskID, Type: d.Type, Priority: d.Priority, Reason: string(d.Reason),
 		Deliveries: d.Deliveries, LastError: d.LastError, LastErrorAttempt: d.LastErrorAttempt,
 		FirstFailure: d.FirstFailure, LastFailure: d.LastFailure, DeadAt: d.DeadAt, DeadCount: d.DeadCount,
@@ -126,7 +127,7 @@ func dlqCommands() []*command {
 			summary: "list dead letters, oldest first, with the API's filters",
 			flags: func(fs *flag.FlagSet, c *cli) {
 				ls.f.register(fs)
-				fs.IntVar(&ls.limit, "limit", framework.DefaultDeadLetterPageLimit, "most records listed (at most 1000)")
+				fs.IntVar(&ls.limit, "limit", dlq.DefaultPageLimit, "most records listed (at most 1000)")
 				fs.Uint64Var(&ls.after, "after", 0, "start after this sequence (the cursor a previous page printed)")
 			},
 			run: func(ctx context.Context, c *cli, args []string) error {
@@ -142,7 +143,7 @@ func dlqCommands() []*command {
 					return err
 				}
 				defer done()
-				dls, next, err := s.cl.DeadLetters().List(ctx, f, framework.DeadLetterPage{Limit: ls.limit, After: ls.after})
+				dls, next, err := dlq.New(s.cl).List(ctx, f, dlq.Page{Limit: ls.limit, After: ls.after})
 				if err != nil {
 					return err
 				}
@@ -188,7 +189,7 @@ func dlqCommands() []*command {
 					return err
 				}
 				defer done()
-				d, err := s.cl.DeadLetters().Get(ctx, seq)
+				d, err := dlq.New(s.cl).Get(ctx, seq)
 				if err != nil {
 					return err
 				}
@@ -247,7 +248,7 @@ func dlqCommands() []*command {
 					return err
 				}
 				defer s.Close()
-				dl := s.cl.DeadLetters()
+				dl := dlq.New(s.cl)
 				if rp.all {
 					f, err := rp.f.filter(time.Now())
 					if err != nil {
@@ -312,7 +313,7 @@ func dlqCommands() []*command {
 				if !pg.yes {
 					ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
 					defer cancel()
-					dls, next, err := s.cl.DeadLetters().List(ctx, f, framework.DeadLetterPage{Limit: framework.MaxDeadLetterPageLimit})
+					dls, next, err := dlq.New(s.cl).List(ctx, f, dlq.Page{Limit: dlq.MaxPageLimit})
 					if err != nil {
 						return err
 					}
@@ -323,7 +324,7 @@ func dlqCommands() []*command {
 					return fmt.Errorf("would delete %d%s dead letter(s) for good: repeat with --yes to confirm (jetflow dlq ls with the same filters shows them)", len(dls), more)
 				}
 				p := &progress{c: c, verb: "examined"}
-				n, err := s.cl.DeadLetters().PurgeProgress(ctx, f, p.update)
+				n, err := dlq.New(s.cl).PurgeProgress(ctx, f, p.update)
 				p.end()
 				if err != nil {
 					return err

@@ -13,7 +13,7 @@
 //     after the charge and the receipt went out.
 //
 // Both make the task run again. The charge and the e-mail are wrapped in
-// framework.Once / framework.OnceValue, so the effects ledger records that
+// effects.Once / effects.OnceValue, so the effects ledger records that
 // they were applied and a retry skips them; the charge carries the task's
 // idempotency key, so after a lost response (when the ledger cannot know
 // whether the charge happened) the gateway recognises the retried request.
@@ -54,6 +54,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jetflow-io/jetflow/effects"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -239,7 +240,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			// After a lost response the ledger cannot know whether the
 			// charge happened: run it again, the gateway deduplicates by
 			// idempotency key.
-			chargeID, err = framework.OnceValue(ctx, "charge", charge, framework.WithEffectPolicy(framework.EffectRerun))
+			chargeID, err = effects.OnceValue(ctx, "charge", charge, effects.WithPolicy(effects.Rerun))
 		}
 		if err != nil {
 			return err
@@ -247,7 +248,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if cfg.noLedger {
 			err = receipt(chargeID)(ctx)
 		} else {
-			err = framework.Once(ctx, "receipt", receipt(chargeID))
+			err = effects.Once(ctx, "receipt", receipt(chargeID))
 		}
 		if err != nil {
 			return err

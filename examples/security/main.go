@@ -273,7 +273,7 @@ func producerPermissions(n streams.Names, inbox string) *server.Permissions {
 // workerPermissions may consume its task types, at every priority, and run
 // everything a worker does by default: state records, dead letters (records,
 // errors bucket, advisory router and reconciler), the effects ledger of
-// framework.Once and circuit breakers. It cannot publish tasks, touch other
+// effects.Once and circuit breakers. It cannot publish tasks, touch other
 // types' consumers, or purge streams.
 func workerPermissions(n streams.Names, inbox string, types ...string) *server.Permissions {
 	tasks, adv := n.TaskStream(), n.AdvisoryStream()
@@ -303,7 +303,7 @@ func workerPermissions(n streams.Names, inbox string, types ...string) *server.P
 		"$JS.API.CONSUMER.CREATE." + adv + ".dlq-router.>",
 		"$JS.API.CONSUMER.MSG.NEXT." + adv + ".dlq-router",
 		"$JS.ACK." + adv + ".dlq-router.>",
-		// Effects ledger (framework.Once).
+		// Effects ledger (effects.Once).
 		"$KV." + n.EffectsBucket() + ".>",
 		"$JS.API.DIRECT.GET." + kvStream(n.EffectsBucket()),
 		"$JS.API.DIRECT.GET." + kvStream(n.EffectsBucket()) + ".>",

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/jetflow-io/jetflow/dlq"
+	"github.com/jetflow-io/jetflow/effects"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -133,7 +135,7 @@ func TestRolePermissions(t *testing.T) {
 		case strings.HasPrefix(task.ID, "exhaust"):
 			return errors.New("always failing")
 		case strings.HasPrefix(task.ID, "once"):
-			return framework.Once(ctx, "send", func(context.Context) error { return nil })
+			return effects.Once(ctx, "send", func(context.Context) error { return nil })
 		case strings.HasPrefix(task.ID, "breaker"):
 			return framework.Call(ctx, "mail.smtp", func(context.Context) error {
 				if smtpCalls.Add(1) == 1 {
@@ -196,10 +198,10 @@ func TestRolePermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl := ocl.DeadLetters()
-	var recs []framework.DeadLetter
+	dl := dlq.New(ocl)
+	var recs []dlq.Record
 	testutil.Wait(t, time.Minute, "two dead letters (permanent and exhausted)", func() bool {
-		recs, _, err = dl.List(ctx, framework.DeadLetterFilter{}, framework.DeadLetterPage{})
+		recs, _, err = dl.List(ctx, dlq.Filter{}, dlq.Page{})
 		return err == nil && len(recs) >= 2
 	})
 	// The tasks finish (the breaker task on its second attempt, once its
@@ -221,7 +223,7 @@ func TestRolePermissions(t *testing.T) {
 	if _, err := ocl.Inspector().QueueStats(ctx); err != nil {
 		t.Errorf("operator queue stats: %v (violations %v)", err, violations(oc))
 	}
-	if _, err := dl.Purge(ctx, framework.DeadLetterFilter{}); err != nil {
+	if _, err := dl.Purge(ctx, dlq.Filter{}); err != nil {
 		t.Errorf("operator purge: %v (violations %v)", err, violations(oc))
 	}
 

@@ -1,5 +1,6 @@
 // Package deadletter owns the dead-letter machinery below the public
-// operations of package framework (DeadLetters, DeadLetter):
+// worker's dead-letter options (package framework) and the operators'
+// package dlq (Queue, Record):
 //
 //   - the record format: the headers a record carries ([HeaderReason] and
 //     the others), how a record is built from a task (its payload and custom
@@ -9,14 +10,16 @@
 //   - the errors bucket, where workers note failed attempts
 //     ([Core.RecordFailure]) so that a record written later still carries the
 //     last error, and where a routed task is marked dead;
-//   - the worker's own write before it terminates a task
-//     ([Core.WriteFromWorker]);
+//   - a worker's start-up step ([Core.Prepare]: the streams exist, the
+//     errors bucket is created) and its own write before it terminates a
+//     task ([Core.WriteFromWorker]);
 //   - the router ([Core.RunRouter]), which follows the max-deliveries
 //     advisories captured in the advisory stream, and the reconciler
 //     ([Core.RunReconciler], [Core.Reconcile]), which finds max-delivered
-//     tasks whose advisory was lost. Both route a task the same way
-//     (record, mark dead, delete from the task stream), idempotently.
+//     tasks whose advisory was lost, run together by [Core.Run]. Both
+//     route a task the same way (record, mark dead, delete from the task
+//     stream), idempotently.
 //
 // Names of streams and subjects come in a [Topology], filled by framework
-// from streams.Names.
+// and dlq from streams.Names.
 package deadletter

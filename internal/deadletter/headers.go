@@ -42,7 +42,7 @@ const (
 	// HeaderDeadAt is when the record was written.
 	HeaderDeadAt = "Jetflow-Dead-At"
 	// HeaderDeadCount is how many times the task died, this time
-	// included: 1, or more after replays ([DeadLetters.Replay]).
+	// included: 1, or more after replays (package dlq's Queue.Replay).
 	HeaderDeadCount = "Jetflow-Dead-Count"
 	// HeaderRoutedBy names who wrote the record: "worker" (the worker
 	// that ran the failing attempt), "router" (from a max-deliveries
@@ -70,7 +70,7 @@ const (
 )
 
 // Reasons of dead-letter records (header Jetflow-Reason); package
-// framework exports them as DeadLetterReason values.
+// package dlq exports them as Reason values.
 const (
 	ReasonPermanent     = "permanent"
 	ReasonDecode        = "decode"

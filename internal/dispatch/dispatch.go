@@ -79,6 +79,21 @@ func (s *Scheduler[T]) Release(v T, c *Class) {
 	s.mu.Unlock()
 }
 
+// ReleaseTake is [Scheduler.Release], except that the first item it grants
+// that was queued with [Scheduler.Offer] is returned (ok) instead of being
+// passed to grant: the caller starts it itself, in the goroutine that ran v,
+// which saves handing it to another goroutine. Items queued with
+// [Scheduler.Resume] are granted as usual.
+func (s *Scheduler[T]) ReleaseTake(v T, c *Class) (next T, ok bool) {
+	s.mu.Lock()
+	delete(s.inflight, v)
+	s.free++
+	c.free++
+	next, ok = s.dispatchTakeLocked(true)
+	s.mu.Unlock()
+	return next, ok
+}
+
 // Lend lets others use the slot of an item of class c that keeps holding
 // it (it stays among the items [Scheduler.Each] visits); [Scheduler.Resume]
 // queues the item for a slot again, or [Scheduler.Unlend] takes the slot
@@ -141,19 +156,28 @@ func (s *Scheduler[T]) Each(fn func(T)) {
 }
 
 // dispatchLocked grants slots while some are free.
-func (s *Scheduler[T]) dispatchLocked() {
+func (s *Scheduler[T]) dispatchLocked() { s.dispatchTakeLocked(false) }
+
+// dispatchTakeLocked grants slots while some are free; with take, the first
+// item granted that was offered is returned instead of passed to grant.
+func (s *Scheduler[T]) dispatchTakeLocked(take bool) (taken T, ok bool) {
 	for s.free > 0 {
 		r, i := s.pickLocked()
 		if r < 0 {
-			return
+			return taken, ok
 		}
 		e := s.waiting[r][i]
 		s.waiting[r] = append(s.waiting[r][:i], s.waiting[r][i+1:]...)
 		s.free--
 		e.class.free--
 		s.inflight[e.v] = struct{}{}
+		if take && !ok && !e.resumed {
+			taken, ok = e.v, true
+			continue
+		}
 		s.grant(e.v, e.resumed)
 	}
+	return taken, ok
 }
 
 // pickLocked returns the rank and index of the next item to start, or -1.

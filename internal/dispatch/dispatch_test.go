@@ -88,3 +88,43 @@ func TestWeightedServesEveryRank(t *testing.T) {
 		t.Errorf("critical served %d times, low %d: want more critical", counts["c"], counts["l"])
 	}
 }
+
+func TestReleaseTake(t *testing.T) {
+	t.Parallel()
+	g := &grants{}
+	s := New[string](1, false, [Ranks]int{}, g.grant)
+	c := NewClass(1)
+	s.Offer("a", 2, c)
+	s.Offer("b", 2, c)
+	s.Offer("crit", 0, c)
+	next, ok := s.ReleaseTake("a", c)
+	if !ok || next != "crit" {
+		t.Fatalf("ReleaseTake = %q, %v; want crit, true (strict priority)", next, ok)
+	}
+	if want := []string{"a"}; !slices.Equal(g.got, want) {
+		t.Fatalf("granted %v, want %v: a taken item is not passed to grant", g.got, want)
+	}
+	if s.NumRunning() != 1 || s.NumWaiting(2) != 1 {
+		t.Fatalf("running %d waiting %d", s.NumRunning(), s.NumWaiting(2))
+	}
+	if next, ok := s.ReleaseTake("crit", c); !ok || next != "b" {
+		t.Fatalf("ReleaseTake = %q, %v; want b, true", next, ok)
+	}
+	// A resumed item is granted to its own goroutine, not taken.
+	s.Lend(c)           // b lends its slot…
+	s.Offer("d", 2, c)  // …to d
+	s.Resume("b", 0, c) // b wants it back
+	s.Offer("e", 2, c)  // and e waits too
+	if next, ok := s.ReleaseTake("d", c); ok {
+		t.Fatalf("ReleaseTake = %q, true; want the resumed b granted, nothing taken", next)
+	}
+	if want := []string{"a", "d", "b*"}; !slices.Equal(g.got, want) {
+		t.Fatalf("granted %v, want %v", g.got, want)
+	}
+	if next, ok := s.ReleaseTake("b", c); !ok || next != "e" {
+		t.Fatalf("ReleaseTake = %q, %v; want e, true", next, ok)
+	}
+	if next, ok := s.ReleaseTake("e", c); ok {
+		t.Fatalf("ReleaseTake with nothing waiting = %q, true", next)
+	}
+}

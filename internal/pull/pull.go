@@ -68,8 +68,11 @@ type Iter struct {
 	cur       *request  // the outstanding request, nil when none
 	queue     []*queued // stored messages not yet taken by Next
 	lastHeard time.Time // last message or status from the server
+	alive     time.Time // last sign of a live consumer (see Alive)
 	nextReq   uint64
-	err       error // terminal: consumer deleted
+	err       error       // terminal: consumer deleted
+	polled    time.Time   // see Polled; owned by the goroutine calling Next
+	timer     *time.Timer // Next's wait, stopped between calls; owned likewise
 	draining  bool
 	stopped   bool
 }
@@ -105,8 +108,9 @@ func NewIter(nc *nats.Conn, stream, consumer string, size func() int, lost func(
 
 // handle receives everything the server sends to the inbox.
 func (p *Iter) handle(m *nats.Msg) {
+	now := time.Now()
 	p.mu.Lock()
-	p.lastHeard = time.Now()
+	p.lastHeard = now
 	if m.Reply != "" {
 		// A stored message: deliveries always carry their ack subject,
 		// whatever headers the producer gave them.
@@ -117,7 +121,8 @@ func (p *Iter) handle(m *nats.Msg) {
 			}
 		}
 		q := &queued{msg: m}
-		q.beat.Store(time.Now().UnixNano())
+		q.beat.Store(now.UnixNano())
+		p.alive = now
 		p.queue = append(p.queue, q)
 		p.mu.Unlock()
 		p.wake()
@@ -128,6 +133,14 @@ func (p *Iter) handle(m *nats.Msg) {
 	mine := p.cur != nil && p.cur.reply == m.Subject
 	status := m.Header.Get("Status")
 	desc := strings.ToLower(m.Header.Get("Description"))
+	if status != "503" && !(status == "409" && (strings.Contains(desc, "consumer deleted") ||
+		strings.Contains(desc, "leadership change") || strings.Contains(desc, "server shutdown"))) {
+		// An idle heartbeat (100), or a request ended by the consumer (404
+		// no messages, 408 expired, 409 batch completed): the consumer
+		// answers. 503 means no one serves the consumer's API subject (no
+		// consumer, no stream).
+		p.alive = p.lastHeard
+	}
 	switch {
 	case status == "100":
 		// Idle heartbeat: the request is alive.
@@ -201,20 +214,25 @@ func (p *Iter) maintainLocked(now time.Time) (lost bool, err error) {
 	return lost, nil
 }
 
+// Alive returns when the server last showed that the consumer serves this
+// iterator's requests: a stored message, an idle heartbeat, or a request
+// it ended (no messages, expired). Zero before the first. A request nobody
+// answers (a deleted stream, a dead consumer leader) does not count.
+func (p *Iter) Alive() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.alive
+}
+
 // Next returns the next stored message, waiting up to wait. It returns
 // nats.ErrTimeout when nothing came, [jetstream.ErrConsumerDeleted] when the
 // consumer was deleted, and ErrClosed once a drained or stopped
 // iterator is empty.
 func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
-	deadline := time.Now().Add(wait)
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	now := time.Now()
+	deadline := now.Add(wait)
 	for {
-		now := time.Now()
+		p.polled = now
 		p.mu.Lock()
 		if len(p.queue) > 0 {
 			q := p.queue[0]
@@ -244,22 +262,28 @@ func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
 		if left <= 0 {
 			return nil, nats.ErrTimeout
 		}
-		// Wake at least every heartbeat to check the requests.
+		// Wake at least every heartbeat to check the requests. The timer
+		// is the iterator's, reused from call to call (since Go 1.23 a
+		// stopped or reset timer delivers no stale tick).
 		d := min(left, Heartbeat)
-		if timer == nil {
-			timer = time.NewTimer(d)
+		if p.timer == nil {
+			p.timer = time.NewTimer(d)
 		} else {
-			timer.Reset(d)
+			p.timer.Reset(d)
 		}
 		select {
 		case <-p.notify:
-			if !timer.Stop() {
-				<-timer.C
-			}
-		case <-timer.C:
+			p.timer.Stop()
+		case <-p.timer.C:
 		}
+		now = time.Now()
 	}
 }
+
+// Polled returns when the last call of Next last looked for a message: the
+// clock reading it took anyway, for callers that record their loop's
+// progress. Call it from the goroutine that calls Next.
+func (p *Iter) Polled() time.Time { return p.polled }
 
 // Drain stops asking for messages and unsubscribes; Next still returns the
 // messages received so far.

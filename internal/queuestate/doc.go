@@ -1,6 +1,9 @@
 // Package queuestate owns how the inspector reads the state of the task
 // stream's queues from the server, for dashboards and operators:
 //
+//   - the load of every queue: its consumer's counts, its delayed tasks,
+//     and the stream-wide counts of schedules, junk and dead letters
+//     ([Stats]);
 //   - the activity of each queue's consumer, with the age of its oldest
 //     waiting task ([Activities]);
 //   - the one-shot schedules of delayed tasks, scanned with batched direct

@@ -2,8 +2,9 @@
 // the key of a task ID ([Key], one to one, escaping what a KV key cannot
 // hold), the writer that publishes records without waiting ([Writer]: plain
 // publishes for a worker's records, acknowledged "only if new" writes for a
-// client's first record, failures counted and logged sparsely), and the
-// allocation-free JSON helpers the record encoder of package framework uses.
-// The record type itself (framework.TaskRecord) is public API and stays in
-// framework.
+// client's first record, failures counted and logged sparsely), the
+// ordering of an attempt's delayed "running" record before its final one
+// ([Attempt]), and the record's JSON encoding without reflection
+// ([Record.AppendJSON]). The public record type (framework.TaskRecord)
+// stays in framework, which converts it to a [Record] to write it.
 package staterec

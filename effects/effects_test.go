@@ -1,4 +1,4 @@
-package framework_test
+package effects_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow-io/jetflow/effects"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -43,12 +44,12 @@ func crashPair(t *testing.T, e *env, taskType string, h func(ctx context.Context
 func TestOnceSkipsEffectOnRedelivery(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	var effects, runs atomic.Int32
+	var applied, runs atomic.Int32
 	second := make(chan error, 1)
 	crashPair(t, e, "once.charge", func(ctx context.Context, task *framework.Task, nc *nats.Conn) error {
 		runs.Add(1)
-		err := framework.Once(ctx, "charge", func(ctx context.Context) error {
-			effects.Add(1)
+		err := effects.Once(ctx, "charge", func(ctx context.Context) error {
+			applied.Add(1)
 			return nil
 		})
 		if task.Attempt == 1 {
@@ -63,7 +64,7 @@ func TestOnceSkipsEffectOnRedelivery(t *testing.T) {
 	if err := testutil.Recv(t, second, waitLong, "redelivery"); err != nil {
 		t.Fatalf("Once on redelivery: %v", err)
 	}
-	if n := effects.Load(); n != 1 {
+	if n := applied.Load(); n != 1 {
 		t.Fatalf("effect applied %d times, want 1", n)
 	}
 	if n := runs.Load(); n != 2 {
@@ -74,28 +75,28 @@ func TestOnceSkipsEffectOnRedelivery(t *testing.T) {
 func TestOnceUncertainOutcome(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		policy      framework.EffectPolicy
+		policy      effects.Policy
 		wantEffects int32
 		wantErr     error
 	}{
-		{framework.EffectFailUncertain, 1, framework.ErrEffectUncertain},
-		{framework.EffectRerun, 2, nil},
+		{effects.FailUncertain, 1, effects.ErrUncertain},
+		{effects.Rerun, 2, nil},
 	} {
 		t.Run(tc.policy.String(), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			var effects atomic.Int32
+			var applied atomic.Int32
 			second := make(chan error, 1)
 			crashPair(t, e, "once.uncertain", func(ctx context.Context, task *framework.Task, nc *nats.Conn) error {
-				err := framework.Once(ctx, "email", func(ctx context.Context) error {
-					effects.Add(1)
+				err := effects.Once(ctx, "email", func(ctx context.Context) error {
+					applied.Add(1)
 					if task.Attempt == 1 {
 						// The effect happened; the worker dies before the
 						// ledger records it.
 						nc.Close()
 					}
 					return nil
-				}, framework.WithEffectPolicy(tc.policy))
+				}, effects.WithPolicy(tc.policy))
 				if task.Attempt == 1 {
 					if err == nil {
 						return errors.New("recording should have failed")
@@ -111,12 +112,12 @@ func TestOnceUncertainOutcome(t *testing.T) {
 				t.Fatalf("Once on redelivery: %v, want %v", err, tc.wantErr)
 			}
 			if tc.wantErr != nil {
-				var ue *framework.EffectUncertainError
+				var ue *effects.UncertainError
 				if !framework.IsPermanent(err) || !errors.As(err, &ue) || ue.Attempt != 1 || ue.Key != "email" || ue.TaskID != "mail-1" {
 					t.Fatalf("error %v is not a permanent EffectUncertainError for attempt 1", err)
 				}
 			}
-			if n := effects.Load(); n != tc.wantEffects {
+			if n := applied.Load(); n != tc.wantEffects {
 				t.Fatalf("effect applied %d times, want %d", n, tc.wantEffects)
 			}
 		})
@@ -130,14 +131,14 @@ func TestOnceValueAndRelease(t *testing.T) {
 	done := make(chan string, 1)
 	w := e.worker(t)
 	w.HandleFunc("once.flow", func(ctx context.Context, task *framework.Task) error {
-		id, err := framework.OnceValue(ctx, "charge", func(ctx context.Context) (string, error) {
+		id, err := effects.OnceValue(ctx, "charge", func(ctx context.Context) (string, error) {
 			return fmt.Sprintf("ch_%d", charges.Add(1)), nil
 		})
 		if err != nil {
 			return err
 		}
 		// A failing effect releases its claim: the next attempt runs it.
-		err = framework.Once(ctx, "mail", func(ctx context.Context) error {
+		err = effects.Once(ctx, "mail", func(ctx context.Context) error {
 			if mails.Add(1) == 1 {
 				return errors.New("smtp down")
 			}
@@ -164,20 +165,20 @@ func TestOnceValueAndRelease(t *testing.T) {
 
 func TestOnceErrors(t *testing.T) {
 	t.Parallel()
-	if err := framework.Once(context.Background(), "k", func(context.Context) error { return nil }); !errors.Is(err, framework.ErrNoTask) {
+	if err := effects.Once(context.Background(), "k", func(context.Context) error { return nil }); !errors.Is(err, framework.ErrNoTask) {
 		t.Fatalf("outside a handler: %v", err)
 	}
 	e := newEnv(t)
 	got := make(chan error, 2)
 	w := e.worker(t)
 	w.HandleFunc("once.bad", func(ctx context.Context, task *framework.Task) error {
-		got <- framework.Once(ctx, "no spaces", func(context.Context) error { return nil })
-		got <- framework.Once(ctx, "k", func(context.Context) error { return nil }, framework.WithEffectPolicy(7))
+		got <- effects.Once(ctx, "no spaces", func(context.Context) error { return nil })
+		got <- effects.Once(ctx, "k", func(context.Context) error { return nil }, effects.WithPolicy(7))
 		return nil
 	})
 	startWorker(t, w)
 	e.enqueue(t, "once.bad", nil)
-	if err := testutil.Recv(t, got, waitLong, "handler"); !errors.Is(err, framework.ErrInvalidEffectKey) {
+	if err := testutil.Recv(t, got, waitLong, "handler"); !errors.Is(err, effects.ErrInvalidKey) {
 		t.Fatalf("bad key: %v", err)
 	}
 	if err := testutil.Recv(t, got, waitLong, "handler"); !errors.Is(err, framework.ErrInvalidOption) {
@@ -220,7 +221,7 @@ func TestOnceManualResolution(t *testing.T) {
 	w := e.worker(t)
 	w.HandleFunc("once.manual", func(ctx context.Context, task *framework.Task) error {
 		ran := false
-		err := framework.Once(ctx, "x", func(context.Context) error { ran = true; return nil })
+		err := effects.Once(ctx, "x", func(context.Context) error { ran = true; return nil })
 		got <- outcome{task.ID, ran, err}
 		return err
 	})

@@ -1,4 +1,4 @@
-package framework
+package dlq
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 )
 
-// PurgeProgress deletes the records matching f like [DeadLetters.Purge]
+// PurgeProgress deletes the records matching f like [Queue.Purge]
 // and reports its advance: progress, if not nil, is called after each batch
 // of examined records and at the end with the number examined and the
 // number in the scanned range when the purge started. A filter on the type
 // alone (or the zero filter) is one purge request, reported once at the
 // end.
-func (d *DeadLetters) PurgeProgress(ctx context.Context, f DeadLetterFilter, progress func(done, total int)) (int, error) {
+func (d *Queue) PurgeProgress(ctx context.Context, f Filter, progress func(done, total int)) (int, error) {
 	if progress == nil || f.bySubjectOnly() {
 		n, err := d.Purge(ctx, f)
 		if progress != nil && err == nil {
@@ -33,15 +33,15 @@ func (d *DeadLetters) PurgeProgress(ctx context.Context, f DeadLetterFilter, pro
 	}
 	si, err := ds.Info(ctx, jetstream.WithSubjectFilter(subj))
 	if err != nil {
-		return 0, fmt.Errorf("framework: purge dead letters: stream info: %w", err)
+		return 0, fmt.Errorf("dlq: purge dead letters: stream info: %w", err)
 	}
 	total := 0
 	for _, n := range si.State.Subjects {
 		total += int(n)
 	}
 	purged, done := 0, 0
-	scanFilter := DeadLetterFilter{Type: f.Type, From: f.From}
-	err = d.scan(ctx, scanFilter, 0, si.State.LastSeq, dlqScanBatch, func(dl *DeadLetter, m jsapi.Stored) (bool, error) {
+	scanFilter := Filter{Type: f.Type, From: f.From}
+	err = d.scan(ctx, scanFilter, 0, si.State.LastSeq, scanBatch, func(dl *Record, m jsapi.Stored) (bool, error) {
 		if done == 0 && !f.From.IsZero() {
 			total = int(m.NumPending) + 1 // the scan starts at f.From
 		}
@@ -58,14 +58,14 @@ func (d *DeadLetters) PurgeProgress(ctx context.Context, f DeadLetterFilter, pro
 				purged++
 			}
 		}
-		if done%dlqScanBatch == 0 {
+		if done%scanBatch == 0 {
 			progress(done, max(total, done))
 		}
 		return true, nil
 	})
 	progress(done, max(total, done))
 	if err != nil {
-		return purged, d.dlqErr("purge dead letters", err)
+		return purged, d.wrapErr("purge dead letters", err)
 	}
 	return purged, nil
 }

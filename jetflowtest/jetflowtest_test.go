@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
-	"github.com/jetflow-io/jetflow/framework/jetflowtest"
+	"github.com/jetflow-io/jetflow/jetflowtest"
 )
 
 func TestRunPolicy(t *testing.T) {

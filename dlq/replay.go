@@ -1,0 +1,249 @@
+package dlq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/deadletter"
+	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/ordering"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// isReplayDropped reports whether a replayed task leaves out header k of its
+// record: the record's own headers, the previous replay's (they get fresh
+// values) and the schedule of a delayed task.
+func isReplayDropped(k string) bool {
+	switch k {
+	case HeaderReplayedFromSeq, HeaderReplayedAt, HeaderPreviousError, framework.HeaderScheduledFor, framework.HeaderEnqueuedAt:
+		return true
+	}
+	return deadletter.IsRecordHeader(k)
+}
+
+// replayMsgID is the deduplication ID of the replay of record seq.
+func (d *Queue) replayMsgID(seq uint64) string {
+	return "replay-" + d.names.DLQStream() + "-" + strconv.FormatUint(seq, 10)
+}
+
+// replayMsg builds the task that replays dl: same ID, type, priority,
+// payload and custom headers; a fresh delivery count; the dead-letter
+// history in headers.
+func (d *Queue) replayMsg(dl *Record) (*nats.Msg, framework.TaskInfo, error) {
+	if dl.PayloadOmitted {
+		return nil, framework.TaskInfo{}, fmt.Errorf("dlq: dead letter %d has no payload (it was too large to keep); it cannot be replayed", dl.Seq)
+	}
+	taskType, prio := dl.Type, dl.Priority
+	if err := streams.ValidateTaskType(taskType); err != nil || dl.Headers.Get(HeaderPriority) == "" {
+		p, t, perr := d.names.ParseTaskSubject(dl.OriginalSubject)
+		if perr != nil {
+			return nil, framework.TaskInfo{}, fmt.Errorf("dlq: dead letter %d names no valid task type: %w", dl.Seq, perr)
+		}
+		taskType, prio = t, p
+	}
+	h := make(nats.Header, len(dl.Headers))
+	for k, v := range dl.Headers {
+		if hasNatsPrefix(k) || isReplayDropped(k) {
+			continue
+		}
+		h[k] = append([]string(nil), v...)
+	}
+	id := dl.TaskID
+	if id == "" {
+		id = nuid.Next()
+	}
+	deadCount := max(dl.DeadCount, 1)
+	h.Set(jetstream.MsgIDHeader, d.replayMsgID(dl.Seq))
+	h.Set(framework.HeaderTaskID, id)
+	h.Set(HeaderReplayedFromSeq, strconv.FormatUint(dl.Seq, 10))
+	h.Set(HeaderReplayedAt, taskmsg.FormatTime(time.Now()))
+	h.Set(HeaderDeadCount, strconv.Itoa(deadCount))
+	if dl.LastError != "" {
+		h.Set(HeaderPreviousError, deadletter.Text(dl.LastError, MaxErrorLen))
+	}
+	subject := d.names.TaskSubject(prio, taskType)
+	if s, ok := orderedSubject(d.names, taskType, h); ok {
+		subject = s // an ordered task goes back to its key's queue (see framework.Ordered)
+	}
+	msg := &nats.Msg{Subject: subject, Header: h, Data: dl.Payload}
+	return msg, framework.TaskInfo{ID: id, Type: taskType, Priority: prio, Subject: subject}, nil
+}
+
+// Replay enqueues the task of record seq again, as a fresh task: same ID,
+// type, priority, payload and custom headers, attempts counted from 1, and
+// its dead-letter history in the headers [HeaderReplayedFromSeq],
+// [HeaderReplayedAt], [HeaderDeadCount] and [HeaderPreviousError].
+// Once the task stream has stored it, the record is deleted.
+//
+// Replaying a record twice enqueues it once: the second call finds no
+// record ([framework.ErrNotFound]); calls racing each other, or a call repeated after
+// one that failed between enqueueing and deleting, publish with the same
+// deduplication ID ("replay-<dlq stream>-<seq>"), which the task stream
+// drops within its duplicate window (framework.TaskInfo.Duplicate is then true).
+func (d *Queue) Replay(ctx context.Context, seq uint64) (framework.TaskInfo, error) {
+	dl, err := d.Get(ctx, seq)
+	if err != nil {
+		return framework.TaskInfo{}, err
+	}
+	msg, info, err := d.replayMsg(dl)
+	if err != nil {
+		return framework.TaskInfo{}, err
+	}
+	ack, err := d.js.PublishMsg(ctx, msg)
+	if err != nil {
+		return framework.TaskInfo{}, fmt.Errorf("dlq: replay dead letter %d: %w", seq, err)
+	}
+	info.Stream, info.Sequence, info.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
+	if _, err := d.core.DeleteMsg(ctx, d.names.DLQStream(), seq); err != nil {
+		return info, fmt.Errorf("dlq: replayed dead letter %d but could not delete it (replaying it again within the duplicate window is safe): %w", seq, err)
+	}
+	return info, nil
+}
+
+// ReplayAll replays every record stored when it starts. See
+// [Queue.ReplayFilter].
+func (d *Queue) ReplayAll(ctx context.Context, progress func(done, total int)) (int, error) {
+	return d.ReplayFilter(ctx, Filter{}, progress)
+}
+
+// ReplayFilter replays, like [Queue.Replay], every record matching f
+// that is stored when it starts (records that arrive meanwhile, for example
+// replayed tasks dying again, are left for later). It returns the number of
+// tasks replayed.
+//
+// It reads the records in batches and keeps at most 256 replays unacknowledged
+// at once, so memory stays bounded whatever the number of records. progress,
+// if not nil, is called after each batch and at the end with the number of
+// records examined and the number in the scanned range when the replay
+// started (records of f's type, stored after f.From); done ends below total
+// when records disappeared meanwhile. A record that cannot be replayed (no
+// payload) is skipped and reported in the error; a publish that fails stops
+// the replay, and the records not yet replayed stay.
+func (d *Queue) ReplayFilter(ctx context.Context, f Filter, progress func(done, total int)) (int, error) {
+	subj, err := f.subject(d.names)
+	if err != nil {
+		return 0, err
+	}
+	ds, err := d.core.Stream(ctx, d.names.DLQStream())
+	if err != nil {
+		return 0, err
+	}
+	si, err := ds.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return 0, fmt.Errorf("dlq: replay: dead-letter stream info: %w", err)
+	}
+	last := si.State.LastSeq
+	total := 0
+	for _, n := range si.State.Subjects {
+		total += int(n)
+	}
+	if last == 0 || total == 0 {
+		if progress != nil {
+			progress(0, 0)
+		}
+		return 0, nil
+	}
+	type inflight struct {
+		fut jetstream.PubAckFuture
+		seq uint64
+	}
+	var (
+		queue    []inflight
+		replayed int
+		done     int
+		skipped  []error
+		first    = true
+	)
+	settle := func(p inflight) error {
+		select {
+		case <-p.fut.Ok():
+		case err := <-p.fut.Err():
+			return fmt.Errorf("dlq: replay dead letter %d: %w", p.seq, err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if _, err := d.core.DeleteMsg(ctx, d.names.DLQStream(), p.seq); err != nil {
+			return err
+		}
+		replayed++
+		return nil
+	}
+	publish := func(msg *nats.Msg) (jetstream.PubAckFuture, error) {
+		for {
+			fut, err := d.js.PublishMsgAsync(msg)
+			if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) || ctx.Err() != nil {
+				return fut, err
+			}
+		}
+	}
+	// The scan examines every record of the subject; f's other fields are
+	// applied here so that progress counts all of them.
+	scanFilter := Filter{Type: f.Type, From: f.From}
+	err = d.scan(ctx, scanFilter, 0, last, scanBatch, func(dl *Record, m jsapi.Stored) (bool, error) {
+		if first && !f.From.IsZero() {
+			total = int(m.NumPending) + 1
+		}
+		first = false
+		done++
+		if f.match(dl) && (f.To.IsZero() || !dl.Time.After(f.To)) {
+			msg, _, err := d.replayMsg(dl)
+			if err != nil {
+				skipped = append(skipped, err)
+			} else {
+				fut, err := publish(msg)
+				if err != nil {
+					return false, fmt.Errorf("dlq: replay dead letter %d: %w", dl.Seq, err)
+				}
+				queue = append(queue, inflight{fut, dl.Seq})
+				for len(queue) >= d.window {
+					if err := settle(queue[0]); err != nil {
+						return false, err
+					}
+					queue = queue[1:]
+				}
+			}
+		}
+		if progress != nil && done%scanBatch == 0 {
+			progress(done, max(total, done))
+		}
+		if !f.To.IsZero() && dl.Time.After(f.To) {
+			return false, nil
+		}
+		return true, nil
+	})
+	for _, p := range queue {
+		if err == nil {
+			err = settle(p)
+		}
+	}
+	if progress != nil {
+		progress(done, max(total, done))
+	}
+	if err != nil {
+		return replayed, errors.Join(append([]error{err}, skipped...)...)
+	}
+	return replayed, errors.Join(skipped...)
+}
+
+// hasNatsPrefix reports whether header k is one of the server's ("Nats-…").
+func hasNatsPrefix(k string) bool { return len(k) >= 5 && strings.EqualFold(k[:5], "nats-") }
+
+// orderedSubject returns the slot subject a record of an ordered task
+// replays to, or false when h carries no valid ordering key.
+func orderedSubject(names streams.Names, taskType string, h nats.Header) (string, bool) {
+	vs := h[framework.HeaderOrderingKey]
+	if len(vs) == 0 || ordering.ValidateKey(vs[0]) != nil {
+		return "", false
+	}
+	return names.OrderedSubject(taskType, ordering.Slot(vs[0], streams.OrderedSlots)), true
+}

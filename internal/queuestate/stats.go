@@ -1,0 +1,175 @@
+package queuestate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/jsapi"
+)
+
+// Load is one queue's counts.
+type Load struct {
+	// Pending, InFlight and Redelivered are its consumer's; Scheduled
+	// counts its delayed tasks.
+	Pending, InFlight, Redelivered, Scheduled int
+	// Paused is set while its consumer is paused, until PausedUntil.
+	Paused      bool
+	PausedUntil time.Time
+}
+
+// Snapshot is the load of every queue, keyed by K (the caller's queue
+// identity), and the stream-wide counts.
+type Snapshot[K comparable] struct {
+	Queues map[K]*Load
+	// Dead counts dead letters per task type.
+	Dead map[string]uint64
+	// Scheduled counts all delayed tasks, Cron all repeating schedules;
+	// Truncated is set when there were more delayed tasks than
+	// StatsConfig.MaxScheduled (per-queue counts are then partial).
+	Scheduled, Cron int
+	Truncated       bool
+	// Junk counts messages on schedule or cron subjects that are not
+	// schedules; JunkSubjects names up to StatsConfig.MaxJunk of them.
+	Junk         int
+	JunkSubjects []string
+}
+
+// StatsConfig names what [Stats] reads and how it recognises queues.
+type StatsConfig[K comparable] struct {
+	// TaskStream, ScheduleStream and DLQStream are the streams' names;
+	// delayed tasks and repeating schedules live in ScheduleStream.
+	TaskStream, ScheduleStream, DLQStream string
+	// Schedules and Crons match every one-shot and repeating schedule
+	// subject; DLQPrefix is the dead-letter subject of the empty type
+	// ("<prefix>.dlq.").
+	Schedules, Crons, DLQPrefix string
+	// MaxScheduled bounds the delayed tasks read; MaxJunk the junk
+	// subjects named.
+	MaxScheduled, MaxJunk int
+	// QueueOf identifies the queue of a consumer, false for a consumer that
+	// is not a queue's.
+	QueueOf func(ci *jetstream.ConsumerInfo) (K, bool)
+	// TargetOf identifies the queue of a schedule's target subject.
+	TargetOf func(subject string) (K, bool)
+}
+
+// Stats reads the load of every queue of stream: the consumers (one paged
+// request), the delayed tasks per queue (batched direct gets, a thousand
+// per round trip, because a schedule's subject does not carry its type),
+// the repeating schedules, and the dead letters per type (one stream info
+// request; a missing dead-letter stream counts none).
+func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStream, stream jetstream.Stream,
+	cfg StatsConfig[K]) (*Snapshot[K], error) {
+	out := &Snapshot[K]{Queues: make(map[K]*Load), Dead: make(map[string]uint64)}
+	queue := func(k K) *Load {
+		q := out.Queues[k]
+		if q == nil {
+			q = &Load{}
+			out.Queues[k] = q
+		}
+		return q
+	}
+	lister := stream.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		k, ok := cfg.QueueOf(ci)
+		if !ok {
+			continue
+		}
+		q := queue(k)
+		q.Pending += int(ci.NumPending)
+		q.InFlight += ci.NumAckPending
+		q.Redelivered += ci.NumRedelivered
+		if ci.Paused {
+			q.Paused = true
+			q.PausedUntil = time.Now().Add(ci.PauseRemaining)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return nil, fmt.Errorf("list consumers: %w", err)
+	}
+
+	// Delayed tasks: count them, then read their targets.
+	sched, err := js.Stream(ctx, cfg.ScheduleStream)
+	if err != nil {
+		return nil, fmt.Errorf("schedule stream %s: %w", cfg.ScheduleStream, err)
+	}
+	si, err := sched.Info(ctx, jetstream.WithSubjectFilter(cfg.Schedules))
+	if err != nil {
+		return nil, err
+	}
+	out.Scheduled = len(si.State.Subjects)
+	if out.Scheduled > 0 {
+		seen := 0
+		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Schedules, 0, 0, time.Time{}, 1000,
+			func(m jsapi.Stored) (bool, error) {
+				seen++
+				if seen > cfg.MaxScheduled {
+					out.Truncated = true
+					return false, nil
+				}
+				if out.junk(m, cfg.MaxJunk) {
+					out.Scheduled--
+					return true, nil
+				}
+				if k, ok := cfg.TargetOf(m.Header.Get(jetstream.ScheduleTargetHeader)); ok {
+					queue(k).Scheduled++
+				}
+				return true, nil
+			})
+		if err != nil {
+			return nil, fmt.Errorf("scheduled tasks: %w", err)
+		}
+	}
+	ci, err := sched.Info(ctx, jetstream.WithSubjectFilter(cfg.Crons))
+	if err != nil {
+		return nil, err
+	}
+	out.Cron = len(ci.State.Subjects)
+	if out.Cron > 0 {
+		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Crons, 0, 0, time.Time{}, 1000,
+			func(m jsapi.Stored) (bool, error) {
+				if out.junk(m, cfg.MaxJunk) {
+					out.Cron--
+				}
+				return true, nil
+			})
+		if err != nil {
+			return nil, fmt.Errorf("repeating schedules: %w", err)
+		}
+	}
+
+	dlq, err := js.Stream(ctx, cfg.DLQStream)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+	case err != nil:
+		return nil, err
+	default:
+		di, err := dlq.Info(ctx, jetstream.WithSubjectFilter(cfg.DLQPrefix+">"))
+		if err != nil {
+			return nil, fmt.Errorf("dead letters: %w", err)
+		}
+		for subj, n := range di.State.Subjects {
+			out.Dead[strings.TrimPrefix(subj, cfg.DLQPrefix)] += n
+		}
+	}
+	return out, nil
+}
+
+// junk counts m as junk when it is not a schedule the server fires (a
+// plain message stored on a schedule subject) and reports whether it was.
+func (s *Snapshot[K]) junk(m jsapi.Stored, max int) bool {
+	if m.Header.Get(jetstream.ScheduleHeader) != "" {
+		return false
+	}
+	s.Junk++
+	if len(s.JunkSubjects) < max {
+		s.JunkSubjects = append(s.JunkSubjects, m.Subject)
+	}
+	return true
+}

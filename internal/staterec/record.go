@@ -1,0 +1,100 @@
+package staterec
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// Record is what a task state record holds, as package framework's
+// TaskRecord does (its public form); Priority is the priority's name.
+type Record struct {
+	ID, Type, Priority, State string
+	Attempt, MaxAttempts      int
+	Error, Schedule           string
+	Sequence                  uint64
+	EnqueuedAt, ScheduledFor  time.Time
+	StartedAt, FinishedAt     time.Time
+	NextAttemptAt, UpdatedAt  time.Time
+	Result                    []byte // raw JSON
+}
+
+// AppendJSON appends r as JSON, byte for byte what encoding/json produces
+// for framework.TaskRecord, without reflection: records are written for
+// every task.
+func (r *Record) AppendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = AppendString(b, r.ID)
+	if r.Type != "" {
+		b = append(b, `,"type":`...)
+		b = AppendString(b, r.Type)
+	}
+	b = append(b, `,"priority":`...)
+	b = AppendString(b, r.Priority)
+	b = append(b, `,"state":`...)
+	b = AppendString(b, r.State)
+	if r.Attempt != 0 {
+		b = append(b, `,"attempt":`...)
+		b = strconv.AppendInt(b, int64(r.Attempt), 10)
+	}
+	if r.MaxAttempts != 0 {
+		b = append(b, `,"max_attempts":`...)
+		b = strconv.AppendInt(b, int64(r.MaxAttempts), 10)
+	}
+	if r.Error != "" {
+		b = append(b, `,"error":`...)
+		b = AppendString(b, r.Error)
+	}
+	if r.Schedule != "" {
+		b = append(b, `,"schedule":`...)
+		b = AppendString(b, r.Schedule)
+	}
+	if r.Sequence != 0 {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, r.Sequence, 10)
+	}
+	for _, f := range [...]struct {
+		name string
+		t    time.Time
+	}{
+		{`,"enqueued_at":`, r.EnqueuedAt},
+		{`,"scheduled_for":`, r.ScheduledFor},
+		{`,"started_at":`, r.StartedAt},
+		{`,"finished_at":`, r.FinishedAt},
+		{`,"next_attempt_at":`, r.NextAttemptAt},
+	} {
+		if !f.t.IsZero() {
+			b = append(b, f.name...)
+			b = AppendTime(b, f.t)
+		}
+	}
+	b = append(b, `,"updated_at":`...)
+	b = AppendTime(b, r.UpdatedAt)
+	if len(r.Result) > 0 {
+		b = append(b, `,"result":`...)
+		b = appendRaw(b, r.Result)
+	}
+	return append(b, '}')
+}
+
+// appendRaw appends the raw JSON value v as encoding/json does: with <, >,
+// &, U+2028 and U+2029 escaped inside strings. A value from json.Marshal
+// has them escaped already and is appended as is.
+func appendRaw(b, v []byte) []byte {
+	escape := false
+	for _, c := range v {
+		// 0xE2 starts U+2028 and U+2029 (and other characters, escaped
+		// as encoding/json would: not at all).
+		if c == '<' || c == '>' || c == '&' || c == 0xE2 {
+			escape = true
+			break
+		}
+	}
+	if !escape {
+		return append(b, v...)
+	}
+	var buf bytes.Buffer
+	json.HTMLEscape(&buf, v)
+	return append(b, buf.Bytes()...)
+}
