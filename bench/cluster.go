@@ -105,7 +105,7 @@ func newClusterEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, s
 	if e.js, err = jetstream.New(e.admin); err != nil {
 		return nil, nil, fmt.Errorf("bench: jetstream: %w", err)
 	}
-	if _, err := streams.Ensure(ctx, e.js, streams.Config{Storage: jetstream.FileStorage, Replicas: clusterReplicas}); err != nil {
+	if _, err := streams.Ensure(ctx, e.js, streams.Config{Storage: jetstream.FileStorage, Replicas: clusterReplicas, AllowTaskPurge: true}); err != nil {
 		return nil, nil, fmt.Errorf("bench: ensure R%d topology: %w", clusterReplicas, err)
 	}
 	if err := framework.EnsureBuckets(ctx, e.js); err != nil {

@@ -477,7 +477,9 @@ func (e *env) figureDelay(ctx context.Context, out io.Writer) error {
 // goroutine received it, both relative to the due time.
 func (e *env) delayRaw(ctx context.Context) (fired, received []time.Duration, err error) {
 	n := e.cfg.delayTasks
-	target := e.names.TaskSubject(streams.PriorityNormal, typeRawDelay)
+	// Schedules fire into the schedule stream's staging subject, which the
+	// task stream sources onto the work subject.
+	target := e.names.FiredSubject(streams.PriorityNormal, typeRawDelay)
 	spec := streams.ConsumerSpec{TaskType: typeRawDelay}
 	if _, err := streams.EnsureConsumer(ctx, e.js, e.names, spec); err != nil {
 		return nil, nil, err

@@ -89,7 +89,7 @@ func newEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, err erro
 	if err != nil {
 		return nil, fmt.Errorf("bench: jetstream: %w", err)
 	}
-	if _, err := streams.Ensure(ctx, e.js, streams.Config{Storage: jetstream.FileStorage}); err != nil {
+	if _, err := streams.Ensure(ctx, e.js, streams.Config{Storage: jetstream.FileStorage, AllowTaskPurge: true}); err != nil {
 		return nil, fmt.Errorf("bench: ensure topology: %w", err)
 	}
 	// Task state records go to buckets a worker would create at start;

@@ -197,7 +197,7 @@ func testServe(t *testing.T, bin string) {
 		}
 	}
 	url := await(regexp.MustCompile(`^\s+nats -s (nats://127\.0\.0\.1:\d+) stream ls$`))[1]
-	sched := await(regexp.MustCompile(`stream get JETFLOW_TASKS --last-for (\S+)$`))[1]
+	sched := await(regexp.MustCompile(`stream get JETFLOW_SCHEDULES --last-for (\S+)$`))[1]
 	pub := await(regexp.MustCompile(`nats -s \S+ pub (\S+) '(.*)'$`))
 
 	nc, err := nats.Connect(url)
@@ -209,9 +209,9 @@ func testServe(t *testing.T, bin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := js.Stream(ctx, "JETFLOW_TASKS")
+	s, err := js.Stream(ctx, "JETFLOW_SCHEDULES")
 	if err != nil {
-		t.Fatalf("task stream: %v", err)
+		t.Fatalf("schedule stream: %v", err)
 	}
 	if _, err := s.GetLastMsgForSubject(ctx, sched); err != nil {
 		t.Fatalf("the printed schedule subject %s holds no message: %v", sched, err)

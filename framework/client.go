@@ -320,7 +320,11 @@ func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nat
 	spec := taskmsg.Spec{Target: target, ID: id, Anonymous: anonymous,
 		Encoding: enc, Headers: headers, Data: data, Due: due, Now: now}
 	if delayed {
+		// The target is derived here from the validated type and priority,
+		// never taken from the caller: a schedule can only fire into the
+		// staging subject of a work subject.
 		spec.ScheduleSubject = c.names.ScheduleSubject(id)
+		spec.ScheduleTarget = c.names.FiredSubject(cfg.priority, taskType)
 	}
 	msg, _ := taskmsg.Build(spec)
 	info := TaskInfo{ID: id, Type: taskType, Priority: cfg.priority, Subject: msg.Subject}
@@ -373,5 +377,9 @@ func (c *Client) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck,
 		ctx, cancel = context.WithTimeout(ctx, DefaultEnqueueTimeout)
 		defer cancel()
 	}
-	return jsapi.Publish(ctx, c.js, c.names.TaskStream(), msg, c.opts.logger)
+	stream := c.names.TaskStream()
+	if msg.Header.Get(jetstream.ScheduleHeader) != "" {
+		stream = c.names.ScheduleStream()
+	}
+	return jsapi.Publish(ctx, c.js, stream, msg, c.opts.logger)
 }

@@ -21,9 +21,10 @@ import (
 )
 
 // Repeating schedules ("cron") are server-side message schedules: one
-// message per schedule on "<prefix>.cron.<name>" in the task stream, with a
+// message per schedule on "<prefix>.cron.<name>" in the schedule stream, with a
 // Nats-Schedule header, from which the stream leader publishes a copy to the
-// task's work subject at every tick. Only the stream leader fires, through
+// task's staging subject ("<prefix>.fired.<priority>.<type>") at every tick;
+// the task stream sources it onto the work subject. Only the stream leader fires, through
 // Raft in a cluster, so a tick enqueues one task however many processes
 // registered the schedule. See docs/cron.md.
 
@@ -93,12 +94,13 @@ type ScheduleInfo struct {
 	Priority Priority
 	// Subject holds the schedule, for example "jetflow.cron.nightly".
 	Subject string
-	// Target is the work subject the server publishes to.
+	// Target is the work subject the fired task runs on (the schedule
+	// itself targets the staging subject the task stream sources it from).
 	Target string
 	// Payload is the encoded payload; Headers are the custom headers.
 	Payload []byte
 	Headers map[string]string
-	// Sequence is the schedule message's sequence in the task stream.
+	// Sequence is the schedule message's sequence in the schedule stream.
 	Sequence uint64
 	// Stored is when this definition was stored.
 	Stored time.Time
@@ -170,7 +172,7 @@ func (s *Schedules) Register(ctx context.Context, sc Schedule) (RegisterResult, 
 		return 0, err
 	}
 	subject := msg.Subject
-	stream := s.names.TaskStream()
+	stream := s.names.ScheduleStream()
 	for attempt := 0; ; attempt++ {
 		var last *jsapi.Stored
 		_, err := jsapi.DirectGet(ctx, s.nc, stream, jsapi.GetRequest{NextFor: subject, Seq: 0}, func(m jsapi.Stored) error {
@@ -217,7 +219,7 @@ func (s *Schedules) Get(ctx context.Context, name string) (ScheduleInfo, error) 
 		return ScheduleInfo{}, fmt.Errorf("%w: name: %w", ErrInvalidSchedule, err)
 	}
 	var info *ScheduleInfo
-	_, err := jsapi.DirectGet(ctx, s.nc, s.names.TaskStream(), jsapi.GetRequest{NextFor: s.names.CronSubject(name)}, func(m jsapi.Stored) error {
+	_, err := jsapi.DirectGet(ctx, s.nc, s.names.ScheduleStream(), jsapi.GetRequest{NextFor: s.names.CronSubject(name)}, func(m jsapi.Stored) error {
 		i := s.info(m, time.Now())
 		info = &i
 		return nil
@@ -237,7 +239,7 @@ func (s *Schedules) Get(ctx context.Context, name string) (ScheduleInfo, error) 
 func (s *Schedules) List(ctx context.Context) ([]ScheduleInfo, error) {
 	var out []ScheduleInfo
 	now := time.Now()
-	err := jsapi.Scan(ctx, s.nc, s.names.TaskStream(), s.names.CronSubject(">"), 0, 0, time.Time{}, 1000,
+	err := jsapi.Scan(ctx, s.nc, s.names.ScheduleStream(), s.names.CronSubject(">"), 0, 0, time.Time{}, 1000,
 		func(m jsapi.Stored) (bool, error) {
 			if isSchedule(m) { // junk is reported by Inspector.QueueStats
 				out = append(out, s.info(m, now))
@@ -257,7 +259,7 @@ func (s *Schedules) Remove(ctx context.Context, name string) error {
 	if err := streams.ValidateID(name); err != nil {
 		return fmt.Errorf("%w: name: %w", ErrInvalidSchedule, err)
 	}
-	n, err := jsapi.PurgeSubject(ctx, s.nc, s.names.TaskStream(), s.names.CronSubject(name))
+	n, err := jsapi.PurgeSubject(ctx, s.nc, s.names.ScheduleStream(), s.names.CronSubject(name))
 	if err != nil {
 		return s.err("remove", name, err)
 	}
@@ -312,7 +314,7 @@ func (s *Schedules) build(sc Schedule) (*nats.Msg, string, error) {
 		}
 	}
 	msg, hash := taskmsg.BuildSchedule(taskmsg.Schedule{Name: sc.Name, Subject: s.names.CronSubject(sc.Name), Spec: spec,
-		Zone: sc.TimeZone, Target: s.names.TaskSubject(sc.Priority, sc.Type), Encoding: enc, Data: data, Headers: sc.Headers})
+		Zone: sc.TimeZone, Target: s.names.FiredSubject(sc.Priority, sc.Type), Encoding: enc, Data: data, Headers: sc.Headers})
 	if max := s.nc.MaxPayload(); max > 0 {
 		if size := taskmsg.Size(msg) + 64; size > max {
 			return nil, "", fmt.Errorf("%w: schedule %s is %d bytes with headers, the server accepts at most %d", ErrPayloadTooLarge, sc.Name, size, max)
@@ -335,8 +337,11 @@ func (s *Schedules) info(m jsapi.Stored, now time.Time) ScheduleInfo {
 		Sequence: m.Seq,
 		Stored:   m.Time,
 	}
-	if p, typ, err := s.names.ParseTaskSubject(info.Target); err == nil {
-		info.Priority, info.Type = p, typ
+	if p, typ, err := s.names.ParseScheduleTarget(info.Target); err == nil {
+		// The schedule fires into a staging subject of the schedule
+		// stream; the task runs on the work subject the task stream
+		// sources it to.
+		info.Priority, info.Type, info.Target = p, typ, s.names.TaskSubject(p, typ)
 	}
 	for k, vs := range h {
 		if len(vs) == 0 || hasFoldPrefix(k, "nats-") || hasFoldPrefix(k, "jetflow-") || k == "Status" || k == "Description" {

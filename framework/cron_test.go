@@ -78,7 +78,7 @@ func cronSubjects(t *testing.T, js jetstream.JetStream) map[string]uint64 {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	names := streams.MustNames("")
-	s, err := js.Stream(ctx, names.TaskStream())
+	s, err := js.Stream(ctx, names.ScheduleStream())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,20 +93,27 @@ func (e *env) waitSettled(t *testing.T, taskType string, p framework.Priority) *
 	return ci
 }
 
-// taskStreamMsgs returns the number of messages stored in the task stream.
+// taskStreamMsgs returns the number of messages stored in the task stream
+// and the schedule stream (delayed tasks, cron schedules, fired schedules
+// not yet sourced).
 func (e *env) taskStreamMsgs(t *testing.T) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	s, err := e.js.Stream(ctx, streams.MustNames("").TaskStream())
-	if err != nil {
-		t.Fatalf("task stream: %v", err)
+	names := streams.MustNames("")
+	var n uint64
+	for _, name := range []string{names.TaskStream(), names.ScheduleStream()} {
+		s, err := e.js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		si, err := s.Info(ctx)
+		if err != nil {
+			t.Fatalf("stream %s info: %v", name, err)
+		}
+		n += si.State.Msgs
 	}
-	si, err := s.Info(ctx)
-	if err != nil {
-		t.Fatalf("task stream info: %v", err)
-	}
-	return si.State.Msgs
+	return n
 }
 
 // waitCond polls cond every millisecond until it holds or d passes. It is

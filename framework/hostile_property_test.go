@@ -41,11 +41,11 @@ const idAlphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 
 // hostileHeaders are the headers the property test draws from: every header
 // nats.go or jetflow interprets on a stored task, and the server's
-// publish-time "Nats-" headers. Left out, on purpose: Nats-Rollup (finding
-// 1, still open: it deletes other tasks, see docs/security.md), the
-// Nats-Schedule headers (a producer may schedule its own tasks), a valid
-// Nats-TTL (a producer may let its own task expire) and Nats-Batch-* (atomic
-// batches need a commit protocol; a stray header is refused or ignored).
+// publish-time "Nats-" headers, Nats-Rollup and the Nats-Schedule ones
+// included (the task stream refuses rollups and has no schedules: decision
+// 012). Left out, on purpose: a valid Nats-TTL (a producer may let its own
+// task expire) and Nats-Batch-* (atomic batches need a commit protocol; a
+// stray header is refused or ignored).
 var hostileHeaders = []hostileHeader{
 	{"Status", pick("100", "404", "408", "409", "503", "200", "xyz")},
 	{"Description", pick("Consumer Deleted", "Leadership Change", "Idle Heartbeat", "No Messages",
@@ -81,6 +81,9 @@ var hostileHeaders = []hostileHeader{
 	}},
 	{"Jetflow-Enqueued-At", pick("yesterday", "2026-01-01T00:00:00Z")},
 	{"Jetflow-Schedule", func(r *rand.Rand) string { return randToken(r, 1+r.IntN(200), idAlphabet+". ") }},
+	{"Nats-Rollup", pick("sub", "all", "bogus")},
+	{"Nats-Schedule", pick("@at 2020-01-01T00:00:00Z", "@every 1s", "junk")},
+	{"Nats-Schedule-Target", pick("jetflow.wf.x", "jetflow.task.normal.prop.plain", "jetflow.fired.normal.prop.plain")},
 	{"Nats-Scheduler", pick("jetflow.cron.x", "junk")},
 	{"Nats-Schedule-Next", pick("2026-01-01T00:00:00Z", "never")},
 	{"Jetflow-Schedule-Spec", pick("@every 1s", "* * *", "")},

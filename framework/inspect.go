@@ -92,9 +92,9 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 		return nil, fmt.Errorf("%w: task %s", ErrNotFound, id)
 	}
 	var rec *TaskRecord
-	_, err = jsapi.DirectGet(ctx, i.nc, i.names.TaskStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, func(m jsapi.Stored) error {
+	_, err = jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, func(m jsapi.Stored) error {
 		r := &TaskRecord{ID: id, State: StateScheduled, Sequence: m.Seq, EnqueuedAt: m.Time, UpdatedAt: m.Time}
-		if p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
+		if p, typ, err := i.names.ParseScheduleTarget(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
 			r.Priority, r.Type = p, typ
 		}
 		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
@@ -128,8 +128,8 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 	subject := i.names.ScheduleSubject(id)
 	// Read the schedule first, for the cancelled record.
 	rec := TaskRecord{ID: id}
-	_, err := jsapi.DirectGet(ctx, i.nc, i.names.TaskStream(), jsapi.GetRequest{NextFor: subject}, func(m jsapi.Stored) error {
-		if p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
+	_, err := jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: subject}, func(m jsapi.Stored) error {
+		if p, typ, err := i.names.ParseScheduleTarget(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
 			rec.Priority, rec.Type = p, typ
 		}
 		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
@@ -144,7 +144,7 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 		// One request: the purge reports how many schedules it removed, so
 		// a schedule that fires meanwhile is reported as not found.
 		var n uint64
-		if n, err = jsapi.PurgeSubject(ctx, i.nc, i.names.TaskStream(), subject); err == nil && n == 0 {
+		if n, err = jsapi.PurgeSubject(ctx, i.nc, i.names.ScheduleStream(), subject); err == nil && n == 0 {
 			rec, gerr := i.GetTask(ctx, id)
 			if gerr != nil {
 				return fmt.Errorf("%w: task %s has no pending schedule", ErrNotFound, id)
@@ -240,7 +240,7 @@ func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
 		prio Priority
 	}
 	snap, err := queuestate.Stats(ctx, i.nc, i.js, stream, queuestate.StatsConfig[queue]{
-		TaskStream: i.names.TaskStream(), DLQStream: i.names.DLQStream(),
+		TaskStream: i.names.TaskStream(), ScheduleStream: i.names.ScheduleStream(), DLQStream: i.names.DLQStream(),
 		Schedules: i.names.ScheduleSubject(">"), Crons: i.names.CronSubject(">"), DLQPrefix: i.names.DLQSubject(""),
 		MaxScheduled: MaxScheduledScan, MaxJunk: MaxJunkSubjects,
 		QueueOf: func(ci *jetstream.ConsumerInfo) (queue, bool) {
@@ -255,7 +255,7 @@ func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
 			return queue{typ, p}, true
 		},
 		TargetOf: func(subject string) (queue, bool) {
-			p, typ, err := i.names.ParseTaskSubject(subject)
+			p, typ, err := i.names.ParseScheduleTarget(subject)
 			return queue{typ, p}, err == nil
 		},
 	})

@@ -115,12 +115,12 @@ func (i *Inspector) ScheduledTasks(ctx context.Context, f ScheduledFilter) (task
 		limit = DefaultScheduledLimit
 	}
 	limit = min(limit, MaxScheduledScan)
-	truncated, err = queuestate.ScanSchedules(ctx, i.nc, i.names.TaskStream(), i.names.ScheduleSubject(""), MaxScheduledScan,
+	truncated, err = queuestate.ScanSchedules(ctx, i.nc, i.names.ScheduleStream(), i.names.ScheduleSubject(""), MaxScheduledScan,
 		func(id string, m jsapi.Stored) {
 			if streams.ValidateID(id) != nil {
 				return
 			}
-			p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader))
+			p, typ, err := i.names.ParseScheduleTarget(m.Header.Get(jetstream.ScheduleTargetHeader))
 			if err != nil || (f.Type != "" && typ != f.Type) {
 				return
 			}

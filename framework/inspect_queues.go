@@ -94,7 +94,7 @@ type Overview struct {
 	// Scheduled counts every delayed task; Cron counts repeating schedules.
 	Scheduled int `json:"scheduled"`
 	Cron      int `json:"cron"`
-	// Streams describes the task and dead-letter streams.
+	// Streams describes the task, schedule and dead-letter streams.
 	Streams []StreamOverview `json:"streams"`
 	// Taken is when the snapshot was taken.
 	Taken time.Time `json:"taken"`
@@ -195,6 +195,13 @@ func (i *Inspector) Overview(ctx context.Context) (*Overview, error) {
 		return a.Priority.Rank() - b.Priority.Rank()
 	})
 	out.Streams = append(out.Streams, streamOverview(si))
+	// The schedule stream: delayed tasks, cron schedules, and fired ones
+	// the task stream has not sourced yet.
+	if sched, err := i.js.Stream(ctx, i.names.ScheduleStream()); err == nil {
+		out.Streams = append(out.Streams, streamOverview(sched.CachedInfo()))
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, i.opErr("overview", err)
+	}
 	if dlq, err := i.js.Stream(ctx, i.names.DLQStream()); err == nil {
 		out.Streams = append(out.Streams, streamOverview(dlq.CachedInfo()))
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {

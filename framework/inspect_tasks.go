@@ -166,7 +166,7 @@ func (i *Inspector) scheduledSummary(m jsapi.Stored) TaskSummary {
 		Sequence:   m.Seq,
 		EnqueuedAt: m.Time,
 	}
-	if p, typ, err := i.names.ParseTaskSubject(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
+	if p, typ, err := i.names.ParseScheduleTarget(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
 		s.Priority, s.Type = p, typ
 	}
 	if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
@@ -295,7 +295,7 @@ func (i *Inspector) FindTask(ctx context.Context, id string) (*TaskDetail, error
 	}
 	// A delayed task waits on its schedule subject.
 	var found *jsapi.Stored
-	_, err = jsapi.DirectGet(ctx, i.nc, i.names.TaskStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, func(m jsapi.Stored) error {
+	_, err = jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, func(m jsapi.Stored) error {
 		found = &m
 		return nil
 	})

@@ -2,7 +2,9 @@ package framework
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
@@ -31,7 +33,39 @@ func taskIDFromWire(t *Task) (string, error) {
 	if err := checkWireID(src.Header, src.Value); err != nil {
 		return taskmsg.SeqID(t.Sequence), err
 	}
+	if t.worker != nil {
+		if err := checkFired(t.worker.names, t.Headers); err != nil {
+			return taskmsg.SeqID(t.Sequence), err
+		}
+	}
 	return src.ID, nil
+}
+
+// checkFired validates a task a schedule fired, named by the Nats-Scheduler
+// header the server sets (a publish cannot set it on the task stream). A
+// delayed task's schedule lives on "<prefix>.sched.<id>" and its task ID
+// must be that id: otherwise whoever wrote the schedule chose another
+// task's ID (its state record, effects ledger and workflow step). A cron
+// tick's schedule name must be the one of its "<prefix>.cron.<name>"
+// subject. A schedule anywhere else is not one of this deployment's.
+func checkFired(names streams.Names, h nats.Header) error {
+	scheduler := h.Get(HeaderScheduler)
+	if scheduler == "" {
+		return nil
+	}
+	if id, ok := strings.CutPrefix(scheduler, names.ScheduleSubject("")); ok {
+		if v := h.Get(HeaderTaskID); v != "" && v != id {
+			return Permanent(fmt.Errorf("%w: fired by schedule %s but carries task ID %q", ErrCorruptTask, truncate(scheduler, 200), truncate(v, 32)))
+		}
+		return nil
+	}
+	if name, ok := strings.CutPrefix(scheduler, names.CronSubject("")); ok {
+		if v := h.Get(HeaderSchedule); v != "" && v != name {
+			return Permanent(fmt.Errorf("%w: fired by schedule %s but names schedule %q", ErrCorruptTask, truncate(scheduler, 200), truncate(v, 32)))
+		}
+		return nil
+	}
+	return Permanent(fmt.Errorf("%w: fired by %q, which is not a schedule subject", ErrCorruptTask, truncate(scheduler, 200)))
 }
 
 // checkWireID validates the value v of header k as a task ID or schedule

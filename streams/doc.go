@@ -13,14 +13,17 @@
 //	jetflow.task.<priority>.<type>   work subjects
 //	jetflow.sched.<taskID>           one-shot delayed tasks
 //	jetflow.cron.<name>              repeating schedules
+//	jetflow.fired.<priority>.<type>  fired schedules, sourced into the task stream
 //	jetflow.dlq.<type>               dead letters
 //	JETFLOW_TASKS                    task stream
+//	JETFLOW_SCHEDULES                schedule stream
 //	JETFLOW_DLQ                      dead-letter stream
 //	JETFLOW_ADVISORIES               advisory stream
 //	<type>-<priority>                consumers (dots in the type become '_')
 //
 // See [Names.TaskSubject], [Names.ScheduleSubject], [Names.CronSubject],
-// [Names.DLQSubject], [Names.TaskStream] and [Names.ConsumerName].
+// [Names.FiredSubject], [Names.DLQSubject], [Names.TaskStream],
+// [Names.ScheduleStream] and [Names.ConsumerName].
 // A task type is a dotted name of tokens made of [a-z0-9_-], such as
 // "payments.charge" ([ValidateTaskType]); task IDs and schedule names are
 // single subject tokens ([ValidateID]). [Names.ParseTaskSubject] splits a
@@ -36,13 +39,18 @@
 //
 // # Streams
 //
-// [Ensure] creates or updates three streams described by a [Config] (replica
+// [Ensure] creates or updates four streams described by a [Config] (replica
 // count, storage, duplicate window, retention of dead letters and
 // advisories):
 //
-//   - the task stream (work-queue retention, message schedules allowed),
-//     holding the work, schedule and cron subjects among others: a task is
-//     deleted when it is acknowledged;
+//   - the task stream (work-queue retention), holding the work subjects among
+//     others: a task is deleted when it is acknowledged. It denies Nats-Rollup
+//     and purges, so no publisher can delete others' tasks with a header;
+//   - the schedule stream (work-queue retention, message schedules allowed),
+//     holding delayed tasks and cron schedules; a schedule fires into a
+//     staging subject ([Names.FiredSubject]), which the task stream sources
+//     through a durable consumer with flow-control acknowledgements
+//     ([FiredConsumerConfig]) and a subject transform onto the work subject;
 //   - the dead-letter stream (limits retention, 30 days by default);
 //   - the advisory stream, capturing the task stream's max-deliveries and
 //     message-terminated advisories, which the server only publishes on core
@@ -63,7 +71,9 @@
 //
 // # Drift
 //
-// Some settings cannot change in place (a stream's retention or storage).
+// Some settings cannot change in place (a stream's retention or storage, or a
+// task stream of the layout before the schedule stream: [MigrateTaskStream]
+// recreates it).
 // Ensure then reports them in [Report] and returns a *[DriftError] wrapping
 // [ErrDrift]; fix them by hand or change the [Config]. EnsureConsumer refuses
 // with ErrDrift a consumer whose name belongs to another task type (for

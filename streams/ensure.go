@@ -35,6 +35,14 @@ type Config struct {
 	DLQMaxAge time.Duration
 	// AdvisoryMaxAge is how long captured advisories are kept. Default 7 days.
 	AdvisoryMaxAge time.Duration
+	// AllowTaskPurge leaves purges of the task stream possible. Default
+	// false: the task stream denies purges (DenyPurge), so no credential,
+	// not even one granted "$JS.API.STREAM.PURGE.<task stream>", can empty
+	// it, and the server never lets that setting be undone on an existing
+	// stream. jetflow itself never purges the task stream; set it for test
+	// and benchmark setups that reset subjects between runs. Rollups are
+	// denied either way.
+	AllowTaskPurge bool
 }
 
 // Defaults used by [Config] fields left at their zero value.
@@ -68,8 +76,9 @@ func (c Config) withDefaults() (Config, Names, error) {
 	return c, names, nil
 }
 
-// StreamConfigs returns the JetStream configurations [Ensure] applies, task
-// stream first. It is exported so operators can review or reproduce them.
+// StreamConfigs returns the JetStream configurations [Ensure] applies: the
+// task stream, the schedule stream, the dead-letter stream and the advisory
+// stream. It is exported so operators can review or reproduce them.
 func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	c, n, err := c.withDefaults()
 	if err != nil {
@@ -81,39 +90,58 @@ func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	}
 	tasks := jetstream.StreamConfig{
 		Name:        n.TaskStream(),
-		Description: "jetflow tasks: work subjects, one-shot delays, cron schedules and workflow runs",
+		Description: "jetflow tasks: work subjects, workflow runs and ordered tasks; fired schedules are sourced from " + n.ScheduleStream(),
 		// One wildcard per priority rather than "<prefix>.task.>": a
 		// publish on a subject with no valid priority (where no consumer
 		// would ever read it) is refused at the producer instead of
 		// stranding in the stream.
-		Subjects: []string{
-			n.prefix + ".task." + PriorityCritical.String() + ".>",
-			n.prefix + ".task." + PriorityHigh.String() + ".>",
-			n.prefix + ".task." + PriorityNormal.String() + ".>",
-			n.prefix + ".task." + PriorityLow.String() + ".>",
-			n.prefix + ".sched.>",
-			n.prefix + ".cron.>",
-			// Workflow run documents: no consumer reads them, they are
-			// replaced by subject roll-up and expire by message TTL. They
-			// live here so that a step result and the next steps' tasks
-			// commit in one atomic batch.
-			n.prefix + ".wf.>",
+		Subjects: append(prioritySubjects(n.prefix+".task."),
+			// Workflow run documents: no consumer reads them, a new
+			// revision deletes the previous one and a final one expires by
+			// message TTL. They live here so that a step result and the
+			// next steps' tasks commit in one atomic batch.
+			n.prefix+".wf.>",
 			// Ordered tasks: slot subjects consumed by partition consumers
 			// with MaxAckPending 1 (ordering.go).
-			n.prefix + ".ord.>",
-		},
-		Retention: jetstream.WorkQueuePolicy,
-		// Message schedules require DiscardOld; with no limits set nothing
-		// is ever discarded.
+			n.prefix+".ord.>",
+		),
+		Retention:          jetstream.WorkQueuePolicy,
 		Discard:            jetstream.DiscardOld,
 		MaxBytes:           maxBytes,
 		Storage:            c.Storage,
 		Replicas:           c.Replicas,
 		Duplicates:         c.DuplicateWindow,
-		AllowMsgSchedules:  true,
 		AllowMsgTTL:        true,
 		AllowAtomicPublish: true,
 		AllowDirect:        true,
+		// No message schedules here (they would force rollups and purges
+		// on): nobody who may publish a task can delete others' tasks with
+		// a Nats-Rollup header, and nobody can purge the stream.
+		AllowRollup: false,
+		DenyPurge:   !c.AllowTaskPurge,
+		Sources: []*jetstream.StreamSource{{
+			Name:              n.ScheduleStream(),
+			SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: n.FiredWildcard(), Destination: n.TaskWildcard()}},
+			Consumer:          &jetstream.StreamConsumerSource{Name: n.FiredConsumer(), DeliverSubject: n.FiredDeliverSubject()},
+		}},
+	}
+	sched := jetstream.StreamConfig{
+		Name:        n.ScheduleStream(),
+		Description: "jetflow schedules: one-shot delays, cron schedules, and fired schedules until the task stream sourced them",
+		Subjects:    append([]string{n.ScheduleSubject(">"), n.CronSubject(">")}, prioritySubjects(n.prefix+".fired.")...),
+		// Work queue: the task stream's sourcing consumer acknowledges a
+		// fired message once it is stored there, which deletes it here;
+		// schedules themselves are never consumed (the consumer's filter
+		// is the staging subjects only).
+		Retention: jetstream.WorkQueuePolicy,
+		// Message schedules require DiscardOld; with no limits set nothing
+		// is ever discarded.
+		Discard:           jetstream.DiscardOld,
+		Storage:           c.Storage,
+		Replicas:          c.Replicas,
+		Duplicates:        c.DuplicateWindow,
+		AllowMsgSchedules: true,
+		AllowDirect:       true,
 	}
 	dlq := jetstream.StreamConfig{
 		Name:        n.DLQStream(),
@@ -140,7 +168,17 @@ func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 		Storage:   c.Storage,
 		Replicas:  c.Replicas,
 	}
-	return []jetstream.StreamConfig{tasks, dlq, adv}, nil
+	return []jetstream.StreamConfig{tasks, sched, dlq, adv}, nil
+}
+
+// prioritySubjects returns one wildcard per priority under prefix, for
+// example "jetflow.task.critical.>".
+func prioritySubjects(prefix string) []string {
+	out := make([]string, 0, NumPriorities)
+	for _, p := range []Priority{PriorityCritical, PriorityHigh, PriorityNormal, PriorityLow} {
+		out = append(out, prefix+p.String()+".>")
+	}
+	return out
 }
 
 // Report says what [Ensure] did to each resource.
@@ -194,12 +232,16 @@ func (e *DriftError) Error() string {
 // Unwrap returns [ErrDrift].
 func (e *DriftError) Unwrap() error { return ErrDrift }
 
-// Ensure creates the task, dead-letter and advisory streams of c, or updates
-// them to match c, and creates the KV buckets of c ([BucketConfigs]) that do
-// not exist. It is idempotent and safe to call from many processes at
-// once. Fields Ensure does not manage (for example limits an operator added)
-// are kept. Differences that cannot be updated in place (retention, storage)
-// are reported in Report.Drift and as a *[DriftError]. Errors of a cluster
+// Ensure creates the task, schedule, dead-letter and advisory streams of c
+// and the schedule stream's sourcing consumer ([FiredConsumerConfig]), or
+// updates them to match c, and creates the KV buckets of c ([BucketConfigs])
+// that do not exist. It returns once the task stream sources the schedule
+// stream, so delayed tasks fire from then on. It is idempotent and safe to
+// call from many processes at once. Fields Ensure does not manage (for
+// example limits an operator added) are kept. Differences that cannot be
+// updated in place (retention, storage, a task stream created before the
+// schedule stream existed: see [MigrateTaskStream]) are reported in
+// Report.Drift and as a *[DriftError]. Errors of a cluster
 // that is still forming ("no suitable peers", "temporarily unavailable",
 // timeouts) are retried until ctx ends, or for [EnsureRetryFor] when ctx has
 // no deadline.
@@ -209,21 +251,61 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, err
 		return nil, err
 	}
 	rep := &Report{}
-	for _, want := range cfgs {
-		// A cluster that is still forming (or electing its meta leader)
-		// answers "no suitable peers" or "temporarily unavailable" for a
-		// moment: retry those until ctx ends (at most EnsureRetryFor when
-		// ctx has no deadline).
+	// A cluster that is still forming (or electing its meta leader) answers
+	// "no suitable peers" or "temporarily unavailable" for a moment: retry
+	// those until ctx ends (at most EnsureRetryFor when ctx has no
+	// deadline).
+	step := func(f func(one *Report) error) error {
 		var one *Report
 		err := retryTransient(ctx, func() error {
 			one = &Report{}
-			return ensureStream(ctx, js, want, one)
+			return f(one)
 		})
 		rep.Created = append(rep.Created, one.Created...)
 		rep.Updated = append(rep.Updated, one.Updated...)
 		rep.Unchanged = append(rep.Unchanged, one.Unchanged...)
 		rep.Drift = append(rep.Drift, one.Drift...)
+		return err
+	}
+	tasks, sched, rest := cfgs[0], cfgs[1], cfgs[2:]
+	// A task stream created before the schedule stream holds the delayed
+	// tasks and cron schedules and cannot be changed into the new one (the
+	// server neither turns schedules off nor lets a stream with schedules
+	// source another): report it and leave it alone; MigrateTaskStream
+	// recreates it.
+	old := false
+	if err := step(func(*Report) error {
+		s, err := js.Stream(ctx, tasks.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil
+		}
 		if err != nil {
+			return fmt.Errorf("streams: look up %s: %w", tasks.Name, err)
+		}
+		old = s.CachedInfo().Config.AllowMsgSchedules
+		return nil
+	}); err != nil {
+		return rep, err
+	}
+	if old {
+		rep.Drift = append(rep.Drift, Drift{Resource: tasks.Name, Field: "AllowMsgSchedules", Want: "false (schedules in " + sched.Name +
+			"; recreate the task stream with streams.MigrateTaskStream)", Have: "true"})
+	} else {
+		if err := step(func(one *Report) error { return ensureStream(ctx, js, sched, one) }); err != nil {
+			return rep, err
+		}
+		if err := step(func(one *Report) error { return ensureFiredConsumer(ctx, js, c, one) }); err != nil {
+			return rep, err
+		}
+		rest = append([]jetstream.StreamConfig{tasks}, rest...)
+	}
+	for _, want := range rest {
+		if err := step(func(one *Report) error { return ensureStream(ctx, js, want, one) }); err != nil {
+			return rep, err
+		}
+	}
+	if !old {
+		if err := waitSourcing(ctx, js, tasks.Name, sched.Name); err != nil {
 			return rep, err
 		}
 	}
@@ -278,6 +360,15 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	set(want.MaxBytes > 0 && have.MaxBytes != want.MaxBytes, func() { next.MaxBytes = want.MaxBytes })
 	set(have.Discard != want.Discard, func() { next.Discard = want.Discard })
 	set(want.AllowMsgSchedules && !have.AllowMsgSchedules, func() { next.AllowMsgSchedules = true })
+	if !want.AllowMsgSchedules {
+		// (The server forces rollups and purges on with schedules.)
+		set(!want.AllowRollup && have.AllowRollup, func() { next.AllowRollup = false })
+		set(want.DenyPurge && !have.DenyPurge, func() { next.DenyPurge = true })
+		if !want.DenyPurge && have.DenyPurge {
+			drift("DenyPurge", false, true) // the server cannot cancel it
+		}
+	}
+	set(!sameSources(have.Sources, want.Sources), func() { next.Sources = want.Sources })
 	set(want.AllowMsgTTL && !have.AllowMsgTTL, func() { next.AllowMsgTTL = true })
 	set(want.AllowAtomicPublish && !have.AllowAtomicPublish, func() { next.AllowAtomicPublish = true })
 	set(want.AllowDirect && !have.AllowDirect, func() { next.AllowDirect = true })
@@ -308,6 +399,22 @@ func retryTransient(ctx context.Context, f func() error) error {
 
 // ensureRetry spaces the attempts of retryTransient.
 var ensureRetry = retry.Policy{Min: 50 * time.Millisecond, Max: time.Second}
+
+// sameSources reports whether a and b source the same streams through the
+// same consumers and transforms.
+func sameSources(a, b []*jetstream.StreamSource) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Name != y.Name || x.FilterSubject != y.FilterSubject || !slices.Equal(x.SubjectTransforms, y.SubjectTransforms) ||
+			(x.Consumer == nil) != (y.Consumer == nil) || (x.Consumer != nil && *x.Consumer != *y.Consumer) {
+			return false
+		}
+	}
+	return true
+}
 
 func sameSet(a, b []string) bool {
 	if len(a) != len(b) {

@@ -42,7 +42,7 @@ func sorted(s []string) []string {
 func TestEnsureIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx, js := jsContext(t)
-	all := []string{"JETFLOW_ADVISORIES", "JETFLOW_DLQ", "JETFLOW_TASKS"}
+	all := []string{"JETFLOW_ADVISORIES", "JETFLOW_DLQ", "JETFLOW_SCHEDULES", "JETFLOW_SCHEDULES/tasks", "JETFLOW_TASKS"}
 
 	rep, err := streams.Ensure(ctx, js, streams.Config{})
 	if err != nil {
@@ -52,7 +52,7 @@ func TestEnsureIsIdempotent(t *testing.T) {
 		t.Fatalf("first Ensure: %+v", rep)
 	}
 	tasks := streamConfig(t, ctx, js, "JETFLOW_TASKS")
-	if tasks.Retention != jetstream.WorkQueuePolicy || !tasks.AllowMsgSchedules || !tasks.AllowAtomicPublish ||
+	if tasks.Retention != jetstream.WorkQueuePolicy || tasks.AllowMsgSchedules || tasks.AllowRollup || !tasks.DenyPurge || !tasks.AllowAtomicPublish ||
 		tasks.Duplicates != streams.DefaultDuplicateWindow || tasks.Replicas != 1 {
 		t.Errorf("task stream config %+v", tasks)
 	}
@@ -87,7 +87,7 @@ func TestEnsureUpdatesDuplicateWindowAndKeepsForeignFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"JETFLOW_DLQ", "JETFLOW_TASKS"}; !slices.Equal(sorted(rep.Updated), want) {
+	if want := []string{"JETFLOW_DLQ", "JETFLOW_SCHEDULES", "JETFLOW_TASKS"}; !slices.Equal(sorted(rep.Updated), want) {
 		t.Fatalf("Updated %v, want %v (report %+v)", rep.Updated, want, rep)
 	}
 	if d := streamConfig(t, ctx, js, "JETFLOW_TASKS").Duplicates; d != time.Minute {
@@ -97,7 +97,7 @@ func TestEnsureUpdatesDuplicateWindowAndKeepsForeignFields(t *testing.T) {
 		t.Errorf("operator's DLQ MaxMsgs = %d after Ensure, want kept at 1000", m)
 	}
 	rep, err = streams.Ensure(ctx, js, streams.Config{DuplicateWindow: time.Minute})
-	if err != nil || len(rep.Unchanged) != 3 {
+	if err != nil || len(rep.Unchanged) != 5 {
 		t.Fatalf("Ensure again: %+v, %v", rep, err)
 	}
 }
@@ -177,8 +177,11 @@ func TestEnsureConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfgs[0].Name != "BILLING_TASKS" || cfgs[0].Replicas != 3 || cfgs[0].MaxBytes != 1<<30 ||
-		!slices.Contains(cfgs[0].Subjects, "billing.sched.>") {
+		slices.Contains(cfgs[0].Subjects, "billing.sched.>") || cfgs[0].Sources[0].Name != "BILLING_SCHEDULES" {
 		t.Errorf("task stream config %+v", cfgs[0])
+	}
+	if cfgs[1].Name != "BILLING_SCHEDULES" || !cfgs[1].AllowMsgSchedules || !slices.Contains(cfgs[1].Subjects, "billing.sched.>") {
+		t.Errorf("schedule stream config %+v", cfgs[1])
 	}
 }
 
@@ -258,8 +261,8 @@ func TestPrefixesDoNotShareStreams(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Ensure %s: %v", p, err)
 		}
-		if len(rep.Created) != 3 {
-			t.Errorf("Ensure %s: %+v, want three new streams", p, rep)
+		if len(rep.Created) != 5 {
+			t.Errorf("Ensure %s: %+v, want four new streams and the fired consumer", p, rep)
 		}
 	}
 	if subj := streamConfig(t, ctx, js, a.TaskStream()).Subjects; !slices.Contains(subj, "my-app.task.normal.>") {

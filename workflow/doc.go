@@ -29,7 +29,8 @@
 // # Durability
 //
 // The state of a run is one JSON document on subject "<prefix>.wf.<run>" of
-// the task stream, replaced on every change (subject roll-up) and guarded by
+// the task stream, replaced on every change (a new revision, then a delete
+// of the previous one: the task stream denies roll-ups) and guarded by
 // its last sequence (optimistic concurrency): of two parents finishing at
 // once, exactly one enqueues their common child. Starting a run, and
 // finishing a step, commit the document together with the tasks of the steps

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,8 +29,9 @@ const (
 )
 
 // List returns the runs stored in the task stream that match f, the most
-// recently updated first. Each run has one document (older versions are
-// rolled up), so List reads one message per run, in stream order, at most
+// recently updated first. Each run has one document (a new version deletes
+// the one it replaced; a version left behind by a failed delete is skipped),
+// so List reads about one message per run, in stream order, at most
 // [MaxListScan] of them; truncated is true when it stopped there or when
 // more than f.Limit runs matched. Documents that do not decode are skipped.
 // Finished runs stay listed until their workflow's retention
@@ -47,6 +49,9 @@ func (c *Client) List(ctx context.Context, f RunFilter) (runs []*Run, truncated 
 	filter := c.names.RunSubject(">")
 	prefix := c.names.RunSubject("")
 	var seq uint64 = 1
+	// A superseded revision whose delete failed may still be stored: the
+	// last one of a run wins.
+	at := make(map[string]int)
 	for n := 0; ; n++ {
 		if n == MaxListScan {
 			truncated = true
@@ -65,11 +70,17 @@ func (c *Client) List(ctx context.Context, f RunFilter) (runs []*Run, truncated 
 		if err != nil || r.ID != id {
 			continue
 		}
+		if i, ok := at[id]; ok {
+			runs[i] = nil // superseded
+		}
 		if (f.Workflow != "" && r.Workflow != f.Workflow) || (f.Status != "" && r.Status != f.Status) {
+			delete(at, id)
 			continue
 		}
+		at[id] = len(runs)
 		runs = append(runs, r)
 	}
+	runs = slices.DeleteFunc(runs, func(r *Run) bool { return r == nil })
 	// Stream order is update order: newest last.
 	for i, j := 0, len(runs)-1; i < j; i, j = i+1, j-1 {
 		runs[i], runs[j] = runs[j], runs[i]

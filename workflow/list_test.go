@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/jetflow-io/jetflow/workflow"
@@ -47,5 +48,44 @@ func TestListRuns(t *testing.T) {
 	none, _, err := c.List(ctx, workflow.RunFilter{Status: workflow.RunCompleted})
 	if err != nil || len(none) != 0 {
 		t.Errorf("status filter: %v %d", err, len(none))
+	}
+}
+
+// A superseded revision whose delete failed stays stored next to the newer
+// one (the task stream denies roll-ups): List shows the run once, as its
+// last revision says.
+func TestListSkipsSupersededRevisions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	d := workflow.New("stale")
+	workflow.Step(d, "one", func(ctx context.Context, in int) (int, error) { return in, nil })
+	c := e.client(t, d)
+	id, err := c.Start(ctx, "stale", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.js.Stream(ctx, "JETFLOW_TASKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := s.GetLastMsgForSubject(ctx, "jetflow.wf."+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two more revisions of the same document, as if the deletes of the
+	// earlier ones had failed; the last says the run failed.
+	failed := strings.Replace(string(doc.Data), `"status":"running"`, `"status":"failed"`, 1)
+	for _, data := range []string{string(doc.Data), failed} {
+		if _, err := e.js.Publish(ctx, "jetflow.wf."+id, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, _, err := c.List(ctx, workflow.RunFilter{})
+	if err != nil || len(runs) != 1 || runs[0].ID != id || runs[0].Status != workflow.RunFailed {
+		t.Fatalf("List = %d runs (%v), want run %s once, failed", len(runs), err, id)
+	}
+	if only, _, err := c.List(ctx, workflow.RunFilter{Status: workflow.RunRunning}); err != nil || len(only) != 0 {
+		t.Errorf("List running = %d runs (%v), want none: the run's last revision says failed", len(only), err)
 	}
 }

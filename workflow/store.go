@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -218,7 +219,6 @@ func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats
 	}
 	doc := &nats.Msg{Subject: s.names.RunSubject(r.ID), Data: data, Header: nats.Header{}}
 	doc.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
-	doc.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 	if r.Status.Final() {
 		doc.Header.Set(jetstream.MsgTTLHeader, strconv.FormatInt(int64(max(s.retention(r.Workflow), time.Second)/time.Second), 10))
 	}
@@ -255,12 +255,33 @@ func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats
 		return s.publishErr(r.ID, err)
 	}
 	r.Revision = seq
+	s.dropRevision(ctx, expect)
 	if sequenced && len(tasks) > 0 {
 		if err := s.publishTasks(ctx, tasks); err != nil {
 			return fmt.Errorf("%w: run %s: %w", errTasksNotSent, r.ID, err)
 		}
 	}
 	return nil
+}
+
+// dropRevision deletes the superseded revision of a run document at
+// sequence seq (0: none). The task stream denies roll-ups (a producer's
+// Nats-Rollup header would delete other tasks), so a new revision cannot
+// replace the old one by itself. A revision left behind by a failed delete
+// is harmless: reads take the last one of the subject, and List skips older
+// ones.
+func (s *store) dropRevision(ctx context.Context, seq uint64) {
+	if seq == 0 {
+		return
+	}
+	st, err := s.taskStream(ctx)
+	if err != nil {
+		return
+	}
+	if err := st.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		framework.LoggerFromContext(ctx).Warn("jetflow workflow could not delete a superseded run revision",
+			slog.Uint64("sequence", seq), slog.Any("error", err))
+	}
 }
 
 // publishTasks publishes tasks asynchronously and waits for every

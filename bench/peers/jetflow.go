@@ -36,7 +36,7 @@ func newJetflow(ctx context.Context, cfg config) (*jetflowSystem, error) {
 		nc.Close()
 		return nil, err
 	}
-	if _, err := streams.Ensure(ctx, js, streams.Config{Storage: jetstream.FileStorage}); err != nil {
+	if _, err := streams.Ensure(ctx, js, streams.Config{Storage: jetstream.FileStorage, AllowTaskPurge: true}); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("jetflow: ensure topology: %w", err)
 	}

@@ -247,7 +247,7 @@ Serving on %[1]s until Ctrl-C. Inspect it with the nats CLI
   %[2]s stream subjects %[3]s
   %[2]s consumer ls %[3]s
   %[2]s consumer info %[3]s %[4]s
-  %[2]s stream get %[3]s --last-for %[5]s
+  %[2]s stream get %[8]s --last-for %[5]s
 
 The last one shows the schedule of a report due at %[6]s.
 Enqueue a task by hand; the worker picks it up:
@@ -263,7 +263,7 @@ Or with the jetflow CLI (go run ./cmd/jetflow, or go install ./cmd/jetflow):
 
 `, url, cli, names.TaskStream(), names.ConsumerName("payments.charge", framework.PriorityCritical),
 		later.Subject, later.ScheduledFor.Local().Format(time.TimeOnly),
-		names.TaskSubject(framework.PriorityLow, "emails.send"))
+		names.TaskSubject(framework.PriorityLow, "emails.send"), names.ScheduleStream())
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nstopping")
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

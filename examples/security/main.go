@@ -253,9 +253,10 @@ func adminPermissions(inbox string) *server.Permissions {
 func kvStream(bucket string) string { return "KV_" + bucket }
 
 // producerPermissions may publish tasks (now or delayed), write their
-// "pending" state records, and read the task stream's info, which the client
-// asks for when the stream does not answer. It cannot consume, read, delete
-// or purge anything.
+// "pending" state records, and read the task and schedule streams' info,
+// which the client asks for when a stream does not answer. It cannot
+// consume, read, delete or purge anything, and a Nats-Rollup header on a
+// task subject is refused by the task stream.
 func producerPermissions(n streams.Names, inbox string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
@@ -263,6 +264,7 @@ func producerPermissions(n streams.Names, inbox string) *server.Permissions {
 			n.ScheduleSubject(">"),
 			"$KV." + n.StateBucket() + ".>",
 			"$JS.API.STREAM.INFO." + n.TaskStream(),
+			"$JS.API.STREAM.INFO." + n.ScheduleStream(),
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{inbox + ".>"}},
 	}
@@ -335,11 +337,11 @@ func workerPermissions(n streams.Names, inbox string, types ...string) *server.P
 // operatorPermissions may read stream and consumer state and task records,
 // list, replay, delete and purge dead letters, and manage repeating
 // schedules. It cannot consume tasks. Add
-// "$JS.API.STREAM.PURGE.<task stream>" only if operators cancel delayed
-// tasks: a purge request can name any subject, so it could empty the whole
-// task stream.
+// "$JS.API.STREAM.PURGE.<schedule stream>" only if operators cancel delayed
+// tasks or remove repeating schedules: a purge request can name any subject,
+// so it could empty the schedule stream (the task stream denies purges).
 func operatorPermissions(n streams.Names, inbox string) *server.Permissions {
-	dlq, tasks := n.DLQStream(), n.TaskStream()
+	dlq, tasks, sched := n.DLQStream(), n.TaskStream(), n.ScheduleStream()
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
 			"$JS.API.INFO",
@@ -355,6 +357,7 @@ func operatorPermissions(n streams.Names, inbox string) *server.Permissions {
 			// Task records and schedules.
 			"$JS.API.DIRECT.GET." + kvStream(n.StateBucket()) + ".>",
 			"$JS.API.DIRECT.GET." + tasks, "$JS.API.DIRECT.GET." + tasks + ".>",
+			"$JS.API.DIRECT.GET." + sched, "$JS.API.DIRECT.GET." + sched + ".>",
 			n.CronSubject(">"),
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{inbox + ".>"}},

@@ -179,6 +179,16 @@ func TestRolePermissions(t *testing.T) {
 	if _, err := cl.Enqueue(ctx, typ, nil, framework.WithID("later-1"), framework.In(300*time.Millisecond)); err != nil {
 		t.Fatalf("delayed enqueue: %v (violations %v)", err, violations(pc))
 	}
+	// A producer's Nats-Rollup header on a work subject (which subject
+	// permissions cannot see) is refused by the task stream: it would have
+	// deleted the subject's waiting tasks, or with "all" the whole stream.
+	for _, kind := range []string{jetstream.MsgRollupSubject, jetstream.MsgRollupAll} {
+		m := &nats.Msg{Subject: names.TaskSubject(framework.PriorityNormal, typ), Header: nats.Header{jetstream.MsgRollup: {kind}}}
+		var apiErr *jetstream.APIError
+		if _, err := pc.js.PublishMsg(ctx, m); !errors.As(err, &apiErr) {
+			t.Errorf("producer's Nats-Rollup: %s on a work subject: %v, want refused by the stream", kind, err)
+		}
+	}
 	if _, err := cl.EnqueueMany(ctx, []framework.TaskSpec{{Type: typ}, {Type: typ}}); err != nil {
 		t.Fatalf("enqueue many: %v (violations %v)", err, violations(pc))
 	}
@@ -271,6 +281,13 @@ func TestRolePermissions(t *testing.T) {
 		{"operator", oc, "consume tasks", func(ctx context.Context) error {
 			_, err := oc.js.CreateOrUpdateConsumer(ctx, tasks, jetstream.ConsumerConfig{Durable: "peek", FilterSubject: names.TaskWildcard()})
 			return err
+		}},
+		{"producer", pc, "purge the schedule stream", func(ctx context.Context) error {
+			_, err := pc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+names.ScheduleStream(), nil)
+			return err
+		}},
+		{"producer", pc, "publish a cron schedule", func(ctx context.Context) error {
+			return pc.Publish(names.CronSubject("evil"), nil)
 		}},
 		{"operator", oc, "purge the task stream", func(ctx context.Context) error {
 			_, err := oc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+tasks, nil)

@@ -42,8 +42,9 @@ type Snapshot[K comparable] struct {
 
 // StatsConfig names what [Stats] reads and how it recognises queues.
 type StatsConfig[K comparable] struct {
-	// TaskStream and DLQStream are the streams' names.
-	TaskStream, DLQStream string
+	// TaskStream, ScheduleStream and DLQStream are the streams' names;
+	// delayed tasks and repeating schedules live in ScheduleStream.
+	TaskStream, ScheduleStream, DLQStream string
 	// Schedules and Crons match every one-shot and repeating schedule
 	// subject; DLQPrefix is the dead-letter subject of the empty type
 	// ("<prefix>.dlq.").
@@ -94,14 +95,18 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	}
 
 	// Delayed tasks: count them, then read their targets.
-	si, err := stream.Info(ctx, jetstream.WithSubjectFilter(cfg.Schedules))
+	sched, err := js.Stream(ctx, cfg.ScheduleStream)
+	if err != nil {
+		return nil, fmt.Errorf("schedule stream %s: %w", cfg.ScheduleStream, err)
+	}
+	si, err := sched.Info(ctx, jetstream.WithSubjectFilter(cfg.Schedules))
 	if err != nil {
 		return nil, err
 	}
 	out.Scheduled = len(si.State.Subjects)
 	if out.Scheduled > 0 {
 		seen := 0
-		err := jsapi.Scan(ctx, nc, cfg.TaskStream, cfg.Schedules, 0, 0, time.Time{}, 1000,
+		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Schedules, 0, 0, time.Time{}, 1000,
 			func(m jsapi.Stored) (bool, error) {
 				seen++
 				if seen > cfg.MaxScheduled {
@@ -121,13 +126,13 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 			return nil, fmt.Errorf("scheduled tasks: %w", err)
 		}
 	}
-	ci, err := stream.Info(ctx, jetstream.WithSubjectFilter(cfg.Crons))
+	ci, err := sched.Info(ctx, jetstream.WithSubjectFilter(cfg.Crons))
 	if err != nil {
 		return nil, err
 	}
 	out.Cron = len(ci.State.Subjects)
 	if out.Cron > 0 {
-		err := jsapi.Scan(ctx, nc, cfg.TaskStream, cfg.Crons, 0, 0, time.Time{}, 1000,
+		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Crons, 0, 0, time.Time{}, 1000,
 			func(m jsapi.Stored) (bool, error) {
 				if out.junk(m, cfg.MaxJunk) {
 					out.Cron--

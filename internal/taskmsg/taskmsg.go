@@ -47,10 +47,11 @@ type Spec struct {
 	// Data is the encoded payload.
 	Data []byte
 	// Due, when after Now, makes a delayed task: the message goes to
-	// ScheduleSubject as a server-side schedule that publishes it to Target
-	// at Due.
-	Due, Now        time.Time
-	ScheduleSubject string
+	// ScheduleSubject as a server-side schedule that publishes it to
+	// ScheduleTarget (the staging subject the task stream sources onto
+	// Target) at Due.
+	Due, Now                        time.Time
+	ScheduleSubject, ScheduleTarget string
 }
 
 // Build returns the message of s and whether it is delayed.
@@ -73,7 +74,7 @@ func Build(s Spec) (*nats.Msg, bool) {
 		// Set by hand: jetstream.WithScheduleAt truncates to whole seconds,
 		// which would fire up to 1 s early.
 		hdr[jetstream.ScheduleHeader] = []string{"@at " + due}
-		hdr[jetstream.ScheduleTargetHeader] = []string{s.Target}
+		hdr[jetstream.ScheduleTargetHeader] = []string{s.ScheduleTarget}
 		hdr[HeaderTaskID] = []string{s.ID}
 		hdr[HeaderScheduledFor] = []string{due}
 		hdr[HeaderEnqueuedAt] = []string{FormatTime(s.Now)}

@@ -52,9 +52,9 @@ func TestBuild(t *testing.T) {
 		t.Errorf("anonymous task without headers has a header block: %v", m.Header)
 	}
 	due := now.Add(1500 * time.Millisecond)
-	m, delayed = Build(Spec{Target: "t", ID: "x", ScheduleSubject: "s", Due: due, Now: now, Encoding: "gob",
+	m, delayed = Build(Spec{Target: "t", ID: "x", ScheduleSubject: "s", ScheduleTarget: "f", Due: due, Now: now, Encoding: "gob",
 		Headers: map[string]string{"K": "v"}})
-	if !delayed || m.Subject != "s" || m.Header.Get(jetstream.ScheduleTargetHeader) != "t" ||
+	if !delayed || m.Subject != "s" || m.Header.Get(jetstream.ScheduleTargetHeader) != "f" ||
 		m.Header.Get(jetstream.ScheduleHeader) != "@at "+FormatTime(due) || m.Header.Get(HeaderTaskID) != "x" ||
 		!ParseTime(m.Header.Get(HeaderScheduledFor)).Equal(due) || m.Header.Get(HeaderEncoding) != "gob" || m.Header.Get("K") != "v" {
 		t.Errorf("delayed: %+v", m)
