@@ -23,25 +23,13 @@ func (d *Queue) PurgeProgress(ctx context.Context, f Filter, progress func(done,
 		}
 		return n, err
 	}
-	subj, err := f.subject(d.names)
+	last, total, err := d.scanRange(ctx, f, "purge dead letters")
 	if err != nil {
 		return 0, err
-	}
-	ds, err := d.core.Stream(ctx, d.names.DLQStream())
-	if err != nil {
-		return 0, err
-	}
-	si, err := ds.Info(ctx, jetstream.WithSubjectFilter(subj))
-	if err != nil {
-		return 0, fmt.Errorf("dlq: purge dead letters: stream info: %w", err)
-	}
-	total := 0
-	for _, n := range si.State.Subjects {
-		total += int(n)
 	}
 	purged, done := 0, 0
 	scanFilter := Filter{Type: f.Type, From: f.From}
-	err = d.scan(ctx, scanFilter, 0, si.State.LastSeq, scanBatch, func(dl *Record, m jsapi.Stored) (bool, error) {
+	err = d.scan(ctx, scanFilter, 0, last, scanBatch, func(dl *Record, m jsapi.Stored) (bool, error) {
 		if done == 0 && !f.From.IsZero() {
 			total = int(m.NumPending) + 1 // the scan starts at f.From
 		}
@@ -68,4 +56,26 @@ func (d *Queue) PurgeProgress(ctx context.Context, f Filter, progress func(done,
 		return purged, d.wrapErr("purge dead letters", err)
 	}
 	return purged, nil
+}
+
+// scanRange returns the last sequence of the dead-letter stream and the
+// number of records on f's subjects, where a scan for f starts; what names
+// the operation in an error.
+func (d *Queue) scanRange(ctx context.Context, f Filter, what string) (last uint64, total int, err error) {
+	subj, err := f.subject(d.names)
+	if err != nil {
+		return 0, 0, err
+	}
+	ds, err := d.core.Stream(ctx, d.names.DLQStream())
+	if err != nil {
+		return 0, 0, err
+	}
+	si, err := ds.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return 0, 0, fmt.Errorf("dlq: %s: dead-letter stream info: %w", what, err)
+	}
+	for _, n := range si.State.Subjects {
+		total += int(n)
+	}
+	return si.State.LastSeq, total, nil
 }

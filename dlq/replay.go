@@ -130,22 +130,9 @@ func (d *Queue) ReplayAll(ctx context.Context, progress func(done, total int)) (
 // payload) is skipped and reported in the error; a publish that fails stops
 // the replay, and the records not yet replayed stay.
 func (d *Queue) ReplayFilter(ctx context.Context, f Filter, progress func(done, total int)) (int, error) {
-	subj, err := f.subject(d.names)
+	last, total, err := d.scanRange(ctx, f, "replay")
 	if err != nil {
 		return 0, err
-	}
-	ds, err := d.core.Stream(ctx, d.names.DLQStream())
-	if err != nil {
-		return 0, err
-	}
-	si, err := ds.Info(ctx, jetstream.WithSubjectFilter(subj))
-	if err != nil {
-		return 0, fmt.Errorf("dlq: replay: dead-letter stream info: %w", err)
-	}
-	last := si.State.LastSeq
-	total := 0
-	for _, n := range si.State.Subjects {
-		total += int(n)
 	}
 	if last == 0 || total == 0 {
 		if progress != nil {
