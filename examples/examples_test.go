@@ -213,9 +213,12 @@ func testServe(t *testing.T, bin string) {
 	if err != nil {
 		t.Fatalf("schedule stream: %v", err)
 	}
-	if _, err := s.GetLastMsgForSubject(ctx, sched); err != nil {
-		t.Fatalf("the printed schedule subject %s holds no message: %v", sched, err)
-	}
+	// The worker's delay mover stores the schedule a moment after the
+	// enqueue.
+	testutil.Wait(t, time.Minute, "the printed schedule subject "+sched+" to hold the schedule", func() bool {
+		_, err := s.GetLastMsgForSubject(ctx, sched)
+		return err == nil
+	})
 	if _, err := js.Publish(ctx, pub[1], []byte(pub[2])); err != nil {
 		t.Fatalf("publish the printed task: %v", err)
 	}

@@ -323,7 +323,7 @@ func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nat
 		// The target is derived here from the validated type and priority,
 		// never taken from the caller: a schedule can only fire into the
 		// staging subject of a work subject.
-		spec.ScheduleSubject = c.names.ScheduleSubject(id)
+		spec.DelaySubject = c.names.DelaySubject(id)
 		spec.ScheduleTarget = c.names.FiredSubject(cfg.priority, taskType)
 	}
 	msg, _ := taskmsg.Build(spec)
@@ -378,8 +378,8 @@ func (c *Client) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck,
 		defer cancel()
 	}
 	stream := c.names.TaskStream()
-	if msg.Header.Get(jetstream.ScheduleHeader) != "" {
-		stream = c.names.ScheduleStream()
+	if msg.Header.Get(taskmsg.HeaderScheduleTarget) != "" {
+		stream = c.names.DelayStream()
 	}
 	return jsapi.Publish(ctx, c.js, stream, msg, c.opts.logger)
 }

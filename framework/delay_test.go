@@ -51,7 +51,7 @@ func TestDelayedTasksNeverStartEarly(t *testing.T) {
 	if d := infos["in"].ScheduledFor.Sub(before); d < time.Second || d > 2*time.Second {
 		t.Errorf("In(1s): TaskInfo.ScheduledFor is %v after the call", d)
 	}
-	if infos["in"].Subject != "jetflow.sched.in" || infos["now"].Subject != "jetflow.task.normal.delay.run" {
+	if infos["in"].Subject != "jetflow.delay.in" || infos["now"].Subject != "jetflow.task.normal.delay.run" {
 		t.Errorf("subjects: in %q, now %q", infos["in"].Subject, infos["now"].Subject)
 	}
 	if !infos["now"].ScheduledFor.IsZero() {
@@ -104,6 +104,7 @@ func TestCancelDelayedTask(t *testing.T) {
 	// machine. That the cancelled schedule can never fire is shown by the
 	// stream itself: nothing of it is left.
 	e.enqueue(t, typ, nil, framework.WithID("doomed"), framework.In(time.Hour))
+	testutil.Wait(t, waitLong, "the delayed task moved into its schedule", func() bool { return w.Stats().DelaysMoved == 1 })
 	if n := e.taskStreamMsgs(t); n != 1 {
 		t.Fatalf("task stream holds %d messages after a delayed enqueue, want 1", n)
 	}
@@ -133,6 +134,36 @@ func TestCancelDelayedTask(t *testing.T) {
 	// A schedule that already fired cannot be cancelled.
 	if err := e.cl.Cancel(ctx, "witness"); !errors.Is(err, framework.ErrNotFound) {
 		t.Errorf("Cancel of a task that ran: %v, want ErrNotFound", err)
+	}
+}
+
+// A delayed task cancelled before any worker moved it into the schedule
+// stream never runs: Cancel purges it from the delay stream.
+func TestCancelBeforeTheMove(t *testing.T) {
+	t.Parallel()
+	const typ = "delay.unmoved"
+	e := newEnv(t)
+	ctx := t.Context()
+	e.enqueue(t, typ, nil, framework.WithID("doomed"), framework.In(200*time.Millisecond))
+	rec, err := e.cl.Inspector().GetTask(ctx, "doomed")
+	if err != nil || rec.State != framework.StateScheduled || rec.Type != typ {
+		t.Fatalf("GetTask before the move: %+v, %v; want scheduled %s", rec, err, typ)
+	}
+	if err := e.cl.Cancel(ctx, "doomed"); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	if n := e.taskStreamMsgs(t); n != 0 {
+		t.Fatalf("streams hold %d messages after Cancel, want 0", n)
+	}
+	w := e.worker(t)
+	starts := recordStarts(w, typ)
+	startWorker(t, w)
+	e.enqueue(t, typ, nil, framework.WithID("witness"), framework.In(200*time.Millisecond))
+	if r := testutil.Recv(t, starts, waitLong, "witness start"); r.id != "witness" {
+		t.Fatalf("cancelled task %s ran", r.id)
+	}
+	if got := w.Stats().DelaysMoved; got != 1 {
+		t.Errorf("Stats.DelaysMoved = %d, want 1 (the witness only)", got)
 	}
 }
 

@@ -127,7 +127,7 @@ func ExampleClient_Enqueue_delayed() {
 	fmt.Println("cancel:", cl.Cancel(ctx, "reminder-1"))
 	fmt.Println("cancel again:", cl.Cancel(ctx, "reminder-1"))
 	// Output:
-	// waiting on jetflow.sched.reminder-1 for about 1h0m0s
+	// waiting on jetflow.delay.reminder-1 for about 1h0m0s
 	// cancel: <nil>
 	// cancel again: framework: not found: task reminder-1 has no pending schedule
 }

@@ -102,7 +102,7 @@ func (e *env) taskStreamMsgs(t *testing.T) uint64 {
 	defer cancel()
 	names := streams.MustNames("")
 	var n uint64
-	for _, name := range []string{names.TaskStream(), names.ScheduleStream()} {
+	for _, name := range []string{names.TaskStream(), names.ScheduleStream(), names.DelayStream()} {
 		s, err := e.js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/internal/queuestate"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -92,17 +93,19 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 		return nil, fmt.Errorf("%w: task %s", ErrNotFound, id)
 	}
 	var rec *TaskRecord
-	_, err = jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, func(m jsapi.Stored) error {
+	read := func(m jsapi.Stored) error {
 		r := &TaskRecord{ID: id, State: StateScheduled, Sequence: m.Seq, EnqueuedAt: m.Time, UpdatedAt: m.Time}
-		if p, typ, err := i.names.ParseScheduleTarget(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
-			r.Priority, r.Type = p, typ
-		}
-		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
-			r.ScheduledFor = ts
-		}
+		r.Priority, r.Type, r.ScheduledFor = pendingSchedule(i.names, m)
 		rec = r
 		return nil
-	})
+	}
+	_, err = jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, read)
+	if err == nil && rec == nil {
+		// Not yet moved into the schedule stream.
+		if _, derr := jsapi.DirectGet(ctx, i.nc, i.names.DelayStream(), jsapi.GetRequest{NextFor: i.names.DelaySubject(id)}, read); derr != nil && !errors.Is(derr, jsapi.ErrNoStream) {
+			err = derr
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("framework: get task %s: %w", id, err)
 	}
@@ -110,6 +113,23 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 		return nil, fmt.Errorf("%w: task %s", ErrNotFound, id)
 	}
 	return rec, nil
+}
+
+// pendingSchedule reads the priority, type and due time of a delayed task
+// stored in the schedule stream or, on its way there, in the delay stream;
+// zero values for what it cannot read.
+func pendingSchedule(n streams.Names, m jsapi.Stored) (p Priority, typ string, due time.Time) {
+	target := m.Header.Get(jetstream.ScheduleTargetHeader)
+	if target == "" {
+		target = m.Header.Get(taskmsg.HeaderScheduleTarget)
+	}
+	if pp, t, err := n.ParseScheduleTarget(target); err == nil {
+		p, typ = pp, t
+	}
+	if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
+		due = ts
+	}
+	return p, typ, due
 }
 
 // CancelTask cancels a delayed task that is still waiting in its schedule:
@@ -126,25 +146,37 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 		return err
 	}
 	subject := i.names.ScheduleSubject(id)
-	// Read the schedule first, for the cancelled record.
+	// Read the schedule first, for the cancelled record: in the schedule
+	// stream, or still in the delay stream on its way there.
 	rec := TaskRecord{ID: id}
-	_, err := jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: subject}, func(m jsapi.Stored) error {
-		if p, typ, err := i.names.ParseScheduleTarget(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
-			rec.Priority, rec.Type = p, typ
-		}
-		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
-			rec.ScheduledFor = ts
-		}
+	read := func(m jsapi.Stored) error {
+		rec.Priority, rec.Type, rec.ScheduledFor = pendingSchedule(i.names, m)
 		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderEnqueuedAt)); err == nil {
 			rec.EnqueuedAt = ts
 		}
 		return nil
-	})
+	}
+	n, err := jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: subject}, read)
+	if err == nil && n == 0 {
+		if _, derr := jsapi.DirectGet(ctx, i.nc, i.names.DelayStream(), jsapi.GetRequest{NextFor: i.names.DelaySubject(id)}, read); derr != nil && !errors.Is(derr, jsapi.ErrNoStream) {
+			err = derr
+		}
+	}
 	if err == nil {
-		// One request: the purge reports how many schedules it removed, so
-		// a schedule that fires meanwhile is reported as not found.
-		var n uint64
-		if n, err = jsapi.PurgeSubject(ctx, i.nc, i.names.ScheduleStream(), subject); err == nil && n == 0 {
+		// The delay subject first, then the schedule: a mover that stores
+		// the schedule after the second purge finds its delayed task gone
+		// and removes the schedule itself. Each purge reports how many
+		// messages it removed, so a schedule that fires meanwhile is
+		// reported as not found.
+		var moving, pending uint64
+		moving, err = jsapi.PurgeSubject(ctx, i.nc, i.names.DelayStream(), i.names.DelaySubject(id))
+		if natserr.Classify(err) == natserr.TopologyMissing {
+			err = nil // a deployment from before the delay stream
+		}
+		if err == nil {
+			pending, err = jsapi.PurgeSubject(ctx, i.nc, i.names.ScheduleStream(), subject)
+		}
+		if err == nil && moving+pending == 0 {
 			rec, gerr := i.GetTask(ctx, id)
 			if gerr != nil {
 				return fmt.Errorf("%w: task %s has no pending schedule", ErrNotFound, id)
@@ -242,6 +274,7 @@ func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
 	snap, err := queuestate.Stats(ctx, i.nc, i.js, stream, queuestate.StatsConfig[queue]{
 		TaskStream: i.names.TaskStream(), ScheduleStream: i.names.ScheduleStream(), DLQStream: i.names.DLQStream(),
 		Schedules: i.names.ScheduleSubject(">"), Crons: i.names.CronSubject(">"), DLQPrefix: i.names.DLQSubject(""),
+		DelayStream: i.names.DelayStream(), Delays: i.names.DelaySubject(">"),
 		MaxScheduled: MaxScheduledScan, MaxJunk: MaxJunkSubjects,
 		QueueOf: func(ci *jetstream.ConsumerInfo) (queue, bool) {
 			typ := ci.Config.Metadata[streams.MetaTaskType]

@@ -115,25 +115,30 @@ func (i *Inspector) ScheduledTasks(ctx context.Context, f ScheduledFilter) (task
 		limit = DefaultScheduledLimit
 	}
 	limit = min(limit, MaxScheduledScan)
-	truncated, err = queuestate.ScanSchedules(ctx, i.nc, i.names.ScheduleStream(), i.names.ScheduleSubject(""), MaxScheduledScan,
-		func(id string, m jsapi.Stored) {
-			if streams.ValidateID(id) != nil {
-				return
-			}
-			p, typ, err := i.names.ParseScheduleTarget(m.Header.Get(jetstream.ScheduleTargetHeader))
-			if err != nil || (f.Type != "" && typ != f.Type) {
-				return
-			}
-			r := TaskRecord{ID: id, Type: typ, Priority: p, State: StateScheduled, Sequence: m.Seq,
-				EnqueuedAt: m.Time, UpdatedAt: m.Time}
-			if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
-				r.ScheduledFor = ts
-			}
-			if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderEnqueuedAt)); err == nil {
-				r.EnqueuedAt = ts
-			}
-			tasks = append(tasks, r)
-		})
+	visit := func(id string, m jsapi.Stored) {
+		if streams.ValidateID(id) != nil {
+			return
+		}
+		p, typ, due := pendingSchedule(i.names, m)
+		if typ == "" || (f.Type != "" && typ != f.Type) {
+			return
+		}
+		r := TaskRecord{ID: id, Type: typ, Priority: p, State: StateScheduled, Sequence: m.Seq,
+			EnqueuedAt: m.Time, UpdatedAt: m.Time, ScheduledFor: due}
+		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderEnqueuedAt)); err == nil {
+			r.EnqueuedAt = ts
+		}
+		tasks = append(tasks, r)
+	}
+	truncated, err = queuestate.ScanSchedules(ctx, i.nc, i.names.ScheduleStream(), i.names.ScheduleSubject(""), MaxScheduledScan, visit)
+	if err == nil {
+		// Delayed tasks not yet moved into the schedule stream.
+		more, derr := queuestate.ScanSchedules(ctx, i.nc, i.names.DelayStream(), i.names.DelaySubject(""), MaxScheduledScan, visit)
+		if derr != nil && !errors.Is(derr, jsapi.ErrNoStream) {
+			err = derr
+		}
+		truncated = truncated || more
+	}
 	if err != nil {
 		if errors.Is(err, jsapi.ErrNoStream) {
 			return nil, false, fmt.Errorf("framework: scheduled tasks: %w: %w", ErrTopologyMissing, err)

@@ -49,10 +49,12 @@ func TestInspectorOverviewAndListTasks(t *testing.T) {
 	if age := time.Since(q.OldestWaiting); q.OldestWaiting.IsZero() || age < 0 || age > time.Minute {
 		t.Errorf("oldest waiting %v", q.OldestWaiting)
 	}
-	// The delayed task waits in the schedule stream, listed after the task stream.
-	if len(o.Streams) < 2 || o.Streams[0].Name != "JETFLOW_TASKS" || o.Streams[0].Messages != 2 ||
-		o.Streams[1].Name != "JETFLOW_SCHEDULES" || o.Streams[1].Messages != 1 {
-		t.Errorf("streams %+v, want the task stream with 2 messages and the schedule stream with 1", o.Streams)
+	// No worker runs: the delayed task waits in the delay stream, listed
+	// after the task stream and the schedule stream.
+	if len(o.Streams) < 3 || o.Streams[0].Name != "JETFLOW_TASKS" || o.Streams[0].Messages != 2 ||
+		o.Streams[1].Name != "JETFLOW_SCHEDULES" || o.Streams[1].Messages != 0 ||
+		o.Streams[2].Name != "JETFLOW_DELAYS" || o.Streams[2].Messages != 1 {
+		t.Errorf("streams %+v, want the task stream with 2 messages and the delay stream with 1", o.Streams)
 	}
 
 	sched, err := in.ListTasks(ctx, framework.TaskFilter{State: framework.StateScheduled})

@@ -202,6 +202,12 @@ func (i *Inspector) Overview(ctx context.Context) (*Overview, error) {
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, i.opErr("overview", err)
 	}
+	// The delay stream: delayed tasks not yet moved into their schedules.
+	if ds, err := i.js.Stream(ctx, i.names.DelayStream()); err == nil {
+		out.Streams = append(out.Streams, streamOverview(ds.CachedInfo()))
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, i.opErr("overview", err)
+	}
 	if dlq, err := i.js.Stream(ctx, i.names.DLQStream()); err == nil {
 		out.Streams = append(out.Streams, streamOverview(dlq.CachedInfo()))
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -159,19 +159,13 @@ func (i *Inspector) listScheduled(ctx context.Context, f TaskFilter, limit int) 
 }
 
 func (i *Inspector) scheduledSummary(m jsapi.Stored) TaskSummary {
-	s := TaskSummary{
-		ID:         strings.TrimPrefix(m.Subject, i.names.ScheduleSubject("")),
-		State:      StateScheduled,
-		Subject:    m.Subject,
-		Sequence:   m.Seq,
-		EnqueuedAt: m.Time,
+	id, ok := strings.CutPrefix(m.Subject, i.names.ScheduleSubject(""))
+	if !ok {
+		id = strings.TrimPrefix(m.Subject, i.names.DelaySubject(""))
 	}
-	if p, typ, err := i.names.ParseScheduleTarget(m.Header.Get(jetstream.ScheduleTargetHeader)); err == nil {
-		s.Priority, s.Type = p, typ
-	}
-	if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
-		s.DueAt = ts
-	} else if at, ok := strings.CutPrefix(m.Header.Get(jetstream.ScheduleHeader), "@at "); ok {
+	s := TaskSummary{ID: id, State: StateScheduled, Subject: m.Subject, Sequence: m.Seq, EnqueuedAt: m.Time}
+	s.Priority, s.Type, s.DueAt = pendingSchedule(i.names, m)
+	if at, ok := strings.CutPrefix(m.Header.Get(jetstream.ScheduleHeader), "@at "); ok && s.DueAt.IsZero() {
 		if ts, err := time.Parse(time.RFC3339Nano, at); err == nil {
 			s.DueAt = ts
 		}
@@ -299,6 +293,16 @@ func (i *Inspector) FindTask(ctx context.Context, id string) (*TaskDetail, error
 		found = &m
 		return nil
 	})
+	if err == nil && found == nil {
+		// Or in the delay stream, on its way to its schedule.
+		_, err = jsapi.DirectGet(ctx, i.nc, i.names.DelayStream(), jsapi.GetRequest{NextFor: i.names.DelaySubject(id)}, func(m jsapi.Stored) error {
+			found = &m
+			return nil
+		})
+		if errors.Is(err, jsapi.ErrNoStream) {
+			err = nil
+		}
+	}
 	if err != nil {
 		return nil, i.opErr("find task "+id, err)
 	}

@@ -111,6 +111,7 @@ type options struct {
 	effectsTTL        time.Duration              // WithEffectsTTL; 0 means DefaultEffectsTTL
 	enqueueTracers    []EnqueueTracer            // WithEnqueueTracer (enqueue_trace.go)
 	rateLimits        map[string]RateLimit       // WithDependencyRateLimit (ratelimit.go)
+	noDelayMover      bool                       // WithDelayMover(false) (delays.go)
 }
 
 // Worker defaults.

@@ -31,6 +31,10 @@ type Stats struct {
 	// the connection was cut) or retired them for a leadership change; each
 	// was replaced at once.
 	PullsLost uint64
+	// DelaysMoved counts delayed tasks this worker's mover turned into
+	// schedules; DelaysRejected those it dead-lettered as invalid
+	// ([WithDelayMover]).
+	DelaysMoved, DelaysRejected uint64
 	// Running is the number of tasks running now.
 	Running int
 }
@@ -42,7 +46,7 @@ type workerStats struct {
 // Stats returns a snapshot of the worker's counters.
 func (w *Worker) Stats() Stats {
 	running := w.sched.NumRunning()
-	return Stats{
+	s := Stats{
 		Started:    w.stats.started.Load(),
 		Succeeded:  w.stats.succeeded.Load(),
 		Retried:    w.stats.retried.Load(),
@@ -55,4 +59,8 @@ func (w *Worker) Stats() Stats {
 		PullsLost:  w.stats.pullsLost.Load(),
 		Running:    running,
 	}
+	if w.mover != nil {
+		s.DelaysMoved, s.DelaysRejected = w.mover.Moved.Load(), w.mover.Rejects.Load()
+	}
+	return s
 }

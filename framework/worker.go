@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/delays"
 	"github.com/jetflow-io/jetflow/internal/dispatch"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/streams"
@@ -63,6 +64,7 @@ type Worker struct {
 	started atomic.Int64 // Unix nanoseconds of Start
 
 	ext       []extension
+	mover     *delays.Mover // nil with WithDelayMover(false)
 	services  sync.WaitGroup
 	svcCancel context.CancelFunc
 
@@ -144,6 +146,7 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	w.installUnique()
 	w.installRateLimits()
 	w.installOrdering()
+	w.installDelayMover()
 	return w, nil
 }
 

@@ -77,8 +77,8 @@ func (c Config) withDefaults() (Config, Names, error) {
 }
 
 // StreamConfigs returns the JetStream configurations [Ensure] applies: the
-// task stream, the schedule stream, the dead-letter stream and the advisory
-// stream. It is exported so operators can review or reproduce them.
+// task stream, the schedule stream, the dead-letter stream, the advisory
+// stream and the delay stream, in that order. It is exported so operators can review or reproduce them.
 func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	c, n, err := c.withDefaults()
 	if err != nil {
@@ -168,7 +168,7 @@ func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 		Storage:   c.Storage,
 		Replicas:  c.Replicas,
 	}
-	return []jetstream.StreamConfig{tasks, sched, dlq, adv}, nil
+	return []jetstream.StreamConfig{tasks, sched, dlq, adv, delayStreamConfig(c, n)}, nil
 }
 
 // prioritySubjects returns one wildcard per priority under prefix, for
@@ -232,7 +232,7 @@ func (e *DriftError) Error() string {
 // Unwrap returns [ErrDrift].
 func (e *DriftError) Unwrap() error { return ErrDrift }
 
-// Ensure creates the task, schedule, dead-letter and advisory streams of c
+// Ensure creates the task, schedule, dead-letter, advisory and delay streams of c
 // and the schedule stream's sourcing consumer ([FiredConsumerConfig]), or
 // updates them to match c, and creates the KV buckets of c ([BucketConfigs])
 // that do not exist. It returns once the task stream sources the schedule

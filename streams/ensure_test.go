@@ -42,7 +42,7 @@ func sorted(s []string) []string {
 func TestEnsureIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx, js := jsContext(t)
-	all := []string{"JETFLOW_ADVISORIES", "JETFLOW_DLQ", "JETFLOW_SCHEDULES", "JETFLOW_SCHEDULES/tasks", "JETFLOW_TASKS"}
+	all := []string{"JETFLOW_ADVISORIES", "JETFLOW_DELAYS", "JETFLOW_DLQ", "JETFLOW_SCHEDULES", "JETFLOW_SCHEDULES/tasks", "JETFLOW_TASKS"}
 
 	rep, err := streams.Ensure(ctx, js, streams.Config{})
 	if err != nil {
@@ -55,6 +55,11 @@ func TestEnsureIsIdempotent(t *testing.T) {
 	if tasks.Retention != jetstream.WorkQueuePolicy || tasks.AllowMsgSchedules || tasks.AllowRollup || !tasks.DenyPurge || !tasks.AllowAtomicPublish ||
 		tasks.Duplicates != streams.DefaultDuplicateWindow || tasks.Replicas != 1 {
 		t.Errorf("task stream config %+v", tasks)
+	}
+	// Producers publish delayed tasks here: no schedules, no rollups.
+	if d := streamConfig(t, ctx, js, "JETFLOW_DELAYS"); d.Retention != jetstream.WorkQueuePolicy || d.AllowMsgSchedules || d.AllowRollup ||
+		!slices.Equal(d.Subjects, []string{"jetflow.delay.>"}) || !d.AllowDirect {
+		t.Errorf("delay stream config %+v", d)
 	}
 	if dlq := streamConfig(t, ctx, js, "JETFLOW_DLQ"); dlq.Retention != jetstream.LimitsPolicy || dlq.MaxAge != streams.DefaultDLQMaxAge {
 		t.Errorf("DLQ config %+v", dlq)
@@ -87,7 +92,7 @@ func TestEnsureUpdatesDuplicateWindowAndKeepsForeignFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"JETFLOW_DLQ", "JETFLOW_SCHEDULES", "JETFLOW_TASKS"}; !slices.Equal(sorted(rep.Updated), want) {
+	if want := []string{"JETFLOW_DELAYS", "JETFLOW_DLQ", "JETFLOW_SCHEDULES", "JETFLOW_TASKS"}; !slices.Equal(sorted(rep.Updated), want) {
 		t.Fatalf("Updated %v, want %v (report %+v)", rep.Updated, want, rep)
 	}
 	if d := streamConfig(t, ctx, js, "JETFLOW_TASKS").Duplicates; d != time.Minute {
@@ -97,7 +102,7 @@ func TestEnsureUpdatesDuplicateWindowAndKeepsForeignFields(t *testing.T) {
 		t.Errorf("operator's DLQ MaxMsgs = %d after Ensure, want kept at 1000", m)
 	}
 	rep, err = streams.Ensure(ctx, js, streams.Config{DuplicateWindow: time.Minute})
-	if err != nil || len(rep.Unchanged) != 5 {
+	if err != nil || len(rep.Unchanged) != 6 {
 		t.Fatalf("Ensure again: %+v, %v", rep, err)
 	}
 }
@@ -261,8 +266,8 @@ func TestPrefixesDoNotShareStreams(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Ensure %s: %v", p, err)
 		}
-		if len(rep.Created) != 5 {
-			t.Errorf("Ensure %s: %+v, want four new streams and the fired consumer", p, rep)
+		if len(rep.Created) != 6 {
+			t.Errorf("Ensure %s: %+v, want five new streams and the fired consumer", p, rep)
 		}
 	}
 	if subj := streamConfig(t, ctx, js, a.TaskStream()).Subjects; !slices.Contains(subj, "my-app.task.normal.>") {

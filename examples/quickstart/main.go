@@ -224,8 +224,8 @@ wait:
 // serve keeps the worker running until ctx ends and prints how to inspect
 // the server with the nats CLI.
 func serve(ctx context.Context, stdout io.Writer, client *framework.Client, url string) error {
-	// A task due in an hour stays in the stream as a schedule, so that there
-	// is something to look at.
+	// A task due in an hour stays in the schedule stream (the worker's delay
+	// mover writes it there), so that there is something to look at.
 	later, err := client.Enqueue(ctx, "reports.build", Report{Name: "revenue", Period: "quarter"},
 		framework.In(time.Hour))
 	if err != nil {
@@ -262,7 +262,7 @@ Or with the jetflow CLI (go run ./cmd/jetflow, or go install ./cmd/jetflow):
   jetflow -s %[1]s cron ls
 
 `, url, cli, names.TaskStream(), names.ConsumerName("payments.charge", framework.PriorityCritical),
-		later.Subject, later.ScheduledFor.Local().Format(time.TimeOnly),
+		names.ScheduleSubject(later.ID), later.ScheduledFor.Local().Format(time.TimeOnly),
 		names.TaskSubject(framework.PriorityLow, "emails.send"), names.ScheduleStream())
 	<-ctx.Done()
 	fmt.Fprintln(stdout, "\nstopping")

@@ -253,18 +253,20 @@ func adminPermissions(inbox string) *server.Permissions {
 func kvStream(bucket string) string { return "KV_" + bucket }
 
 // producerPermissions may publish tasks (now or delayed), write their
-// "pending" state records, and read the task and schedule streams' info,
+// "pending" state records, and read the task and delay streams' info,
 // which the client asks for when a stream does not answer. It cannot
-// consume, read, delete or purge anything, and a Nats-Rollup header on a
-// task subject is refused by the task stream.
+// consume, read, delete or purge anything, and a Nats-Rollup header is
+// refused by both streams it writes. It may not write the schedule stream
+// (which must allow roll-ups): delayed tasks go to the delay stream, and a
+// worker's mover writes their schedules.
 func producerPermissions(n streams.Names, inbox string) *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Allow: []string{
 			n.TaskWildcard(),
-			n.ScheduleSubject(">"),
+			n.DelaySubject(">"),
 			"$KV." + n.StateBucket() + ".>",
 			"$JS.API.STREAM.INFO." + n.TaskStream(),
-			"$JS.API.STREAM.INFO." + n.ScheduleStream(),
+			"$JS.API.STREAM.INFO." + n.DelayStream(),
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{inbox + ".>"}},
 	}
@@ -313,6 +315,17 @@ func workerPermissions(n streams.Names, inbox string, types ...string) *server.P
 		"$JS.API.CONSUMER.CREATE." + kvStream(n.BreakerBucket()) + ".>",
 		"$JS.API.CONSUMER.DELETE." + kvStream(n.BreakerBucket()) + ".>",
 		"$JS.FC." + kvStream(n.BreakerBucket()) + ".>",
+		// The delay mover: consume the delay stream, write schedules
+		// (a worker may roll up the schedule stream: it is trusted with
+		// every delayed task), remove a schedule whose task was cancelled
+		// while it moved.
+		"$JS.API.CONSUMER.CREATE." + n.DelayStream() + "." + n.DelayConsumer(),
+		"$JS.API.CONSUMER.MSG.NEXT." + n.DelayStream() + "." + n.DelayConsumer(),
+		"$JS.ACK." + n.DelayStream() + "." + n.DelayConsumer() + ".>",
+		"$JS.API.DIRECT.GET." + n.DelayStream(),
+		n.ScheduleSubject(">"),
+		"$JS.API.STREAM.INFO." + n.ScheduleStream(),
+		"$JS.API.STREAM.MSG.DELETE." + n.ScheduleStream(),
 	}
 	// The consumers of its types: look up, create, pull, acknowledge, and
 	// pause (an open breaker).
@@ -337,9 +350,10 @@ func workerPermissions(n streams.Names, inbox string, types ...string) *server.P
 // operatorPermissions may read stream and consumer state and task records,
 // list, replay, delete and purge dead letters, and manage repeating
 // schedules. It cannot consume tasks. Add
-// "$JS.API.STREAM.PURGE.<schedule stream>" only if operators cancel delayed
+// "$JS.API.STREAM.PURGE.<schedule stream>" and
+// "$JS.API.STREAM.PURGE.<delay stream>" only if operators cancel delayed
 // tasks or remove repeating schedules: a purge request can name any subject,
-// so it could empty the schedule stream (the task stream denies purges).
+// so it could empty those streams (the task stream denies purges).
 func operatorPermissions(n streams.Names, inbox string) *server.Permissions {
 	dlq, tasks, sched := n.DLQStream(), n.TaskStream(), n.ScheduleStream()
 	return &server.Permissions{
@@ -358,6 +372,7 @@ func operatorPermissions(n streams.Names, inbox string) *server.Permissions {
 			"$JS.API.DIRECT.GET." + kvStream(n.StateBucket()) + ".>",
 			"$JS.API.DIRECT.GET." + tasks, "$JS.API.DIRECT.GET." + tasks + ".>",
 			"$JS.API.DIRECT.GET." + sched, "$JS.API.DIRECT.GET." + sched + ".>",
+			"$JS.API.DIRECT.GET." + n.DelayStream(), "$JS.API.DIRECT.GET." + n.DelayStream() + ".>",
 			n.CronSubject(">"),
 		}},
 		Subscribe: &server.SubjectPermission{Allow: []string{inbox + ".>"}},

@@ -123,9 +123,11 @@ func TestRolePermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var smtpCalls atomic.Int32
-	var statusRan atomic.Bool
+	var statusRan, laterRan atomic.Bool
 	w.HandleFunc(typ, func(ctx context.Context, task *framework.Task) error {
 		switch {
+		case task.ID == "later-1":
+			laterRan.Store(true)
 		case strings.HasPrefix(task.ID, "status"):
 			statusRan.Store(true)
 		case strings.HasPrefix(task.ID, "retry") && task.Attempt == 1:
@@ -179,14 +181,17 @@ func TestRolePermissions(t *testing.T) {
 	if _, err := cl.Enqueue(ctx, typ, nil, framework.WithID("later-1"), framework.In(300*time.Millisecond)); err != nil {
 		t.Fatalf("delayed enqueue: %v (violations %v)", err, violations(pc))
 	}
-	// A producer's Nats-Rollup header on a work subject (which subject
-	// permissions cannot see) is refused by the task stream: it would have
-	// deleted the subject's waiting tasks, or with "all" the whole stream.
-	for _, kind := range []string{jetstream.MsgRollupSubject, jetstream.MsgRollupAll} {
-		m := &nats.Msg{Subject: names.TaskSubject(framework.PriorityNormal, typ), Header: nats.Header{jetstream.MsgRollup: {kind}}}
-		var apiErr *jetstream.APIError
-		if _, err := pc.js.PublishMsg(ctx, m); !errors.As(err, &apiErr) {
-			t.Errorf("producer's Nats-Rollup: %s on a work subject: %v, want refused by the stream", kind, err)
+	// A producer's Nats-Rollup header on a work or delay subject (which
+	// subject permissions cannot see) is refused by the stream: it would
+	// have deleted the subject's waiting tasks, or with "all" the whole
+	// stream.
+	for _, subject := range []string{names.TaskSubject(framework.PriorityNormal, typ), names.DelaySubject("later-1")} {
+		for _, kind := range []string{jetstream.MsgRollupSubject, jetstream.MsgRollupAll} {
+			m := &nats.Msg{Subject: subject, Header: nats.Header{jetstream.MsgRollup: {kind}}}
+			var apiErr *jetstream.APIError
+			if _, err := pc.js.PublishMsg(ctx, m); !errors.As(err, &apiErr) {
+				t.Errorf("producer's Nats-Rollup: %s on %s: %v, want refused by the stream", kind, subject, err)
+			}
 		}
 	}
 	if _, err := cl.EnqueueMany(ctx, []framework.TaskSpec{{Type: typ}, {Type: typ}}); err != nil {
@@ -217,6 +222,8 @@ func TestRolePermissions(t *testing.T) {
 	if !statusRan.Load() {
 		t.Error("the status-shaped task did not run")
 	}
+	// The delayed task went through the worker's delay mover.
+	testutil.Wait(t, time.Minute, "the delayed task to run", laterRan.Load)
 	if _, err := dl.Replay(ctx, recs[0].Seq); err != nil {
 		t.Errorf("operator replay: %v (violations %v)", err, violations(oc))
 	}
@@ -288,6 +295,12 @@ func TestRolePermissions(t *testing.T) {
 		}},
 		{"producer", pc, "publish a cron schedule", func(ctx context.Context) error {
 			return pc.Publish(names.CronSubject("evil"), nil)
+		}},
+		// The schedule stream must allow roll-ups: a producer never
+		// writes it, so its Nats-Rollup: all cannot delete others'
+		// delayed tasks and cron schedules.
+		{"producer", pc, "write the schedule stream", func(ctx context.Context) error {
+			return pc.PublishMsg(&nats.Msg{Subject: names.ScheduleSubject("evil"), Header: nats.Header{jetstream.MsgRollup: {jetstream.MsgRollupAll}}})
 		}},
 		{"operator", oc, "purge the task stream", func(ctx context.Context) error {
 			_, err := oc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+tasks, nil)

@@ -221,7 +221,8 @@ func (c *Core) history(ctx context.Context, seq uint64, taskID string) (failureH
 
 // deadSource is what a record is built from.
 type deadSource struct {
-	seq        uint64 // in the task stream
+	seq        uint64 // in the task stream, or in stream when set
+	stream     string // "" for the task stream
 	subject    string // work subject
 	header     nats.Header
 	payload    []byte
@@ -241,9 +242,13 @@ type deadSource struct {
 	deadAt         time.Time
 }
 
-// dlqMsgID is the deduplication ID of the record of the task at seq.
-func (c *Core) dlqMsgID(seq uint64) string {
-	return "dlq-" + c.topo.TaskStream + "-" + strconv.FormatUint(seq, 10)
+// dlqMsgID is the deduplication ID of the record of the message at seq in
+// stream ("" for the task stream).
+func (c *Core) dlqMsgID(stream string, seq uint64) string {
+	if stream == "" {
+		stream = c.topo.TaskStream
+	}
+	return "dlq-" + stream + "-" + strconv.FormatUint(seq, 10)
 }
 
 // recordMsg builds the dead-letter record of s.
@@ -268,7 +273,7 @@ func (c *Core) recordMsg(s deadSource) *nats.Msg {
 		firstAt = lastAt
 	}
 	if s.seq > 0 {
-		h.Set(jetstream.MsgIDHeader, c.dlqMsgID(s.seq))
+		h.Set(jetstream.MsgIDHeader, c.dlqMsgID(s.stream, s.seq))
 	}
 	h.Set(taskmsg.HeaderTaskID, s.taskID)
 	h.Set(HeaderType, s.taskType)

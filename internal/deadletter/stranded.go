@@ -24,3 +24,21 @@ func (c *Core) WriteStranded(ctx context.Context, a Attempt) error {
 	}
 	return nil
 }
+
+// WriteRejected writes the record of a message of stream (not the task
+// stream) that can never become a task, for example a delayed task the
+// mover cannot turn into a schedule: reason [ReasonInvalid], routed by
+// the worker, a.Cause saying why, a.Seq its sequence in stream. The
+// record's deduplication ID names stream, so a retry after a lost
+// acknowledgement writes no second record. The caller removes the message
+// after.
+func (c *Core) WriteRejected(ctx context.Context, stream string, a Attempt) error {
+	now := time.Now()
+	_, err := c.publish(ctx, c.recordMsg(deadSource{
+		seq: a.Seq, stream: stream, subject: a.Subject, header: a.Header, payload: a.Payload,
+		taskID: a.ID, taskType: a.Type, priority: a.Priority, deliveries: a.Attempt,
+		reason: ReasonInvalid, routedBy: routedByWorker,
+		lastErr: a.Cause.Error(), lastErrAttempt: a.Attempt, lastFailure: now, deadAt: now,
+	}))
+	return err
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
 
 // Load is one queue's counts.
@@ -45,6 +46,9 @@ type StatsConfig[K comparable] struct {
 	// TaskStream, ScheduleStream and DLQStream are the streams' names;
 	// delayed tasks and repeating schedules live in ScheduleStream.
 	TaskStream, ScheduleStream, DLQStream string
+	// DelayStream holds delayed tasks on their way into ScheduleStream
+	// (counted as scheduled); Delays matches all of its subjects.
+	DelayStream, Delays string
 	// Schedules and Crons match every one-shot and repeating schedule
 	// subject; DLQPrefix is the dead-letter subject of the empty type
 	// ("<prefix>.dlq.").
@@ -126,6 +130,9 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 			return nil, fmt.Errorf("scheduled tasks: %w", err)
 		}
 	}
+	if err := out.delays(ctx, nc, js, cfg, queue); err != nil {
+		return nil, err
+	}
 	ci, err := sched.Info(ctx, jetstream.WithSubjectFilter(cfg.Crons))
 	if err != nil {
 		return nil, err
@@ -159,6 +166,46 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		}
 	}
 	return out, nil
+}
+
+// delays counts the delayed tasks still in the delay stream (a missing
+// stream holds none) as scheduled; one without a valid target is junk.
+func (s *Snapshot[K]) delays(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg StatsConfig[K], queue func(K) *Load) error {
+	if cfg.DelayStream == "" {
+		return nil
+	}
+	ds, err := js.Stream(ctx, cfg.DelayStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delay stream %s: %w", cfg.DelayStream, err)
+	}
+	if ds.CachedInfo().State.Msgs == 0 {
+		return nil
+	}
+	seen := 0
+	err = jsapi.Scan(ctx, nc, cfg.DelayStream, cfg.Delays, 0, 0, time.Time{}, 1000, func(m jsapi.Stored) (bool, error) {
+		seen++
+		if seen > cfg.MaxScheduled {
+			s.Truncated = true
+			return false, nil
+		}
+		if k, ok := cfg.TargetOf(m.Header.Get(taskmsg.HeaderScheduleTarget)); ok {
+			s.Scheduled++
+			queue(k).Scheduled++
+			return true, nil
+		}
+		s.Junk++
+		if len(s.JunkSubjects) < cfg.MaxJunk {
+			s.JunkSubjects = append(s.JunkSubjects, m.Subject)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("delayed tasks: %w", err)
+	}
+	return nil
 }
 
 // junk counts m as junk when it is not a schedule the server fires (a

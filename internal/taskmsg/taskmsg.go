@@ -2,6 +2,7 @@ package taskmsg
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,6 +24,11 @@ const (
 	HeaderScheduleSpec = "Jetflow-Schedule-Spec"
 	HeaderScheduleZone = "Jetflow-Schedule-Zone"
 	HeaderScheduleHash = "Jetflow-Schedule-Hash"
+
+	// HeaderScheduleTarget is the staging subject a delayed task asks to
+	// fire into, on its way through the delay stream; the mover validates
+	// it and derives the schedule's target from it.
+	HeaderScheduleTarget = "Jetflow-Schedule-Target"
 
 	// Set by the server on a task it fired from a schedule.
 	HeaderScheduler    = "Nats-Scheduler"
@@ -47,11 +53,11 @@ type Spec struct {
 	// Data is the encoded payload.
 	Data []byte
 	// Due, when after Now, makes a delayed task: the message goes to
-	// ScheduleSubject as a server-side schedule that publishes it to
-	// ScheduleTarget (the staging subject the task stream sources onto
-	// Target) at Due.
-	Due, Now                        time.Time
-	ScheduleSubject, ScheduleTarget string
+	// DelaySubject, where a worker's mover turns it into a server-side
+	// schedule ([DelayedSchedule]) that publishes it to ScheduleTarget (the
+	// staging subject the task stream sources onto Target) at Due.
+	Due, Now                     time.Time
+	DelaySubject, ScheduleTarget string
 }
 
 // Build returns the message of s and whether it is delayed.
@@ -69,12 +75,9 @@ func Build(s Spec) (*nats.Msg, bool) {
 	subject := s.Target
 	delayed := s.Due.After(s.Now)
 	if delayed {
-		subject = s.ScheduleSubject
+		subject = s.DelaySubject
 		due := FormatTime(s.Due)
-		// Set by hand: jetstream.WithScheduleAt truncates to whole seconds,
-		// which would fire up to 1 s early.
-		hdr[jetstream.ScheduleHeader] = []string{"@at " + due}
-		hdr[jetstream.ScheduleTargetHeader] = []string{s.ScheduleTarget}
+		hdr[HeaderScheduleTarget] = []string{s.ScheduleTarget}
 		hdr[HeaderTaskID] = []string{s.ID}
 		hdr[HeaderScheduledFor] = []string{due}
 		hdr[HeaderEnqueuedAt] = []string{FormatTime(s.Now)}
@@ -83,6 +86,30 @@ func Build(s Spec) (*nats.Msg, bool) {
 		hdr = nil // no header block at all
 	}
 	return &nats.Msg{Subject: subject, Data: s.Data, Header: hdr}, delayed
+}
+
+// DelayedSchedule returns the message of the one-shot schedule of a delayed task
+// with ID id, due at due, firing into target, stored on subject: the
+// payload data and the caller's headers h without any "Nats-" header (h
+// is untrusted: read from the delay stream), with the schedule headers set
+// here.
+func DelayedSchedule(subject, target, id string, due time.Time, h map[string][]string, data []byte) *nats.Msg {
+	hdr := make(nats.Header, len(h)+4)
+	for k, v := range h {
+		if len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || k == HeaderScheduleTarget {
+			continue
+		}
+		hdr[k] = v
+	}
+	at := FormatTime(due)
+	hdr[jetstream.MsgIDHeader] = []string{id}
+	// Set by hand: jetstream.WithScheduleAt truncates to whole seconds,
+	// which would fire up to 1 s early.
+	hdr[jetstream.ScheduleHeader] = []string{"@at " + at}
+	hdr[jetstream.ScheduleTargetHeader] = []string{target}
+	hdr[HeaderTaskID] = []string{id}
+	hdr[HeaderScheduledFor] = []string{at}
+	return &nats.Msg{Subject: subject, Data: data, Header: hdr}
 }
 
 // FormatTime formats t as jetflow's time headers do: RFC 3339 with

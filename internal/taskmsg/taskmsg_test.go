@@ -52,12 +52,24 @@ func TestBuild(t *testing.T) {
 		t.Errorf("anonymous task without headers has a header block: %v", m.Header)
 	}
 	due := now.Add(1500 * time.Millisecond)
-	m, delayed = Build(Spec{Target: "t", ID: "x", ScheduleSubject: "s", ScheduleTarget: "f", Due: due, Now: now, Encoding: "gob",
+	m, delayed = Build(Spec{Target: "t", ID: "x", DelaySubject: "s", ScheduleTarget: "f", Due: due, Now: now, Encoding: "gob",
 		Headers: map[string]string{"K": "v"}})
-	if !delayed || m.Subject != "s" || m.Header.Get(jetstream.ScheduleTargetHeader) != "f" ||
-		m.Header.Get(jetstream.ScheduleHeader) != "@at "+FormatTime(due) || m.Header.Get(HeaderTaskID) != "x" ||
+	if !delayed || m.Subject != "s" || m.Header.Get(HeaderScheduleTarget) != "f" ||
+		m.Header.Get(jetstream.ScheduleHeader) != "" || m.Header.Get(HeaderTaskID) != "x" ||
 		!ParseTime(m.Header.Get(HeaderScheduledFor)).Equal(due) || m.Header.Get(HeaderEncoding) != "gob" || m.Header.Get("K") != "v" {
 		t.Errorf("delayed: %+v", m)
+	}
+	// The mover's schedule keeps the task's own headers, drops every
+	// Nats- header the producer set, and sets the schedule's.
+	h := m.Header
+	h.Set("Nats-Rollup", "all")
+	h.Set("nats-ttl", "1s")
+	s := DelayedSchedule("sched.x", "fired.normal.t", "x", due, h, m.Data)
+	if s.Subject != "sched.x" || s.Header.Get(jetstream.ScheduleTargetHeader) != "fired.normal.t" ||
+		s.Header.Get(jetstream.ScheduleHeader) != "@at "+FormatTime(due) || s.Header.Get(jetstream.MsgIDHeader) != "x" ||
+		s.Header.Get("Nats-Rollup") != "" || len(s.Header["nats-ttl"]) != 0 || s.Header.Get(HeaderScheduleTarget) != "" ||
+		s.Header.Get("K") != "v" || s.Header.Get(HeaderEncoding) != "gob" {
+		t.Errorf("schedule: %+v", s)
 	}
 	if got, want := Size(&nats.Msg{Data: []byte("12345"), Header: nats.Header{"Ab": {"cd"}}}), int64(5+12+2+2+4); got != want {
 		t.Errorf("Size = %d, want %d", got, want)

@@ -1,0 +1,285 @@
+package delays
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/pull"
+	"github.com/jetflow-io/jetflow/internal/retry"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
+)
+
+// Topology names what the mover reads and writes. Package framework fills
+// it from streams.Names.
+type Topology struct {
+	DelayStream, ScheduleStream string
+	Consumer                    jetstream.ConsumerConfig
+	// ParseSubject returns the validated task ID of a delay subject.
+	ParseSubject func(subject string) (string, error)
+	// ScheduleSubject returns the schedule subject of a task ID.
+	ScheduleSubject func(id string) string
+	// Target validates the target a delayed task asks for and returns the
+	// staging subject derived from its priority and task type, and those.
+	Target func(raw string) (target, priority, taskType string, err error)
+}
+
+// Rejected is a delayed task that can never become a schedule.
+type Rejected struct {
+	Seq                uint64 // in the delay stream
+	Subject            string
+	Header             nats.Header
+	Data               []byte
+	ID, Type, Priority string // safe values: derived, or placeholders
+	Deliveries         int
+	Cause              error
+}
+
+// RejectedType is the task type of the dead-letter record of a delayed task
+// whose target names no valid task type.
+const RejectedType = "_invalid"
+
+// Mover moves delayed tasks from the delay stream into the schedule stream.
+type Mover struct {
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	topo Topology
+	log  *slog.Logger
+	// reject writes the dead-letter record of r; nil when the worker keeps
+	// no dead letters (r is then terminated with its reason and logged).
+	reject func(ctx context.Context, r Rejected) error
+
+	// Moved counts schedules stored; Rejected delayed tasks dead-lettered
+	// (or terminated); Cancelled schedules removed again because their
+	// delayed task was cancelled while it moved.
+	Moved, Rejects, Cancelled atomic.Uint64
+}
+
+// New returns a mover on nc. reject may be nil.
+func New(nc *nats.Conn, js jetstream.JetStream, topo Topology, log *slog.Logger, reject func(context.Context, Rejected) error) *Mover {
+	return &Mover{nc: nc, js: js, topo: topo, log: log, reject: reject}
+}
+
+// Settings of the mover.
+const (
+	// Workers is how many delayed tasks one mover moves at once.
+	Workers = 16
+	// Prefetch is how many delayed tasks it asks for at a time.
+	Prefetch = 256
+)
+
+// restart spaces the restarts of a mover whose consumer failed;
+// redeliver spaces the redeliveries of a task that could not be moved.
+var (
+	restart   = retry.Policy{Min: 250 * time.Millisecond, Max: 10 * time.Second}
+	redeliver = retry.Policy{Min: 250 * time.Millisecond, Max: 30 * time.Second, Jitter: 0.5}
+)
+
+// Run moves delayed tasks until ctx ends, recreating its consumer when it
+// fails (a delay stream that does not exist yet, a deleted consumer).
+func (m *Mover) Run(ctx context.Context) {
+	wait := restart.New()
+	for {
+		err := m.run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		d := wait.NextBackOff()
+		m.log.Warn("jetflow delay mover interrupted; retrying", slog.String("stream", m.topo.DelayStream),
+			slog.Duration("retry_in", d), slog.Any("error", err))
+		if !retry.Sleep(ctx, d) {
+			return
+		}
+	}
+}
+
+func (m *Mover) run(ctx context.Context) error {
+	cctx, cancel := jsapi.WithTimeout(ctx)
+	_, err := m.js.CreateOrUpdateConsumer(cctx, m.topo.DelayStream, m.topo.Consumer)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("framework: delay mover consumer on %s: %w", m.topo.DelayStream, err)
+	}
+	// Own pull requests: a stored message with a Status header is a
+	// delayed task like any other, not a status of the server.
+	it, err := pull.NewIter(m.nc, m.topo.DelayStream, m.topo.Consumer.Durable, func() int { return Prefetch }, nil)
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	work := make(chan jetstream.Msg)
+	var wg sync.WaitGroup
+	for range Workers {
+		wg.Go(func() {
+			for msg := range work {
+				m.move(ctx, msg)
+			}
+		})
+	}
+	defer wg.Wait()
+	defer close(work)
+	for ctx.Err() == nil {
+		msg, err := it.Next(time.Second)
+		switch {
+		case errors.Is(err, nats.ErrTimeout):
+			continue
+		case err != nil:
+			return err
+		}
+		select {
+		case work <- msg:
+		case <-ctx.Done():
+			return nil // not acknowledged: Stop hands it back
+		}
+	}
+	return nil
+}
+
+// move turns one delayed task into its schedule, or rejects it.
+func (m *Mover) move(ctx context.Context, msg jetstream.Msg) {
+	md, err := msg.Metadata()
+	if err != nil {
+		m.log.Warn("jetflow delay mover: delivery without metadata", slog.Any("error", err))
+		_ = msg.Nak()
+		return
+	}
+	r := Rejected{Seq: md.Sequence.Stream, Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data(),
+		ID: "delay-" + strconv.FormatUint(md.Sequence.Stream, 10), Type: RejectedType, Deliveries: int(md.NumDelivered)}
+	sched, cause := m.schedule(msg, &r)
+	if cause != nil {
+		r.Cause = cause
+		m.rejectTask(ctx, msg, r)
+		return
+	}
+	pctx, cancel := jsapi.WithTimeout(ctx)
+	defer cancel()
+	ack, err := m.js.PublishMsg(pctx, sched, jetstream.WithExpectStream(m.topo.ScheduleStream))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && !natserr.Transient(err) && apiErr.ErrorCode != jetstream.JSErrCodeStreamNotFound {
+			// The server refused this schedule (and will again): a
+			// message too large once the schedule headers are added, a
+			// schedule the server cannot parse.
+			r.Cause = fmt.Errorf("the schedule stream refused its schedule: %w", err)
+			m.rejectTask(ctx, msg, r)
+			return
+		}
+		m.retryLater(ctx, msg, r, err)
+		return
+	}
+	// Cancelled while it moved? Cancellation purges the delay subject,
+	// then the schedule subject; a schedule stored after that second purge
+	// finds its delayed task gone here (this mover has not acknowledged it
+	// yet), and removes itself.
+	n, err := jsapi.DirectGet(pctx, m.nc, m.topo.DelayStream, jsapi.GetRequest{Seq: r.Seq}, func(jsapi.Stored) error { return nil })
+	if err != nil {
+		m.retryLater(ctx, msg, r, err)
+		return
+	}
+	if n == 0 {
+		if err := m.deleteSchedule(pctx, ack.Sequence); err != nil {
+			m.retryLater(ctx, msg, r, err)
+			return
+		}
+		m.Cancelled.Add(1)
+		_ = msg.Ack()
+		return
+	}
+	if err := msg.Ack(); err != nil {
+		// Redelivered after the ack wait; the schedule stream drops the
+		// second copy as a duplicate of the task ID.
+		m.log.Debug("jetflow delay mover could not acknowledge a moved task", slog.String("task_id", r.ID), slog.Any("error", err))
+	}
+	m.Moved.Add(1)
+}
+
+// schedule validates msg and returns its schedule, filling r's safe fields
+// as they are validated. A non-nil error says why it can never be one.
+func (m *Mover) schedule(msg jetstream.Msg, r *Rejected) (*nats.Msg, error) {
+	id, err := m.topo.ParseSubject(msg.Subject())
+	if err != nil {
+		return nil, fmt.Errorf("subject: %w", err)
+	}
+	h := msg.Headers()
+	if own := h.Get(taskmsg.HeaderTaskID); own != "" && own != id {
+		return nil, fmt.Errorf("header %s is %s, the subject names task %s", taskmsg.HeaderTaskID, cut(own), id)
+	}
+	target, prio, typ, err := m.topo.Target(h.Get(taskmsg.HeaderScheduleTarget))
+	if err != nil {
+		return nil, fmt.Errorf("header %s: %w", taskmsg.HeaderScheduleTarget, err)
+	}
+	r.ID, r.Type, r.Priority = id, typ, prio
+	v := h.Get(taskmsg.HeaderScheduledFor)
+	due, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return nil, fmt.Errorf("header %s %s is not an RFC 3339 time", taskmsg.HeaderScheduledFor, cut(v))
+	}
+	sched := taskmsg.DelayedSchedule(m.topo.ScheduleSubject(id), target, id, due, h, msg.Data())
+	if max := m.nc.MaxPayload(); max > 0 && taskmsg.Size(sched) > max {
+		return nil, fmt.Errorf("%d bytes with its schedule headers, the server accepts at most %d", taskmsg.Size(sched), max)
+	}
+	return sched, nil
+}
+
+// deleteSchedule removes the schedule stored at seq. One already gone is
+// no error.
+func (m *Mover) deleteSchedule(ctx context.Context, seq uint64) error {
+	s, err := m.js.Stream(ctx, m.topo.ScheduleStream)
+	if err != nil {
+		return err
+	}
+	if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return err
+	}
+	return nil
+}
+
+// rejectTask dead-letters r and removes it from the delay stream.
+func (m *Mover) rejectTask(ctx context.Context, msg jetstream.Msg, r Rejected) {
+	m.log.Warn("jetflow delay mover rejected a delayed task", slog.String("task_id", r.ID),
+		slog.String("subject", cut(r.Subject)), slog.Any("error", r.Cause))
+	if m.reject == nil {
+		// No dead letters kept: dropped, with the log line above.
+		_ = msg.Ack()
+		m.Rejects.Add(1)
+		return
+	}
+	wctx, cancel := jsapi.WithTimeout(ctx)
+	defer cancel()
+	if err := m.reject(wctx, r); err != nil {
+		m.retryLater(ctx, msg, r, err)
+		return
+	}
+	_ = msg.Ack() // removes it from the work queue; its record is written
+	m.Rejects.Add(1)
+}
+
+// retryLater hands msg back for a later delivery after a failure that may
+// pass (no stream leader, a lost connection).
+func (m *Mover) retryLater(ctx context.Context, msg jetstream.Msg, r Rejected, err error) {
+	if ctx.Err() != nil {
+		return // stopping: redelivered after the ack wait
+	}
+	d := redeliver.Delay(r.Deliveries)
+	m.log.Warn("jetflow delay mover could not move a delayed task; retrying", slog.String("task_id", r.ID),
+		slog.Duration("retry_in", d), slog.Any("error", err))
+	_ = msg.NakWithDelay(d)
+}
+
+// cut quotes untrusted text, shortened, for a log line or an error.
+func cut(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + "…"
+	}
+	return strconv.Quote(s)
+}

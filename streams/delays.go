@@ -1,0 +1,81 @@
+package streams
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Producers do not write the schedule stream. A stream that allows message
+// schedules must allow Nats-Rollup (the server forces it), so anyone who
+// may publish there can delete every pending delayed task and cron schedule
+// with one "Nats-Rollup: all" header. A producer publishes a delayed task
+// to the delay stream instead, "<prefix>.delay.<id>": a work queue without
+// schedules that refuses rollups. Every worker runs a mover on its durable
+// consumer ([Names.DelayConsumer]) that validates each delayed task and
+// writes its schedule, "<prefix>.sched.<id>", to the schedule stream before
+// acknowledging it (decision 025). Only workers and operators write the
+// schedule stream.
+
+// DelayStream returns the name of the stream producers publish delayed
+// tasks to, for example "JETFLOW_DELAYS".
+func (n Names) DelayStream() string { return n.upper + "_DELAYS" }
+
+// DelaySubject returns the subject a producer publishes a delayed task on:
+// "<prefix>.delay.<id>". It does not validate its argument.
+func (n Names) DelaySubject(id string) string { return n.prefix + ".delay." + id }
+
+// ParseDelaySubject returns the task ID of a delay subject
+// ([Names.DelaySubject]), validated with [ValidateID].
+func (n Names) ParseDelaySubject(subject string) (string, error) {
+	id, ok := strings.CutPrefix(subject, n.prefix+".delay.")
+	if !ok {
+		return "", fmt.Errorf("%w: %q does not start with %q", ErrInvalidSubject, subject, n.prefix+".delay.")
+	}
+	if err := ValidateID(id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// DelayConsumer returns the name of the durable consumer of the delay
+// stream that workers' movers share: "mover".
+func (n Names) DelayConsumer() string { return "mover" }
+
+// DelayConsumerConfig returns the configuration of [Names.DelayConsumer].
+// A delayed task is acknowledged once its schedule is stored, so a mover
+// that dies hands its tasks to another after the ack wait; deliveries are
+// unlimited (a task that cannot be moved is dead-lettered by the mover,
+// never dropped by the server).
+func DelayConsumerConfig(n Names) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       n.DelayConsumer(),
+		Description:   "jetflow: moves delayed tasks into the schedule stream " + n.ScheduleStream(),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       30 * time.Second,
+		MaxDeliver:    -1,
+		MaxAckPending: FiredMaxAckPending,
+	}
+}
+
+func delayStreamConfig(c Config, n Names) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        n.DelayStream(),
+		Description: "jetflow delayed tasks on their way into the schedule stream " + n.ScheduleStream() + " (producers publish here)",
+		Subjects:    []string{n.DelaySubject(">")},
+		// Work queue: the mover's acknowledgement deletes a moved task.
+		Retention: jetstream.WorkQueuePolicy,
+		Discard:   jetstream.DiscardOld,
+		Storage:   c.Storage,
+		Replicas:  c.Replicas,
+		// Two enqueues of one ID store one delayed task.
+		Duplicates: c.DuplicateWindow,
+		// Cancelling a delayed task purges its subject here too (an
+		// operator's right, not a producer's).
+		AllowRollup: false,
+		AllowDirect: true,
+	}
+}
