@@ -104,7 +104,7 @@ var hostileHeaders = []hostileHeader{
 }
 
 // The hostile-producer property: messages with random headers, bodies and
-// subjects published straight to the task subjects, interleaved with good
+// subjects published straight to the task and delay subjects, interleaved with good
 // tasks. Every good task runs once and is never dead-lettered; every
 // hostile message ends in exactly one visible place (refused at publish, run
 // by its handler, or dead-lettered with a reason); the workers keep
@@ -176,8 +176,26 @@ func TestHostileProducerProperty(t *testing.T) {
 			body = []byte("null")
 		}
 		subject := "jetflow.task." + prios[r.IntN(4)].String() + "." + types[r.IntN(2)]
-		if r.IntN(8) == 0 {
+		switch r.IntN(8) {
+		case 0:
 			subject = "jetflow.task.urgent." + plain // no such priority
+		case 1, 2:
+			// A delayed task, as a producer publishes it, with a target
+			// and due time that may or may not be valid: the workers'
+			// delay mover schedules it or dead-letters it.
+			subject = "jetflow.delay." + probe
+			switch r.IntN(3) {
+			case 0, 1:
+				h.Set("Jetflow-Schedule-Target", "jetflow.fired."+prios[r.IntN(4)].String()+"."+types[r.IntN(2)])
+			default:
+				h.Set("Jetflow-Schedule-Target", pick("jetflow.task.normal."+plain, "jetflow.fired.urgent."+plain,
+					"jetflow.wf.run-1", "jetflow.fired.normal.UPPER", "")(r))
+			}
+			if r.IntN(4) != 0 {
+				h.Set("Jetflow-Scheduled-For", time.Now().Add(time.Duration(r.IntN(300))*time.Millisecond).UTC().Format(time.RFC3339Nano))
+			} else {
+				h.Set("Jetflow-Scheduled-For", pick("tomorrow", "", "2026-13-01T00:00:00Z")(r))
+			}
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		ack, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: body})

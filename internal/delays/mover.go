@@ -2,6 +2,7 @@ package delays
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,9 @@ type Mover struct {
 	// (or terminated); Cancelled schedules removed again because their
 	// delayed task was cancelled while it moved.
 	Moved, Rejects, Cancelled atomic.Uint64
+
+	// beforePublish, set by tests, runs before a schedule is stored.
+	beforePublish func(id string)
 }
 
 // New returns a mover on nc. reject may be nil.
@@ -161,6 +165,9 @@ func (m *Mover) move(ctx context.Context, msg jetstream.Msg) {
 		m.rejectTask(ctx, msg, r)
 		return
 	}
+	if m.beforePublish != nil {
+		m.beforePublish(r.ID)
+	}
 	pctx, cancel := jsapi.WithTimeout(ctx)
 	defer cancel()
 	ack, err := m.js.PublishMsg(pctx, sched, jetstream.WithExpectStream(m.topo.ScheduleStream))
@@ -181,12 +188,12 @@ func (m *Mover) move(ctx context.Context, msg jetstream.Msg) {
 	// then the schedule subject; a schedule stored after that second purge
 	// finds its delayed task gone here (this mover has not acknowledged it
 	// yet), and removes itself.
-	n, err := jsapi.DirectGet(pctx, m.nc, m.topo.DelayStream, jsapi.GetRequest{Seq: r.Seq}, func(jsapi.Stored) error { return nil })
+	present, err := m.stored(pctx, r.Seq)
 	if err != nil {
 		m.retryLater(ctx, msg, r, err)
 		return
 	}
-	if n == 0 {
+	if !present {
 		if err := m.deleteSchedule(pctx, ack.Sequence); err != nil {
 			m.retryLater(ctx, msg, r, err)
 			return
@@ -210,15 +217,18 @@ func (m *Mover) schedule(msg jetstream.Msg, r *Rejected) (*nats.Msg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("subject: %w", err)
 	}
+	r.ID = id
 	h := msg.Headers()
+	target, prio, typ, terr := m.topo.Target(h.Get(taskmsg.HeaderScheduleTarget))
+	if terr == nil {
+		r.Type, r.Priority = typ, prio
+	}
 	if own := h.Get(taskmsg.HeaderTaskID); own != "" && own != id {
 		return nil, fmt.Errorf("header %s is %s, the subject names task %s", taskmsg.HeaderTaskID, cut(own), id)
 	}
-	target, prio, typ, err := m.topo.Target(h.Get(taskmsg.HeaderScheduleTarget))
-	if err != nil {
-		return nil, fmt.Errorf("header %s: %w", taskmsg.HeaderScheduleTarget, err)
+	if terr != nil {
+		return nil, fmt.Errorf("header %s: %w", taskmsg.HeaderScheduleTarget, terr)
 	}
-	r.ID, r.Type, r.Priority = id, typ, prio
 	v := h.Get(taskmsg.HeaderScheduledFor)
 	due, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
@@ -229,6 +239,30 @@ func (m *Mover) schedule(msg jetstream.Msg, r *Rejected) (*nats.Msg, error) {
 		return nil, fmt.Errorf("%d bytes with its schedule headers, the server accepts at most %d", taskmsg.Size(sched), max)
 	}
 	return sched, nil
+}
+
+// stored reports whether the delay stream still holds seq. It asks the
+// stream's leader (the message get API), not a direct get, which any
+// replica may answer before it has stored the message.
+func (m *Mover) stored(ctx context.Context, seq uint64) (bool, error) {
+	resp, err := m.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+m.topo.DelayStream,
+		[]byte(`{"seq":`+strconv.FormatUint(seq, 10)+`}`))
+	if err != nil {
+		return false, fmt.Errorf("get message %d of %s: %w", seq, m.topo.DelayStream, err)
+	}
+	var r struct {
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return false, fmt.Errorf("get message %d of %s: %w", seq, m.topo.DelayStream, err)
+	}
+	switch {
+	case r.Error == nil:
+		return true, nil
+	case r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return false, nil
+	}
+	return false, fmt.Errorf("get message %d of %s: %w", seq, m.topo.DelayStream, r.Error)
 }
 
 // deleteSchedule removes the schedule stored at seq. One already gone is
