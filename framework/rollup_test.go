@@ -18,7 +18,8 @@ import (
 // A producer may publish on work subjects, and subject permissions cannot
 // see headers: a Nats-Rollup header on a work subject must not delete the
 // subject's waiting tasks ("sub") or the whole stream ("all"), with its
-// delayed tasks and cron schedules. The task stream refuses the message at
+// delayed tasks and cron schedules; nor may one on a delay subject delete
+// the delayed tasks. The task and delay streams refuse the message at
 // publish, and afterwards the waiting tasks run, the delayed task and the
 // cron schedule are still pending, and both still fire (issue 9, finding 1;
 // decision 012).
@@ -42,6 +43,10 @@ func TestProducerRollupDeletesNothing(t *testing.T) {
 		{Subject: subject, Header: nats.Header{jetstream.MsgRollup: {jetstream.MsgRollupSubject}}, Data: []byte("{}")},
 		{Subject: subject, Header: nats.Header{jetstream.MsgRollup: {jetstream.MsgRollupAll}}, Data: []byte("{}")},
 		{Subject: "jetflow.task.high.other", Header: nats.Header{jetstream.MsgRollup: {jetstream.MsgRollupAll}}},
+		// Delayed tasks go to the delay stream, which refuses rollups too
+		// (decision 025); producers never write the schedule stream.
+		{Subject: "jetflow.delay.later", Header: nats.Header{jetstream.MsgRollup: {jetstream.MsgRollupSubject}}, Data: []byte("{}")},
+		{Subject: "jetflow.delay.other", Header: nats.Header{jetstream.MsgRollup: {jetstream.MsgRollupAll}}},
 	} {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := e.js.PublishMsg(pctx, m)
