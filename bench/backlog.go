@@ -24,7 +24,7 @@ const (
 
 // figureBacklog (-big) measures the cost of a large backlog on the
 // standalone server over TCP: a separate process enqueues cfg.bigN tasks in
-// one EnqueueMany call (its peak RSS is reported), then a worker drains them;
+// one EnqueueSeq call (its peak RSS is reported), then a worker drains them;
 // the drain rate is compared with the drain of cfg.bigRefN tasks measured in
 // the same round.
 //
@@ -65,7 +65,7 @@ func (e *env) figureBacklog(ctx context.Context, out io.Writer) error {
 }
 
 // enqueueInChild runs this program again as a child that enqueues n tasks
-// of taskType to e.url with one EnqueueMany call, and returns the child's
+// of taskType to e.url with one EnqueueSeq call, and returns the child's
 // enqueue rate and peak RSS in bytes.
 func (e *env) enqueueInChild(ctx context.Context, taskType string, n int) (float64, int64, error) {
 	self, err := os.Executable()
@@ -99,10 +99,9 @@ func (e *env) enqueueInChild(ctx context.Context, taskType string, n int) (float
 	return rate, peak, nil
 }
 
-// runEnqueueChild is the child side of enqueueInChild: build n jobs, enqueue
-// them in one EnqueueMany call with jetflow's defaults (and -window), print
-// the rate. Nothing else runs in this process, so its peak RSS is the
-// enqueue's (and the caller's n jobs).
+// runEnqueueChild is the child side of enqueueInChild: enqueue n jobs in one
+// EnqueueSeq call with jetflow's defaults (and -window), print the rate.
+// Nothing else runs in this process, so its peak RSS is the enqueue's.
 func runEnqueueChild(ctx context.Context, cfg config, stdout io.Writer) error {
 	e := &env{cfg: cfg, url: cfg.enqueueChild}
 	nc, err := e.connect()
@@ -116,13 +115,25 @@ func runEnqueueChild(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	pad := max(cfg.payloadSize-len(`{"pad":""}`), 0)
 	var payload any = json.RawMessage(`{"pad":"` + strings.Repeat("x", pad) + `"}`)
-	jobs := make([]framework.TaskSpec, cfg.n)
-	for i := range jobs {
-		jobs[i] = framework.TaskSpec{Type: cfg.childType, Payload: payload}
+	// EnqueueSeq, the API for batches too large to hold: jobs are made as
+	// they are published and results reported as they are settled, so the
+	// process holds a window of them, not n.
+	jobs := func(yield func(framework.TaskSpec) bool) {
+		for range cfg.n {
+			if !yield(framework.TaskSpec{Type: cfg.childType, Payload: payload}) {
+				return
+			}
+		}
 	}
 	start := time.Now()
-	if _, err := cl.EnqueueMany(ctx, jobs); err != nil {
-		return err
+	var first error
+	failed := cl.EnqueueSeq(ctx, jobs, func(_ int, _ framework.TaskInfo, err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	})
+	if failed > 0 {
+		return fmt.Errorf("bench: %d of %d enqueues failed, first: %w", failed, cfg.n, first)
 	}
 	fmt.Fprintf(stdout, "ENQUEUED_PER_S %.0f\n", float64(cfg.n)/time.Since(start).Seconds())
 	return nil

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
-	"sync"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -135,48 +136,93 @@ type TaskSpec struct {
 // Acknowledgements are settled while later jobs are still being published,
 // so the messages EnqueueMany holds are bounded by the window, not by the
 // number of jobs; the returned TaskInfos are the only memory that grows
-// with the batch.
+// with the batch. [Client.EnqueueSeq] does without them.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, error) {
 	infos := make([]TaskInfo, len(jobs))
-	var (
-		mu       sync.Mutex // guards batchErr: both goroutines fail items
-		batchErr *BatchError
-	)
-	fail := func(i int, err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if batchErr == nil {
-			batchErr = &BatchError{Errors: make(map[int]error)}
+	var batchErr *BatchError
+	// The report runs on one goroutine at a time, in publish order.
+	c.enqueueStream(ctx, slices.All(jobs), func(i int, info TaskInfo, err error) {
+		if err != nil {
+			if batchErr == nil {
+				batchErr = &BatchError{Errors: make(map[int]error)}
+			}
+			batchErr.Errors[i] = err
+			return
 		}
-		batchErr.Errors[i] = err
+		infos[i] = info
+	})
+	if batchErr != nil {
+		return infos, batchErr
 	}
+	return infos, nil
+}
+
+// EnqueueSeq enqueues the jobs of seq like [Client.EnqueueMany], keeping at
+// most [WithMaxPending] unacknowledged at once, but reports each job's
+// result to report as it is settled instead of returning them all, so its
+// memory is bounded by the window whatever the number of jobs: a million
+// jobs generated on the fly cost what a window of them costs. report gets
+// the job's index in seq and its TaskInfo, or the error that kept it from
+// being stored (then the TaskInfo is zero); it is called once per job, in
+// seq's order, from one goroutine at a time, and must not block for long
+// (it holds up the acknowledgements behind it). EnqueueSeq returns once
+// every job was reported, with the number of jobs that failed.
+func (c *Client) EnqueueSeq(ctx context.Context, seq iter.Seq[TaskSpec], report func(i int, info TaskInfo, err error)) (failed int) {
+	c.enqueueStream(ctx, func(yield func(int, TaskSpec) bool) {
+		i := 0
+		for j := range seq {
+			if !yield(i, j) {
+				return
+			}
+			i++
+		}
+	}, func(i int, info TaskInfo, err error) {
+		if err != nil {
+			failed++
+		}
+		if report != nil {
+			report(i, info, err)
+		}
+	})
+	return failed
+}
+
+// enqueueStream publishes the jobs of seq asynchronously and calls report
+// once per job, in order, from one goroutine at a time.
+func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec], report func(int, TaskInfo, error)) {
 	// One goroutine settles the acknowledgements in publish order as they
 	// arrive; a settled message and its future are garbage at once. The
 	// channel is as deep as the window, so the publisher waits when the
-	// settler falls behind.
+	// settler falls behind. Failures before the publish go through the
+	// same channel, so that report keeps the jobs' order.
 	pending := make(chan pendingPublish, c.opts.maxPending)
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
 		for p := range pending {
-			c.settle(ctx, p, &infos[p.index], fail)
+			if p.err != nil {
+				report(p.index, TaskInfo{}, p.err)
+				continue
+			}
+			info, err := c.settle(ctx, p)
+			report(p.index, info, err)
 		}
 	}()
 	// Interned strings: the work subject of each type and priority, shared
 	// by the TaskInfos instead of one copy per job.
 	subjects := make(map[string]string)
-	for i, j := range jobs {
+	for i, j := range seq {
 		if err := ctx.Err(); err != nil {
-			fail(i, err)
+			pending <- pendingPublish{index: i, err: err}
 			continue
 		}
 		msg, info, err := c.build(j.Type, j.Payload, j.Options)
 		if err != nil {
-			fail(i, err)
+			pending <- pendingPublish{index: i, err: err}
 			continue
 		}
 		if msg.Header.Get(HeaderUniqueKey) != "" {
-			fail(i, fmt.Errorf("%w: Unique is not available with EnqueueMany; use Enqueue", ErrInvalidOption))
+			pending <- pendingPublish{index: i, err: fmt.Errorf("%w: Unique is not available with EnqueueMany; use Enqueue", ErrInvalidOption)}
 			continue
 		}
 		if info.ScheduledFor.IsZero() && len(subjects) < maxInternedSubjects {
@@ -195,38 +241,38 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, 
 		}
 		if err != nil {
 			err = c.publishErr(info, err)
-			fail(i, err)
 			traced(info, err)
+			pending <- pendingPublish{index: i, err: err}
 			continue
 		}
-		infos[i] = info // before the send: the settler reads it after
-		pending <- pendingPublish{index: i, future: f, traced: traced}
+		pending <- pendingPublish{index: i, info: info, future: f, traced: traced}
 	}
 	close(pending)
 	<-settled
-	if batchErr != nil {
-		return infos, batchErr
-	}
-	return infos, nil
 }
 
 // maxInternedSubjects bounds the subjects EnqueueMany shares between
 // TaskInfos (distinct types × priorities of one batch).
 const maxInternedSubjects = 256
 
-// pendingPublish is an asynchronous publish of EnqueueMany awaiting its
-// acknowledgement: the job's index and its future.
+// pendingPublish is a job of EnqueueMany or EnqueueSeq on its way to its
+// report: an asynchronous publish awaiting its acknowledgement (the job's
+// index, its TaskInfo as built, its future), or a job that failed before it
+// was sent (err).
 type pendingPublish struct {
 	index  int
+	info   TaskInfo
 	future jetstream.PubAckFuture
 	traced func(TaskInfo, error) // reports the result to the enqueue tracers
+	err    error
 }
 
-// settle waits for the acknowledgement of p and completes *info (filled by
-// build), or zeroes it and fails the job. A publish the stream could not take
-// (for example during a leader election) is retried with the same message and
-// task ID.
-func (c *Client) settle(ctx context.Context, p pendingPublish, info *TaskInfo, fail func(int, error)) {
+// settle waits for the acknowledgement of p and returns its completed
+// TaskInfo, or the error that kept it from being stored. A publish the
+// stream could not take (for example during a leader election) is retried
+// with the same message and task ID.
+func (c *Client) settle(ctx context.Context, p pendingPublish) (TaskInfo, error) {
+	info := p.info
 	var ack *jetstream.PubAck
 	select {
 	case ack = <-p.future.Ok():
@@ -235,26 +281,23 @@ func (c *Client) settle(ctx context.Context, p pendingPublish, info *TaskInfo, f
 			ack, err = c.publish(ctx, p.future.Msg())
 		}
 		if err != nil {
-			err = c.publishErr(*info, err)
-			fail(p.index, err)
-			p.traced(*info, err)
-			*info = TaskInfo{}
-			return
+			err = c.publishErr(info, err)
+			p.traced(info, err)
+			return TaskInfo{}, err
 		}
 	case <-ctx.Done():
 		err := fmt.Errorf("framework: enqueue %s %s: acknowledgement not received (retry with the same ID): %w", info.Type, info.ID, ctx.Err())
-		fail(p.index, err)
-		p.traced(*info, err)
-		*info = TaskInfo{}
-		return
+		p.traced(info, err)
+		return TaskInfo{}, err
 	}
 	info.Stream, info.Sequence, info.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
 	if info.Stream == c.taskStream {
 		info.Stream = c.taskStream // one shared copy, not one per acknowledgement
 	}
 	info.ID = seqID(info.ID, ack.Sequence)
-	c.enqueued(ctx, *info)
-	p.traced(*info, nil)
+	c.enqueued(ctx, info)
+	p.traced(info, nil)
+	return info, nil
 }
 
 // Cancel removes the pending schedule of a delayed task so it never runs; it

@@ -132,6 +132,50 @@ func ExampleClient_Enqueue_delayed() {
 	// cancel again: framework: not found: task reminder-1 has no pending schedule
 }
 
+// EnqueueSeq enqueues jobs made as they are published, for batches too
+// large to hold in memory: each result is reported as it is settled.
+func ExampleClient_EnqueueSeq() {
+	srv, cleanup, err := exampleServer()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer cleanup()
+	nc, err := testutil.ConnectServer(srv)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer nc.Close()
+	ctx := context.Background()
+	js, _ := jetstream.New(nc)
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	cl, _ := framework.NewClient(nc)
+
+	// A million rows would do the same in a window's worth of memory.
+	rows := func(yield func(framework.TaskSpec) bool) {
+		for i := range 1000 {
+			if !yield(framework.TaskSpec{Type: "rows.import", Payload: map[string]int{"row": i}}) {
+				return
+			}
+		}
+	}
+	stored := 0
+	failed := cl.EnqueueSeq(ctx, rows, func(i int, info framework.TaskInfo, err error) {
+		if err != nil {
+			fmt.Println("row", i, "failed:", err) // retry it, log it, …
+			return
+		}
+		stored++
+	})
+	fmt.Println("stored", stored, "failed", failed)
+	// Output:
+	// stored 1000 failed 0
+}
+
 func ExamplePermanent() {
 	err := framework.Permanent(fmt.Errorf("card %s declined", "4242"))
 	fmt.Println(framework.IsPermanent(err))
