@@ -25,7 +25,8 @@ import (
 // values) and the schedule of a delayed task.
 func isReplayDropped(k string) bool {
 	switch k {
-	case HeaderReplayedFromSeq, HeaderReplayedAt, HeaderPreviousError, framework.HeaderScheduledFor, framework.HeaderEnqueuedAt:
+	case HeaderReplayedFromSeq, HeaderReplayedAt, HeaderPreviousError, framework.HeaderScheduledFor, framework.HeaderEnqueuedAt,
+		taskmsg.HeaderScheduleTarget: // a delayed task the delay mover refused
 		return true
 	}
 	return deadletter.IsRecordHeader(k)
