@@ -67,8 +67,9 @@ const DefaultEnqueueTimeout = 30 * time.Second
 
 // Enqueue stores a task of taskType with payload and returns where it went.
 // The payload is encoded with the client's codec (JSON by default); a []byte
-// payload is sent as is. With [In] or [At] the task waits in a server-side
-// schedule and is published to its work subject when due.
+// payload is sent as is. With [In] or [At] the task goes to the delay
+// stream, a worker's delay mover turns it into a server-side schedule, and
+// the schedule publishes it to its work subject when due.
 //
 // While the task stream cannot answer (a cluster electing a new stream
 // leader, a server restarting) Enqueue retries with the same message and

@@ -119,3 +119,21 @@ func TestDelayMoverRejectsInvalidDelayedTasks(t *testing.T) {
 		t.Errorf("ran %v, want only ok and status", ran)
 	}
 }
+
+// A delayed task that waited in the delay stream past its due time (no
+// worker ran) runs as soon as a worker moves it: the schedule of a past
+// due time fires at once.
+func TestDelayedTaskMovedAfterItsDueTimeRuns(t *testing.T) {
+	t.Parallel()
+	const typ = "delay.overdue"
+	e := newEnv(t)
+	due := time.Now().Add(50 * time.Millisecond)
+	e.enqueue(t, typ, nil, framework.WithID("overdue"), framework.At(due))
+	testutil.Wait(t, waitLong, "the due time to pass", func() bool { return time.Now().After(due.Add(100 * time.Millisecond)) })
+	w := e.worker(t)
+	starts := recordStarts(w, typ)
+	startWorker(t, w)
+	if r := testutil.Recv(t, starts, waitLong, "the overdue task's start"); r.id != "overdue" {
+		t.Fatalf("started %s", r.id)
+	}
+}

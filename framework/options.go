@@ -351,14 +351,15 @@ func WithID(id string) EnqueueOption {
 	}
 }
 
-// In delays the task by d, using the server's message schedules. d ≤ 0 means
-// now.
+// In delays the task by d, using the server's message schedules: the task is
+// published to the delay stream, and a worker's delay mover ([WithDelayMover])
+// stores its schedule, which fires it when due. d ≤ 0 means now.
 func In(d time.Duration) EnqueueOption {
 	return func(c *enqueueConfig) error { c.delay = d; c.at = time.Time{}; return nil }
 }
 
-// At schedules the task for t, using the server's message schedules. A time
-// not in the future means now.
+// At schedules the task for t, using the server's message schedules (see
+// [In]). A time not in the future means now.
 func At(t time.Time) EnqueueOption {
 	return func(c *enqueueConfig) error { c.at = t; c.delay = 0; return nil }
 }
