@@ -183,9 +183,10 @@
 //
 // # Cron, task state and effects
 //
-// [Client.Schedules] registers repeating schedules ([Schedule]) as server-side
-// message schedules: one fire per tick however many processes register them,
-// each fire with a stable task ID ([IdempotencyKey]). Optional task records
+// Package [github.com/jetflow-io/jetflow/schedule] registers repeating
+// schedules as server-side message schedules: one fire per tick however many
+// processes register them, each fire with a stable task ID
+// ([IdempotencyKey], [Task.ScheduleFire]). Optional task records
 // ([WithStateTracking], [SetResult]) are read with an [Inspector]. Package
 // [github.com/jetflow-io/jetflow/effects] records a handler's side effects
 // in a KV ledger ([Worker.EffectsBucket]) so that a redelivered task skips

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -364,7 +365,7 @@ func TestJunkOnScheduleSubjectsIsReported(t *testing.T) {
 	if st.Scheduled != 1 || st.Cron != 0 || st.Junk != 2 || len(st.JunkSubjects) != 2 {
 		t.Errorf("QueueStats: scheduled %d cron %d junk %d %v; want 1, 0, 2", st.Scheduled, st.Cron, st.Junk, st.JunkSubjects)
 	}
-	list, err := e.cl.Schedules().List(t.Context())
+	list, err := schedule.New(e.cl).List(t.Context())
 	if err != nil || len(list) != 0 {
 		t.Errorf("Schedules.List = %+v, %v; want none", list, err)
 	}

@@ -55,11 +55,6 @@ func (c *Client) Inspector() *Inspector {
 	return &Inspector{nc: c.nc, js: c.js, opts: c.opts, names: c.names}
 }
 
-// Schedules returns the manager of repeating schedules.
-func (i *Inspector) Schedules() *Schedules {
-	return &Schedules{nc: i.nc, js: i.js, names: i.names, codec: i.opts.codec}
-}
-
 // GetTask returns the state record of task id. Without a record (state
 // tracking off, or the record expired) a delayed task still waiting in its
 // schedule is reported as [StateScheduled]. Otherwise it returns an error

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -189,7 +190,7 @@ func TestInspectorPauseResume(t *testing.T) {
 func TestScheduleLastFire(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 2, 10, 30, 0, 0, time.UTC)
-	info := framework.ScheduleInfo{Spec: "0 0 * * * *", Stored: now.Add(-2 * time.Hour), Next: now.Add(30 * time.Minute)}
+	info := schedule.Info{Spec: "0 0 * * * *", Stored: now.Add(-2 * time.Hour), Next: now.Add(30 * time.Minute)}
 	if got, want := info.LastFire(now), now.Add(-30*time.Minute); !got.Equal(want) {
 		t.Fatalf("LastFire = %v, want %v", got, want)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -344,7 +345,7 @@ func TestQueueStats(t *testing.T) {
 		e.enqueue(t, "stats.a", nil, framework.In(time.Hour))
 	}
 	e.enqueue(t, "stats.c", nil, framework.In(time.Hour), framework.WithPriority(framework.PriorityLow))
-	if _, err := e.cl.Schedules().Register(ctx, framework.Schedule{Name: "nightly", Spec: "@daily", Type: "stats.a"}); err != nil {
+	if _, err := schedule.New(e.cl).Register(ctx, schedule.Definition{Name: "nightly", Spec: "@daily", Type: "stats.a"}); err != nil {
 		t.Fatal(err)
 	}
 	// One dead letter of type stats.b.

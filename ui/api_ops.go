@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/workflow"
 )
@@ -31,7 +32,7 @@ type Schedule struct {
 }
 
 func (h *handler) cron(w http.ResponseWriter, r *http.Request) {
-	list, err := h.fc.Schedules().List(r.Context())
+	list, err := schedule.New(h.fc).List(r.Context())
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/workflow"
 )
 
@@ -38,7 +39,7 @@ func cronCommands() []*command {
 					return err
 				}
 				defer done()
-				list, err := s.in.Schedules().List(ctx)
+				list, err := schedule.New(s.cl).List(ctx)
 				if err != nil {
 					return err
 				}
@@ -79,7 +80,7 @@ func cronCommands() []*command {
 					return err
 				}
 				defer done()
-				if err := s.in.Schedules().Remove(ctx, args[0]); err != nil {
+				if err := schedule.New(s.cl).Remove(ctx, args[0]); err != nil {
 					return err
 				}
 				if c.json {

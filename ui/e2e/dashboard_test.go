@@ -29,6 +29,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 	"github.com/jetflow-io/jetflow/ui"
@@ -317,7 +318,7 @@ func TestDashboard(t *testing.T) {
 	}
 	a.enqueue(t, "mail.send", map[string]string{"to": "later@example.com"}, framework.In(time.Hour), framework.WithID("later-1"))
 	a.enqueue(t, "export.csv", nil, framework.In(2*time.Hour), framework.WithID("later-2"))
-	if _, err := a.cl.Schedules().Register(tctx, framework.Schedule{Name: "nightly-report", Spec: "0 30 2 * * *", TimeZone: "Europe/Paris", Type: "export.csv"}); err != nil {
+	if _, err := schedule.New(a.cl).Register(tctx, schedule.Definition{Name: "nightly-report", Spec: "0 30 2 * * *", TimeZone: "Europe/Paris", Type: "export.csv"}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
