@@ -36,7 +36,7 @@ func New(c *framework.Client) *Queue {
 		nc:     c.Conn(),
 		js:     c.JetStream(),
 		names:  names,
-		core:   deadletter.NewCore(c.Conn(), c.JetStream(), topology(names), c.Logger()),
+		core:   deadletter.NewCore(c.Conn(), c.JetStream(), streams.DeadLetterTopology(names), c.Logger()),
 		ins:    c.Inspector(),
 		window: min(c.MaxPending(), replayWindow),
 	}
@@ -254,16 +254,3 @@ func (d *Queue) Reconcile(ctx context.Context) (int, error) {
 
 // topology names the dead-letter core's streams, bucket and subjects in
 // names' topology, as the worker's dead-letter extension does.
-func topology(names streams.Names) deadletter.Topology {
-	return deadletter.Topology{
-		TaskStream: names.TaskStream(), DLQStream: names.DLQStream(), AdvisoryStream: names.AdvisoryStream(),
-		ErrorsBucket: names.ErrorsBucket(), TaskWildcard: names.TaskWildcard(), DLQSubject: names.DLQSubject,
-		Work: func(subject string) (string, string, string, bool) {
-			p, typ, err := names.ParseTaskSubject(subject)
-			if err != nil {
-				return "", "", "", false
-			}
-			return typ, p.String(), names.ConsumerName(typ, p), true
-		},
-	}
-}

@@ -194,12 +194,14 @@
 //
 // # Operating
 //
-// An [Inspector] answers an operator's questions from JetStream state alone:
-// [Inspector.Overview] (every queue's counts, backlog age, pause state,
-// stranded work subjects, cluster leaders), [Inspector.ListTasks] and
-// [Inspector.FindTask] (waiting, delayed, running and retrying tasks), and
-// [Inspector.PauseType] / [Inspector.ResumeType] (a cluster-wide kill switch
-// per task type). [Worker.Health], [Worker.ReadinessHandler] and
+// An [Inspector] reads a task's state record ([Inspector.GetTask]), cancels
+// a delayed task ([Inspector.CancelTask]) and reports the load of every
+// queue ([Inspector.QueueStats]). Package
+// [github.com/jetflow-io/jetflow/inspect] answers an operator's other
+// questions from JetStream state alone (an overview of every queue and
+// stream, listing and finding tasks, rate limits, unique reservations,
+// ordering partitions and blocked keys, breaker records) and pauses and
+// resumes queues cluster-wide. [Worker.Health], [Worker.ReadinessHandler] and
 // [Worker.LivenessHandler] serve Kubernetes probes. The jetflow command
 // (cmd/jetflow) is built on them; see docs/operations.md.
 package framework

@@ -125,7 +125,7 @@ func controlCommands() []*command {
 				if pause.dur > 0 {
 					until = time.Now().Add(pause.dur)
 				}
-				names, err := s.in.PauseType(ctx, args[0], until, pause.prios...)
+				names, err := s.op.PauseType(ctx, args[0], until, pause.prios...)
 				if err != nil {
 					return err
 				}
@@ -157,7 +157,7 @@ func controlCommands() []*command {
 					return err
 				}
 				defer done()
-				names, err := s.in.ResumeType(ctx, args[0], resume.prios...)
+				names, err := s.op.ResumeType(ctx, args[0], resume.prios...)
 				if err != nil {
 					return err
 				}
@@ -180,7 +180,7 @@ func controlCommands() []*command {
 					return err
 				}
 				defer done()
-				bs, err := s.in.BreakerRecords(ctx)
+				bs, err := s.op.BreakerRecords(ctx)
 				if err != nil {
 					return err
 				}

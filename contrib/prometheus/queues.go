@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 )
 
 // QueueCollectorOptions configure [NewQueueCollector].
@@ -30,6 +31,7 @@ type QueueCollectorOptions struct {
 // tasks. It is safe for concurrent use.
 type QueueCollector struct {
 	ins     *framework.Inspector
+	op      *inspect.Operator
 	timeout time.Duration
 	log     *slog.Logger
 
@@ -40,11 +42,11 @@ type QueueCollector struct {
 // NewQueueCollector returns a collector of the queues of the topology on nc.
 // Register it with prometheus.Registerer.Register.
 func NewQueueCollector(nc *nats.Conn, opts QueueCollectorOptions) (*QueueCollector, error) {
-	iopts := []framework.InspectorOption{}
+	copts := []framework.ClientOption{framework.WithStateTracking(false)} // it only reads
 	if opts.Prefix != "" {
-		iopts = append(iopts, framework.WithPrefix(opts.Prefix))
+		copts = append(copts, framework.WithPrefix(opts.Prefix))
 	}
-	ins, err := framework.NewInspector(nc, iopts...)
+	cl, err := framework.NewClient(nc, copts...)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +61,7 @@ func NewQueueCollector(nc *nats.Conn, opts QueueCollectorOptions) (*QueueCollect
 		return prometheus.NewDesc(name, help, labels, opts.ConstLabels)
 	}
 	return &QueueCollector{
-		ins: ins, timeout: opts.Timeout, log: opts.Logger,
+		ins: cl.Inspector(), op: inspect.New(cl), timeout: opts.Timeout, log: opts.Logger,
 		up:           d("jetflow_inspect_up", "1 when the last JetStream query for these metrics succeeded.", nil),
 		waiting:      d("jetflow_queue_waiting", "Tasks stored and not yet delivered to a worker.", q),
 		scheduled:    d("jetflow_queue_scheduled", "Delayed tasks waiting in server-side schedules.", q),
@@ -106,11 +108,11 @@ func (c *QueueCollector) collect(ctx context.Context, ch chan<- prometheus.Metri
 	if err != nil {
 		return err
 	}
-	acts, err := c.ins.QueueActivity(ctx)
+	acts, err := c.op.QueueActivity(ctx)
 	if err != nil {
 		return err
 	}
-	act := make(map[queueKey]framework.QueueActivity, len(acts))
+	act := make(map[queueKey]inspect.QueueActivity, len(acts))
 	for _, a := range acts {
 		act[queueKey{a.Type, a.Priority}] = a
 	}

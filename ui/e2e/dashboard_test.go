@@ -29,6 +29,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -88,6 +89,7 @@ type app struct {
 	cl      *framework.Client
 	wf      *workflow.Client
 	ins     *framework.Inspector
+	op      *inspect.Operator
 	web     *httptest.Server
 	decline atomic.Bool // pay.charge fails permanently while set
 	ran     chan string // IDs of pay.charge and mail.send tasks that completed
@@ -105,7 +107,7 @@ func startApp(t *testing.T) *app {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &app{cl: cl, ins: cl.Inspector(), ran: make(chan string, 4096)}
+	a := &app{cl: cl, ins: cl.Inspector(), op: inspect.New(cl), ran: make(chan string, 4096)}
 	a.decline.Store(true)
 
 	order := workflow.New("order")
@@ -342,7 +344,7 @@ func TestDashboard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		br, err := a.ins.BreakerRecords(tctx)
+		br, err := a.op.BreakerRecords(tctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -410,7 +412,7 @@ func TestDashboard(t *testing.T) {
 		marker := a.enqueue(t, "mail.send", nil, framework.WithID("after-pause"))
 		waitJS(t, ctx, `document.querySelector('[data-paused-queue="mail.send/normal"]') !== null`, "paused list")
 		testutil.Wait(t, waitLong, "marker stored and undelivered", func() bool {
-			acts, err := a.ins.QueueActivity(tctx)
+			acts, err := a.op.QueueActivity(tctx)
 			if err != nil {
 				t.Fatal(err)
 			}
