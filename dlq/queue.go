@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
@@ -24,8 +25,8 @@ type Queue struct {
 	js     jetstream.JetStream
 	names  streams.Names
 	core   *deadletter.Core
-	ins    *framework.Inspector // for MoveStranded
-	window int                  // in-flight publishes of a bulk replay
+	op     *inspect.Operator // for MoveStranded
+	window int               // in-flight publishes of a bulk replay
 }
 
 // New returns the dead-letter operations of c's topology (its prefix, see
@@ -37,7 +38,7 @@ func New(c *framework.Client) *Queue {
 		js:     c.JetStream(),
 		names:  names,
 		core:   deadletter.NewCore(c.Conn(), c.JetStream(), streams.DeadLetterTopology(names), c.Logger()),
-		ins:    c.Inspector(),
+		op:     inspect.New(c),
 		window: min(c.MaxPending(), replayWindow),
 	}
 }

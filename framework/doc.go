@@ -194,14 +194,13 @@
 //
 // # Operating
 //
-// An [Inspector] reads a task's state record ([Inspector.GetTask]), cancels
-// a delayed task ([Inspector.CancelTask]) and reports the load of every
-// queue ([Inspector.QueueStats]). Package
-// [github.com/jetflow-io/jetflow/inspect] answers an operator's other
-// questions from JetStream state alone (an overview of every queue and
-// stream, listing and finding tasks, rate limits, unique reservations,
-// ordering partitions and blocked keys, breaker records) and pauses and
-// resumes queues cluster-wide. [Worker.Health], [Worker.ReadinessHandler] and
+// An [Inspector] reads a task's state record ([Inspector.GetTask]) and
+// cancels a delayed task ([Inspector.CancelTask]). Package
+// [github.com/jetflow-io/jetflow/inspect] answers an operator's questions
+// from JetStream state alone (the load of every queue, an overview of every
+// queue and stream, stranded subjects, listing and finding tasks, rate
+// limits, unique reservations, ordering partitions and blocked keys,
+// breaker records) and pauses and resumes queues cluster-wide. [Worker.Health], [Worker.ReadinessHandler] and
 // [Worker.LivenessHandler] serve Kubernetes probes. The jetflow command
 // (cmd/jetflow) is built on them; see docs/operations.md.
 package framework

@@ -123,7 +123,7 @@ func TestPauseAndResumeQueue(t *testing.T) {
 	if err := ins.PauseQueue(ctx, "pq.a", framework.PriorityNormal, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	stats, err := e.cl.Inspector().QueueStats(ctx)
+	stats, err := inspect.New(e.cl).QueueStats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ type ScheduledFilter struct {
 	// Type selects one task type.
 	Type string
 	// Limit is the most tasks returned, those due first. Default
-	// [DefaultScheduledLimit], at most [framework.MaxScheduledScan].
+	// [DefaultScheduledLimit], at most [MaxScheduledScan].
 	Limit int
 }
 
@@ -98,7 +98,7 @@ const DefaultScheduledLimit = 100
 // ScheduledTasks lists delayed tasks waiting in their schedules, those due
 // first, as records in [framework.StateScheduled] with their ID, type, priority, due
 // time ([framework.TaskRecord.ScheduledFor]) and enqueue time. It reads at most
-// [framework.MaxScheduledScan] schedules with batched direct gets (a thousand per
+// [MaxScheduledScan] schedules with batched direct gets (a thousand per
 // round trip); truncated is true when there were more.
 func (i *Operator) ScheduledTasks(ctx context.Context, f ScheduledFilter) (tasks []framework.TaskRecord, truncated bool, err error) {
 	if f.Type != "" {
@@ -110,8 +110,8 @@ func (i *Operator) ScheduledTasks(ctx context.Context, f ScheduledFilter) (tasks
 	if limit <= 0 {
 		limit = DefaultScheduledLimit
 	}
-	limit = min(limit, framework.MaxScheduledScan)
-	truncated, err = queuestate.ScanSchedules(ctx, i.nc, i.names.ScheduleStream(), i.names.ScheduleSubject(""), framework.MaxScheduledScan,
+	limit = min(limit, MaxScheduledScan)
+	truncated, err = queuestate.ScanSchedules(ctx, i.nc, i.names.ScheduleStream(), i.names.ScheduleSubject(""), MaxScheduledScan,
 		func(id string, m jsapi.Stored) {
 			if streams.ValidateID(id) != nil {
 				return

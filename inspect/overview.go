@@ -107,7 +107,7 @@ type Overview struct {
 // [Operator.QueueActivity] with one stream info request, and on a cluster
 // one more consumer listing for the consumers' leaders.
 func (i *Operator) Overview(ctx context.Context) (*Overview, error) {
-	qs, err := i.ins.QueueStats(ctx)
+	qs, err := i.QueueStats(ctx)
 	if err != nil {
 		return nil, err
 	}

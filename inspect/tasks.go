@@ -139,7 +139,7 @@ func (f TaskFilter) match(typ string, p framework.Priority) bool {
 func (i *Operator) listScheduled(ctx context.Context, f TaskFilter, limit int) ([]TaskSummary, error) {
 	sf := ScheduledFilter{Type: f.Type, Limit: limit}
 	if len(f.Priorities) > 0 {
-		sf.Limit = framework.MaxScheduledScan // filtered below
+		sf.Limit = MaxScheduledScan // filtered below
 	}
 	recs, _, err := i.ScheduledTasks(ctx, sf)
 	if err != nil {

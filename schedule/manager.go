@@ -126,7 +126,7 @@ func (s *Manager) List(ctx context.Context) ([]Info, error) {
 	err := jsapi.Scan(ctx, s.nc, s.names.ScheduleStream(), s.names.CronSubject(">"), 0, 0, time.Time{}, 1000,
 		func(m jsapi.Stored) (bool, error) {
 			// A plain message stored on a cron subject never fires: it is
-			// junk, reported by framework.Inspector.QueueStats.
+			// junk, reported by inspect.Operator.QueueStats.
 			if m.Header.Get(jetstream.ScheduleHeader) != "" {
 				out = append(out, s.info(m, now))
 			}

@@ -78,7 +78,7 @@ func (h *handler) invalidate() {
 // readSnapshot reads the overview: queue stats merged with queue activity.
 func (h *handler) readSnapshot(r *http.Request) (*Overview, error) {
 	ctx := r.Context()
-	st, err := h.ins.QueueStats(ctx)
+	st, err := h.op.QueueStats(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func (h *handler) scheduled(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tasks, truncated, err := h.op.ScheduledTasks(r.Context(), inspect.ScheduledFilter{
-		Type: r.URL.Query().Get("type"), Limit: int(min(limit, framework.MaxScheduledScan)),
+		Type: r.URL.Query().Get("type"), Limit: int(min(limit, inspect.MaxScheduledScan)),
 	})
 	if err != nil {
 		h.fail(w, r, err)

@@ -30,7 +30,6 @@ type QueueCollectorOptions struct {
 // a scan of the delayed tasks and one direct get per queue with waiting
 // tasks. It is safe for concurrent use.
 type QueueCollector struct {
-	ins     *framework.Inspector
 	op      *inspect.Operator
 	timeout time.Duration
 	log     *slog.Logger
@@ -61,7 +60,7 @@ func NewQueueCollector(nc *nats.Conn, opts QueueCollectorOptions) (*QueueCollect
 		return prometheus.NewDesc(name, help, labels, opts.ConstLabels)
 	}
 	return &QueueCollector{
-		ins: cl.Inspector(), op: inspect.New(cl), timeout: opts.Timeout, log: opts.Logger,
+		op: inspect.New(cl), timeout: opts.Timeout, log: opts.Logger,
 		up:           d("jetflow_inspect_up", "1 when the last JetStream query for these metrics succeeded.", nil),
 		waiting:      d("jetflow_queue_waiting", "Tasks stored and not yet delivered to a worker.", q),
 		scheduled:    d("jetflow_queue_scheduled", "Delayed tasks waiting in server-side schedules.", q),
@@ -104,7 +103,7 @@ type queueKey struct {
 }
 
 func (c *QueueCollector) collect(ctx context.Context, ch chan<- prometheus.Metric) error {
-	st, err := c.ins.QueueStats(ctx)
+	st, err := c.op.QueueStats(ctx)
 	if err != nil {
 		return err
 	}

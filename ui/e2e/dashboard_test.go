@@ -340,7 +340,7 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 	testutil.Wait(t, waitLong, "three dead payments and an open breaker", func() bool {
-		st, err := a.ins.QueueStats(tctx)
+		st, err := a.op.QueueStats(tctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +363,7 @@ func TestDashboard(t *testing.T) {
 		var card string
 		dead := 0
 		testutil.Wait(t, waitLong, "dead-letter card equal to the server's count", func() bool {
-			st, err := a.ins.QueueStats(tctx)
+			st, err := a.op.QueueStats(tctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -399,7 +399,7 @@ func TestDashboard(t *testing.T) {
 		click(t, ctx, `button[data-action=pause][data-queue="mail.send/normal"]`)
 		confirm(t, ctx, true)
 		waitJS(t, ctx, `document.querySelector('td[data-queue="mail.send/normal"]')?.dataset.paused === "true"`, "mail.send shown paused")
-		st, err := a.ins.QueueStats(tctx)
+		st, err := a.op.QueueStats(tctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -464,14 +464,14 @@ func TestDashboard(t *testing.T) {
 		if n := count(t, ctx, "tr[data-seq]"); n != 2 {
 			t.Fatalf("after a cancelled purge %d records", n)
 		}
-		st, err := a.ins.QueueStats(tctx)
+		st, err := a.op.QueueStats(tctx)
 		if err != nil || st.Dead["pay.charge"] != 2 {
 			t.Fatalf("after a cancelled purge the stream holds %v (%v)", st.Dead, err)
 		}
 		click(t, ctx, `button[data-action=purge]`)
 		confirm(t, ctx, true)
 		waitJS(t, ctx, `document.querySelectorAll("tr[data-seq]").length === 0`, "no dead letters left")
-		st, err = a.ins.QueueStats(tctx)
+		st, err = a.op.QueueStats(tctx)
 		if err != nil || st.Dead["pay.charge"] != 0 {
 			t.Fatalf("after purge the stream holds %v (%v)", st.Dead, err)
 		}

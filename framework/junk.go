@@ -1,4 +1,0 @@
-package framework
-
-// MaxJunkSubjects bounds [QueueStats].JunkSubjects.
-const MaxJunkSubjects = 100
