@@ -11,9 +11,11 @@
 //
 // # Queries
 //
-//   - Queues: [Operator.Overview] (counts, backlog age, pause state,
-//     stranded work subjects, cluster leaders), [Operator.QueueActivity]
-//     (each consumer's progress and oldest waiting task).
+//   - Queues: [Operator.QueueStats] (the load of every queue),
+//     [Operator.Overview] (counts, backlog age, pause state, stranded work
+//     subjects, cluster leaders), [Operator.QueueActivity] (each consumer's
+//     progress and oldest waiting task), [Operator.Stranded] (work subjects
+//     no consumer reads).
 //   - Tasks: [Operator.ListTasks], [Operator.FindTask],
 //     [Operator.ScheduledTasks] (delayed tasks, those due first).
 //   - Features: [Operator.RateLimits], [Operator.UniqueReservations],
@@ -26,10 +28,9 @@
 // [Operator.ResumeType] pause consumers cluster-wide; [Operator.ResolveBlocked]
 // unblocks the key of an ordered task that failed for good.
 //
-// A task's state record, cancelling a delayed task and the load of every
-// queue stay on [framework.Inspector] ([framework.Inspector.GetTask],
-// [framework.Inspector.CancelTask], [framework.Inspector.QueueStats]): the
-// client uses them. Dead letters are package
+// A task's state record and cancelling a delayed task stay on
+// [framework.Inspector] ([framework.Inspector.GetTask],
+// [framework.Inspector.CancelTask]): the client uses them. Dead letters are package
 // [github.com/jetflow-io/jetflow/dlq]. Reads are bounded (each query states
 // its limit) and leave no state on the server. See docs/operations.md.
 package inspect

@@ -19,7 +19,7 @@ type Operator struct {
 	js    jetstream.JetStream
 	names streams.Names
 	log   *slog.Logger
-	ins   *framework.Inspector // queue loads and task records
+	ins   *framework.Inspector // task records (FindTask)
 }
 
 // New returns the operator's view of c's topology (its prefix, see

@@ -103,7 +103,7 @@ type Overview struct {
 // Overview returns every queue with its counts, backlog age, pause state
 // and serving consumer, flags stranded work subjects (tasks that no
 // consumer serves), and describes the streams with their cluster leaders
-// and replica currency. It combines [framework.Inspector.QueueStats] and
+// and replica currency. It combines [Operator.QueueStats] and
 // [Operator.QueueActivity] with one stream info request, and on a cluster
 // one more consumer listing for the consumers' leaders.
 func (i *Operator) Overview(ctx context.Context) (*Overview, error) {
