@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
@@ -24,8 +25,8 @@ type Queue struct {
 	js     jetstream.JetStream
 	names  streams.Names
 	core   *deadletter.Core
-	ins    *framework.Inspector // for MoveStranded
-	window int                  // in-flight publishes of a bulk replay
+	op     *inspect.Operator // for MoveStranded
+	window int               // in-flight publishes of a bulk replay
 }
 
 // New returns the dead-letter operations of c's topology (its prefix, see
@@ -36,8 +37,8 @@ func New(c *framework.Client) *Queue {
 		nc:     c.Conn(),
 		js:     c.JetStream(),
 		names:  names,
-		core:   deadletter.NewCore(c.Conn(), c.JetStream(), topology(names), c.Logger()),
-		ins:    c.Inspector(),
+		core:   deadletter.NewCore(c.Conn(), c.JetStream(), streams.DeadLetterTopology(names), c.Logger()),
+		op:     inspect.New(c),
 		window: min(c.MaxPending(), replayWindow),
 	}
 }
@@ -254,16 +255,3 @@ func (d *Queue) Reconcile(ctx context.Context) (int, error) {
 
 // topology names the dead-letter core's streams, bucket and subjects in
 // names' topology, as the worker's dead-letter extension does.
-func topology(names streams.Names) deadletter.Topology {
-	return deadletter.Topology{
-		TaskStream: names.TaskStream(), DLQStream: names.DLQStream(), AdvisoryStream: names.AdvisoryStream(),
-		ErrorsBucket: names.ErrorsBucket(), TaskWildcard: names.TaskWildcard(), DLQSubject: names.DLQSubject,
-		Work: func(subject string) (string, string, string, bool) {
-			p, typ, err := names.ParseTaskSubject(subject)
-			if err != nil {
-				return "", "", "", false
-			}
-			return typ, p.String(), names.ConsumerName(typ, p), true
-		},
-	}
-}

@@ -12,14 +12,14 @@ import (
 )
 
 // MoveStranded moves the tasks of stranded subjects
-// ([framework.Inspector.Stranded]) stored more than grace ago to the
+// ([inspect.Operator.Stranded]) stored more than grace ago to the
 // dead-letter stream, with reason [ReasonStranded] and the subject in the
 // last error, then deletes them from the task stream; it returns how many
 // it moved. Replay them once a worker serves their type. Run it when no worker that would serve those
 // subjects is starting: a consumer created meanwhile could deliver a task
 // that is also being moved.
 func (d *Queue) MoveStranded(ctx context.Context, grace time.Duration) (int, error) {
-	subs, err := d.ins.Stranded(ctx)
+	subs, err := d.op.Stranded(ctx)
 	if err != nil {
 		return 0, err
 	}

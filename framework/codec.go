@@ -28,25 +28,4 @@ func (jsonCodec) Marshal(v any) ([]byte, error)      { return json.Marshal(v) }
 func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
 // encode turns a payload into bytes and the encoding header value ("" for JSON).
-func encode(c Codec, payload any) ([]byte, string, error) {
-	switch p := payload.(type) {
-	case []byte:
-		return p, taskmsg.EncodingRaw, nil
-	case json.RawMessage:
-		if c.Name() == "json" {
-			return p, "", nil
-		}
-	case nil:
-		if c.Name() == "json" {
-			return nil, "", nil
-		}
-	}
-	b, err := c.Marshal(payload)
-	if err != nil {
-		return nil, "", err
-	}
-	if c.Name() == "json" {
-		return b, "", nil
-	}
-	return b, c.Name(), nil
-}
+func encode(c Codec, payload any) ([]byte, string, error) { return taskmsg.Encode(c, payload) }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -94,12 +95,12 @@ func TestCronConcurrentRegistrationFiresOncePerTick(t *testing.T) {
 	e := newEnv(t)
 	log := newFireLog()
 	const procs = 3
-	sched := framework.Schedule{Name: "coupons", Spec: "@every 1s", Type: "cron.coupons",
+	sched := schedule.Definition{Name: "coupons", Spec: "@every 1s", Type: "cron.coupons",
 		Payload: map[string]int{"amount": 5}, Headers: map[string]string{"X-Tenant": "acme"}}
 
 	// Three processes, each with its own connection, a client that
 	// registers the schedule and a worker that serves the task type.
-	results := make(chan framework.RegisterResult, procs)
+	results := make(chan schedule.Result, procs)
 	errs := make(chan error, procs)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -119,7 +120,7 @@ func TestCronConcurrentRegistrationFiresOncePerTick(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			r, err := cl.Schedules().Register(t.Context(), sched)
+			r, err := schedule.New(cl).Register(t.Context(), sched)
 			if err != nil {
 				errs <- err
 				return
@@ -134,17 +135,17 @@ func TestCronConcurrentRegistrationFiresOncePerTick(t *testing.T) {
 	for err := range errs {
 		t.Fatalf("register: %v", err)
 	}
-	count := map[framework.RegisterResult]int{}
+	count := map[schedule.Result]int{}
 	for r := range results {
 		count[r]++
 	}
-	if count[framework.ScheduleCreated] != 1 || count[framework.ScheduleUnchanged] != procs-1 {
+	if count[schedule.Created] != 1 || count[schedule.Unchanged] != procs-1 {
 		t.Fatalf("register results %v, want one created and %d unchanged", count, procs-1)
 	}
 	if subs := cronSubjects(t, e.js); len(subs) != 1 || subs["jetflow.cron.coupons"] != 1 {
 		t.Fatalf("cron subjects %v, want one message on jetflow.cron.coupons", subs)
 	}
-	info, err := e.cl.Schedules().Get(t.Context(), "coupons")
+	info, err := schedule.New(e.cl).Get(t.Context(), "coupons")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestCronConcurrentRegistrationFiresOncePerTick(t *testing.T) {
 		ticks[f.ID] = true
 		if len(ticks) == 2 {
 			// Registering again mid-way changes nothing and keeps the timing.
-			if r, err := e.cl.Schedules().Register(t.Context(), sched); err != nil || r != framework.ScheduleUnchanged {
+			if r, err := schedule.New(e.cl).Register(t.Context(), sched); err != nil || r != schedule.Unchanged {
 				t.Fatalf("re-register = %v, %v; want unchanged", r, err)
 			}
 		}
@@ -192,7 +193,7 @@ func TestCronConcurrentRegistrationFiresOncePerTick(t *testing.T) {
 			t.Errorf("tick %s fired %d times", time.Unix(sec, 0).UTC(), n)
 		}
 	}
-	after, err := e.cl.Schedules().Get(t.Context(), "coupons")
+	after, err := schedule.New(e.cl).Get(t.Context(), "coupons")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,7 @@ func TestCronSurvivesServerRestart(t *testing.T) {
 	w := e.worker(t)
 	w.HandleFunc("cron.restart", log.handler)
 	startWorker(t, w)
-	if _, err := e.cl.Schedules().Register(t.Context(), framework.Schedule{Name: "heartbeat", Spec: "@every 1s", Type: "cron.restart"}); err != nil {
+	if _, err := schedule.New(e.cl).Register(t.Context(), schedule.Definition{Name: "heartbeat", Spec: "@every 1s", Type: "cron.restart"}); err != nil {
 		t.Fatal(err)
 	}
 	log.next(t, "heartbeat")
@@ -221,7 +222,7 @@ func TestCronSurvivesServerRestart(t *testing.T) {
 			break
 		}
 	}
-	if _, err := e.cl.Schedules().Get(t.Context(), "heartbeat"); err != nil {
+	if _, err := schedule.New(e.cl).Get(t.Context(), "heartbeat"); err != nil {
 		t.Fatalf("schedule lost in the restart: %v", err)
 	}
 }
@@ -245,11 +246,11 @@ func TestCronTimeZone(t *testing.T) {
 		due = time.Now().Add(3 * time.Second).Truncate(time.Second)
 		local := due.In(loc)
 		spec := local.Format("5 4 15") + " * * *" // sec min hour in Kathmandu
-		sc := framework.Schedule{Name: "zoned", Spec: spec, TimeZone: "Asia/Kathmandu", Type: "cron.zone"}
-		if _, err := e.cl.Schedules().Register(t.Context(), sc); err != nil {
+		sc := schedule.Definition{Name: "zoned", Spec: spec, TimeZone: "Asia/Kathmandu", Type: "cron.zone"}
+		if _, err := schedule.New(e.cl).Register(t.Context(), sc); err != nil {
 			t.Fatal(err)
 		}
-		info, err := e.cl.Schedules().Get(t.Context(), "zoned")
+		info, err := schedule.New(e.cl).Get(t.Context(), "zoned")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +261,7 @@ func TestCronTimeZone(t *testing.T) {
 			break
 		}
 		// Registered too close to the due time on a busy machine: retry.
-		if err := e.cl.Schedules().Remove(t.Context(), "zoned"); err != nil {
+		if err := schedule.New(e.cl).Remove(t.Context(), "zoned"); err != nil {
 			t.Fatal(err)
 		}
 		due = time.Time{}
@@ -289,8 +290,8 @@ func TestCronRemoveStopsFiring(t *testing.T) {
 	w := e.worker(t)
 	w.HandleFunc("cron.remove", log.handler)
 	startWorker(t, w)
-	s := e.cl.Schedules()
-	if _, err := s.Register(t.Context(), framework.Schedule{Name: "doomed", Spec: "@every 1s", Type: "cron.remove"}); err != nil {
+	s := schedule.New(e.cl)
+	if _, err := s.Register(t.Context(), schedule.Definition{Name: "doomed", Spec: "@every 1s", Type: "cron.remove"}); err != nil {
 		t.Fatal(err)
 	}
 	log.next(t, "doomed")
@@ -305,7 +306,7 @@ func TestCronRemoveStopsFiring(t *testing.T) {
 		t.Fatalf("second Remove: %v, want ErrNotFound", err)
 	}
 	// A sentinel schedule ticking twice proves time went by.
-	if _, err := s.Register(t.Context(), framework.Schedule{Name: "sentinel", Spec: "@every 1s", Type: "cron.remove"}); err != nil {
+	if _, err := s.Register(t.Context(), schedule.Definition{Name: "sentinel", Spec: "@every 1s", Type: "cron.remove"}); err != nil {
 		t.Fatal(err)
 	}
 	log.next(t, "sentinel")
@@ -321,14 +322,14 @@ func TestCronRemoveStopsFiring(t *testing.T) {
 func TestScheduleRegisterUpdateList(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	s := e.cl.Schedules()
+	s := schedule.New(e.cl)
 	ctx := t.Context()
-	daily := framework.Schedule{Name: "report", Spec: "30 6 * * *", TimeZone: "Europe/Berlin", Type: "reports.daily",
+	daily := schedule.Definition{Name: "report", Spec: "30 6 * * *", TimeZone: "Europe/Berlin", Type: "reports.daily",
 		Payload: "v1", Priority: framework.PriorityHigh}
-	if r, err := s.Register(ctx, daily); err != nil || r != framework.ScheduleCreated {
+	if r, err := s.Register(ctx, daily); err != nil || r != schedule.Created {
 		t.Fatalf("register = %v, %v", r, err)
 	}
-	if r, err := s.Register(ctx, framework.Schedule{Name: "hourly", Spec: "@hourly", Type: "reports.hourly"}); err != nil || r != framework.ScheduleCreated {
+	if r, err := s.Register(ctx, schedule.Definition{Name: "hourly", Spec: "@hourly", Type: "reports.hourly"}); err != nil || r != schedule.Created {
 		t.Fatalf("register = %v, %v", r, err)
 	}
 	before, err := s.Get(ctx, "report")
@@ -347,7 +348,7 @@ func TestScheduleRegisterUpdateList(t *testing.T) {
 		}
 	}
 	daily.Payload = "v2"
-	if r, err := s.Register(ctx, daily); err != nil || r != framework.ScheduleUpdated {
+	if r, err := s.Register(ctx, daily); err != nil || r != schedule.Updated {
 		t.Fatalf("update = %v, %v", r, err)
 	}
 	after, err := s.Get(ctx, "report")
@@ -375,29 +376,29 @@ func TestScheduleRegisterUpdateList(t *testing.T) {
 func TestScheduleValidation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ok := framework.Schedule{Name: "n", Spec: "@every 1m", Type: "a.b"}
+	ok := schedule.Definition{Name: "n", Spec: "@every 1m", Type: "a.b"}
 	for _, tc := range []struct {
 		name    string
-		edit    func(*framework.Schedule)
+		edit    func(*schedule.Definition)
 		mention string
 	}{
-		{"empty name", func(s *framework.Schedule) { s.Name = "" }, "name"},
-		{"dotted name", func(s *framework.Schedule) { s.Name = "a.b" }, "name"},
-		{"bad type", func(s *framework.Schedule) { s.Type = "A" }, "task type"},
-		{"bad priority", func(s *framework.Schedule) { s.Priority = 9 }, "priority"},
-		{"empty spec", func(s *framework.Schedule) { s.Spec = "" }, "empty"},
-		{"bad field", func(s *framework.Schedule) { s.Spec = "0 61 * * * *" }, "minute"},
-		{"sub-second", func(s *framework.Schedule) { s.Spec = "@every 100ms" }, "1s"},
-		{"unknown zone", func(s *framework.Schedule) { s.Spec = "@daily"; s.TimeZone = "Mars/Olympus" }, "unknown time zone"},
-		{"local zone", func(s *framework.Schedule) { s.Spec = "@daily"; s.TimeZone = "Local" }, "ambiguous"},
-		{"zone with every", func(s *framework.Schedule) { s.TimeZone = "Europe/Paris" }, "@every"},
-		{"reserved header", func(s *framework.Schedule) { s.Headers = map[string]string{"Nats-Rollup": "all"} }, "reserved"},
+		{"empty name", func(s *schedule.Definition) { s.Name = "" }, "name"},
+		{"dotted name", func(s *schedule.Definition) { s.Name = "a.b" }, "name"},
+		{"bad type", func(s *schedule.Definition) { s.Type = "A" }, "task type"},
+		{"bad priority", func(s *schedule.Definition) { s.Priority = 9 }, "priority"},
+		{"empty spec", func(s *schedule.Definition) { s.Spec = "" }, "empty"},
+		{"bad field", func(s *schedule.Definition) { s.Spec = "0 61 * * * *" }, "minute"},
+		{"sub-second", func(s *schedule.Definition) { s.Spec = "@every 100ms" }, "1s"},
+		{"unknown zone", func(s *schedule.Definition) { s.Spec = "@daily"; s.TimeZone = "Mars/Olympus" }, "unknown time zone"},
+		{"local zone", func(s *schedule.Definition) { s.Spec = "@daily"; s.TimeZone = "Local" }, "ambiguous"},
+		{"zone with every", func(s *schedule.Definition) { s.TimeZone = "Europe/Paris" }, "@every"},
+		{"reserved header", func(s *schedule.Definition) { s.Headers = map[string]string{"Nats-Rollup": "all"} }, "reserved"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := ok
 			tc.edit(&sc)
-			_, err := e.cl.Schedules().Register(t.Context(), sc)
-			if !errors.Is(err, framework.ErrInvalidSchedule) {
+			_, err := schedule.New(e.cl).Register(t.Context(), sc)
+			if !errors.Is(err, schedule.ErrInvalid) {
 				t.Fatalf("err = %v, want ErrInvalidSchedule", err)
 			}
 			if !strings.Contains(err.Error(), tc.mention) {
@@ -408,7 +409,7 @@ func TestScheduleValidation(t *testing.T) {
 	if subs := cronSubjects(t, e.js); len(subs) != 0 {
 		t.Fatalf("invalid schedules were stored: %v", subs)
 	}
-	if _, err := e.cl.Schedules().Get(t.Context(), "n"); !errors.Is(err, framework.ErrNotFound) {
+	if _, err := schedule.New(e.cl).Get(t.Context(), "n"); !errors.Is(err, framework.ErrNotFound) {
 		t.Fatalf("Get = %v, want ErrNotFound", err)
 	}
 }
@@ -423,7 +424,7 @@ func TestScheduleTopologyMissing(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	_, err = cl.Schedules().Register(ctx, framework.Schedule{Name: "x", Spec: "@hourly", Type: "a"})
+	_, err = schedule.New(cl).Register(ctx, schedule.Definition{Name: "x", Spec: "@hourly", Type: "a"})
 	if !errors.Is(err, framework.ErrTopologyMissing) {
 		t.Fatalf("err = %v, want ErrTopologyMissing", err)
 	}

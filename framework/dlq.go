@@ -152,17 +152,7 @@ func attemptOf(t *Task, subject string, cause error) deadletter.Attempt {
 
 // newDeadLetterCore returns the dead-letter core of names' topology.
 func newDeadLetterCore(nc *nats.Conn, js jetstream.JetStream, names streams.Names, log *slog.Logger) *deadletter.Core {
-	return deadletter.NewCore(nc, js, deadletter.Topology{
-		TaskStream: names.TaskStream(), DLQStream: names.DLQStream(), AdvisoryStream: names.AdvisoryStream(),
-		ErrorsBucket: names.ErrorsBucket(), TaskWildcard: names.TaskWildcard(), DLQSubject: names.DLQSubject,
-		Work: func(subject string) (string, string, string, bool) {
-			p, typ, err := names.ParseTaskSubject(subject)
-			if err != nil {
-				return "", "", "", false
-			}
-			return typ, p.String(), names.ConsumerName(typ, p), true
-		},
-	}, log)
+	return deadletter.NewCore(nc, js, streams.DeadLetterTopology(names), log)
 }
 
 // service runs the router and the reconciler until ctx ends.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -855,7 +856,7 @@ func TestDeadLetterRouterKeepsCronTaskID(t *testing.T) {
 		return errBoom
 	}, framework.WithMaxAttempts(1))
 	startWorker(t, w)
-	if _, err := e.cl.Schedules().Register(t.Context(), framework.Schedule{Name: "dying", Spec: "@every 1s", Type: "dlq.cron"}); err != nil {
+	if _, err := schedule.New(e.cl).Register(t.Context(), schedule.Definition{Name: "dying", Spec: "@every 1s", Type: "dlq.cron"}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Wait(t, waitLong, "a tick ran", func() bool {
@@ -863,7 +864,7 @@ func TestDeadLetterRouterKeepsCronTaskID(t *testing.T) {
 		defer mu.Unlock()
 		return len(seen) > 0
 	})
-	if err := e.cl.Schedules().Remove(t.Context(), "dying"); err != nil {
+	if err := schedule.New(e.cl).Remove(t.Context(), "dying"); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Wait(t, waitLong, "max-deliveries advisory", func() bool { return e.maxDeliveryAdvisories(t) >= 1 })

@@ -183,9 +183,10 @@
 //
 // # Cron, task state and effects
 //
-// [Client.Schedules] registers repeating schedules ([Schedule]) as server-side
-// message schedules: one fire per tick however many processes register them,
-// each fire with a stable task ID ([IdempotencyKey]). Optional task records
+// Package [github.com/jetflow-io/jetflow/schedule] registers repeating
+// schedules as server-side message schedules: one fire per tick however many
+// processes register them, each fire with a stable task ID
+// ([IdempotencyKey], [Task.ScheduleFire]). Optional task records
 // ([WithStateTracking], [SetResult]) are read with an [Inspector]. Package
 // [github.com/jetflow-io/jetflow/effects] records a handler's side effects
 // in a KV ledger ([Worker.EffectsBucket]) so that a redelivered task skips
@@ -193,12 +194,13 @@
 //
 // # Operating
 //
-// An [Inspector] answers an operator's questions from JetStream state alone:
-// [Inspector.Overview] (every queue's counts, backlog age, pause state,
-// stranded work subjects, cluster leaders), [Inspector.ListTasks] and
-// [Inspector.FindTask] (waiting, delayed, running and retrying tasks), and
-// [Inspector.PauseType] / [Inspector.ResumeType] (a cluster-wide kill switch
-// per task type). [Worker.Health], [Worker.ReadinessHandler] and
+// An [Inspector] reads a task's state record ([Inspector.GetTask]) and
+// cancels a delayed task ([Inspector.CancelTask]). Package
+// [github.com/jetflow-io/jetflow/inspect] answers an operator's questions
+// from JetStream state alone (the load of every queue, an overview of every
+// queue and stream, stranded subjects, listing and finding tasks, rate
+// limits, unique reservations, ordering partitions and blocked keys,
+// breaker records) and pauses and resumes queues cluster-wide. [Worker.Health], [Worker.ReadinessHandler] and
 // [Worker.LivenessHandler] serve Kubernetes probes. The jetflow command
 // (cmd/jetflow) is built on them; see docs/operations.md.
 package framework

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/nats-io/nats.go"
 )
 
@@ -35,7 +36,7 @@ const maxTracerHeader = 4096
 // tokens and values with line breaks or over 4 KiB, with an error wrapping
 // [ErrInvalidOption].
 func (h EnqueueHeader) Set(key, value string) error {
-	if key == "" || hasFoldPrefix(key, "nats-") || hasFoldPrefix(key, "jetflow-") {
+	if taskmsg.ReservedHeader(key) {
 		return fmt.Errorf("%w: header %q is empty or reserved (Nats-*, Jetflow-*)", ErrInvalidOption, key)
 	}
 	for i := 0; i < len(key); i++ {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -311,7 +313,7 @@ func TestStrandedTasksAreReported(t *testing.T) {
 	e.enqueue(t, "stranded.nobody", 1)
 	e.enqueue(t, "stranded.nobody", 2)
 	e.publishRaw(t, "jetflow.task.low.Upper.Case", nil, []byte(`{}`))
-	got, err := e.cl.Inspector().Stranded(t.Context())
+	got, err := inspect.New(e.cl).Stranded(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +343,7 @@ func TestStrandedTasksAreReported(t *testing.T) {
 			t.Errorf("record %+v", d)
 		}
 	}
-	if got, err := e.cl.Inspector().Stranded(t.Context()); err != nil || len(got) != 0 {
+	if got, err := inspect.New(e.cl).Stranded(t.Context()); err != nil || len(got) != 0 {
 		t.Errorf("Stranded after moving = %+v, %v", got, err)
 	}
 }
@@ -357,14 +359,14 @@ func TestJunkOnScheduleSubjectsIsReported(t *testing.T) {
 	}
 	e.publishRaw(t, "jetflow.sched.junk", nil, []byte("x"))
 	e.publishRaw(t, "jetflow.cron.junk", nil, []byte("x"))
-	st, err := e.cl.Inspector().QueueStats(t.Context())
+	st, err := inspect.New(e.cl).QueueStats(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Scheduled != 1 || st.Cron != 0 || st.Junk != 2 || len(st.JunkSubjects) != 2 {
 		t.Errorf("QueueStats: scheduled %d cron %d junk %d %v; want 1, 0, 2", st.Scheduled, st.Cron, st.Junk, st.JunkSubjects)
 	}
-	list, err := e.cl.Schedules().List(t.Context())
+	list, err := schedule.New(e.cl).List(t.Context())
 	if err != nil || len(list) != 0 {
 		t.Errorf("Schedules.List = %+v, %v; want none", list, err)
 	}

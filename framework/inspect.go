@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,7 +12,6 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
-	"github.com/jetflow-io/jetflow/internal/queuestate"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -54,11 +51,6 @@ func NewInspector(nc *nats.Conn, opts ...InspectorOption) (*Inspector, error) {
 // options.
 func (c *Client) Inspector() *Inspector {
 	return &Inspector{nc: c.nc, js: c.js, opts: c.opts, names: c.names}
-}
-
-// Schedules returns the manager of repeating schedules.
-func (i *Inspector) Schedules() *Schedules {
-	return &Schedules{nc: i.nc, js: i.js, names: i.names, codec: i.opts.codec}
 }
 
 // GetTask returns the state record of task id. Without a record (state
@@ -119,11 +111,7 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 // stored in the schedule stream or, on its way there, in the delay stream;
 // zero values for what it cannot read.
 func pendingSchedule(n streams.Names, m jsapi.Stored) (p Priority, typ string, due time.Time) {
-	target := m.Header.Get(jetstream.ScheduleTargetHeader)
-	if target == "" {
-		target = m.Header.Get(taskmsg.HeaderScheduleTarget)
-	}
-	if pp, t, err := n.ParseScheduleTarget(target); err == nil {
+	if pp, t, err := n.ParseScheduleTarget(taskmsg.ScheduleTarget(m.Header)); err == nil {
 		p, typ = pp, t
 	}
 	if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
@@ -205,107 +193,4 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 		return fmt.Errorf("framework: cancel task %s: schedule removed, but the state record could not be written: %w", id, err)
 	}
 	return nil
-}
-
-// QueueStat is the load of one (task type, priority) queue.
-type QueueStat struct {
-	Type     string
-	Priority Priority
-	// Pending counts tasks waiting on the work subject, not yet delivered.
-	Pending int
-	// InFlight counts delivered tasks not yet acknowledged: running, or
-	// waiting for a retry after a failed attempt.
-	InFlight int
-	// Redelivered counts in-flight tasks delivered more than once.
-	Redelivered int
-	// Scheduled counts delayed tasks of the queue waiting in schedules.
-	Scheduled int
-	// Paused is true while the queue's consumer is paused (for example by
-	// an open circuit breaker), until PausedUntil.
-	Paused      bool
-	PausedUntil time.Time
-}
-
-// QueueStats is a snapshot of every queue.
-type QueueStats struct {
-	// Queues lists the (type, priority) pairs that have a consumer or
-	// scheduled tasks, sorted by type then priority (highest first).
-	Queues []QueueStat
-	// Dead counts dead letters per task type.
-	Dead map[string]uint64
-	// Scheduled counts all delayed tasks; Cron counts repeating schedules.
-	Scheduled int
-	Cron      int
-	// ScheduledTruncated is true when there were more delayed tasks than
-	// [MaxScheduledScan]: Scheduled is exact, per-queue counts are not.
-	ScheduledTruncated bool
-	// Junk counts messages on schedule or cron subjects that are not
-	// schedules (published there by another tool, without a Nats-Schedule
-	// header): they never fire and are not counted in Scheduled or Cron.
-	// JunkSubjects names up to [MaxJunkSubjects] of their subjects.
-	Junk         int
-	JunkSubjects []string
-	// Taken is when the snapshot was taken.
-	Taken time.Time
-}
-
-// MaxScheduledScan bounds how many delayed tasks [Inspector.QueueStats]
-// reads to count them per queue.
-const MaxScheduledScan = 100_000
-
-// QueueStats returns the load of every queue: pending and in-flight counts
-// from the consumers (one paged request), delayed tasks per queue (read
-// with batched direct gets, a thousand per round trip, because the schedule
-// subject does not carry the task type), repeating schedules, and dead
-// letters per type (one stream info request).
-func (i *Inspector) QueueStats(ctx context.Context) (*QueueStats, error) {
-	taken := time.Now()
-	stream, err := i.js.Stream(ctx, i.names.TaskStream())
-	if err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("framework: queue stats: %w: %w", ErrTopologyMissing, err)
-		}
-		return nil, fmt.Errorf("framework: queue stats: %w", err)
-	}
-	type queue struct {
-		typ  string
-		prio Priority
-	}
-	snap, err := queuestate.Stats(ctx, i.nc, i.js, stream, queuestate.StatsConfig[queue]{
-		TaskStream: i.names.TaskStream(), ScheduleStream: i.names.ScheduleStream(), DLQStream: i.names.DLQStream(),
-		Schedules: i.names.ScheduleSubject(">"), Crons: i.names.CronSubject(">"), DLQPrefix: i.names.DLQSubject(""),
-		DelayStream: i.names.DelayStream(), Delays: i.names.DelaySubject(">"),
-		MaxScheduled: MaxScheduledScan, MaxJunk: MaxJunkSubjects,
-		QueueOf: func(ci *jetstream.ConsumerInfo) (queue, bool) {
-			typ := ci.Config.Metadata[streams.MetaTaskType]
-			p, err := streams.ParsePriority(ci.Config.Metadata[streams.MetaPriority])
-			if typ == "" || err != nil {
-				// Not a jetflow queue consumer; derive from its filter if possible.
-				if p, typ, err = i.names.ParseTaskSubject(ci.Config.FilterSubject); err != nil {
-					return queue{}, false
-				}
-			}
-			return queue{typ, p}, true
-		},
-		TargetOf: func(subject string) (queue, bool) {
-			p, typ, err := i.names.ParseScheduleTarget(subject)
-			return queue{typ, p}, err == nil
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("framework: queue stats: %w", err)
-	}
-	out := &QueueStats{Dead: snap.Dead, Scheduled: snap.Scheduled, Cron: snap.Cron, ScheduledTruncated: snap.Truncated,
-		Junk: snap.Junk, JunkSubjects: snap.JunkSubjects, Taken: taken}
-	for k, q := range snap.Queues {
-		out.Queues = append(out.Queues, QueueStat{Type: k.typ, Priority: k.prio, Pending: q.Pending, InFlight: q.InFlight,
-			Redelivered: q.Redelivered, Scheduled: q.Scheduled, Paused: q.Paused, PausedUntil: q.PausedUntil})
-	}
-	slices.SortFunc(out.Queues, func(a, b QueueStat) int {
-		if c := strings.Compare(a.Type, b.Type); c != 0 {
-			return c
-		}
-		return a.Priority.Rank() - b.Priority.Rank()
-	})
-	return out, nil
 }

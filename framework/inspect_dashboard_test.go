@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -25,9 +26,9 @@ func TestQueueActivityOldestWaiting(t *testing.T) {
 	e.enqueue(t, "act.a", nil)
 	// The consumer counts a stored task a moment after the stream
 	// acknowledged it: wait until it sees both.
-	var a framework.QueueActivity
+	var a inspect.QueueActivity
 	testutil.Wait(t, waitLong, "two tasks waiting", func() bool {
-		acts, err := e.cl.Inspector().QueueActivity(ctx)
+		acts, err := inspect.New(e.cl).QueueActivity(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +58,7 @@ func TestQueueActivityOldestWaiting(t *testing.T) {
 		t.Errorf("ran %v, want %s and another", got, first.ID)
 	}
 	testutil.Wait(t, waitLong, "both acked", func() bool {
-		acts, err := e.cl.Inspector().QueueActivity(ctx)
+		acts, err := inspect.New(e.cl).QueueActivity(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,9 +78,9 @@ func TestScheduledTasksList(t *testing.T) {
 	soon := e.enqueue(t, "sch.a", nil, framework.In(time.Hour), framework.WithID("soon"))
 	e.enqueue(t, "sch.b", nil, framework.In(time.Hour), framework.WithPriority(framework.PriorityHigh), framework.WithID("other"))
 	e.enqueue(t, "sch.a", nil) // not delayed
-	ins := e.cl.Inspector()
+	ins := inspect.New(e.cl)
 
-	all, trunc, err := ins.ScheduledTasks(ctx, framework.ScheduledFilter{})
+	all, trunc, err := ins.ScheduledTasks(ctx, inspect.ScheduledFilter{})
 	if err != nil || trunc {
 		t.Fatalf("list: %v truncated %v", err, trunc)
 	}
@@ -92,14 +93,14 @@ func TestScheduledTasksList(t *testing.T) {
 	if all[2].ID != "late" || !all[2].ScheduledFor.Equal(late.ScheduledFor) || all[2].Type != "sch.a" || all[2].State != framework.StateScheduled {
 		t.Errorf("last: %+v, want late due %v", all[2], late.ScheduledFor)
 	}
-	onlyA, _, err := ins.ScheduledTasks(ctx, framework.ScheduledFilter{Type: "sch.a", Limit: 1})
+	onlyA, _, err := ins.ScheduledTasks(ctx, inspect.ScheduledFilter{Type: "sch.a", Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(onlyA) != 1 || onlyA[0].ID != soon.ID {
 		t.Errorf("type filter with limit 1: %+v", onlyA)
 	}
-	if _, _, err := ins.ScheduledTasks(ctx, framework.ScheduledFilter{Type: "Bad Type"}); !errors.Is(err, framework.ErrInvalidOption) {
+	if _, _, err := ins.ScheduledTasks(ctx, inspect.ScheduledFilter{Type: "Bad Type"}); !errors.Is(err, framework.ErrInvalidOption) {
 		t.Errorf("bad type: %v", err)
 	}
 }
@@ -108,7 +109,7 @@ func TestPauseAndResumeQueue(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	ins := e.cl.Inspector()
+	ins := inspect.New(e.cl)
 	if err := ins.PauseQueue(ctx, "pq.a", framework.PriorityNormal, time.Time{}); !errors.Is(err, framework.ErrNotFound) {
 		t.Fatalf("pause without consumer: %v", err)
 	}
@@ -122,7 +123,7 @@ func TestPauseAndResumeQueue(t *testing.T) {
 	if err := ins.PauseQueue(ctx, "pq.a", framework.PriorityNormal, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	stats, err := ins.QueueStats(ctx)
+	stats, err := inspect.New(e.cl).QueueStats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestBreakerRecords(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	ins := e.cl.Inspector()
+	ins := inspect.New(e.cl)
 	recs, err := ins.BreakerRecords(ctx)
 	if err != nil || len(recs) != 0 {
 		t.Fatalf("without bucket: %v %+v", err, recs)
@@ -198,7 +199,7 @@ func TestBreakerRecords(t *testing.T) {
 	}
 }
 
-func activityOf(t *testing.T, acts []framework.QueueActivity, typ string, p framework.Priority) framework.QueueActivity {
+func activityOf(t *testing.T, acts []inspect.QueueActivity, typ string, p framework.Priority) inspect.QueueActivity {
 	t.Helper()
 	for _, a := range acts {
 		if a.Type == typ && a.Priority == p {
@@ -206,5 +207,5 @@ func activityOf(t *testing.T, acts []framework.QueueActivity, typ string, p fram
 		}
 	}
 	t.Fatalf("no activity of %s/%s in %+v", typ, p, acts)
-	return framework.QueueActivity{}
+	return inspect.QueueActivity{}
 }

@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
-func findQueue(o *framework.Overview, typ string, p framework.Priority) *framework.QueueOverview {
+func findQueue(o *inspect.Overview, typ string, p framework.Priority) *inspect.QueueOverview {
 	for i := range o.Queues {
 		if o.Queues[i].Type == typ && o.Queues[i].Priority == p {
 			return &o.Queues[i]
@@ -30,7 +32,7 @@ func TestInspectorOverviewAndListTasks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	in := e.cl.Inspector()
+	in := inspect.New(e.cl)
 
 	// Two waiting tasks no worker serves yet: stranded.
 	first := e.enqueue(t, "reports.build", map[string]string{"n": "1"})
@@ -57,7 +59,7 @@ func TestInspectorOverviewAndListTasks(t *testing.T) {
 		t.Errorf("streams %+v, want the task stream with 2 messages and the delay stream with 1", o.Streams)
 	}
 
-	sched, err := in.ListTasks(ctx, framework.TaskFilter{State: framework.StateScheduled})
+	sched, err := in.ListTasks(ctx, inspect.TaskFilter{State: framework.StateScheduled})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,14 +67,14 @@ func TestInspectorOverviewAndListTasks(t *testing.T) {
 		!sched[0].DueAt.Equal(delayed.ScheduledFor) || sched[0].State != framework.StateScheduled {
 		t.Fatalf("scheduled tasks: %+v (want %s due %v)", sched, delayed.ID, delayed.ScheduledFor)
 	}
-	waiting, err := in.ListTasks(ctx, framework.TaskFilter{Type: "reports.build"})
+	waiting, err := in.ListTasks(ctx, inspect.TaskFilter{Type: "reports.build"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(waiting) != 2 || waiting[0].ID != first.ID || waiting[0].State != framework.StatePending {
 		t.Fatalf("waiting tasks: %+v", waiting)
 	}
-	if none, err := in.ListTasks(ctx, framework.TaskFilter{Type: "reports.build", Priorities: []framework.Priority{framework.PriorityLow}}); err != nil || len(none) != 0 {
+	if none, err := in.ListTasks(ctx, inspect.TaskFilter{Type: "reports.build", Priorities: []framework.Priority{framework.PriorityLow}}); err != nil || len(none) != 0 {
 		t.Fatalf("low-priority tasks: %+v, %v", none, err)
 	}
 	d, err := in.FindTask(ctx, first.ID)
@@ -112,9 +114,9 @@ func TestInspectorOverviewAndListTasks(t *testing.T) {
 	if q.Stranded || q.Consumer == "" || q.Dead != 1 || o.DeadTotal != 1 || !q.OldestWaiting.IsZero() {
 		t.Fatalf("served queue: %+v", q)
 	}
-	var retrying []framework.TaskSummary
+	var retrying []inspect.TaskSummary
 	testutil.Wait(t, waitLong, "the failure recorded", func() bool {
-		retrying, err = in.ListTasks(ctx, framework.TaskFilter{State: framework.StateRetrying})
+		retrying, err = in.ListTasks(ctx, inspect.TaskFilter{State: framework.StateRetrying})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,10 +128,10 @@ func TestInspectorOverviewAndListTasks(t *testing.T) {
 	if d, err := in.FindTask(ctx, first.ID); err != nil || d.State != framework.StateRetrying || !strings.HasSuffix(d.LastError, "upstream 503") {
 		t.Fatalf("find retrying task: %+v, %v", d, err)
 	}
-	if w, err := in.ListTasks(ctx, framework.TaskFilter{}); err != nil || len(w) != 0 {
+	if w, err := in.ListTasks(ctx, inspect.TaskFilter{}); err != nil || len(w) != 0 {
 		t.Fatalf("waiting after delivery: %+v, %v", w, err)
 	}
-	if _, err := in.ListTasks(ctx, framework.TaskFilter{State: framework.StateSucceeded}); !errors.Is(err, framework.ErrInvalidOption) {
+	if _, err := in.ListTasks(ctx, inspect.TaskFilter{State: framework.StateSucceeded}); !errors.Is(err, framework.ErrInvalidOption) {
 		t.Fatalf("listing succeeded tasks: %v", err)
 	}
 }
@@ -141,7 +143,7 @@ func TestInspectorPauseResume(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	in := e.cl.Inspector()
+	in := inspect.New(e.cl)
 
 	if _, err := in.PauseType(ctx, "emails.send", time.Time{}); !errors.Is(err, framework.ErrNotFound) {
 		t.Fatalf("pause without consumers: %v", err)
@@ -191,7 +193,7 @@ func TestInspectorPauseResume(t *testing.T) {
 func TestScheduleLastFire(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 2, 10, 30, 0, 0, time.UTC)
-	info := framework.ScheduleInfo{Spec: "0 0 * * * *", Stored: now.Add(-2 * time.Hour), Next: now.Add(30 * time.Minute)}
+	info := schedule.Info{Spec: "0 0 * * * *", Stored: now.Add(-2 * time.Hour), Next: now.Add(30 * time.Minute)}
 	if got, want := info.LastFire(now), now.Add(-30*time.Minute); !got.Equal(want) {
 		t.Fatalf("LastFire = %v, want %v", got, want)
 	}

@@ -368,7 +368,7 @@ func At(t time.Time) EnqueueOption {
 // with [Task.Header]. Keys starting with "Nats-" or "Jetflow-" are reserved.
 func WithHeader(key, value string) EnqueueOption {
 	return func(c *enqueueConfig) error {
-		if key == "" || hasFoldPrefix(key, "nats-") || hasFoldPrefix(key, "jetflow-") {
+		if taskmsg.ReservedHeader(key) {
 			return fmt.Errorf("%w: header %q is empty or reserved (Nats-*, Jetflow-*)", ErrInvalidOption, key)
 		}
 		if c.headers == nil {
@@ -377,20 +377,4 @@ func WithHeader(key, value string) EnqueueOption {
 		c.headers[key] = value
 		return nil
 	}
-}
-
-func hasFoldPrefix(s, prefix string) bool {
-	if len(s) < len(prefix) {
-		return false
-	}
-	for i := 0; i < len(prefix); i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != prefix[i] {
-			return false
-		}
-	}
-	return true
 }

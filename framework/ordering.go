@@ -58,12 +58,6 @@ func validateOrderingKey(key string) error {
 // [streams.OrderedSlots].
 func orderingSlot(key string) int { return ordering.Slot(key, streams.OrderedSlots) }
 
-// orderingRules validate ordered-task state read back from the server.
-func orderingRules(names streams.Names) ordering.Rules {
-	return ordering.Rules{Names: names, MetaTaskType: streams.MetaTaskType, MetaPartition: streams.MetaPartition,
-		TaskType: streams.ValidateTaskType, ID: streams.ValidateID, Partitions: streams.ValidatePartitions}
-}
-
 // orderedTarget returns the subject of an ordered task, or refuses the
 // combination of options.
 func orderedTarget(names streams.Names, taskType string, cfg *enqueueConfig, delayed bool) (string, error) {
@@ -89,7 +83,7 @@ type Ordering struct {
 	// BlockOnDeadLetter keeps a key blocked after one of its tasks failed
 	// for good, instead of dead-lettering the task and moving on: the task
 	// stays at the head of its partition (held with heartbeats; the server
-	// never gives up on it) until [Inspector.ResolveBlocked] retries or
+	// never gives up on it) until [github.com/jetflow-io/jetflow/inspect.Operator.ResolveBlocked] retries or
 	// skips it. Every task of the partition waits meanwhile. Default false:
 	// the key moves on.
 	BlockOnDeadLetter bool
@@ -151,63 +145,4 @@ func orderedConsumers(ctx context.Context, w *Worker) ([]consumerSub, error) {
 		}
 	}
 	return subs, nil
-}
-
-// OrderingPartition is the state of one partition of an ordered task type,
-// as [Inspector.OrderingPartitions] reads it.
-type OrderingPartition struct {
-	// Type is the task type; Partition and Partitions locate the partition.
-	Type                  string
-	Partition, Partitions int
-	// Pending is the number of tasks waiting behind the head.
-	Pending uint64
-	// Head is the task in flight (running, or waiting for its retry), nil
-	// when the partition is idle.
-	Head *OrderingHead
-	// PausedUntil is set while a circuit breaker paused the partition.
-	PausedUntil string
-}
-
-// OrderingHead is the task a partition is waiting for: while it is retried
-// (or held), the tasks of every key of the partition behind it wait.
-type OrderingHead struct {
-	// TaskID and Key identify the task and its ordering key.
-	TaskID, Key string
-	// Sequence is its stream sequence.
-	Sequence uint64
-	// Retrying is true when the head was delivered more than once: it
-	// failed (or its worker died) and the partition's keys wait for its
-	// retry.
-	Retrying bool
-}
-
-// OrderingPartitions lists the partitions of the ordered task types, with
-// their head task when one is in flight. A head delivered more than once
-// ([OrderingHead.Blocked]) is a key holding up its partition while it is
-// retried. Values read from the server are validated; partitions of
-// consumers that do not look like jetflow's are skipped.
-func (i *Inspector) OrderingPartitions(ctx context.Context) ([]OrderingPartition, error) {
-	stream, err := i.js.Stream(ctx, i.names.TaskStream())
-	if err != nil {
-		return nil, fmt.Errorf("framework: ordering partitions: %w", err)
-	}
-	rules := orderingRules(i.names)
-	var out []OrderingPartition
-	lister := stream.ListConsumers(ctx)
-	for ci := range lister.Info() {
-		ps, ok := rules.Partition(ctx, stream, ci)
-		if !ok {
-			continue
-		}
-		op := OrderingPartition{Type: ps.Type, Partition: ps.Partition, Partitions: ps.Partitions,
-			Pending: ps.Pending, PausedUntil: ps.PausedUntil}
-		if ps.Head != nil {
-			op.Head = (*OrderingHead)(ps.Head)
-		}
-		out = append(out, op)
-	}
-	if err := lister.Err(); err != nil {
-		return out, fmt.Errorf("framework: ordering partitions: %w", err)
-	}
-	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -23,7 +24,7 @@ func TestShutdownWithBlockedOrderedTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := e.enqueue(t, "order.stuck", []byte("x"), framework.Ordered("k")).ID
-	ins := e.cl.Inspector()
+	ins := inspect.New(e.cl)
 	testutil.Wait(t, waitLong, "task blocked", func() bool {
 		bs, err := ins.BlockedTasks(t.Context())
 		return err == nil && len(bs) == 1 && bs[0].TaskID == id

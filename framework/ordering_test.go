@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -303,9 +304,9 @@ func TestOrderingPartitionsShowRetryingHead(t *testing.T) {
 	startWorker(t, w)
 	info := e.enqueue(t, "order.stuck", orderEvent{Key: "order-9"}, framework.Ordered("order-9"))
 	e.enqueue(t, "order.stuck", orderEvent{Key: "order-9", N: 1}, framework.Ordered("order-9"))
-	var head *framework.OrderingHead
+	var head *inspect.OrderingHead
 	testutil.Wait(t, waitLong, "partition head shown as retrying", func() bool {
-		parts, err := e.cl.Inspector().OrderingPartitions(t.Context())
+		parts, err := inspect.New(e.cl).OrderingPartitions(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,7 +351,7 @@ func TestOrderedBlockOnDeadLetter(t *testing.T) {
 	}, framework.WithOrdering(framework.Ordering{Partitions: 1, BlockOnDeadLetter: true}), framework.WithMaxAttempts(2),
 		framework.WithBackoff(framework.BackoffPolicy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond, Randomization: -1}))
 	startWorker(t, w)
-	ins := e.cl.Inspector()
+	ins := inspect.New(e.cl)
 	var ids []string
 	for n := range 5 {
 		ids = append(ids, e.enqueue(t, "order.block", orderEvent{Key: "k", N: n}, framework.Ordered("k")).ID)
@@ -374,7 +375,7 @@ func TestOrderedBlockOnDeadLetter(t *testing.T) {
 	mu.Lock()
 	healthy = true
 	mu.Unlock()
-	if err := ins.ResolveBlocked(t.Context(), "order.block", ids[1], framework.ResolveRetry); err != nil {
+	if err := ins.ResolveBlocked(t.Context(), "order.block", ids[1], inspect.ResolveRetry); err != nil {
 		t.Fatal(err)
 	}
 	// Healthy now: 1 succeeds on its retry, then 2, 3 and 4 in order.
@@ -390,7 +391,7 @@ func TestOrderedBlockOnDeadLetter(t *testing.T) {
 	id := e.enqueue(t, "order.block", orderEvent{Key: "k", N: 3}, framework.Ordered("k")).ID
 	waitBlocked(id)
 	after := e.enqueue(t, "order.block", orderEvent{Key: "k", N: 5}, framework.Ordered("k")).ID
-	if err := ins.ResolveBlocked(t.Context(), "order.block", id, framework.ResolveSkip); err != nil {
+	if err := ins.ResolveBlocked(t.Context(), "order.block", id, inspect.ResolveSkip); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Wait(t, waitLong, "the task after the skipped one ran", func() bool {
@@ -402,7 +403,7 @@ func TestOrderedBlockOnDeadLetter(t *testing.T) {
 	if err != nil || len(dls) != 1 || dls[0].TaskID != id {
 		t.Fatalf("dead letters %+v, %v; want the skipped task %s", dls, err, id)
 	}
-	if err := ins.ResolveBlocked(t.Context(), "order.block", after, framework.ResolveRetry); !errors.Is(err, framework.ErrNotFound) {
+	if err := ins.ResolveBlocked(t.Context(), "order.block", after, inspect.ResolveRetry); !errors.Is(err, framework.ErrNotFound) {
 		t.Fatalf("resolving a task that is not blocked: %v", err)
 	}
 }

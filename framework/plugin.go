@@ -19,3 +19,6 @@ func (c *Client) Logger() *slog.Logger { return c.opts.logger }
 // MaxPending returns the most publishes the client keeps unacknowledged at
 // once ([WithMaxPending]).
 func (c *Client) MaxPending() int { return c.opts.maxPending }
+
+// Codec returns the codec the client encodes payloads with ([WithCodec]).
+func (c *Client) Codec() Codec { return c.opts.codec }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/ratelimit"
@@ -194,48 +193,6 @@ func Throttle(ctx context.Context, dep string, d time.Duration) error {
 		return nil
 	}
 	return l.Throttle(min(d, MaxThrottle))
-}
-
-// RateLimitInfo is the state of one cluster-wide rate limit, as
-// [Inspector.RateLimits] reads it.
-type RateLimitInfo struct {
-	// Name is "type.<task type>" or "dep.<dependency>".
-	Name string
-	// Limit is the configured limit (of the last worker that reserved).
-	Limit RateLimit
-	// LastSecond is the number of permits reserved during the last full
-	// second: compare it with the limit per second.
-	LastSecond int
-	// Next is when the next permit is due: in the past while the limit has
-	// room.
-	Next time.Time
-	// ThrottledUntil is the end of the last [Throttle] pause, zero if none.
-	ThrottledUntil time.Time
-}
-
-// RateLimits lists the cluster-wide rate limits that were used at least
-// once. Records that fail validation are skipped.
-func (i *Inspector) RateLimits(ctx context.Context) ([]RateLimitInfo, error) {
-	infos, err := ratelimit.List(ctx, i.js, i.names.LimitsBucket(), validLimitKey)
-	if err != nil {
-		return nil, fmt.Errorf("framework: rate limits: %w", err)
-	}
-	var out []RateLimitInfo
-	for _, in := range infos {
-		out = append(out, RateLimitInfo{Name: in.Key, Limit: RateLimit(in.Limit), LastSecond: in.LastSecond,
-			Next: in.Next, ThrottledUntil: in.ThrottledUntil})
-	}
-	return out, nil
-}
-
-func validLimitKey(k string) bool {
-	if t, ok := strings.CutPrefix(k, "type."); ok {
-		return streams.ValidateTaskType(t) == nil
-	}
-	if d, ok := strings.CutPrefix(k, "dep."); ok {
-		return ValidateDependency(d) == nil
-	}
-	return false
 }
 
 // ensureLimitsBucket creates the limits bucket if needed and returns it.

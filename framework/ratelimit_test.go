@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -59,7 +60,7 @@ func TestRateLimitTypeIsClusterWide(t *testing.T) {
 	if len(attempts) != 1 || !attempts[1] {
 		t.Fatalf("attempts seen %v, want only 1: waiting for a permit must not spend attempts", attempts)
 	}
-	infos, err := e.cl.Inspector().RateLimits(t.Context())
+	infos, err := inspect.New(e.cl).RateLimits(t.Context())
 	if err != nil || len(infos) != 1 {
 		t.Fatalf("RateLimits = %+v, %v", infos, err)
 	}
@@ -118,7 +119,7 @@ func TestRateLimitDependencyThrottle(t *testing.T) {
 			t.Fatal("calls after the throttle did not happen")
 		}
 	}
-	infos, err := e.cl.Inspector().RateLimits(t.Context())
+	infos, err := inspect.New(e.cl).RateLimits(t.Context())
 	if err != nil || len(infos) != 1 || infos[0].Name != "dep.gw" || infos[0].ThrottledUntil.IsZero() {
 		t.Fatalf("RateLimits = %+v, %v", infos, err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -34,7 +35,7 @@ func TestProducerRollupDeletesNothing(t *testing.T) {
 		e.enqueue(t, typ, nil, framework.WithID(id))
 	}
 	e.enqueue(t, typ, nil, framework.WithID("later"), framework.In(time.Hour))
-	if _, err := e.cl.Schedules().Register(ctx, framework.Schedule{Name: "tick", Spec: "@every 1s", Type: typ}); err != nil {
+	if _, err := schedule.New(e.cl).Register(ctx, schedule.Definition{Name: "tick", Spec: "@every 1s", Type: typ}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -61,7 +62,7 @@ func TestProducerRollupDeletesNothing(t *testing.T) {
 	if rec, err := in.GetTask(ctx, "later"); err != nil || rec.State != framework.StateScheduled {
 		t.Errorf("delayed task after the rollups: %+v, %v", rec, err)
 	}
-	if _, err := e.cl.Schedules().Get(ctx, "tick"); err != nil {
+	if _, err := schedule.New(e.cl).Get(ctx, "tick"); err != nil {
 		t.Errorf("cron schedule after the rollups: %v", err)
 	}
 

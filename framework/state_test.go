@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -344,7 +346,7 @@ func TestQueueStats(t *testing.T) {
 		e.enqueue(t, "stats.a", nil, framework.In(time.Hour))
 	}
 	e.enqueue(t, "stats.c", nil, framework.In(time.Hour), framework.WithPriority(framework.PriorityLow))
-	if _, err := e.cl.Schedules().Register(ctx, framework.Schedule{Name: "nightly", Spec: "@daily", Type: "stats.a"}); err != nil {
+	if _, err := schedule.New(e.cl).Register(ctx, schedule.Definition{Name: "nightly", Spec: "@daily", Type: "stats.a"}); err != nil {
 		t.Fatal(err)
 	}
 	// One dead letter of type stats.b.
@@ -358,23 +360,23 @@ func TestQueueStats(t *testing.T) {
 		r, err := e.cl.Inspector().GetTask(ctx, "b1")
 		return err == nil && r.State == framework.StateDead
 	})
-	var st *framework.QueueStats
+	var st *inspect.QueueStats
 	testutil.Wait(t, waitLong, "dead letter counted", func() bool {
 		var err error
-		st, err = e.cl.Inspector().QueueStats(ctx)
+		st, err = inspect.New(e.cl).QueueStats(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return st.Dead["stats.b"] == 1
 	})
-	get := func(typ string, p framework.Priority) framework.QueueStat {
+	get := func(typ string, p framework.Priority) inspect.QueueStat {
 		for _, q := range st.Queues {
 			if q.Type == typ && q.Priority == p {
 				return q
 			}
 		}
 		t.Fatalf("no queue %s/%s in %+v", typ, p, st.Queues)
-		return framework.QueueStat{}
+		return inspect.QueueStat{}
 	}
 	if q := get("stats.a", framework.PriorityNormal); q.Pending != 3 || q.Scheduled != 2 || q.InFlight != 0 {
 		t.Errorf("stats.a normal: %+v", q)

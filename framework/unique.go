@@ -122,23 +122,6 @@ var uniqueRules = unique.Validators{
 	MaxTypeLen: streams.MaxTaskTypeLen,
 }
 
-// UniqueReservation is the value stored under a uniqueness key in the unique
-// bucket, and what [Inspector.UniqueReservations] lists.
-type UniqueReservation struct {
-	// Key is the bucket key: "<type>.<hash>".
-	Key string `json:"-"`
-	// TaskID is the task that holds the reservation.
-	TaskID string `json:"id"`
-	// Type is the task type.
-	Type string `json:"type"`
-	// Until is when the reservation ends at the latest.
-	Until time.Time `json:"until"`
-	// UntilDone is true when the task's success ends the reservation early.
-	UntilDone bool `json:"until_done,omitempty"`
-	// Revision is the reservation's revision in the bucket.
-	Revision uint64 `json:"-"`
-}
-
 // uniqueBucketMarkerTTL is how long the unique bucket keeps the markers of
 // keys that expired or were released.
 const uniqueBucketMarkerTTL = streams.UniqueMarkerTTL
@@ -258,21 +241,4 @@ func (x *uniqueExt) succeeded(t *Task) {
 	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) && !natserr.WrongLastSequence(err) {
 		t.Logger().Warn("jetflow could not release the unique reservation; it ends with its period", slog.Any(LogKeyError, err))
 	}
-}
-
-// UniqueReservations lists the current reservations of unique tasks of
-// taskType, or of every type when taskType is "". Entries whose key or value
-// fails validation are skipped.
-func (i *Inspector) UniqueReservations(ctx context.Context, taskType string) ([]UniqueReservation, error) {
-	if taskType != "" {
-		if err := streams.ValidateTaskType(taskType); err != nil {
-			return nil, err
-		}
-	}
-	rs, err := uniqueRules.List(ctx, i.js, i.names.UniqueBucket(), taskType)
-	var out []UniqueReservation
-	for _, r := range rs {
-		out = append(out, UniqueReservation(r))
-	}
-	return out, err
 }

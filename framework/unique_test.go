@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -40,7 +41,7 @@ func TestUniqueRefusesSecondEnqueue(t *testing.T) {
 	if n := e.taskStreamMsgs(t); n != 4 {
 		t.Fatalf("task stream holds %d messages, want 4", n)
 	}
-	res, err := e.cl.Inspector().UniqueReservations(t.Context(), "settle.day")
+	res, err := inspect.New(e.cl).UniqueReservations(t.Context(), "settle.day")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestUniqueForgedHeadersReleaseNothing(t *testing.T) {
 	startWorker(t, w)
 
 	victim := e.enqueue(t, "unique.victim", nil, framework.Unique(time.Hour), framework.UniqueKey("v"), framework.UniqueUntilDone())
-	res, err := e.cl.Inspector().UniqueReservations(t.Context(), "unique.victim")
+	res, err := inspect.New(e.cl).UniqueReservations(t.Context(), "unique.victim")
 	if err != nil || len(res) != 1 {
 		t.Fatalf("reservations %+v, %v", res, err)
 	}

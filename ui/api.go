@@ -8,6 +8,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/workflow"
 )
@@ -77,11 +78,11 @@ func (h *handler) invalidate() {
 // readSnapshot reads the overview: queue stats merged with queue activity.
 func (h *handler) readSnapshot(r *http.Request) (*Overview, error) {
 	ctx := r.Context()
-	st, err := h.ins.QueueStats(ctx)
+	st, err := h.op.QueueStats(ctx)
 	if err != nil {
 		return nil, err
 	}
-	acts, err := h.ins.QueueActivity(ctx)
+	acts, err := h.op.QueueActivity(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func (h *handler) readSnapshot(r *http.Request) (*Overview, error) {
 		typ  string
 		prio framework.Priority
 	}
-	act := make(map[key]framework.QueueActivity, len(acts))
+	act := make(map[key]inspect.QueueActivity, len(acts))
 	for _, a := range acts {
 		act[key{a.Type, a.Priority}] = a
 	}
@@ -129,7 +130,7 @@ func (h *handler) config(w http.ResponseWriter, r *http.Request) {
 		"workflow_status":  []workflow.RunStatus{workflow.RunRunning, workflow.RunCompensating, workflow.RunCompleted, workflow.RunFailed, workflow.RunCancelled},
 		"max_page":         dlq.MaxPageLimit,
 		"default_page":     dlq.DefaultPageLimit,
-		"scheduled_limit":  framework.DefaultScheduledLimit,
+		"scheduled_limit":  inspect.DefaultScheduledLimit,
 		"workflow_limit":   workflow.DefaultListLimit,
 		"metrics_endpoint": "metrics",
 	})
@@ -171,8 +172,8 @@ func (h *handler) scheduled(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	tasks, truncated, err := h.ins.ScheduledTasks(r.Context(), framework.ScheduledFilter{
-		Type: r.URL.Query().Get("type"), Limit: int(min(limit, framework.MaxScheduledScan)),
+	tasks, truncated, err := h.op.ScheduledTasks(r.Context(), inspect.ScheduledFilter{
+		Type: r.URL.Query().Get("type"), Limit: int(min(limit, inspect.MaxScheduledScan)),
 	})
 	if err != nil {
 		h.fail(w, r, err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -76,12 +76,12 @@ type Reservation struct {
 }
 
 func (h *handler) ordering(w http.ResponseWriter, r *http.Request) {
-	parts, err := h.ins.OrderingPartitions(r.Context())
+	parts, err := h.op.OrderingPartitions(r.Context())
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	bs, err := h.ins.BlockedTasks(r.Context())
+	bs, err := h.op.BlockedTasks(r.Context())
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -125,11 +125,11 @@ func (h *handler) resolveBlocked(w http.ResponseWriter, r *http.Request) {
 	}
 	data, _ := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err := json.Unmarshal(data, &body); err != nil ||
-		(body.Resolution != framework.ResolveRetry && body.Resolution != framework.ResolveSkip) {
-		h.fail(w, r, fmt.Errorf("%w: body wants {\"resolution\": %q or %q}", errBadRequest, framework.ResolveRetry, framework.ResolveSkip))
+		(body.Resolution != inspect.ResolveRetry && body.Resolution != inspect.ResolveSkip) {
+		h.fail(w, r, fmt.Errorf("%w: body wants {\"resolution\": %q or %q}", errBadRequest, inspect.ResolveRetry, inspect.ResolveSkip))
 		return
 	}
-	if err := h.ins.ResolveBlocked(r.Context(), typ, id, body.Resolution); err != nil {
+	if err := h.op.ResolveBlocked(r.Context(), typ, id, body.Resolution); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -137,7 +137,7 @@ func (h *handler) resolveBlocked(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) limits(w http.ResponseWriter, r *http.Request) {
-	infos, err := h.ins.RateLimits(r.Context())
+	infos, err := h.op.RateLimits(r.Context())
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -165,7 +165,7 @@ func (h *handler) unique(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rs, err := h.ins.UniqueReservations(r.Context(), typ)
+	rs, err := h.op.UniqueReservations(r.Context(), typ)
 	if err != nil {
 		h.fail(w, r, err)
 		return

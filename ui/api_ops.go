@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/workflow"
 )
@@ -31,7 +33,7 @@ type Schedule struct {
 }
 
 func (h *handler) cron(w http.ResponseWriter, r *http.Request) {
-	list, err := h.fc.Schedules().List(r.Context())
+	list, err := schedule.New(h.fc).List(r.Context())
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -64,7 +66,7 @@ type Breaker struct {
 }
 
 func (h *handler) breakerList(r *http.Request) ([]Breaker, error) {
-	recs, err := h.ins.BreakerRecords(r.Context())
+	recs, err := h.op.BreakerRecords(r.Context())
 	if err != nil {
 		return nil, err
 	}
@@ -117,9 +119,9 @@ func (h *handler) pause(w http.ResponseWriter, r *http.Request) {
 	}
 	var until time.Time
 	if body.Seconds > 0 {
-		until = time.Now().Add(time.Duration(min(body.Seconds, int64(framework.PauseForever/time.Second))) * time.Second)
+		until = time.Now().Add(time.Duration(min(body.Seconds, int64(inspect.PauseForever/time.Second))) * time.Second)
 	}
-	if err := h.ins.PauseQueue(r.Context(), typ, p, until); err != nil {
+	if err := h.op.PauseQueue(r.Context(), typ, p, until); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -132,7 +134,7 @@ func (h *handler) resume(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	if err := h.ins.ResumeQueue(r.Context(), typ, p); err != nil {
+	if err := h.op.ResumeQueue(r.Context(), typ, p); err != nil {
 		h.fail(w, r, err)
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/workflow"
 )
 
@@ -91,7 +92,7 @@ func New(nc *nats.Conn, opts Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{opts: opts, fc: fc, ins: fc.Inspector(), wf: wc, mux: http.NewServeMux(),
+	h := &handler{opts: opts, fc: fc, ins: fc.Inspector(), op: inspect.New(fc), wf: wc, mux: http.NewServeMux(),
 		cacheFor: min(opts.RefreshInterval/2, time.Second)}
 	h.routes(http.FileServerFS(static))
 	return h, nil
@@ -101,6 +102,7 @@ type handler struct {
 	opts Options
 	fc   *framework.Client
 	ins  *framework.Inspector
+	op   *inspect.Operator
 	wf   *workflow.Client
 	mux  *http.ServeMux
 

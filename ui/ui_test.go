@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 	"github.com/jetflow-io/jetflow/ui"
@@ -153,7 +154,7 @@ func TestOverviewAndMetrics(t *testing.T) {
 	if _, err := e.cl.Enqueue(ctx, "pay.charge", nil, framework.WithPriority(framework.PriorityCritical)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.cl.Schedules().Register(ctx, framework.Schedule{Name: "nightly", Spec: "@daily", Type: "mail.send"}); err != nil {
+	if _, err := schedule.New(e.cl).Register(ctx, schedule.Definition{Name: "nightly", Spec: "@daily", Type: "mail.send"}); err != nil {
 		t.Fatal(err)
 	}
 	var ov ui.Overview
@@ -375,7 +376,7 @@ func TestScheduledCronAndWorkflows(t *testing.T) {
 		t.Errorf("cancelled task still scheduled: %+v", sched.Tasks)
 	}
 
-	if _, err := e.cl.Schedules().Register(ctx, framework.Schedule{Name: "hourly", Spec: "0 0 * * * *", Type: "report.build"}); err != nil {
+	if _, err := schedule.New(e.cl).Register(ctx, schedule.Definition{Name: "hourly", Spec: "0 0 * * * *", Type: "report.build"}); err != nil {
 		t.Fatal(err)
 	}
 	var cron struct {

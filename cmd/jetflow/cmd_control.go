@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/workflow"
 )
 
@@ -38,7 +39,7 @@ func cronCommands() []*command {
 					return err
 				}
 				defer done()
-				list, err := s.in.Schedules().List(ctx)
+				list, err := schedule.New(s.cl).List(ctx)
 				if err != nil {
 					return err
 				}
@@ -79,7 +80,7 @@ func cronCommands() []*command {
 					return err
 				}
 				defer done()
-				if err := s.in.Schedules().Remove(ctx, args[0]); err != nil {
+				if err := schedule.New(s.cl).Remove(ctx, args[0]); err != nil {
 					return err
 				}
 				if c.json {
@@ -124,7 +125,7 @@ func controlCommands() []*command {
 				if pause.dur > 0 {
 					until = time.Now().Add(pause.dur)
 				}
-				names, err := s.in.PauseType(ctx, args[0], until, pause.prios...)
+				names, err := s.op.PauseType(ctx, args[0], until, pause.prios...)
 				if err != nil {
 					return err
 				}
@@ -156,7 +157,7 @@ func controlCommands() []*command {
 					return err
 				}
 				defer done()
-				names, err := s.in.ResumeType(ctx, args[0], resume.prios...)
+				names, err := s.op.ResumeType(ctx, args[0], resume.prios...)
 				if err != nil {
 					return err
 				}
@@ -179,7 +180,7 @@ func controlCommands() []*command {
 					return err
 				}
 				defer done()
-				bs, err := s.in.BreakerRecords(ctx)
+				bs, err := s.op.BreakerRecords(ctx)
 				if err != nil {
 					return err
 				}

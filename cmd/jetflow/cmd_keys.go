@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -18,12 +19,12 @@ import (
 // partitionView is a partition of an ordered type as the CLI prints it in
 // JSON.
 type partitionView struct {
-	Type        string                  `json:"type"`
-	Partition   int                     `json:"partition"`
-	Partitions  int                     `json:"partitions"`
-	Pending     uint64                  `json:"pending"`
-	Head        *framework.OrderingHead `json:"head,omitempty"`
-	PausedUntil string                  `json:"paused_until,omitempty"`
+	Type        string                `json:"type"`
+	Partition   int                   `json:"partition"`
+	Partitions  int                   `json:"partitions"`
+	Pending     uint64                `json:"pending"`
+	Head        *inspect.OrderingHead `json:"head,omitempty"`
+	PausedUntil string                `json:"paused_until,omitempty"`
 }
 
 // blockedView is a key held up, with the reason: "failed" (a task failed
@@ -94,7 +95,7 @@ func keyCommands() []*command {
 					return err
 				}
 				defer done()
-				parts, err := s.in.OrderingPartitions(ctx)
+				parts, err := s.op.OrderingPartitions(ctx)
 				if err != nil {
 					return err
 				}
@@ -149,7 +150,7 @@ func keyCommands() []*command {
 					return err
 				}
 				defer done()
-				views, err := blockedViews(ctx, s.in)
+				views, err := blockedViews(ctx, s.op)
 				if err != nil {
 					return err
 				}
@@ -215,25 +216,25 @@ func keyCommands() []*command {
 				if err := streams.ValidateID(id); err != nil {
 					return usagef("task ID: %v", err)
 				}
-				resolution := framework.ResolveRetry
+				resolution := inspect.ResolveRetry
 				if resolve.skip {
-					resolution = framework.ResolveSkip
+					resolution = inspect.ResolveSkip
 				}
 				s, ctx, done, err := c.open(ctx)
 				if err != nil {
 					return err
 				}
 				defer done()
-				bs, err := s.in.BlockedTasks(ctx)
+				bs, err := s.op.BlockedTasks(ctx)
 				if err != nil {
 					return err
 				}
-				i := slices.IndexFunc(bs, func(b framework.BlockedTask) bool { return b.TaskID == id })
+				i := slices.IndexFunc(bs, func(b inspect.BlockedTask) bool { return b.TaskID == id })
 				if i < 0 {
 					return fmt.Errorf("%w: task %s is not blocked (see jetflow ordering blocked)", framework.ErrNotFound, id)
 				}
 				b := bs[i]
-				if err := s.in.ResolveBlocked(ctx, b.Type, id, resolution); err != nil {
+				if err := s.op.ResolveBlocked(ctx, b.Type, id, resolution); err != nil {
 					return err
 				}
 				if c.json {
@@ -255,7 +256,7 @@ func keyCommands() []*command {
 					return err
 				}
 				defer done()
-				infos, err := s.in.RateLimits(ctx)
+				infos, err := s.op.RateLimits(ctx)
 				if err != nil {
 					return err
 				}
@@ -310,7 +311,7 @@ func keyCommands() []*command {
 					return err
 				}
 				defer done()
-				rs, err := s.in.UniqueReservations(ctx, uniq.typ)
+				rs, err := s.op.UniqueReservations(ctx, uniq.typ)
 				if err != nil {
 					return err
 				}
@@ -344,12 +345,12 @@ func keyCommands() []*command {
 
 // blockedViews lists the keys held up: tasks that failed for good, heads
 // waiting for a retry, partitions a breaker paused.
-func blockedViews(ctx context.Context, in *framework.Inspector) ([]blockedView, error) {
-	bs, err := in.BlockedTasks(ctx)
+func blockedViews(ctx context.Context, op *inspect.Operator) ([]blockedView, error) {
+	bs, err := op.BlockedTasks(ctx)
 	if err != nil {
 		return nil, err
 	}
-	parts, err := in.OrderingPartitions(ctx)
+	parts, err := op.OrderingPartitions(ctx)
 	if err != nil {
 		return nil, err
 	}

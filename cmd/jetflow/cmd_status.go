@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 )
 
 type statusFlags struct {
@@ -38,7 +38,7 @@ func statusCommands() []*command {
 			defer s.Close()
 			for {
 				octx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-				o, err := s.in.Overview(octx)
+				o, err := s.op.Overview(octx)
 				cancel()
 				if err != nil {
 					if f.watch && ctx.Err() != nil {
@@ -75,7 +75,7 @@ func statusCommands() []*command {
 	}}
 }
 
-func printStatus(c *cli, o *framework.Overview, url string) error {
+func printStatus(c *cli, o *inspect.Overview, url string) error {
 	now := o.Taken
 	fmt.Fprintf(c.stdout, "jetflow on %s at %s: %d delayed, %d repeating schedules, %d dead letters\n\n",
 		url, o.Taken.Local().Format(time.TimeOnly), o.Scheduled, o.Cron, o.DeadTotal)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -50,7 +51,7 @@ var listStates = map[string]framework.TaskState{
 
 // taskView is a task as the CLI prints it in JSON.
 type taskView struct {
-	framework.TaskSummary
+	inspect.TaskSummary
 	Payload       json.RawMessage       `json:"payload,omitempty"`
 	PayloadBase64 []byte                `json:"payload_base64,omitempty"`
 	Headers       map[string][]string   `json:"headers,omitempty"`
@@ -81,7 +82,7 @@ func taskCommands() []*command {
 				fs.StringVar(&ls.typ, "type", "", "task type")
 				fs.Var(&ls.prios, "priority", "priority: critical, high, normal or low (repeatable)")
 				fs.StringVar(&ls.state, "state", "waiting", "waiting, scheduled, running or retrying")
-				fs.IntVar(&ls.limit, "limit", framework.DefaultTaskListLimit, "most tasks listed")
+				fs.IntVar(&ls.limit, "limit", inspect.DefaultTaskListLimit, "most tasks listed")
 			},
 			run: func(ctx context.Context, c *cli, args []string) error {
 				if len(args) > 0 {
@@ -96,13 +97,13 @@ func taskCommands() []*command {
 					return err
 				}
 				defer done()
-				tasks, err := s.in.ListTasks(ctx, framework.TaskFilter{State: st, Type: ls.typ, Priorities: ls.prios, Limit: ls.limit})
+				tasks, err := s.op.ListTasks(ctx, inspect.TaskFilter{State: st, Type: ls.typ, Priorities: ls.prios, Limit: ls.limit})
 				if err != nil {
 					return err
 				}
 				if c.json {
 					if tasks == nil {
-						tasks = []framework.TaskSummary{}
+						tasks = []inspect.TaskSummary{}
 					}
 					return c.printJSON(tasks)
 				}
@@ -141,7 +142,7 @@ func taskCommands() []*command {
 					return err
 				}
 				defer done()
-				d, err := s.in.FindTask(ctx, args[0])
+				d, err := s.op.FindTask(ctx, args[0])
 				if err != nil {
 					return err
 				}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -195,6 +196,7 @@ type session struct {
 	nc *nats.Conn
 	cl *framework.Client
 	in *framework.Inspector
+	op *inspect.Operator
 }
 
 func (s *session) Close() { s.nc.Close() }
@@ -234,7 +236,7 @@ func (c *cli) connect() (*session, error) {
 		nc.Close()
 		return nil, err
 	}
-	return &session{nc: nc, cl: cl, in: cl.Inspector()}, nil
+	return &session{nc: nc, cl: cl, in: cl.Inspector(), op: inspect.New(cl)}, nil
 }
 
 // isAuthErr reports the server's authorization errors.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -101,7 +102,7 @@ func TestOrderingCommands(t *testing.T) {
 		Type               string
 		Partition, Pending uint64
 		Partitions         int
-		Head               *framework.OrderingHead
+		Head               *inspect.OrderingHead
 	}
 	e.ok(t, &parts, "ordering", "ls", "--type", "order.block", "--json")
 	if len(parts) != 1 || parts[0].Type != "order.block" || parts[0].Head == nil || parts[0].Head.TaskID != ids[1] ||
@@ -125,7 +126,7 @@ func TestOrderingCommands(t *testing.T) {
 	mu.Unlock()
 	var res struct{ ID, Type, Key, Resolution string }
 	e.ok(t, &res, "ordering", "resolve", ids[1], "--retry", "--json")
-	if res.ID != ids[1] || res.Type != "order.block" || res.Key != "order-7" || res.Resolution != framework.ResolveRetry {
+	if res.ID != ids[1] || res.Type != "order.block" || res.Key != "order-7" || res.Resolution != inspect.ResolveRetry {
 		t.Fatalf("resolve said %+v", res)
 	}
 	for want := 1; want <= 2; want++ {

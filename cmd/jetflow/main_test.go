@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 	"github.com/jetflow-io/jetflow/workflow"
@@ -202,7 +203,7 @@ func TestAcceptance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.cl.Schedules().Register(ctx, framework.Schedule{Name: "nightly", Spec: "0 0 2 * * *", TimeZone: "Europe/Paris", Type: "reports.build"}); err != nil {
+	if _, err := schedule.New(e.cl).Register(ctx, schedule.Definition{Name: "nightly", Spec: "0 0 2 * * *", TimeZone: "Europe/Paris", Type: "reports.build"}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {

@@ -15,6 +15,7 @@ import (
 
 	jetflowprom "github.com/jetflow-io/jetflow/contrib/prometheus"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 	"github.com/jetflow-io/jetflow/ui"
@@ -195,7 +196,7 @@ func TestQueueCollector(t *testing.T) {
 	if _, err := cl.Enqueue(ctx, "q.a", nil, framework.In(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.Inspector().PauseQueue(ctx, "q.a", framework.PriorityNormal, time.Time{}); err != nil {
+	if err := inspect.New(cl).PauseQueue(ctx, "q.a", framework.PriorityNormal, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	qc, err := jetflowprom.NewQueueCollector(testutil.Connect(t, srv), jetflowprom.QueueCollectorOptions{})

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 )
 
 // QueueCollectorOptions configure [NewQueueCollector].
@@ -29,7 +30,7 @@ type QueueCollectorOptions struct {
 // a scan of the delayed tasks and one direct get per queue with waiting
 // tasks. It is safe for concurrent use.
 type QueueCollector struct {
-	ins     *framework.Inspector
+	op      *inspect.Operator
 	timeout time.Duration
 	log     *slog.Logger
 
@@ -40,11 +41,11 @@ type QueueCollector struct {
 // NewQueueCollector returns a collector of the queues of the topology on nc.
 // Register it with prometheus.Registerer.Register.
 func NewQueueCollector(nc *nats.Conn, opts QueueCollectorOptions) (*QueueCollector, error) {
-	iopts := []framework.InspectorOption{}
+	copts := []framework.ClientOption{framework.WithStateTracking(false)} // it only reads
 	if opts.Prefix != "" {
-		iopts = append(iopts, framework.WithPrefix(opts.Prefix))
+		copts = append(copts, framework.WithPrefix(opts.Prefix))
 	}
-	ins, err := framework.NewInspector(nc, iopts...)
+	cl, err := framework.NewClient(nc, copts...)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +60,7 @@ func NewQueueCollector(nc *nats.Conn, opts QueueCollectorOptions) (*QueueCollect
 		return prometheus.NewDesc(name, help, labels, opts.ConstLabels)
 	}
 	return &QueueCollector{
-		ins: ins, timeout: opts.Timeout, log: opts.Logger,
+		op: inspect.New(cl), timeout: opts.Timeout, log: opts.Logger,
 		up:           d("jetflow_inspect_up", "1 when the last JetStream query for these metrics succeeded.", nil),
 		waiting:      d("jetflow_queue_waiting", "Tasks stored and not yet delivered to a worker.", q),
 		scheduled:    d("jetflow_queue_scheduled", "Delayed tasks waiting in server-side schedules.", q),
@@ -102,15 +103,15 @@ type queueKey struct {
 }
 
 func (c *QueueCollector) collect(ctx context.Context, ch chan<- prometheus.Metric) error {
-	st, err := c.ins.QueueStats(ctx)
+	st, err := c.op.QueueStats(ctx)
 	if err != nil {
 		return err
 	}
-	acts, err := c.ins.QueueActivity(ctx)
+	acts, err := c.op.QueueActivity(ctx)
 	if err != nil {
 		return err
 	}
-	act := make(map[queueKey]framework.QueueActivity, len(acts))
+	act := make(map[queueKey]inspect.QueueActivity, len(acts))
 	for _, a := range acts {
 		act[queueKey{a.Type, a.Priority}] = a
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -92,8 +93,8 @@ type tick struct {
 	late    time.Duration
 }
 
-// schedule is what every replica registers at start-up.
-var schedule = framework.Schedule{
+// coupons is the schedule every replica registers at start-up.
+var coupons = schedule.Definition{
 	Name:    "coupons",
 	Spec:    "@every 1s",
 	Type:    "coupons.issue",
@@ -155,14 +156,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		workers = append(workers, w)
 		// Every replica registers the schedule at start-up.
-		res, err := cl.Schedules().Register(ctx, schedule)
+		res, err := schedule.New(cl).Register(ctx, coupons)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s registered schedule %q (%s): %s\n", replica, schedule.Name, schedule.Spec, res)
+		fmt.Fprintf(stdout, "%s registered schedule %q (%s): %s\n", replica, coupons.Name, coupons.Spec, res)
 	}
 
-	info, err := client.Schedules().Get(ctx, schedule.Name)
+	info, err := schedule.New(client).Get(ctx, coupons.Name)
 	if err != nil {
 		return err
 	}
@@ -185,7 +186,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("timed out after %v with %d of %d ticks", cfg.timeout, len(seen), cfg.fires)
 		}
 	}
-	if err := client.Schedules().Remove(ctx, schedule.Name); err != nil {
+	if err := schedule.New(client).Remove(ctx, coupons.Name); err != nil {
 		return err
 	}
 

@@ -34,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -232,9 +233,9 @@ func serve(ctx context.Context, stdout io.Writer, client *framework.Client, url 
 		return err
 	}
 	// A repeating schedule, so that there is a next fire time to look at.
-	nightly := framework.Schedule{Name: "quickstart-nightly", Spec: "0 0 2 * * *", Type: "reports.build",
+	nightly := schedule.Definition{Name: "quickstart-nightly", Spec: "0 0 2 * * *", Type: "reports.build",
 		Payload: Report{Name: "revenue", Period: "day"}}
-	if _, err := client.Schedules().Register(ctx, nightly); err != nil {
+	if _, err := schedule.New(client).Register(ctx, nightly); err != nil {
 		return err
 	}
 	names := client.Names()
@@ -272,7 +273,7 @@ Or with the jetflow CLI (go run ./cmd/jetflow, or go install ./cmd/jetflow):
 	if err := client.Cancel(cctx, later.ID); err != nil && !errors.Is(err, framework.ErrNotFound) {
 		return err
 	}
-	if err := client.Schedules().Remove(cctx, nightly.Name); err != nil && !errors.Is(err, framework.ErrNotFound) {
+	if err := schedule.New(client).Remove(cctx, nightly.Name); err != nil && !errors.Is(err, framework.ErrNotFound) {
 		return err
 	}
 	return nil

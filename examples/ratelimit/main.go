@@ -43,6 +43,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/handlers"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -230,7 +231,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if infos, err := client.Inspector().RateLimits(ctx); err == nil {
+	if infos, err := inspect.New(client).RateLimits(ctx); err == nil {
 		for _, in := range infos {
 			fmt.Fprintf(stdout, "limit %s: %d per %v, burst %d; %d permits in the last full second\n",
 				in.Name, in.Limit.Limit, in.Limit.Interval, in.Limit.Burst, in.LastSecond)

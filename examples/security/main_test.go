@@ -16,6 +16,7 @@ import (
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/effects"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -227,7 +228,7 @@ func TestRolePermissions(t *testing.T) {
 	if _, err := dl.Replay(ctx, recs[0].Seq); err != nil {
 		t.Errorf("operator replay: %v (violations %v)", err, violations(oc))
 	}
-	if _, err := ocl.Inspector().QueueStats(ctx); err != nil {
+	if _, err := inspect.New(ocl).QueueStats(ctx); err != nil {
 		t.Errorf("operator queue stats: %v (violations %v)", err, violations(oc))
 	}
 	if _, err := dl.Purge(ctx, dlq.Filter{}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -106,8 +107,8 @@ func TestServerRestartLosesNothing(t *testing.T) {
 		}
 		l.enqueued(id)
 	}
-	sched := cl.Schedules()
-	if _, err := sched.Register(ctx, framework.Schedule{Name: "restart-tick", Spec: "@every 1s", Type: "fault.cron"}); err != nil {
+	sched := schedule.New(cl)
+	if _, err := sched.Register(ctx, schedule.Definition{Name: "restart-tick", Spec: "@every 1s", Type: "fault.cron"}); err != nil {
 		t.Fatalf("register schedule: %v", err)
 	}
 	testutil.Recv(t, cronTicks, 30*time.Second, "a schedule tick before the restart")

@@ -1,5 +1,5 @@
 // Package ordering owns the engine behind framework's ordered tasks
-// (Ordered, WithOrdering, Inspector.OrderingPartitions, BlockedTasks,
+// (Ordered, WithOrdering, inspect.Operator.OrderingPartitions, BlockedTasks,
 // ResolveBlocked):
 //
 //   - ordering keys: their validation ([ValidateKey]) and the slot subject

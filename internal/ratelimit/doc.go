@@ -1,6 +1,6 @@
 // Package ratelimit owns the engine behind framework's cluster-wide rate
 // limits (WithRateLimit, WithDependencyRateLimit, Throttle,
-// Inspector.RateLimits):
+// inspect.Operator.RateLimits):
 //
 //   - a limit's parameters and their validation ([Limit], [Limit.Normalize]);
 //   - the GCRA token bucket kept in one KV entry per limit ([Record]), its

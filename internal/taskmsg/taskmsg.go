@@ -245,3 +245,14 @@ const CronIDPrefix = "cron-"
 func CronID(name string, fire time.Time) string {
 	return CronIDPrefix + name + "-" + fire.UTC().Format("20060102T150405Z")
 }
+
+// ScheduleTarget returns the staging subject a delayed task fires into, from
+// its schedule (Nats-Schedule-Target) or, while it waits in the delay
+// stream, from [HeaderScheduleTarget]; "" if neither is set. The value is
+// untrusted: parse it before use.
+func ScheduleTarget(h nats.Header) string {
+	if t := h.Get(jetstream.ScheduleTargetHeader); t != "" {
+		return t
+	}
+	return h.Get(HeaderScheduleTarget)
+}

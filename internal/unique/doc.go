@@ -1,5 +1,5 @@
 // Package unique owns the reservations behind framework's unique tasks
-// (Unique, UniqueKey, UniqueUntilDone, Inspector.UniqueReservations):
+// (Unique, UniqueKey, UniqueUntilDone, inspect.Operator.UniqueReservations):
 //
 //   - the unique headers a client sets and their meaning ([HeaderKey],
 //     [HeaderUntil], [HeaderRevision]), the uniqueness key (the SHA-256 of

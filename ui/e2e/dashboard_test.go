@@ -29,6 +29,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 	"github.com/jetflow-io/jetflow/ui"
@@ -87,6 +89,7 @@ type app struct {
 	cl      *framework.Client
 	wf      *workflow.Client
 	ins     *framework.Inspector
+	op      *inspect.Operator
 	web     *httptest.Server
 	decline atomic.Bool // pay.charge fails permanently while set
 	ran     chan string // IDs of pay.charge and mail.send tasks that completed
@@ -104,7 +107,7 @@ func startApp(t *testing.T) *app {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &app{cl: cl, ins: cl.Inspector(), ran: make(chan string, 4096)}
+	a := &app{cl: cl, ins: cl.Inspector(), op: inspect.New(cl), ran: make(chan string, 4096)}
 	a.decline.Store(true)
 
 	order := workflow.New("order")
@@ -317,7 +320,7 @@ func TestDashboard(t *testing.T) {
 	}
 	a.enqueue(t, "mail.send", map[string]string{"to": "later@example.com"}, framework.In(time.Hour), framework.WithID("later-1"))
 	a.enqueue(t, "export.csv", nil, framework.In(2*time.Hour), framework.WithID("later-2"))
-	if _, err := a.cl.Schedules().Register(tctx, framework.Schedule{Name: "nightly-report", Spec: "0 30 2 * * *", TimeZone: "Europe/Paris", Type: "export.csv"}); err != nil {
+	if _, err := schedule.New(a.cl).Register(tctx, schedule.Definition{Name: "nightly-report", Spec: "0 30 2 * * *", TimeZone: "Europe/Paris", Type: "export.csv"}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -337,11 +340,11 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 	testutil.Wait(t, waitLong, "three dead payments and an open breaker", func() bool {
-		st, err := a.ins.QueueStats(tctx)
+		st, err := a.op.QueueStats(tctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		br, err := a.ins.BreakerRecords(tctx)
+		br, err := a.op.BreakerRecords(tctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -360,7 +363,7 @@ func TestDashboard(t *testing.T) {
 		var card string
 		dead := 0
 		testutil.Wait(t, waitLong, "dead-letter card equal to the server's count", func() bool {
-			st, err := a.ins.QueueStats(tctx)
+			st, err := a.op.QueueStats(tctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -396,7 +399,7 @@ func TestDashboard(t *testing.T) {
 		click(t, ctx, `button[data-action=pause][data-queue="mail.send/normal"]`)
 		confirm(t, ctx, true)
 		waitJS(t, ctx, `document.querySelector('td[data-queue="mail.send/normal"]')?.dataset.paused === "true"`, "mail.send shown paused")
-		st, err := a.ins.QueueStats(tctx)
+		st, err := a.op.QueueStats(tctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -409,7 +412,7 @@ func TestDashboard(t *testing.T) {
 		marker := a.enqueue(t, "mail.send", nil, framework.WithID("after-pause"))
 		waitJS(t, ctx, `document.querySelector('[data-paused-queue="mail.send/normal"]') !== null`, "paused list")
 		testutil.Wait(t, waitLong, "marker stored and undelivered", func() bool {
-			acts, err := a.ins.QueueActivity(tctx)
+			acts, err := a.op.QueueActivity(tctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -461,14 +464,14 @@ func TestDashboard(t *testing.T) {
 		if n := count(t, ctx, "tr[data-seq]"); n != 2 {
 			t.Fatalf("after a cancelled purge %d records", n)
 		}
-		st, err := a.ins.QueueStats(tctx)
+		st, err := a.op.QueueStats(tctx)
 		if err != nil || st.Dead["pay.charge"] != 2 {
 			t.Fatalf("after a cancelled purge the stream holds %v (%v)", st.Dead, err)
 		}
 		click(t, ctx, `button[data-action=purge]`)
 		confirm(t, ctx, true)
 		waitJS(t, ctx, `document.querySelectorAll("tr[data-seq]").length === 0`, "no dead letters left")
-		st, err = a.ins.QueueStats(tctx)
+		st, err = a.op.QueueStats(tctx)
 		if err != nil || st.Dead["pay.charge"] != 0 {
 			t.Fatalf("after purge the stream holds %v (%v)", st.Dead, err)
 		}

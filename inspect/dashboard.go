@@ -1,8 +1,4 @@
-package framework
-
-// Queries added for dashboards and metrics (package ui, contrib/prometheus):
-// the activity of each queue's consumer, the list of delayed tasks, pausing
-// and resuming a queue by hand, and the breaker states every worker reports.
+package inspect
 
 import (
 	"cmp"
@@ -14,11 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/queuestate"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // QueueActivity is what the consumer of one (task type, priority) queue
@@ -26,7 +23,7 @@ import (
 // oldest waiting task is.
 type QueueActivity struct {
 	Type     string
-	Priority Priority
+	Priority framework.Priority
 	// Consumer is the queue's durable consumer.
 	Consumer string
 	// Delivered counts the deliveries the consumer made since it was
@@ -34,7 +31,7 @@ type QueueActivity struct {
 	Delivered uint64
 	// Acked is the consumer's ack floor: deliveries acknowledged in order.
 	Acked uint64
-	// Waiting counts tasks not yet delivered (as [QueueStat.Pending]).
+	// Waiting counts tasks not yet delivered (as [framework.QueueStat.Pending]).
 	Waiting uint64
 	// InFlight counts delivered tasks not yet acknowledged.
 	InFlight int
@@ -48,7 +45,7 @@ type QueueActivity struct {
 	// never did.
 	LastDelivery time.Time
 	// Paused is true while the consumer is paused, by hand
-	// ([Inspector.PauseQueue]) or by an open circuit breaker, until
+	// ([Operator.PauseQueue]) or by an open circuit breaker, until
 	// PausedUntil.
 	Paused      bool
 	PausedUntil time.Time
@@ -57,18 +54,18 @@ type QueueActivity struct {
 // QueueActivity returns the activity of every queue consumer on the task
 // stream, sorted by type then priority (highest first): one paged consumer
 // list, plus one direct get per queue with waiting tasks to date its oldest.
-func (i *Inspector) QueueActivity(ctx context.Context) ([]QueueActivity, error) {
+func (i *Operator) QueueActivity(ctx context.Context) ([]QueueActivity, error) {
 	stream, err := i.js.Stream(ctx, i.names.TaskStream())
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("framework: queue activity: %w: %w", ErrTopologyMissing, err)
+			return nil, fmt.Errorf("inspect: queue activity: %w: %w", framework.ErrTopologyMissing, err)
 		}
-		return nil, fmt.Errorf("framework: queue activity: %w", err)
+		return nil, fmt.Errorf("inspect: queue activity: %w", err)
 	}
 	isQueue := func(filter string) bool { _, _, err := i.names.ParseTaskSubject(filter); return err == nil }
 	acts, err := queuestate.Activities(ctx, i.nc, stream, i.names.TaskStream(), isQueue)
 	if err != nil {
-		return nil, fmt.Errorf("framework: queue activity: %w", err)
+		return nil, fmt.Errorf("inspect: queue activity: %w", err)
 	}
 	var out []QueueActivity
 	for _, a := range acts {
@@ -86,7 +83,7 @@ func (i *Inspector) QueueActivity(ctx context.Context) ([]QueueActivity, error) 
 	return out, nil
 }
 
-// ScheduledFilter selects delayed tasks for [Inspector.ScheduledTasks]. The
+// ScheduledFilter selects delayed tasks for [Operator.ScheduledTasks]. The
 // zero value selects all.
 type ScheduledFilter struct {
 	// Type selects one task type.
@@ -100,14 +97,14 @@ type ScheduledFilter struct {
 const DefaultScheduledLimit = 100
 
 // ScheduledTasks lists delayed tasks waiting in their schedules, those due
-// first, as records in [StateScheduled] with their ID, type, priority, due
-// time ([TaskRecord.ScheduledFor]) and enqueue time. It reads at most
+// first, as records in [framework.StateScheduled] with their ID, type, priority, due
+// time ([framework.TaskRecord.ScheduledFor]) and enqueue time. It reads at most
 // [MaxScheduledScan] schedules with batched direct gets (a thousand per
 // round trip); truncated is true when there were more.
-func (i *Inspector) ScheduledTasks(ctx context.Context, f ScheduledFilter) (tasks []TaskRecord, truncated bool, err error) {
+func (i *Operator) ScheduledTasks(ctx context.Context, f ScheduledFilter) (tasks []framework.TaskRecord, truncated bool, err error) {
 	if f.Type != "" {
 		if err := streams.ValidateTaskType(f.Type); err != nil {
-			return nil, false, fmt.Errorf("%w: filter: %w", ErrInvalidOption, err)
+			return nil, false, fmt.Errorf("%w: filter: %w", framework.ErrInvalidOption, err)
 		}
 	}
 	limit := f.Limit
@@ -119,13 +116,16 @@ func (i *Inspector) ScheduledTasks(ctx context.Context, f ScheduledFilter) (task
 		if streams.ValidateID(id) != nil {
 			return
 		}
-		p, typ, due := pendingSchedule(i.names, m)
-		if typ == "" || (f.Type != "" && typ != f.Type) {
+		p, typ, err := i.names.ParseScheduleTarget(taskmsg.ScheduleTarget(m.Header))
+		if err != nil || (f.Type != "" && typ != f.Type) {
 			return
 		}
-		r := TaskRecord{ID: id, Type: typ, Priority: p, State: StateScheduled, Sequence: m.Seq,
-			EnqueuedAt: m.Time, UpdatedAt: m.Time, ScheduledFor: due}
-		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderEnqueuedAt)); err == nil {
+		r := framework.TaskRecord{ID: id, Type: typ, Priority: p, State: framework.StateScheduled, Sequence: m.Seq,
+			EnqueuedAt: m.Time, UpdatedAt: m.Time}
+		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(framework.HeaderScheduledFor)); err == nil {
+			r.ScheduledFor = ts
+		}
+		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(framework.HeaderEnqueuedAt)); err == nil {
 			r.EnqueuedAt = ts
 		}
 		tasks = append(tasks, r)
@@ -141,11 +141,11 @@ func (i *Inspector) ScheduledTasks(ctx context.Context, f ScheduledFilter) (task
 	}
 	if err != nil {
 		if errors.Is(err, jsapi.ErrNoStream) {
-			return nil, false, fmt.Errorf("framework: scheduled tasks: %w: %w", ErrTopologyMissing, err)
+			return nil, false, fmt.Errorf("inspect: scheduled tasks: %w: %w", framework.ErrTopologyMissing, err)
 		}
-		return nil, false, fmt.Errorf("framework: scheduled tasks: %w", err)
+		return nil, false, fmt.Errorf("inspect: scheduled tasks: %w", err)
 	}
-	slices.SortFunc(tasks, func(a, b TaskRecord) int {
+	slices.SortFunc(tasks, func(a, b framework.TaskRecord) int {
 		if c := a.ScheduledFor.Compare(b.ScheduledFor); c != 0 {
 			return c
 		}
@@ -157,19 +157,19 @@ func (i *Inspector) ScheduledTasks(ctx context.Context, f ScheduledFilter) (task
 	return tasks, truncated, nil
 }
 
-// PauseForever is the pause [Inspector.PauseQueue] sets when given a zero
-// time: a hundred years, until [Inspector.ResumeQueue].
+// PauseForever is the pause [Operator.PauseQueue] sets when given a zero
+// time: a hundred years, until [Operator.ResumeQueue].
 const PauseForever = 100 * 365 * 24 * time.Hour
 
 // PauseQueue pauses the consumer of queue (taskType, p) until until (zero:
-// until [Inspector.ResumeQueue]): no worker anywhere in the cluster gets its
+// until [Operator.ResumeQueue]): no worker anywhere in the cluster gets its
 // tasks, running tasks finish, and paused tasks spend no attempts. It is
 // the operator's kill switch for one queue. It returns an error wrapping
-// [ErrNotFound] when no worker ever served the queue (it has no consumer).
+// [framework.ErrNotFound] when no worker ever served the queue (it has no consumer).
 //
 // Circuit breakers pause the same consumers: a breaker that opens on a
 // queue paused by hand shortens the pause to the breaker's own.
-func (i *Inspector) PauseQueue(ctx context.Context, taskType string, p Priority, until time.Time) error {
+func (i *Operator) PauseQueue(ctx context.Context, taskType string, p framework.Priority, until time.Time) error {
 	name, err := i.queueConsumer(taskType, p)
 	if err != nil {
 		return err
@@ -186,7 +186,7 @@ func (i *Inspector) PauseQueue(ctx context.Context, taskType string, p Priority,
 // ResumeQueue resumes the consumer of queue (taskType, p), paused by hand or
 // by a circuit breaker: deliveries restart about 100 ms later. Resuming a
 // queue that is not paused pauses it for those 100 ms.
-func (i *Inspector) ResumeQueue(ctx context.Context, taskType string, p Priority) error {
+func (i *Operator) ResumeQueue(ctx context.Context, taskType string, p framework.Priority) error {
 	name, err := i.queueConsumer(taskType, p)
 	if err != nil {
 		return err
@@ -201,28 +201,28 @@ func (i *Inspector) ResumeQueue(ctx context.Context, taskType string, p Priority
 	return nil
 }
 
-// resumeDelay is how soon after [Inspector.ResumeQueue] the queue's pause
+// resumeDelay is how soon after [Operator.ResumeQueue] the queue's pause
 // ends.
 const resumeDelay = 100 * time.Millisecond
 
-func (i *Inspector) queueConsumer(taskType string, p Priority) (string, error) {
+func (i *Operator) queueConsumer(taskType string, p framework.Priority) (string, error) {
 	if err := streams.ValidateTaskType(taskType); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		return "", fmt.Errorf("%w: %w", framework.ErrInvalidOption, err)
 	}
 	if !p.Valid() {
-		return "", fmt.Errorf("%w: invalid priority %d", ErrInvalidOption, p)
+		return "", fmt.Errorf("%w: invalid priority %d", framework.ErrInvalidOption, p)
 	}
 	return i.names.ConsumerName(taskType, p), nil
 }
 
-func (i *Inspector) queueErr(op, taskType string, p Priority, err error) error {
+func (i *Operator) queueErr(op, taskType string, p framework.Priority, err error) error {
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		return fmt.Errorf("framework: %s queue %s/%s: %w: no worker has served it", op, taskType, p, ErrNotFound)
+		return fmt.Errorf("inspect: %s queue %s/%s: %w: no worker has served it", op, taskType, p, framework.ErrNotFound)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return fmt.Errorf("framework: %s queue %s/%s: %w: %w", op, taskType, p, ErrTopologyMissing, err)
+		return fmt.Errorf("inspect: %s queue %s/%s: %w: %w", op, taskType, p, framework.ErrTopologyMissing, err)
 	}
-	return fmt.Errorf("framework: %s queue %s/%s: %w", op, taskType, p, err)
+	return fmt.Errorf("inspect: %s queue %s/%s: %w", op, taskType, p, err)
 }
 
 // BreakerRecords returns the latest state change of each dependency's
@@ -230,19 +230,19 @@ func (i *Inspector) queueErr(op, taskType string, p Priority, err error) error {
 // dependency. It is empty when no worker declared a dependency (the bucket
 // does not exist). An open record whose Until has passed means the breaker
 // lets probes through again; the next record tells how they went.
-func (i *Inspector) BreakerRecords(ctx context.Context) ([]BreakerRecord, error) {
+func (i *Operator) BreakerRecords(ctx context.Context) ([]framework.BreakerRecord, error) {
 	kv, err := i.js.KeyValue(ctx, i.names.BreakerBucket())
 	if err != nil {
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("framework: breaker records: %w", err)
+		return nil, fmt.Errorf("inspect: breaker records: %w", err)
 	}
 	keys, err := kv.ListKeys(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("framework: breaker records: %w", err)
+		return nil, fmt.Errorf("inspect: breaker records: %w", err)
 	}
-	var out []BreakerRecord
+	var out []framework.BreakerRecord
 	for k := range keys.Keys() {
 		e, err := kv.Get(ctx, k)
 		if err != nil {
@@ -250,15 +250,15 @@ func (i *Inspector) BreakerRecords(ctx context.Context) ([]BreakerRecord, error)
 				continue
 			}
 			_ = keys.Stop()
-			return nil, fmt.Errorf("framework: breaker records: %s: %w", k, err)
+			return nil, fmt.Errorf("inspect: breaker records: %s: %w", k, err)
 		}
-		var rec BreakerRecord
+		var rec framework.BreakerRecord
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			continue // not written by a worker; skip it
 		}
 		rec.Dependency = k
 		out = append(out, rec)
 	}
-	slices.SortFunc(out, func(a, b BreakerRecord) int { return strings.Compare(a.Dependency, b.Dependency) })
+	slices.SortFunc(out, func(a, b framework.BreakerRecord) int { return strings.Compare(a.Dependency, b.Dependency) })
 	return out, nil
 }

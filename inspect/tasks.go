@@ -1,4 +1,4 @@
-package framework
+package inspect
 
 import (
 	"context"
@@ -8,45 +8,46 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TaskFilter selects the tasks [Inspector.ListTasks] returns. The zero
+// TaskFilter selects the tasks [Operator.ListTasks] returns. The zero
 // value selects waiting tasks of every type and priority.
 type TaskFilter struct {
-	// State selects waiting ([StatePending], the default), delayed
-	// ([StateScheduled]), delivered and unacknowledged ([StateRunning]:
+	// State selects waiting ([framework.StatePending], the default), delayed
+	// ([framework.StateScheduled]), delivered and unacknowledged ([framework.StateRunning]:
 	// running or waiting for a retry) or failed-at-least-once and not yet
-	// finished ([StateRetrying]) tasks. Other states are not listable: they
+	// finished ([framework.StateRetrying]) tasks. Other states are not listable: they
 	// leave the task stream.
-	State TaskState
+	State framework.TaskState
 	// Type selects one task type; empty selects all.
 	Type string
 	// Priorities select priorities; empty selects all.
-	Priorities []Priority
+	Priorities []framework.Priority
 	// Limit is the most tasks returned. Default [DefaultTaskListLimit], at
 	// most [MaxTaskListLimit].
 	Limit int
 }
 
-// Limits of [Inspector.ListTasks].
+// Limits of [Operator.ListTasks].
 const (
 	DefaultTaskListLimit = 100
 	MaxTaskListLimit     = 10_000
 )
 
-// TaskSummary is one task as [Inspector.ListTasks] and
-// [Inspector.FindTask] see it in the task stream.
+// TaskSummary is one task as [Operator.ListTasks] and
+// [Operator.FindTask] see it in the task stream.
 type TaskSummary struct {
-	ID       string    `json:"id"`
-	Type     string    `json:"type"`
-	Priority Priority  `json:"priority"`
-	State    TaskState `json:"state"`
+	ID       string              `json:"id"`
+	Type     string              `json:"type"`
+	Priority framework.Priority  `json:"priority"`
+	State    framework.TaskState `json:"state"`
 	// Subject and Sequence locate the task's message: its work subject, or
 	// the schedule subject of a delayed task.
 	Subject  string `json:"subject"`
@@ -61,7 +62,7 @@ type TaskSummary struct {
 	LastError string `json:"last_error,omitempty"`
 }
 
-// TaskDetail is everything known about one task: see [Inspector.FindTask].
+// TaskDetail is everything known about one task: see [Operator.FindTask].
 type TaskDetail struct {
 	TaskSummary
 	// Headers and Payload are the task message's, while the task is in the
@@ -69,7 +70,7 @@ type TaskDetail struct {
 	Headers nats.Header `json:"headers,omitempty"`
 	Payload []byte      `json:"payload,omitempty"`
 	// Record is the task's state record, when state tracking wrote one.
-	Record *TaskRecord `json:"record,omitempty"`
+	Record *framework.TaskRecord `json:"record,omitempty"`
 }
 
 // ListTasks returns the tasks matching f, oldest first, read from the task
@@ -78,15 +79,15 @@ type TaskDetail struct {
 // Waiting and running tasks are told apart by each queue's delivered
 // sequence: a task stored after it has not been delivered yet. A running
 // task that failed before shows its last error and attempt (kept in the
-// errors bucket by workers with dead letters on); [StateRetrying] keeps only
+// errors bucket by workers with dead letters on); [framework.StateRetrying] keeps only
 // those. A task on a work subject that no consumer serves is waiting.
-func (i *Inspector) ListTasks(ctx context.Context, f TaskFilter) ([]TaskSummary, error) {
+func (i *Operator) ListTasks(ctx context.Context, f TaskFilter) ([]TaskSummary, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultTaskListLimit
 	}
 	if limit > MaxTaskListLimit {
-		return nil, fmt.Errorf("%w: task list limit %d, at most %d", ErrInvalidOption, limit, MaxTaskListLimit)
+		return nil, fmt.Errorf("%w: task list limit %d, at most %d", framework.ErrInvalidOption, limit, MaxTaskListLimit)
 	}
 	if f.Type != "" {
 		if err := streams.ValidateTaskType(f.Type); err != nil {
@@ -95,22 +96,22 @@ func (i *Inspector) ListTasks(ctx context.Context, f TaskFilter) ([]TaskSummary,
 	}
 	for _, p := range f.Priorities {
 		if !p.Valid() {
-			return nil, fmt.Errorf("%w: priority %d", ErrInvalidOption, uint8(p))
+			return nil, fmt.Errorf("%w: priority %d", framework.ErrInvalidOption, uint8(p))
 		}
 	}
 	state := f.State
 	if state == "" {
-		state = StatePending
+		state = framework.StatePending
 	}
 	var out []TaskSummary
 	var err error
 	switch state {
-	case StateScheduled:
+	case framework.StateScheduled:
 		out, err = i.listScheduled(ctx, f, limit)
-	case StatePending, StateRunning, StateRetrying:
+	case framework.StatePending, framework.StateRunning, framework.StateRetrying:
 		out, err = i.listWork(ctx, f, state, limit)
 	default:
-		return nil, fmt.Errorf("%w: cannot list tasks in state %q (want pending, scheduled, running or retrying)", ErrInvalidOption, state)
+		return nil, fmt.Errorf("%w: cannot list tasks in state %q (want pending, scheduled, running or retrying)", framework.ErrInvalidOption, state)
 	}
 	if err != nil {
 		return nil, i.opErr("list tasks", err)
@@ -118,7 +119,7 @@ func (i *Inspector) ListTasks(ctx context.Context, f TaskFilter) ([]TaskSummary,
 	return out, nil
 }
 
-func (f TaskFilter) match(typ string, p Priority) bool {
+func (f TaskFilter) match(typ string, p framework.Priority) bool {
 	if f.Type != "" && typ != f.Type {
 		return false
 	}
@@ -133,9 +134,9 @@ func (f TaskFilter) match(typ string, p Priority) bool {
 	return false
 }
 
-// listScheduled lists delayed tasks with [Inspector.ScheduledTasks], those
+// listScheduled lists delayed tasks with [Operator.ScheduledTasks], those
 // due first.
-func (i *Inspector) listScheduled(ctx context.Context, f TaskFilter, limit int) ([]TaskSummary, error) {
+func (i *Operator) listScheduled(ctx context.Context, f TaskFilter, limit int) ([]TaskSummary, error) {
 	sf := ScheduledFilter{Type: f.Type, Limit: limit}
 	if len(f.Priorities) > 0 {
 		sf.Limit = MaxScheduledScan // filtered below
@@ -149,7 +150,7 @@ func (i *Inspector) listScheduled(ctx context.Context, f TaskFilter, limit int) 
 		if !f.match(r.Type, r.Priority) {
 			continue
 		}
-		out = append(out, TaskSummary{ID: r.ID, Type: r.Type, Priority: r.Priority, State: StateScheduled,
+		out = append(out, TaskSummary{ID: r.ID, Type: r.Type, Priority: r.Priority, State: framework.StateScheduled,
 			Subject: i.names.ScheduleSubject(r.ID), Sequence: r.Sequence, EnqueuedAt: r.EnqueuedAt, DueAt: r.ScheduledFor})
 		if len(out) == limit {
 			break
@@ -158,14 +159,18 @@ func (i *Inspector) listScheduled(ctx context.Context, f TaskFilter, limit int) 
 	return out, nil
 }
 
-func (i *Inspector) scheduledSummary(m jsapi.Stored) TaskSummary {
+func (i *Operator) scheduledSummary(m jsapi.Stored) TaskSummary {
 	id, ok := strings.CutPrefix(m.Subject, i.names.ScheduleSubject(""))
 	if !ok {
 		id = strings.TrimPrefix(m.Subject, i.names.DelaySubject(""))
 	}
-	s := TaskSummary{ID: id, State: StateScheduled, Subject: m.Subject, Sequence: m.Seq, EnqueuedAt: m.Time}
-	s.Priority, s.Type, s.DueAt = pendingSchedule(i.names, m)
-	if at, ok := strings.CutPrefix(m.Header.Get(jetstream.ScheduleHeader), "@at "); ok && s.DueAt.IsZero() {
+	s := TaskSummary{ID: id, State: framework.StateScheduled, Subject: m.Subject, Sequence: m.Seq, EnqueuedAt: m.Time}
+	if p, typ, err := i.names.ParseScheduleTarget(taskmsg.ScheduleTarget(m.Header)); err == nil {
+		s.Priority, s.Type = p, typ
+	}
+	if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(framework.HeaderScheduledFor)); err == nil {
+		s.DueAt = ts
+	} else if at, ok := strings.CutPrefix(m.Header.Get(jetstream.ScheduleHeader), "@at "); ok {
 		if ts, err := time.Parse(time.RFC3339Nano, at); err == nil {
 			s.DueAt = ts
 		}
@@ -175,7 +180,7 @@ func (i *Inspector) scheduledSummary(m jsapi.Stored) TaskSummary {
 
 // delivered returns, per work subject served by a consumer, the last
 // stream sequence the consumer delivered.
-func (i *Inspector) delivered(ctx context.Context) (map[string]uint64, error) {
+func (i *Operator) delivered(ctx context.Context) (map[string]uint64, error) {
 	stream, err := i.js.Stream(ctx, i.names.TaskStream())
 	if err != nil {
 		return nil, err
@@ -191,7 +196,7 @@ func (i *Inspector) delivered(ctx context.Context) (map[string]uint64, error) {
 }
 
 // workFilter is the narrowest subject filter covering f.
-func (i *Inspector) workFilter(f TaskFilter) string {
+func (i *Operator) workFilter(f TaskFilter) string {
 	prio := "*"
 	if len(f.Priorities) == 1 {
 		prio = f.Priorities[0].String()
@@ -205,12 +210,12 @@ func (i *Inspector) workFilter(f TaskFilter) string {
 	return i.names.Prefix() + ".task." + prio + "." + f.Type
 }
 
-func (i *Inspector) listWork(ctx context.Context, f TaskFilter, state TaskState, limit int) ([]TaskSummary, error) {
+func (i *Operator) listWork(ctx context.Context, f TaskFilter, state framework.TaskState, limit int) ([]TaskSummary, error) {
 	delivered, err := i.delivered(ctx)
 	if err != nil {
 		return nil, err
 	}
-	core := newDeadLetterCore(i.nc, i.js, i.names, i.opts.logger)
+	core := deadletter.NewCore(i.nc, i.js, streams.DeadLetterTopology(i.names), i.log)
 	var out []TaskSummary
 	err = jsapi.Scan(ctx, i.nc, i.names.TaskStream(), i.workFilter(f), 0, 0, time.Time{}, 1000,
 		func(m jsapi.Stored) (bool, error) {
@@ -219,21 +224,21 @@ func (i *Inspector) listWork(ctx context.Context, f TaskFilter, state TaskState,
 				return true, nil
 			}
 			want := state
-			if state == StateRetrying {
-				want = StateRunning
+			if state == framework.StateRetrying {
+				want = framework.StateRunning
 			}
 			if s.State != want {
 				return true, nil
 			}
-			if s.State == StateRunning {
+			if s.State == framework.StateRunning {
 				f, failed, err := core.LastFailure(ctx, s.Sequence, s.ID)
 				if err != nil {
 					return false, err
 				}
 				if failed {
-					s.State, s.Attempt, s.LastError = StateRetrying, f.Attempt, f.Error
+					s.State, s.Attempt, s.LastError = framework.StateRetrying, f.Attempt, f.Error
 				}
-				if state == StateRetrying && !failed {
+				if state == framework.StateRetrying && !failed {
 					return true, nil
 				}
 			}
@@ -244,26 +249,26 @@ func (i *Inspector) listWork(ctx context.Context, f TaskFilter, state TaskState,
 }
 
 // workSummary decodes a message on a work subject.
-func (i *Inspector) workSummary(m jsapi.Stored, delivered map[string]uint64) (TaskSummary, bool) {
+func (i *Operator) workSummary(m jsapi.Stored, delivered map[string]uint64) (TaskSummary, bool) {
 	p, typ, err := i.names.ParseTaskSubject(m.Subject)
 	if err != nil {
 		return TaskSummary{}, false
 	}
-	s := TaskSummary{Type: typ, Priority: p, State: StatePending, Subject: m.Subject, Sequence: m.Seq, EnqueuedAt: m.Time}
+	s := TaskSummary{Type: typ, Priority: p, State: framework.StatePending, Subject: m.Subject, Sequence: m.Seq, EnqueuedAt: m.Time}
 	if last, ok := delivered[m.Subject]; ok && m.Seq <= last {
-		s.State = StateRunning
+		s.State = framework.StateRunning
 	}
 	h := m.Header
-	if ts := taskmsg.ParseTime(h.Get(HeaderEnqueuedAt)); !ts.IsZero() {
+	if ts := taskmsg.ParseTime(h.Get(framework.HeaderEnqueuedAt)); !ts.IsZero() {
 		s.EnqueuedAt = ts
 	}
-	s.DueAt = taskmsg.ParseTime(h.Get(HeaderScheduledFor))
+	s.DueAt = taskmsg.ParseTime(h.Get(framework.HeaderScheduledFor))
 	// The ID the worker gives the task (worker.go newTask).
 	s.ID = taskmsg.ID(h, m.Seq, s.EnqueuedAt)
 	return s, true
 }
 
-// MaxFindScan bounds how many task messages [Inspector.FindTask] reads
+// MaxFindScan bounds how many task messages [Operator.FindTask] reads
 // looking for a task that is neither tracked nor delayed.
 const MaxFindScan = 100_000
 
@@ -274,17 +279,17 @@ const MaxFindScan = 100_000
 // dead-lettered) is known only by its record. Without a state record or a
 // schedule it scans the work subjects for the ID (at most [MaxFindScan]
 // messages); IDs of the form "seq-N" are read directly. It returns an error
-// wrapping [ErrNotFound] when nothing is known.
-func (i *Inspector) FindTask(ctx context.Context, id string) (*TaskDetail, error) {
+// wrapping [framework.ErrNotFound] when nothing is known.
+func (i *Operator) FindTask(ctx context.Context, id string) (*TaskDetail, error) {
 	if err := streams.ValidateID(id); err != nil {
-		return nil, fmt.Errorf("%w: task %q: %w", ErrNotFound, id, err)
+		return nil, fmt.Errorf("%w: task %q: %w", framework.ErrNotFound, id, err)
 	}
 	d := &TaskDetail{}
-	rec, err := i.GetTask(ctx, id)
+	rec, err := i.ins.GetTask(ctx, id)
 	switch {
-	case err == nil && rec.State != StateScheduled:
+	case err == nil && rec.State != framework.StateScheduled:
 		d.Record = rec
-	case err != nil && !errors.Is(err, ErrNotFound):
+	case err != nil && !errors.Is(err, framework.ErrNotFound):
 		return nil, err
 	}
 	// A delayed task waits on its schedule subject.
@@ -357,24 +362,24 @@ func (i *Inspector) FindTask(ctx context.Context, id string) (*TaskDetail, error
 	}
 	if found == nil {
 		if d.Record == nil {
-			return nil, fmt.Errorf("%w: task %s is not in the task stream and has no state record (state tracking off, or it expired)", ErrNotFound, id)
+			return nil, fmt.Errorf("%w: task %s is not in the task stream and has no state record (state tracking off, or it expired)", framework.ErrNotFound, id)
 		}
 		r := d.Record
 		d.TaskSummary = TaskSummary{ID: id, Type: r.Type, Priority: r.Priority, State: r.State, Sequence: r.Sequence,
 			EnqueuedAt: r.EnqueuedAt, DueAt: r.ScheduledFor, Attempt: r.Attempt, LastError: r.Error}
 		return d, nil
 	}
-	if d.State == StateRunning {
-		f, failed, err := newDeadLetterCore(i.nc, i.js, i.names, i.opts.logger).LastFailure(ctx, d.Sequence, d.ID)
+	if d.State == framework.StateRunning {
+		f, failed, err := deadletter.NewCore(i.nc, i.js, streams.DeadLetterTopology(i.names), i.log).LastFailure(ctx, d.Sequence, d.ID)
 		if err != nil {
 			return nil, i.opErr("find task "+id, err)
 		}
 		if failed {
 			d.Attempt, d.LastError = f.Attempt, f.Error
-			d.State = StateRetrying
+			d.State = framework.StateRetrying
 		}
 	}
-	if d.Record != nil && (d.Record.State == StateRunning || d.Record.State == StateRetrying) {
+	if d.Record != nil && (d.Record.State == framework.StateRunning || d.Record.State == framework.StateRetrying) {
 		d.State = d.Record.State
 	}
 	return d, nil

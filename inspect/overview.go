@@ -1,4 +1,4 @@
-package framework
+package inspect
 
 import (
 	"context"
@@ -8,18 +8,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/streams"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // QueueOverview is the state of one (task type, priority) queue as an
 // operator sees it: what waits, what runs, what is stuck, and whether
-// anything serves it. See [Inspector.Overview].
+// anything serves it. See [Operator.Overview].
 type QueueOverview struct {
-	Type     string   `json:"type"`
-	Priority Priority `json:"priority"`
+	Type     string             `json:"type"`
+	Priority framework.Priority `json:"priority"`
 	// Consumer is the durable consumer serving the queue; empty when there
 	// is none (see Stranded).
 	Consumer string `json:"consumer,omitempty"`
@@ -43,7 +43,7 @@ type QueueOverview struct {
 	// Dead counts the dead letters of the task type (all priorities).
 	Dead uint64 `json:"dead"`
 	// Paused is true while the consumer is paused, by an operator
-	// ([Inspector.Pause]) or an open circuit breaker, until PausedUntil.
+	// ([Operator.Pause]) or an open circuit breaker, until PausedUntil.
 	Paused      bool      `json:"paused"`
 	PausedUntil time.Time `json:"paused_until,omitzero"`
 	// Pulls counts the pull requests workers have waiting on the consumer:
@@ -84,7 +84,7 @@ type StreamOverview struct {
 }
 
 // Overview is a snapshot of every queue, for dashboards and the CLI's
-// status command. See [Inspector.Overview].
+// status command. See [Operator.Overview].
 type Overview struct {
 	// Queues are sorted by type, then priority (highest first).
 	Queues []QueueOverview `json:"queues"`
@@ -103,10 +103,10 @@ type Overview struct {
 // Overview returns every queue with its counts, backlog age, pause state
 // and serving consumer, flags stranded work subjects (tasks that no
 // consumer serves), and describes the streams with their cluster leaders
-// and replica currency. It combines [Inspector.QueueStats] and
-// [Inspector.QueueActivity] with one stream info request, and on a cluster
+// and replica currency. It combines [Operator.QueueStats] and
+// [Operator.QueueActivity] with one stream info request, and on a cluster
 // one more consumer listing for the consumers' leaders.
-func (i *Inspector) Overview(ctx context.Context) (*Overview, error) {
+func (i *Operator) Overview(ctx context.Context) (*Overview, error) {
 	qs, err := i.QueueStats(ctx)
 	if err != nil {
 		return nil, err
@@ -121,10 +121,10 @@ func (i *Inspector) Overview(ctx context.Context) (*Overview, error) {
 	}
 	type qk struct {
 		typ  string
-		prio Priority
+		prio framework.Priority
 	}
 	rows := make(map[qk]*QueueOverview)
-	row := func(typ string, p Priority) *QueueOverview {
+	row := func(typ string, p framework.Priority) *QueueOverview {
 		k := qk{typ, p}
 		r := rows[k]
 		if r == nil {
@@ -237,25 +237,25 @@ func replicasCurrent(ps []*jetstream.PeerInfo) bool {
 }
 
 // opErr maps an error of an inspector operation to the package's errors.
-func (i *Inspector) opErr(op string, err error) error {
+func (i *Operator) opErr(op string, err error) error {
 	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jsapi.ErrNoStream) {
-		return fmt.Errorf("framework: %s: %w: %w", op, ErrTopologyMissing, err)
+		return fmt.Errorf("inspect: %s: %w: %w", op, framework.ErrTopologyMissing, err)
 	}
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("framework: %s: %w: %w", op, ErrNotFound, err)
+		return fmt.Errorf("inspect: %s: %w: %w", op, framework.ErrNotFound, err)
 	}
-	return fmt.Errorf("framework: %s: %w", op, err)
+	return fmt.Errorf("inspect: %s: %w", op, err)
 }
 
-// PauseType pauses taskType's queues like [Inspector.PauseQueue], for
+// PauseType pauses taskType's queues like [Operator.PauseQueue], for
 // several priorities at once, until until (zero: until resumed). With no
 // priorities it pauses every existing consumer of the type and returns an
-// error wrapping [ErrNotFound] when there is none. A priority given
+// error wrapping [framework.ErrNotFound] when there is none. A priority given
 // explicitly whose consumer does not exist yet is created with default
 // limits and paused, so that a worker started later finds it paused
 // (workers keep a pause when they update limits). It returns the paused
 // consumers' names.
-func (i *Inspector) PauseType(ctx context.Context, taskType string, until time.Time, prios ...Priority) ([]string, error) {
+func (i *Operator) PauseType(ctx context.Context, taskType string, until time.Time, prios ...framework.Priority) ([]string, error) {
 	if err := streams.ValidateTaskType(taskType); err != nil {
 		return nil, err
 	}
@@ -265,13 +265,13 @@ func (i *Inspector) PauseType(ctx context.Context, taskType string, until time.T
 			return nil, err
 		}
 		if len(found) == 0 {
-			return nil, fmt.Errorf("%w: no consumer serves task type %s (pass a priority to pause it before a worker starts)", ErrNotFound, taskType)
+			return nil, fmt.Errorf("%w: no consumer serves task type %s (pass a priority to pause it before a worker starts)", framework.ErrNotFound, taskType)
 		}
 		prios = found
 	} else {
 		for _, p := range prios {
 			if !p.Valid() {
-				return nil, fmt.Errorf("%w: priority %d", ErrInvalidOption, uint8(p))
+				return nil, fmt.Errorf("%w: priority %d", framework.ErrInvalidOption, uint8(p))
 			}
 			if _, err := streams.EnsureConsumer(ctx, i.js, i.names, streams.ConsumerSpec{TaskType: taskType, Priority: p}); err != nil {
 				return nil, i.opErr("pause "+taskType, err)
@@ -288,11 +288,11 @@ func (i *Inspector) PauseType(ctx context.Context, taskType string, until time.T
 	return names, nil
 }
 
-// ResumeType resumes taskType's queues like [Inspector.ResumeQueue]: those
+// ResumeType resumes taskType's queues like [Operator.ResumeQueue]: those
 // of the priorities given, or every existing one. It returns the names of
-// the resumed consumers, or an error wrapping [ErrNotFound] when none of
+// the resumed consumers, or an error wrapping [framework.ErrNotFound] when none of
 // them exists.
-func (i *Inspector) ResumeType(ctx context.Context, taskType string, prios ...Priority) ([]string, error) {
+func (i *Operator) ResumeType(ctx context.Context, taskType string, prios ...framework.Priority) ([]string, error) {
 	if err := streams.ValidateTaskType(taskType); err != nil {
 		return nil, err
 	}
@@ -301,10 +301,10 @@ func (i *Inspector) ResumeType(ctx context.Context, taskType string, prios ...Pr
 		return nil, err
 	}
 	if len(prios) > 0 {
-		found = slices.DeleteFunc(found, func(p Priority) bool { return !slices.Contains(prios, p) })
+		found = slices.DeleteFunc(found, func(p framework.Priority) bool { return !slices.Contains(prios, p) })
 	}
 	if len(found) == 0 {
-		return nil, fmt.Errorf("%w: no consumer of task type %s to resume", ErrNotFound, taskType)
+		return nil, fmt.Errorf("%w: no consumer of task type %s to resume", framework.ErrNotFound, taskType)
 	}
 	var names []string
 	for _, p := range found {
@@ -317,8 +317,8 @@ func (i *Inspector) ResumeType(ctx context.Context, taskType string, prios ...Pr
 }
 
 // typeQueues returns the priorities of taskType that have a consumer.
-func (i *Inspector) typeQueues(ctx context.Context, taskType string) ([]Priority, error) {
-	var out []Priority
+func (i *Operator) typeQueues(ctx context.Context, taskType string) ([]framework.Priority, error) {
+	var out []framework.Priority
 	for _, p := range streams.Priorities {
 		_, err := i.js.Consumer(ctx, i.names.TaskStream(), i.names.ConsumerName(taskType, p))
 		switch {
