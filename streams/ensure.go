@@ -77,8 +77,8 @@ func (c Config) withDefaults() (Config, Names, error) {
 }
 
 // StreamConfigs returns the JetStream configurations [Ensure] applies: the
-// task stream, the schedule stream, the dead-letter stream and the advisory
-// stream. It is exported so operators can review or reproduce them.
+// task stream, the schedule stream, the dead-letter stream, the advisory
+// stream and the stream of workflow runs, in that order. It is exported so operators can review or reproduce them.
 func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	c, n, err := c.withDefaults()
 	if err != nil {
@@ -90,17 +90,14 @@ func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	}
 	tasks := jetstream.StreamConfig{
 		Name:        n.TaskStream(),
-		Description: "jetflow tasks: work subjects, workflow runs and ordered tasks; fired schedules are sourced from " + n.ScheduleStream(),
+		Description: "jetflow tasks: work subjects and ordered tasks; fired schedules are sourced from " + n.ScheduleStream(),
 		// One wildcard per priority rather than "<prefix>.task.>": a
 		// publish on a subject with no valid priority (where no consumer
 		// would ever read it) is refused at the producer instead of
 		// stranding in the stream.
+		// (Workflow run documents moved to their own stream, decision
+		// 023.)
 		Subjects: append(prioritySubjects(n.prefix+".task."),
-			// Workflow run documents: no consumer reads them, a new
-			// revision deletes the previous one and a final one expires by
-			// message TTL. They live here so that a step result and the
-			// next steps' tasks commit in one atomic batch.
-			n.prefix+".wf.>",
 			// Ordered tasks: slot subjects consumed by partition consumers
 			// with MaxAckPending 1 (ordering.go).
 			n.prefix+".ord.>",
@@ -168,7 +165,26 @@ func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 		Storage:   c.Storage,
 		Replicas:  c.Replicas,
 	}
-	return []jetstream.StreamConfig{tasks, sched, dlq, adv}, nil
+	runs := jetstream.StreamConfig{
+		Name:        n.RunStream(),
+		Description: "jetflow workflow runs: the state document of each run; a new revision replaces the previous one, a final one expires by message TTL",
+		Subjects:    []string{n.RunSubject(">")},
+		Retention:   jetstream.LimitsPolicy,
+		// One revision per run: the server drops the superseded one when
+		// a new one is stored, without a delete request (decision 023).
+		MaxMsgsPerSubject: 1,
+		Discard:           jetstream.DiscardOld,
+		Storage:           c.Storage,
+		Replicas:          c.Replicas,
+		AllowMsgTTL:       true,
+		AllowDirect:       true,
+		// Writers replace documents by expected last subject sequence,
+		// never by roll-up; purges stay possible for operators.
+		AllowRollup: false,
+	}
+	// The task stream comes first: an existing one gives up the run
+	// subjects before the run stream claims them.
+	return []jetstream.StreamConfig{tasks, sched, dlq, adv, runs}, nil
 }
 
 // prioritySubjects returns one wildcard per priority under prefix, for
@@ -232,7 +248,7 @@ func (e *DriftError) Error() string {
 // Unwrap returns [ErrDrift].
 func (e *DriftError) Unwrap() error { return ErrDrift }
 
-// Ensure creates the task, schedule, dead-letter and advisory streams of c
+// Ensure creates the task, schedule, dead-letter, advisory and run streams of c
 // and the schedule stream's sourcing consumer ([FiredConsumerConfig]), or
 // updates them to match c, and creates the KV buckets of c ([BucketConfigs])
 // that do not exist. It returns once the task stream sources the schedule
@@ -300,6 +316,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, err
 		rest = append([]jetstream.StreamConfig{tasks}, rest...)
 	}
 	for _, want := range rest {
+		if old && want.Name == cfgs[len(cfgs)-1].Name {
+			// The old task stream still holds the run subjects; the run
+			// stream is created once MigrateTaskStream recreated it.
+			continue
+		}
 		if err := step(func(one *Report) error { return ensureStream(ctx, js, want, one) }); err != nil {
 			return rep, err
 		}
@@ -359,6 +380,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	set(have.MaxAge != want.MaxAge, func() { next.MaxAge = want.MaxAge })
 	set(want.MaxBytes > 0 && have.MaxBytes != want.MaxBytes, func() { next.MaxBytes = want.MaxBytes })
 	set(have.Discard != want.Discard, func() { next.Discard = want.Discard })
+	set(want.MaxMsgsPerSubject != 0 && have.MaxMsgsPerSubject != want.MaxMsgsPerSubject, func() { next.MaxMsgsPerSubject = want.MaxMsgsPerSubject })
 	set(want.AllowMsgSchedules && !have.AllowMsgSchedules, func() { next.AllowMsgSchedules = true })
 	if !want.AllowMsgSchedules {
 		// (The server forces rollups and purges on with schedules.)

@@ -334,7 +334,7 @@ func (rt *runtime) failed(t *framework.Task, cause error) {
 	} else {
 		err = rt.failStep(ctx, ref.def, runID, nil, ref.step.name, cause, t.Attempt)
 	}
-	if err == nil && rt.store.sequenced(ctx) {
+	if err == nil {
 		// The handler may have recorded the failure but not sent the
 		// compensation task before this last attempt ended.
 		var r *Run
@@ -351,13 +351,13 @@ func (rt *runtime) failed(t *framework.Task, cause error) {
 // resend re-publishes the tasks that the run document says are queued
 // because of step (its enqueued children; with step "" none) and the
 // compensation in progress, when a redelivered task finds its outcome already
-// recorded. With sequenced commits (see atomicCommits) the previous attempt
-// may have stored the document and died before sending those tasks. Task IDs
-// are deterministic, so a task that did get sent is dropped as a duplicate
-// within the stream's duplicate window (default 2 minutes). With atomic
-// commits there is nothing to repair.
+// recorded. The previous attempt may have stored the document and died
+// before sending those tasks (see store.commit). Task IDs are deterministic,
+// so a task that did get sent is dropped as a duplicate within the task
+// stream's duplicate window (default 2 minutes); one sent again later finds
+// its step settled and does nothing.
 func (rt *runtime) resend(ctx context.Context, t *framework.Task, d *Definition, r *Run, step string) error {
-	if t.Attempt <= 1 || !rt.store.sequenced(ctx) {
+	if t.Attempt <= 1 {
 		return nil
 	}
 	tasks := queuedTasks(rt.names, d, r, step, false)
