@@ -143,13 +143,51 @@ func (s *store) loadLeader(ctx context.Context, id string) (*Run, error) {
 	return decodeRun(id, r.Message.Data, r.Message.Seq)
 }
 
+// errCorrupt reports a run document that does not decode or does not pass
+// checkRun. It never gets better by reading it again.
+var errCorrupt = errors.New("workflow: corrupt run document")
+
+// decodeRun decodes the document of run id stored at sequence seq and
+// checks it (see checkRun): documents come from the wire, and whoever may
+// publish on the run subjects could have written it.
 func decodeRun(id string, data []byte, seq uint64) (*Run, error) {
 	r := new(Run)
-	if err := json.Unmarshal(data, r); err != nil {
-		return nil, fmt.Errorf("workflow: run %s: corrupt state document at sequence %d: %w", id, seq, err)
+	err := json.Unmarshal(data, r)
+	if err == nil {
+		err = checkRun(id, r)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: run %s at sequence %d: %w", errCorrupt, id, seq, err)
 	}
 	r.Revision = seq
 	return r, nil
+}
+
+// checkRun refuses a document whose ID is not id, or whose steps could not
+// have been written by this package: a missing step, or a step name or
+// dependency that is not a valid step name (they become task types, subjects
+// and message IDs when tasks are re-sent).
+func checkRun(id string, r *Run) error {
+	if r.ID != id {
+		return fmt.Errorf("document of run %q stored under %q", r.ID, id)
+	}
+	if len(r.Steps) > MaxSteps {
+		return fmt.Errorf("%d steps, the limit is %d", len(r.Steps), MaxSteps)
+	}
+	for i, st := range r.Steps {
+		if st == nil {
+			return fmt.Errorf("step %d is null", i)
+		}
+		if err := validateName(st.Name, true); err != nil {
+			return err
+		}
+		for _, a := range st.After {
+			if err := validateName(a, true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // commit stores r, expecting the previous document at sequence expect (0: no

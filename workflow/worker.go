@@ -143,6 +143,11 @@ func (rt *runtime) stepHandler(d *Definition, sd *stepDef) framework.HandlerFunc
 // the run is missing or stale reports that the step's state cannot be current
 // (see store.loadLeader).
 func (rt *runtime) read(ctx context.Context, id, step string, stale func(*StepStatus) bool) (*Run, *StepStatus, error) {
+	// The run ID comes from the task (a header anyone who may enqueue can
+	// set): it becomes a subject.
+	if err := validateRunID(id); err != nil {
+		return nil, nil, err
+	}
 	r, err := rt.store.load(ctx, id)
 	if err == nil {
 		st := r.Step(step)
@@ -326,6 +331,9 @@ func (rt *runtime) failed(t *framework.Task, cause error) {
 		return
 	}
 	runID := runIDOf(t)
+	if validateRunID(runID) != nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
 	var err error
@@ -428,6 +436,9 @@ func runIDOf(t *framework.Task) string {
 }
 
 func loadErr(t *framework.Task, err error) error {
+	if errors.Is(err, errCorrupt) || errors.Is(err, ErrInvalidOption) {
+		return framework.Permanent(err)
+	}
 	if errors.Is(err, ErrRunNotFound) && t.Attempt >= missingRunAttempts {
 		return framework.Permanent(fmt.Errorf("%w (expired after its retention, or purged): task %s is orphaned", err, t.ID))
 	}
