@@ -23,7 +23,8 @@ import (
 // counted again from now) unless the run stream already has a document of
 // that run, and then deletes every revision from the task stream. It returns
 // how many documents it stored. It is safe to run again after a crash; on a
-// task stream without run documents it does nothing.
+// task stream without run documents it does nothing. It holds the newest
+// revision of every run in memory while it runs.
 func MigrateRunDocuments(ctx context.Context, js jetstream.JetStream, c Config) (int, error) {
 	_, n, err := c.withDefaults()
 	if err != nil {
