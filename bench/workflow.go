@@ -20,11 +20,11 @@ import (
 //
 //	RESULT workflow steps=3 runs=… runs_per_s=… tasks_per_s=… step_ratio=… atomic_runs_per_s=… atomic_tasks_per_s=… atomic_step_ratio=… step_cpu_us=… task_cpu_us=…
 //
-// runs_per_s and tasks_per_s are measured on the file-storage task stream
-// (one replica: run documents and tasks are committed one after the other);
-// the atomic_ pair on a memory-storage stream under a second prefix, where a
-// step's result and the next step's task commit in one atomic batch, as on
-// a replicated stream. step_ratio is steps/s over tasks/s: the cost of the
+// runs_per_s and tasks_per_s are measured with file storage; the atomic_
+// pair with memory storage under a second prefix. (Until decision 023 a
+// step's result and the next step's task committed in one atomic batch on
+// memory and replicated streams, hence the name; run documents now live in
+// their own stream and every commit writes the document, then the tasks.) step_ratio is steps/s over tasks/s: the cost of the
 // workflow bookkeeping per task (the median of the rounds' ratios, each
 // pair measured a few seconds apart, like the other figures' ratios); step_cpu_us and task_cpu_us are the
 // process's CPU time (embedded server included) per step and per task on the

@@ -39,7 +39,7 @@
 //
 // # Streams
 //
-// [Ensure] creates or updates four streams described by a [Config] (replica
+// [Ensure] creates or updates five streams described by a [Config] (replica
 // count, storage, duplicate window, retention of dead letters and
 // advisories):
 //
@@ -54,7 +54,11 @@
 //   - the dead-letter stream (limits retention, 30 days by default);
 //   - the advisory stream, capturing the task stream's max-deliveries and
 //     message-terminated advisories, which the server only publishes on core
-//     NATS, once.
+//     NATS, once;
+//   - the run stream (limits retention, one message per subject), holding
+//     the state document of each workflow run ([Names.RunSubject]); a new
+//     revision replaces the previous one. [MigrateRunDocuments] moves the
+//     documents a task stream of the previous layout still holds.
 //
 // [StreamConfigs] returns the exact configurations. Ensure is safe to call
 // from many processes at once and keeps settings it does not manage (for

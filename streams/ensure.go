@@ -78,7 +78,8 @@ func (c Config) withDefaults() (Config, Names, error) {
 
 // StreamConfigs returns the JetStream configurations [Ensure] applies: the
 // task stream, the schedule stream, the dead-letter stream, the advisory
-// stream and the delay stream, in that order. It is exported so operators can review or reproduce them.
+// stream, the stream of workflow runs and the delay stream, in that order. It is exported so operators
+// can review or reproduce them.
 func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	c, n, err := c.withDefaults()
 	if err != nil {
@@ -90,17 +91,14 @@ func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	}
 	tasks := jetstream.StreamConfig{
 		Name:        n.TaskStream(),
-		Description: "jetflow tasks: work subjects, workflow runs and ordered tasks; fired schedules are sourced from " + n.ScheduleStream(),
+		Description: "jetflow tasks: work subjects and ordered tasks; fired schedules are sourced from " + n.ScheduleStream(),
 		// One wildcard per priority rather than "<prefix>.task.>": a
 		// publish on a subject with no valid priority (where no consumer
 		// would ever read it) is refused at the producer instead of
 		// stranding in the stream.
+		// (Workflow run documents moved to their own stream, decision
+		// 023.)
 		Subjects: append(prioritySubjects(n.prefix+".task."),
-			// Workflow run documents: no consumer reads them, a new
-			// revision deletes the previous one and a final one expires by
-			// message TTL. They live here so that a step result and the
-			// next steps' tasks commit in one atomic batch.
-			n.prefix+".wf.>",
 			// Ordered tasks: slot subjects consumed by partition consumers
 			// with MaxAckPending 1 (ordering.go).
 			n.prefix+".ord.>",
@@ -168,7 +166,26 @@ func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 		Storage:   c.Storage,
 		Replicas:  c.Replicas,
 	}
-	return []jetstream.StreamConfig{tasks, sched, dlq, adv, delayStreamConfig(c, n)}, nil
+	runs := jetstream.StreamConfig{
+		Name:        n.RunStream(),
+		Description: "jetflow workflow runs: the state document of each run; a new revision replaces the previous one, a final one expires by message TTL",
+		Subjects:    []string{n.RunSubject(">")},
+		Retention:   jetstream.LimitsPolicy,
+		// One revision per run: the server drops the superseded one when
+		// a new one is stored, without a delete request (decision 023).
+		MaxMsgsPerSubject: 1,
+		Discard:           jetstream.DiscardOld,
+		Storage:           c.Storage,
+		Replicas:          c.Replicas,
+		AllowMsgTTL:       true,
+		AllowDirect:       true,
+		// Writers replace documents by expected last subject sequence,
+		// never by roll-up; purges stay possible for operators.
+		AllowRollup: false,
+	}
+	// The task stream comes first: an existing one gives up the run
+	// subjects before the run stream claims them.
+	return []jetstream.StreamConfig{tasks, sched, dlq, adv, runs, delayStreamConfig(c, n)}, nil
 }
 
 // prioritySubjects returns one wildcard per priority under prefix, for
@@ -232,7 +249,7 @@ func (e *DriftError) Error() string {
 // Unwrap returns [ErrDrift].
 func (e *DriftError) Unwrap() error { return ErrDrift }
 
-// Ensure creates the task, schedule, dead-letter, advisory and delay streams of c
+// Ensure creates the task, schedule, dead-letter, advisory, run and delay streams of c
 // and the schedule stream's sourcing consumer ([FiredConsumerConfig]), or
 // updates them to match c, and creates the KV buckets of c ([BucketConfigs])
 // that do not exist. It returns once the task stream sources the schedule
@@ -250,6 +267,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, err
 	if err != nil {
 		return nil, err
 	}
+	_, n, _ := c.withDefaults()
 	rep := &Report{}
 	// A cluster that is still forming (or electing its meta leader) answers
 	// "no suitable peers" or "temporarily unavailable" for a moment: retry
@@ -300,6 +318,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, err
 		rest = append([]jetstream.StreamConfig{tasks}, rest...)
 	}
 	for _, want := range rest {
+		if old && want.Name == n.RunStream() {
+			// The old task stream still holds the run subjects; the run
+			// stream is created once MigrateTaskStream recreated it.
+			continue
+		}
 		if err := step(func(one *Report) error { return ensureStream(ctx, js, want, one) }); err != nil {
 			return rep, err
 		}
@@ -359,6 +382,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	set(have.MaxAge != want.MaxAge, func() { next.MaxAge = want.MaxAge })
 	set(want.MaxBytes > 0 && have.MaxBytes != want.MaxBytes, func() { next.MaxBytes = want.MaxBytes })
 	set(have.Discard != want.Discard, func() { next.Discard = want.Discard })
+	set(want.MaxMsgsPerSubject != 0 && have.MaxMsgsPerSubject != want.MaxMsgsPerSubject, func() { next.MaxMsgsPerSubject = want.MaxMsgsPerSubject })
 	set(want.AllowMsgSchedules && !have.AllowMsgSchedules, func() { next.AllowMsgSchedules = true })
 	if !want.AllowMsgSchedules {
 		// (The server forces rollups and purges on with schedules.)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/streams"
@@ -42,7 +43,7 @@ func sorted(s []string) []string {
 func TestEnsureIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx, js := jsContext(t)
-	all := []string{"JETFLOW_ADVISORIES", "JETFLOW_DELAYS", "JETFLOW_DLQ", "JETFLOW_SCHEDULES", "JETFLOW_SCHEDULES/tasks", "JETFLOW_TASKS"}
+	all := []string{"JETFLOW_ADVISORIES", "JETFLOW_DELAYS", "JETFLOW_DLQ", "JETFLOW_RUNS", "JETFLOW_SCHEDULES", "JETFLOW_SCHEDULES/tasks", "JETFLOW_TASKS"}
 
 	rep, err := streams.Ensure(ctx, js, streams.Config{})
 	if err != nil {
@@ -60,6 +61,13 @@ func TestEnsureIsIdempotent(t *testing.T) {
 	if d := streamConfig(t, ctx, js, "JETFLOW_DELAYS"); d.Retention != jetstream.WorkQueuePolicy || d.AllowMsgSchedules || d.AllowRollup ||
 		!slices.Equal(d.Subjects, []string{"jetflow.delay.>"}) || !d.AllowDirect {
 		t.Errorf("delay stream config %+v", d)
+	}
+	if slices.Contains(tasks.Subjects, "jetflow.wf.>") {
+		t.Errorf("task stream still holds the run subjects: %v", tasks.Subjects)
+	}
+	if runs := streamConfig(t, ctx, js, "JETFLOW_RUNS"); runs.MaxMsgsPerSubject != 1 || runs.AllowRollup || !runs.AllowMsgTTL ||
+		!slices.Equal(runs.Subjects, []string{"jetflow.wf.>"}) {
+		t.Errorf("run stream config %+v", runs)
 	}
 	if dlq := streamConfig(t, ctx, js, "JETFLOW_DLQ"); dlq.Retention != jetstream.LimitsPolicy || dlq.MaxAge != streams.DefaultDLQMaxAge {
 		t.Errorf("DLQ config %+v", dlq)
@@ -102,8 +110,68 @@ func TestEnsureUpdatesDuplicateWindowAndKeepsForeignFields(t *testing.T) {
 		t.Errorf("operator's DLQ MaxMsgs = %d after Ensure, want kept at 1000", m)
 	}
 	rep, err = streams.Ensure(ctx, js, streams.Config{DuplicateWindow: time.Minute})
-	if err != nil || len(rep.Unchanged) != 6 {
+	if err != nil || len(rep.Unchanged) != 7 {
 		t.Fatalf("Ensure again: %+v, %v", rep, err)
+	}
+}
+
+// A task stream of the previous layout holds the workflow run subjects:
+// Ensure takes them away from it and gives them to the run stream.
+func TestEnsureMovesRunSubjectsToTheRunStream(t *testing.T) {
+	t.Parallel()
+	ctx, js := jsContext(t)
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, "JETFLOW_RUNS"); err != nil {
+		t.Fatal(err)
+	}
+	tasks := streamConfig(t, ctx, js, "JETFLOW_TASKS")
+	tasks.Subjects = append(tasks.Subjects, "jetflow.wf.>")
+	if _, err := js.UpdateStream(ctx, tasks); err != nil {
+		t.Fatal(err)
+	}
+	// Run documents of that layout: two revisions of r1 (the last final,
+	// with a TTL) and one of r2.
+	for _, m := range []*nats.Msg{
+		{Subject: "jetflow.wf.r1", Data: []byte(`{"id":"r1","status":"running"}`)},
+		{Subject: "jetflow.wf.r1", Data: []byte(`{"id":"r1","status":"completed"}`), Header: nats.Header{jetstream.MsgTTLHeader: {"3600"}}},
+		{Subject: "jetflow.wf.r2", Data: []byte(`{"id":"r2","status":"running"}`)},
+	} {
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := streams.MigrateRunDocuments(ctx, js, streams.Config{}); err == nil {
+		t.Fatal("MigrateRunDocuments before Ensure: no error")
+	}
+	rep, err := streams.Ensure(ctx, js, streams.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Updated, []string{"JETFLOW_TASKS"}) || !slices.Equal(rep.Created, []string{"JETFLOW_RUNS"}) {
+		t.Fatalf("Ensure on the previous layout: %+v", rep)
+	}
+	if subj := streamConfig(t, ctx, js, "JETFLOW_TASKS").Subjects; slices.Contains(subj, "jetflow.wf.>") {
+		t.Errorf("task stream subjects %v", subj)
+	}
+	n, err := streams.MigrateRunDocuments(ctx, js, streams.Config{})
+	if err != nil || n != 2 {
+		t.Fatalf("MigrateRunDocuments = %d, %v; want 2", n, err)
+	}
+	runs, err := js.Stream(ctx, "JETFLOW_RUNS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := runs.GetLastMsgForSubject(ctx, "jetflow.wf.r1")
+	if err != nil || !strings.Contains(string(r1.Data), "completed") || r1.Header.Get(jetstream.MsgTTLHeader) != "3600" {
+		t.Fatalf("r1 in the run stream: %v, %v", r1, err)
+	}
+	if info, err := js.Stream(ctx, "JETFLOW_TASKS"); err != nil || info.CachedInfo().State.Msgs != 0 {
+		t.Fatalf("task stream after the migration: %v", err)
+	}
+	if n, err := streams.MigrateRunDocuments(ctx, js, streams.Config{}); err != nil || n != 0 {
+		t.Fatalf("second migration = %d, %v; want 0", n, err)
 	}
 }
 
@@ -266,8 +334,8 @@ func TestPrefixesDoNotShareStreams(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Ensure %s: %v", p, err)
 		}
-		if len(rep.Created) != 6 {
-			t.Errorf("Ensure %s: %+v, want five new streams and the fired consumer", p, rep)
+		if len(rep.Created) != 7 {
+			t.Errorf("Ensure %s: %+v, want six new streams and the fired consumer", p, rep)
 		}
 	}
 	if subj := streamConfig(t, ctx, js, a.TaskStream()).Subjects; !slices.Contains(subj, "my-app.task.normal.>") {

@@ -164,8 +164,13 @@ func (n Names) ScheduleSubject(id string) string { return n.prefix + ".sched." +
 // CronSubject returns the subject holding a repeating schedule: "<prefix>.cron.<name>".
 func (n Names) CronSubject(name string) string { return n.prefix + ".cron." + name }
 
+// RunStream returns the name of the stream holding the state documents of
+// workflow runs, one per run, for example "JETFLOW_RUNS".
+func (n Names) RunStream() string { return n.upper + "_RUNS" }
+
 // RunSubject returns the subject holding the state document of a workflow
-// run: "<prefix>.wf.<runID>". It does not validate its argument.
+// run in the run stream ([Names.RunStream]): "<prefix>.wf.<runID>". It does
+// not validate its argument.
 func (n Names) RunSubject(runID string) string { return n.prefix + ".wf." + runID }
 
 // BreakerBucket returns the name of the KV bucket holding the circuit

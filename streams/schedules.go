@@ -317,6 +317,12 @@ func MigrateTaskStream(ctx context.Context, js jetstream.JetStream, c Config) (*
 			h.Set(jetstream.MsgIDHeader, m.Header.Get(jetstream.MsgIDHeader))
 		}
 		stream := n.TaskStream()
+		if strings.HasPrefix(subj, n.RunSubject("")) {
+			// A workflow run document moves to the run stream, which
+			// replaces revisions by itself and refuses roll-ups.
+			stream = n.RunStream()
+			h.Del(jetstream.MsgRollup)
+		}
 		if strings.HasPrefix(subj, n.ScheduleSubject("")) || strings.HasPrefix(subj, n.CronSubject("")) {
 			stream = n.ScheduleStream()
 			if p, t, err := n.ParseTaskSubject(h.Get(jetstream.ScheduleTargetHeader)); err == nil {

@@ -176,7 +176,7 @@ func TestMigrateTaskStreamFromTheOldLayout(t *testing.T) {
 	}
 	waitMsgs(t, ctx, js, "JETFLOW_SCHEDULES", "jetflow.sched.far", 1)
 	waitMsgs(t, ctx, js, "JETFLOW_SCHEDULES", "jetflow.cron.nightly", 1)
-	waitMsgs(t, ctx, js, "JETFLOW_TASKS", "jetflow.wf.run1", 1)
+	waitMsgs(t, ctx, js, "JETFLOW_RUNS", "jetflow.wf.run1", 1)
 	waitMsgs(t, ctx, js, "JETFLOW_TASKS", "jetflow.task.normal.t", 2)
 	get := func(stream, subj string) *nats.Msg {
 		t.Helper()

@@ -91,9 +91,10 @@ func validateRunID(id string) error {
 
 // Start starts a run of the workflow name with input and returns its ID. The
 // input is encoded as JSON (a json.RawMessage is used as is) and must decode
-// into the input type of every step. The run's document and the tasks of its
-// first steps are stored in one atomic batch: either the run started or
-// nothing did.
+// into the input type of every step. The run's document is stored first and
+// then the tasks of its first steps; when Start fails after the document was
+// stored it says so, and starting the run again with the same [WithRunID]
+// sends the missing tasks.
 //
 // Errors: [ErrUnknownWorkflow], [ErrInvalidInput], [ErrInvalidOption],
 // [ErrRunExists], [framework.ErrTopologyMissing], or a publish error. When ctx
@@ -134,7 +135,7 @@ func (c *Client) Start(ctx context.Context, name string, input any, opts ...Star
 	switch {
 	case err == nil:
 		return r.ID, nil
-	case errors.Is(err, errConflict) || errors.Is(err, errDuplicateTask):
+	case errors.Is(err, errConflict):
 		if rerr := c.resendRoots(ctx, d, cfg.id, in); rerr != nil {
 			return cfg.id, fmt.Errorf("%w: %s (resending its first tasks: %w)", ErrRunExists, cfg.id, rerr)
 		}
@@ -148,11 +149,8 @@ func (c *Client) Start(ctx context.Context, name string, input any, opts ...Star
 
 // resendRoots re-publishes the first tasks of an existing run with the same
 // workflow and input whose roots have not started, in case an earlier Start
-// stored the run but not its tasks (sequenced commits, see atomicCommits).
+// stored the run but not its tasks (see store.commit).
 func (c *Client) resendRoots(ctx context.Context, d *Definition, id string, in json.RawMessage) error {
-	if !c.store.sequenced(ctx) {
-		return nil
-	}
 	r, err := c.store.load(ctx, id)
 	if err != nil {
 		return err
@@ -240,8 +238,8 @@ func WithReason(reason string) CancelOption {
 //
 // With [WithCompensation], calling Cancel again on a run it already put in
 // compensation re-sends the compensation task in progress and returns nil:
-// retry it that way when it failed after the run was marked (on a
-// single-replica file stream the document and the task are two writes).
+// retry it that way when it failed after the run was marked (the document
+// and the task are two writes).
 func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) error {
 	if err := validateRunID(id); err != nil {
 		return err
@@ -273,7 +271,7 @@ func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) er
 		}
 		return []*nats.Msg{compensationTask(c.names, d, id, comp)}, true, nil
 	})
-	if err == nil && resend && c.store.sequenced(ctx) {
+	if err == nil && resend {
 		err = c.store.publishTasks(ctx, queuedTasks(c.names, c.defs[r.Workflow], r, "", false))
 	}
 	return err

@@ -15,7 +15,7 @@ import (
 )
 
 // TestReplicatedStream runs fan-out/fan-in workflows on a three-node cluster
-// with R3 streams (atomic commits), with the worker and the producer on
+// with R3 streams, with the worker and the producer on
 // different nodes, so that run documents are also read from replicas that
 // may lag behind the leader.
 func TestReplicatedStream(t *testing.T) {

@@ -16,9 +16,8 @@ import (
 const (
 	// MaxNameLen is the longest workflow or step name, in bytes.
 	MaxNameLen = 32
-	// MaxSteps is the largest number of steps of one workflow. Starting a
-	// run or finishing a step commits the run document and the tasks it
-	// enqueues in one atomic batch, which the server caps at 1,000 messages.
+	// MaxSteps is the largest number of steps of one workflow; it bounds
+	// the size of a run document and the tasks one commit sends.
 	MaxSteps = 500
 )
 

@@ -29,18 +29,18 @@
 // # Durability
 //
 // The state of a run is one JSON document on subject "<prefix>.wf.<run>" of
-// the task stream, replaced on every change (a new revision, then a delete
-// of the previous one: the task stream denies roll-ups) and guarded by
-// its last sequence (optimistic concurrency): of two parents finishing at
-// once, exactly one enqueues their common child. Starting a run, and
-// finishing a step, commit the document together with the tasks of the steps
-// that become ready: in one atomic batch on replicated and memory streams; on
-// a single-replica file stream, where atomic batches are slow, the document
-// first and the tasks right after, a crash in between being repaired when the
-// unacknowledged task is redelivered. Task IDs are "<run>:<step>", so a
-// repeated send never enqueues a step twice within the duplicate window. A
-// worker that crashes mid-step leaves the task unacknowledged: it is
-// redelivered, and a step whose outcome is already recorded is not run again.
+// the run stream ("JETFLOW_RUNS"), which keeps one message per subject: a
+// new revision replaces the previous one. Writes are guarded by the
+// document's last sequence (optimistic concurrency): of two parents
+// finishing at once, exactly one enqueues their common child. Starting a
+// run, and finishing a step, store the document first and then the tasks of
+// the steps that become ready (in the task stream); a crash in between is
+// repaired when the unacknowledged task is redelivered (or, for a start,
+// when the run is started again with the same ID). Task IDs are
+// "<run>:<step>", so a repeated send never enqueues a step twice within the
+// duplicate window. A worker that crashes mid-step leaves the task
+// unacknowledged: it is redelivered, and a step whose outcome is already
+// recorded is not run again.
 // See docs/workflows.md for the details and the measurements behind them.
 //
 // When a step fails for good, the run fails and the compensations of the
@@ -50,5 +50,5 @@
 // Finished runs are kept for the workflow's retention ([WithRetention],
 // default 7 days) and can be read with the nats CLI:
 //
-//	nats stream get JETFLOW_TASKS --last-for jetflow.wf.<run>
+//	nats stream get JETFLOW_RUNS --last-for jetflow.wf.<run>
 package workflow

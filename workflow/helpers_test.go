@@ -31,13 +31,12 @@ type env struct {
 	fc  *framework.Client
 }
 
-// newEnv starts a server with a file-storage task stream, where run
-// documents and tasks are committed one after the other.
+// newEnv starts a server with file-storage streams.
 func newEnv(t *testing.T) *env { return newEnvStorage(t, jetstream.FileStorage) }
 
-// commitModes are the two ways of committing a run document with its tasks:
-// one after the other on a single-replica file stream, in one atomic batch
-// on a memory (or replicated) stream.
+// commitModes are the storages the tests run on. (Until decision 023 they
+// were two ways of committing a run document with its tasks: one after the
+// other on file storage, in one atomic batch on memory storage.)
 var commitModes = []struct {
 	name    string
 	storage jetstream.StorageType

@@ -28,10 +28,10 @@ const (
 	MaxListScan = 10_000
 )
 
-// List returns the runs stored in the task stream that match f, the most
-// recently updated first. Each run has one document (a new version deletes
-// the one it replaced; a version left behind by a failed delete is skipped),
-// so List reads about one message per run, in stream order, at most
+// List returns the runs stored in the run stream that match f, the most
+// recently updated first. The stream keeps one document per run (a new
+// version replaces the previous one), so List reads one message per run, in
+// stream order, at most
 // [MaxListScan] of them; truncated is true when it stopped there or when
 // more than f.Limit runs matched. Documents that do not decode are skipped.
 // Finished runs stay listed until their workflow's retention
@@ -42,15 +42,15 @@ func (c *Client) List(ctx context.Context, f RunFilter) (runs []*Run, truncated 
 		limit = DefaultListLimit
 	}
 	limit = min(limit, MaxListScan)
-	st, err := c.store.taskStream(ctx)
+	st, err := c.store.runStream(ctx)
 	if err != nil {
 		return nil, false, err
 	}
 	filter := c.names.RunSubject(">")
 	prefix := c.names.RunSubject("")
 	var seq uint64 = 1
-	// A superseded revision whose delete failed may still be stored: the
-	// last one of a run wins.
+	// The stream keeps one revision per run; should it hold more (a
+	// per-subject limit raised by hand), the last one of a run wins.
 	at := make(map[string]int)
 	for n := 0; ; n++ {
 		if n == MaxListScan {

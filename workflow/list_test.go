@@ -51,10 +51,9 @@ func TestListRuns(t *testing.T) {
 	}
 }
 
-// A superseded revision whose delete failed stays stored next to the newer
-// one (the task stream denies roll-ups): List shows the run once, as its
-// last revision says.
-func TestListSkipsSupersededRevisions(t *testing.T) {
+// Revisions written on top of a run's document replace it: List shows the
+// run once, as its last revision says.
+func TestListShowsLastRevision(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
@@ -65,7 +64,7 @@ func TestListSkipsSupersededRevisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := e.js.Stream(ctx, "JETFLOW_TASKS")
+	s, err := e.js.Stream(ctx, "JETFLOW_RUNS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +72,8 @@ func TestListSkipsSupersededRevisions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Two more revisions of the same document, as if the deletes of the
-	// earlier ones had failed; the last says the run failed.
+	// Two more revisions of the same document; the last says the run
+	// failed.
 	failed := strings.Replace(string(doc.Data), `"status":"running"`, `"status":"failed"`, 1)
 	for _, data := range []string{string(doc.Data), failed} {
 		if _, err := e.js.Publish(ctx, "jetflow.wf."+id, []byte(data)); err != nil {

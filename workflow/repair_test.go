@@ -14,10 +14,10 @@ import (
 	"github.com/jetflow-io/jetflow/workflow"
 )
 
-// The tests below cover sequenced commits (single-replica file stream: the
-// run document is written, then the tasks): a crash between the two leaves a
-// document that says a step is enqueued without its task. They build that
-// state by hand.
+// The tests below cover the gap between a commit's two writes (the run
+// document in the run stream, then the tasks in the task stream): a crash
+// between the two leaves a document that says a step is enqueued without its
+// task. They build that state by hand.
 
 func repairDef(runs *counter) *workflow.Definition {
 	d := workflow.New("repair")

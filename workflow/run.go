@@ -59,10 +59,10 @@ const (
 )
 
 // Run is the state document of one run, as stored on subject
-// "<prefix>.wf.<id>" of the task stream (see [Client.Status]). It is plain
+// "<prefix>.wf.<id>" of the run stream (see [Client.Status]). It is plain
 // JSON, readable with
 //
-//	nats stream get JETFLOW_TASKS --last-for jetflow.wf.<id>
+//	nats stream get JETFLOW_RUNS --last-for jetflow.wf.<id>
 type Run struct {
 	// ID identifies the run.
 	ID string `json:"id"`

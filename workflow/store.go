@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/retry"
@@ -28,30 +26,19 @@ const (
 	HeaderRun = "Jetflow-Run"
 )
 
-// Batch publish headers of JetStream atomic batches (ADR-50).
-const (
-	hdrBatchID     = "Nats-Batch-Id"
-	hdrBatchSeq    = "Nats-Batch-Sequence"
-	hdrBatchCommit = "Nats-Batch-Commit"
-)
-
 // errConflict is an optimistic-concurrency failure: the run document changed
 // since it was read.
 var errConflict = errors.New("workflow: run document changed concurrently")
 
-// errTasksNotSent reports a sequenced commit whose document was stored but
-// whose tasks were not all published.
+// errTasksNotSent reports a commit whose document was stored but whose tasks
+// were not all published.
 var errTasksNotSent = errors.New("workflow: run document stored, but its new tasks were not all sent")
-
-// errDuplicateTask reports a batch refused because one of its task IDs was
-// already used within the stream's duplicate window.
-var errDuplicateTask = errors.New("workflow: a task of this run was already enqueued within the duplicate window")
 
 // maxConflictRetries bounds the re-reads of one update under contention.
 const maxConflictRetries = 200
 
-// store reads and writes run documents on the task stream. It is safe for
-// concurrent use.
+// store reads and writes run documents on the run stream
+// ([streams.Names.RunStream]). It is safe for concurrent use.
 type store struct {
 	js    jetstream.JetStream
 	nc    *nats.Conn
@@ -61,20 +48,10 @@ type store struct {
 
 	mu     sync.Mutex
 	stream jetstream.Stream
-	atomic bool // commit documents and tasks in atomic batches
-
-	// batches bounds this process's open atomic batches (see maxOpenBatches).
-	batches chan struct{}
 }
 
-// maxOpenBatches bounds the atomic batches one store has open at once. The
-// server accepts 50 open batches per stream by default and refuses the first
-// message of any further one; the rest of that batch then fails as
-// "incomplete". Staying well below leaves room for other processes.
-const maxOpenBatches = 16
-
 func newStore(js jetstream.JetStream, names streams.Names, defs map[string]*Definition) *store {
-	return &store{js: js, nc: js.Conn(), names: names, defs: defs, batches: make(chan struct{}, maxOpenBatches)}
+	return &store{js: js, nc: js.Conn(), names: names, defs: defs}
 }
 
 // retention returns how long a final document of workflow wf is kept.
@@ -85,50 +62,21 @@ func (s *store) retention(wf string) time.Duration {
 	return DefaultRetention
 }
 
-func (s *store) taskStream(ctx context.Context) (jetstream.Stream, error) {
+func (s *store) runStream(ctx context.Context) (jetstream.Stream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stream != nil {
 		return s.stream, nil
 	}
-	st, err := s.js.Stream(ctx, s.names.TaskStream())
+	st, err := s.js.Stream(ctx, s.names.RunStream())
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return nil, fmt.Errorf("workflow: %w: %w", framework.ErrTopologyMissing, err)
 		}
-		return nil, fmt.Errorf("workflow: task stream %s: %w", s.names.TaskStream(), err)
+		return nil, fmt.Errorf("workflow: run stream %s: %w", s.names.RunStream(), err)
 	}
-	cfg := st.CachedInfo().Config
-	s.atomic = atomicCommits(cfg)
 	s.stream = st
 	return st, nil
-}
-
-// atomicCommits decides how a run document and the tasks it enqueues are
-// committed on a stream with configuration cfg. Atomic batches are cheap on
-// replicated and on memory streams, but on a single-replica file stream the
-// server stages every batch in a temporary, synced file store while holding
-// the stream's lock (measured 4-11 ms per batch against 30 µs for two plain
-// publishes, nats-server 2.15.2, and every other publish to the stream
-// waits meanwhile). There, the document is written first and the tasks
-// right after; a crash in between is repaired when the unacknowledged task
-// that made the change is redelivered (see runtime.resend).
-func atomicCommits(cfg jetstream.StreamConfig) bool {
-	if !cfg.AllowAtomicPublish {
-		return false
-	}
-	return cfg.Replicas > 1 || cfg.Storage == jetstream.MemoryStorage
-}
-
-// sequenced reports whether commits write the document and the tasks one
-// after the other instead of in one atomic batch (see atomicCommits).
-func (s *store) sequenced(ctx context.Context) bool {
-	if _, err := s.taskStream(ctx); err != nil {
-		return true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return !s.atomic
 }
 
 // load reads the current document of run id. It returns an error wrapping
@@ -137,7 +85,7 @@ func (s *store) sequenced(ctx context.Context) bool {
 // tasks the leader delivers. Use loadLeader where a stale document would be
 // taken for a decision.
 func (s *store) load(ctx context.Context, id string) (*Run, error) {
-	st, err := s.taskStream(ctx)
+	st, err := s.runStream(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +103,7 @@ func (s *store) load(ctx context.Context, id string) (*Run, error) {
 // which has every committed write (the stream message get API, not a direct
 // get).
 func (s *store) loadLeader(ctx context.Context, id string) (*Run, error) {
-	if _, err := s.taskStream(ctx); err != nil {
+	if _, err := s.runStream(ctx); err != nil {
 		return nil, err
 	}
 	req, err := json.Marshal(map[string]string{"last_by_subj": s.names.RunSubject(id)})
@@ -169,7 +117,7 @@ func (s *store) loadLeader(ctx context.Context, id string) (*Run, error) {
 	if !strings.HasSuffix(prefix, ".") {
 		prefix += "."
 	}
-	subj := prefix + "STREAM.MSG.GET." + s.names.TaskStream()
+	subj := prefix + "STREAM.MSG.GET." + s.names.RunStream()
 	resp, err := s.nc.RequestWithContext(ctx, subj, req)
 	if err != nil {
 		return nil, fmt.Errorf("workflow: read run %s: %w", id, err)
@@ -195,23 +143,66 @@ func (s *store) loadLeader(ctx context.Context, id string) (*Run, error) {
 	return decodeRun(id, r.Message.Data, r.Message.Seq)
 }
 
+// errCorrupt reports a run document that does not decode or does not pass
+// checkRun. It never gets better by reading it again.
+var errCorrupt = errors.New("workflow: corrupt run document")
+
+// decodeRun decodes the document of run id stored at sequence seq and
+// checks it (see checkRun): documents come from the wire, and whoever may
+// publish on the run subjects could have written it.
 func decodeRun(id string, data []byte, seq uint64) (*Run, error) {
 	r := new(Run)
-	if err := json.Unmarshal(data, r); err != nil {
-		return nil, fmt.Errorf("workflow: run %s: corrupt state document at sequence %d: %w", id, seq, err)
+	err := json.Unmarshal(data, r)
+	if err == nil {
+		err = checkRun(id, r)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: run %s at sequence %d: %w", errCorrupt, id, seq, err)
 	}
 	r.Revision = seq
 	return r, nil
 }
 
+// checkRun refuses a document whose ID is not id, or whose steps could not
+// have been written by this package: a missing step, or a step name or
+// dependency that is not a valid step name (they become task types, subjects
+// and message IDs when tasks are re-sent).
+func checkRun(id string, r *Run) error {
+	if r.ID != id {
+		return fmt.Errorf("document of run %q stored under %q", r.ID, id)
+	}
+	if len(r.Steps) > MaxSteps {
+		return fmt.Errorf("%d steps, the limit is %d", len(r.Steps), MaxSteps)
+	}
+	for i, st := range r.Steps {
+		if st == nil {
+			return fmt.Errorf("step %d is null", i)
+		}
+		if err := validateName(st.Name, true); err != nil {
+			return err
+		}
+		for _, a := range st.After {
+			if err := validateName(a, true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // commit stores r, expecting the previous document at sequence expect (0: no
-// document), together with tasks: in one atomic batch where that is cheap
-// (either all are stored or none), otherwise the document first and then the
-// tasks (see atomicCommits). On success it sets r.Revision. It returns
-// errConflict when the document changed since expect, and an error wrapping
-// errTasksNotSent when the document was stored but not every task. A final
-// run gets a message TTL of its workflow's retention, so the server deletes
-// it after that.
+// document), and then publishes tasks. On success it sets r.Revision. It
+// returns errConflict when the document changed since expect, and an error
+// wrapping errTasksNotSent when the document was stored but not every task.
+// The run stream keeps one message per subject, so the new revision
+// replaces the previous one. A final run gets a message TTL of its
+// workflow's retention, so the server deletes it after that.
+//
+// The document and the tasks live in two streams, so they cannot commit
+// atomically: a crash between the two leaves a document that says steps are
+// enqueued without their tasks, which is repaired when the unacknowledged
+// task that made the change is redelivered (see runtime.resend), or by
+// starting the run again ([Client.Start] with the same [WithRunID]).
 func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats.Msg) error {
 	data, err := json.Marshal(r)
 	if err != nil {
@@ -226,62 +217,21 @@ func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats
 		return fmt.Errorf("%w: the document of run %s would be %d bytes, the server accepts %d; keep step outputs small",
 			ErrOutputTooLarge, r.ID, taskmsg.Size(doc), limit)
 	}
-	sequenced := s.sequenced(ctx)
+	resp, err := s.nc.RequestMsgWithContext(ctx, doc)
 	var seq uint64
-	for attempt := 1; ; attempt++ {
-		var resp *nats.Msg
-		if len(tasks) == 0 || sequenced {
-			resp, err = s.nc.RequestMsgWithContext(ctx, doc)
-		} else {
-			resp, err = s.publishBatch(ctx, append(tasks, doc))
-		}
-		if err == nil {
-			seq, err = parseAck(resp)
-		}
-		// An atomic batch the server found incomplete stored nothing: its
-		// first message was refused (other processes hold the stream's open
-		// batches) or timed out on a busy server. Send it again as a new
-		// batch after a short, growing, jittered pause.
-		var apiErr *jetstream.APIError
-		if err == nil || attempt >= batchAttempts || !errors.As(err, &apiErr) || apiErr.ErrorCode != codeBatchIncomplete {
-			break
-		}
-		pause := time.Duration(attempt) * 10 * time.Millisecond
-		if !retry.Sleep(ctx, pause/2+rand.N(pause/2+1)) {
-			return s.publishErr(r.ID, err)
-		}
+	if err == nil {
+		seq, err = parseAck(resp)
 	}
 	if err != nil {
 		return s.publishErr(r.ID, err)
 	}
 	r.Revision = seq
-	s.dropRevision(ctx, expect)
-	if sequenced && len(tasks) > 0 {
+	if len(tasks) > 0 {
 		if err := s.publishTasks(ctx, tasks); err != nil {
 			return fmt.Errorf("%w: run %s: %w", errTasksNotSent, r.ID, err)
 		}
 	}
 	return nil
-}
-
-// dropRevision deletes the superseded revision of a run document at
-// sequence seq (0: none). The task stream denies roll-ups (a producer's
-// Nats-Rollup header would delete other tasks), so a new revision cannot
-// replace the old one by itself. A revision left behind by a failed delete
-// is harmless: reads take the last one of the subject, and List skips older
-// ones.
-func (s *store) dropRevision(ctx context.Context, seq uint64) {
-	if seq == 0 {
-		return
-	}
-	st, err := s.taskStream(ctx)
-	if err != nil {
-		return
-	}
-	if err := st.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		framework.LoggerFromContext(ctx).Warn("jetflow workflow could not delete a superseded run revision",
-			slog.Uint64("sequence", seq), slog.Any("error", err))
-	}
 }
 
 // publishTasks publishes tasks asynchronously and waits for every
@@ -337,34 +287,6 @@ func (s *store) awaitAck(ctx context.Context, f jetstream.PubAckFuture, tick <-c
 // was closed while it waits for acknowledgements.
 const closedCheckInterval = 100 * time.Millisecond
 
-// publishBatch sends msgs as one atomic batch and returns the server's
-// response to the commit (the last message). All but the last are sent
-// without waiting; the server rejects the whole batch if one is missing.
-func (s *store) publishBatch(ctx context.Context, msgs []*nats.Msg) (*nats.Msg, error) {
-	select {
-	case s.batches <- struct{}{}:
-		defer func() { <-s.batches }()
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	id := nuid.Next()
-	for i, m := range msgs {
-		if m.Header == nil {
-			m.Header = nats.Header{}
-		}
-		m.Header.Set(hdrBatchID, id)
-		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
-		if i < len(msgs)-1 {
-			if err := s.nc.PublishMsg(m); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		m.Header.Set(hdrBatchCommit, "1")
-	}
-	return s.nc.RequestMsgWithContext(ctx, msgs[len(msgs)-1])
-}
-
 type pubAck struct {
 	Stream string              `json:"stream"`
 	Seq    uint64              `json:"seq"`
@@ -385,29 +307,12 @@ func parseAck(resp *nats.Msg) (uint64, error) {
 	return ack.Seq, nil
 }
 
-// batchAttempts bounds how often an atomic batch the server reported
-// incomplete is sent again.
-const batchAttempts = 5
-
-// Server error codes handled specially.
-const (
-	codeAtomicDisabled  jetstream.ErrorCode = 10174
-	codeBatchDuplicate  jetstream.ErrorCode = 10201
-	codeBatchIncomplete jetstream.ErrorCode = 10176
-)
-
 func (s *store) publishErr(id string, err error) error {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
 		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
 			return errConflict
-		case codeAtomicDisabled:
-			return fmt.Errorf("workflow: run %s: the task stream does not allow atomic batches (run streams.Ensure): %w", id, err)
-		case codeBatchDuplicate:
-			return fmt.Errorf("%w: run %s: %w", errDuplicateTask, id, err)
-		case codeBatchIncomplete:
-			return fmt.Errorf("workflow: run %s: atomic batch incomplete (connection trouble?); retry: %w", id, err)
 		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return fmt.Errorf("workflow: run %s: %w: %w", id, ErrOutputTooLarge, err)
 		}

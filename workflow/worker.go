@@ -143,6 +143,11 @@ func (rt *runtime) stepHandler(d *Definition, sd *stepDef) framework.HandlerFunc
 // the run is missing or stale reports that the step's state cannot be current
 // (see store.loadLeader).
 func (rt *runtime) read(ctx context.Context, id, step string, stale func(*StepStatus) bool) (*Run, *StepStatus, error) {
+	// The run ID comes from the task (a header anyone who may enqueue can
+	// set): it becomes a subject.
+	if err := validateRunID(id); err != nil {
+		return nil, nil, err
+	}
 	r, err := rt.store.load(ctx, id)
 	if err == nil {
 		st := r.Step(step)
@@ -326,6 +331,9 @@ func (rt *runtime) failed(t *framework.Task, cause error) {
 		return
 	}
 	runID := runIDOf(t)
+	if validateRunID(runID) != nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
 	defer cancel()
 	var err error
@@ -334,7 +342,7 @@ func (rt *runtime) failed(t *framework.Task, cause error) {
 	} else {
 		err = rt.failStep(ctx, ref.def, runID, nil, ref.step.name, cause, t.Attempt)
 	}
-	if err == nil && rt.store.sequenced(ctx) {
+	if err == nil {
 		// The handler may have recorded the failure but not sent the
 		// compensation task before this last attempt ended.
 		var r *Run
@@ -351,13 +359,13 @@ func (rt *runtime) failed(t *framework.Task, cause error) {
 // resend re-publishes the tasks that the run document says are queued
 // because of step (its enqueued children; with step "" none) and the
 // compensation in progress, when a redelivered task finds its outcome already
-// recorded. With sequenced commits (see atomicCommits) the previous attempt
-// may have stored the document and died before sending those tasks. Task IDs
-// are deterministic, so a task that did get sent is dropped as a duplicate
-// within the stream's duplicate window (default 2 minutes). With atomic
-// commits there is nothing to repair.
+// recorded. The previous attempt may have stored the document and died
+// before sending those tasks (see store.commit). Task IDs are deterministic,
+// so a task that did get sent is dropped as a duplicate within the task
+// stream's duplicate window (default 2 minutes); one sent again later finds
+// its step settled and does nothing.
 func (rt *runtime) resend(ctx context.Context, t *framework.Task, d *Definition, r *Run, step string) error {
-	if t.Attempt <= 1 || !rt.store.sequenced(ctx) {
+	if t.Attempt <= 1 {
 		return nil
 	}
 	tasks := queuedTasks(rt.names, d, r, step, false)
@@ -428,6 +436,9 @@ func runIDOf(t *framework.Task) string {
 }
 
 func loadErr(t *framework.Task, err error) error {
+	if errors.Is(err, errCorrupt) || errors.Is(err, ErrInvalidOption) {
+		return framework.Permanent(err)
+	}
 	if errors.Is(err, ErrRunNotFound) && t.Attempt >= missingRunAttempts {
 		return framework.Permanent(fmt.Errorf("%w (expired after its retention, or purged): task %s is orphaned", err, t.ID))
 	}

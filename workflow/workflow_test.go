@@ -694,7 +694,7 @@ func TestRunDocumentReadableRaw(t *testing.T) {
 	wait(t, c, id)
 
 	names := streams.MustNames("")
-	s, err := e.js.Stream(t.Context(), names.TaskStream())
+	s, err := e.js.Stream(t.Context(), names.RunStream())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -719,7 +719,7 @@ func TestRunDocumentReadableRaw(t *testing.T) {
 	if ttl := msg.Header.Get(jetstream.MsgTTLHeader); ttl != "3600" {
 		t.Errorf("final document TTL header %q, want 3600", ttl)
 	}
-	// Only the newest version is kept (subject roll-up).
+	// Only the newest version is kept (one message per subject).
 	if n := subjectCount(t, e, "jetflow.wf."+id); n != 1 {
 		t.Errorf("%d versions of the run document are stored, want 1", n)
 	}
@@ -727,7 +727,7 @@ func TestRunDocumentReadableRaw(t *testing.T) {
 
 func subjectCount(t *testing.T, e *env, subject string) uint64 {
 	t.Helper()
-	s, err := e.js.Stream(t.Context(), streams.MustNames("").TaskStream())
+	s, err := e.js.Stream(t.Context(), streams.MustNames("").RunStream())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -278,7 +278,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  inspect the runs: go run ./cmd/jetflow -s %s workflows ls; ... workflows get %s\n", url, orders[2].order.ID+runTag)
 	} else {
 		fmt.Fprintf(stdout, "  on a reachable server (-url), inspect a run with: nats stream get %s --last-for %s\n",
-			fc.Names().TaskStream(), fc.Names().RunSubject(orders[2].order.ID))
+			fc.Names().RunStream(), fc.Names().RunSubject(orders[2].order.ID))
 	}
 	if charged != 4998+8900 || refunded != 31000 || s.inv.level("desk") != 2 {
 		failures = append(failures, "money or stock do not add up")
