@@ -11,7 +11,8 @@
 // prefix, which build every subject and resource name:
 //
 //	jetflow.task.<priority>.<type>   work subjects
-//	jetflow.sched.<taskID>           one-shot delayed tasks
+//	jetflow.delay.<taskID>           delayed tasks as producers publish them
+//	jetflow.sched.<taskID>           their one-shot schedules (written by workers)
 //	jetflow.cron.<name>              repeating schedules
 //	jetflow.fired.<priority>.<type>  fired schedules, sourced into the task stream
 //	jetflow.dlq.<type>               dead letters
@@ -19,11 +20,14 @@
 //	JETFLOW_SCHEDULES                schedule stream
 //	JETFLOW_DLQ                      dead-letter stream
 //	JETFLOW_ADVISORIES               advisory stream
+//	JETFLOW_RUNS                     workflow run documents (jetflow.wf.<runID>)
+//	JETFLOW_DELAYS                   delay stream
 //	<type>-<priority>                consumers (dots in the type become '_')
 //
 // See [Names.TaskSubject], [Names.ScheduleSubject], [Names.CronSubject],
 // [Names.FiredSubject], [Names.DLQSubject], [Names.TaskStream],
-// [Names.ScheduleStream] and [Names.ConsumerName].
+// [Names.ScheduleStream], [Names.DelaySubject], [Names.DelayStream] and
+// [Names.ConsumerName].
 // A task type is a dotted name of tokens made of [a-z0-9_-], such as
 // "payments.charge" ([ValidateTaskType]); task IDs and schedule names are
 // single subject tokens ([ValidateID]). [Names.ParseTaskSubject] splits a
@@ -39,7 +43,7 @@
 //
 // # Streams
 //
-// [Ensure] creates or updates five streams described by a [Config] (replica
+// [Ensure] creates or updates six streams described by a [Config] (replica
 // count, storage, duplicate window, retention of dead letters and
 // advisories):
 //
@@ -58,7 +62,11 @@
 //   - the run stream (limits retention, one message per subject), holding
 //     the state document of each workflow run ([Names.RunSubject]); a new
 //     revision replaces the previous one. [MigrateRunDocuments] moves the
-//     documents a task stream of the previous layout still holds.
+//     documents a task stream of the previous layout still holds;
+//   - the delay stream (work-queue retention, rollups denied), where
+//     producers publish delayed tasks ([Names.DelaySubject]); every worker's
+//     delay mover stores their schedules in the schedule stream, which only
+//     workers and operators write.
 //
 // [StreamConfigs] returns the exact configurations. Ensure is safe to call
 // from many processes at once and keeps settings it does not manage (for
