@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -135,5 +136,50 @@ func TestDelayedTaskMovedAfterItsDueTimeRuns(t *testing.T) {
 	startWorker(t, w)
 	if r := testutil.Recv(t, starts, waitLong, "the overdue task's start"); r.id != "overdue" {
 		t.Fatalf("started %s", r.id)
+	}
+}
+
+// A delayed task caught in the middle of its move (its schedule stored, its
+// delayed message not yet removed) is one task to every reader: counted
+// once by QueueStats, listed once, found by GetTask. Built here by storing
+// the schedule by hand while no worker runs.
+func TestDelayedTaskMidMoveCountsOnce(t *testing.T) {
+	t.Parallel()
+	const typ = "delay.midmove"
+	e := newEnv(t)
+	ctx := t.Context()
+	info := e.enqueue(t, typ, nil, framework.WithID("moving"), framework.In(time.Hour))
+	due := info.ScheduledFor.UTC().Format(time.RFC3339Nano)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err := e.js.PublishMsg(pctx, &nats.Msg{Subject: "jetflow.sched.moving", Data: []byte("null"), Header: nats.Header{
+		"Nats-Schedule": {"@at " + due}, "Nats-Schedule-Target": {"jetflow.fired.normal." + typ},
+		framework.HeaderTaskID: {"moving"}, framework.HeaderScheduledFor: {due}}})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := e.taskStreamMsgs(t); n != 2 {
+		t.Fatalf("%d messages stored, want the delayed task and its schedule", n)
+	}
+	ins := inspect.New(e.cl)
+	st, err := ins.QueueStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Scheduled != 1 || len(st.Queues) != 1 || st.Queues[0].Scheduled != 1 {
+		t.Errorf("QueueStats: scheduled %d, queues %+v; want 1", st.Scheduled, st.Queues)
+	}
+	list, _, err := ins.ScheduledTasks(ctx, inspect.ScheduledFilter{})
+	if err != nil || len(list) != 1 || list[0].ID != "moving" || list[0].Type != typ {
+		t.Errorf("ScheduledTasks: %+v, %v; want the task once", list, err)
+	}
+	if rec, err := e.cl.Inspector().GetTask(ctx, "moving"); err != nil || rec.State != framework.StateScheduled {
+		t.Errorf("GetTask: %+v, %v", rec, err)
+	}
+	if err := e.cl.Cancel(ctx, "moving"); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	if n := e.taskStreamMsgs(t); n != 0 {
+		t.Errorf("%d messages left after Cancel", n)
 	}
 }

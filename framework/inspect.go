@@ -91,20 +91,29 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 		rec = r
 		return nil
 	}
-	_, err = jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, read)
-	if err == nil && rec == nil {
-		// Not yet moved into the schedule stream.
-		if _, derr := jsapi.DirectGet(ctx, i.nc, i.names.DelayStream(), jsapi.GetRequest{NextFor: i.names.DelaySubject(id)}, read); derr != nil && !errors.Is(derr, jsapi.ErrNoStream) {
-			err = derr
-		}
-	}
-	if err != nil {
+	if _, err := i.readPending(ctx, id, read); err != nil {
 		return nil, fmt.Errorf("framework: get task %s: %w", id, err)
 	}
 	if rec == nil {
 		return nil, fmt.Errorf("%w: task %s", ErrNotFound, id)
 	}
 	return rec, nil
+}
+
+// readPending calls fn with the pending delayed task id: still in the delay
+// stream or, once moved, in the schedule stream. The delay stream is read
+// first: a mover stores the schedule before it removes the delayed task, so
+// a task moving between the two reads is found in the second, never missed.
+func (i *Inspector) readPending(ctx context.Context, id string, fn func(jsapi.Stored) error) (bool, error) {
+	n, err := jsapi.DirectGet(ctx, i.nc, i.names.DelayStream(), jsapi.GetRequest{NextFor: i.names.DelaySubject(id)}, fn)
+	if err != nil && !errors.Is(err, jsapi.ErrNoStream) { // no delay stream: a deployment from before it
+		return false, err
+	}
+	if n > 0 {
+		return true, nil
+	}
+	n, err = jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, fn)
+	return n > 0, err
 }
 
 // pendingSchedule reads the priority, type and due time of a delayed task
@@ -144,12 +153,7 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 		}
 		return nil
 	}
-	n, err := jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: subject}, read)
-	if err == nil && n == 0 {
-		if _, derr := jsapi.DirectGet(ctx, i.nc, i.names.DelayStream(), jsapi.GetRequest{NextFor: i.names.DelaySubject(id)}, read); derr != nil && !errors.Is(derr, jsapi.ErrNoStream) {
-			err = derr
-		}
-	}
+	_, err := i.readPending(ctx, id, read)
 	if err == nil {
 		// The delay subject first, then the schedule: a mover that stores
 		// the schedule after the second purge finds its delayed task gone

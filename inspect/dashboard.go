@@ -112,10 +112,15 @@ func (i *Operator) ScheduledTasks(ctx context.Context, f ScheduledFilter) (tasks
 		limit = DefaultScheduledLimit
 	}
 	limit = min(limit, MaxScheduledScan)
+	// The delay stream first, then the schedule stream: a mover stores a
+	// schedule before it removes its delayed task, so a task moving between
+	// the two scans is seen twice (once kept), never missed.
+	seen := make(map[string]bool)
 	visit := func(id string, m jsapi.Stored) {
-		if streams.ValidateID(id) != nil {
+		if streams.ValidateID(id) != nil || seen[id] {
 			return
 		}
+		seen[id] = true
 		p, typ, err := i.names.ParseScheduleTarget(taskmsg.ScheduleTarget(m.Header))
 		if err != nil || (f.Type != "" && typ != f.Type) {
 			return
@@ -130,13 +135,13 @@ func (i *Operator) ScheduledTasks(ctx context.Context, f ScheduledFilter) (tasks
 		}
 		tasks = append(tasks, r)
 	}
-	truncated, err = queuestate.ScanSchedules(ctx, i.nc, i.names.ScheduleStream(), i.names.ScheduleSubject(""), MaxScheduledScan, visit)
+	truncated, err = queuestate.ScanSchedules(ctx, i.nc, i.names.DelayStream(), i.names.DelaySubject(""), MaxScheduledScan, visit)
+	if errors.Is(err, jsapi.ErrNoStream) {
+		err = nil // a deployment from before the delay stream
+	}
 	if err == nil {
-		// Delayed tasks not yet moved into the schedule stream.
-		more, derr := queuestate.ScanSchedules(ctx, i.nc, i.names.DelayStream(), i.names.DelaySubject(""), MaxScheduledScan, visit)
-		if derr != nil && !errors.Is(derr, jsapi.ErrNoStream) {
-			err = derr
-		}
+		var more bool
+		more, err = queuestate.ScanSchedules(ctx, i.nc, i.names.ScheduleStream(), i.names.ScheduleSubject(""), MaxScheduledScan, visit)
 		truncated = truncated || more
 	}
 	if err != nil {

@@ -202,16 +202,14 @@ func (i *Operator) Overview(ctx context.Context) (*Overview, error) {
 	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, i.opErr("overview", err)
 	}
-	// The delay stream: delayed tasks not yet moved into their schedules.
-	if ds, err := i.js.Stream(ctx, i.names.DelayStream()); err == nil {
-		out.Streams = append(out.Streams, streamOverview(ds.CachedInfo()))
-	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, i.opErr("overview", err)
-	}
-	if dlq, err := i.js.Stream(ctx, i.names.DLQStream()); err == nil {
-		out.Streams = append(out.Streams, streamOverview(dlq.CachedInfo()))
-	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, i.opErr("overview", err)
+	// Then the delay stream (delayed tasks not yet moved into their
+	// schedules), the dead letters and the workflow run documents.
+	for _, name := range []string{i.names.DelayStream(), i.names.DLQStream(), i.names.RunStream()} {
+		if s, err := i.js.Stream(ctx, name); err == nil {
+			out.Streams = append(out.Streams, streamOverview(s.CachedInfo()))
+		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, i.opErr("overview", err)
+		}
 	}
 	return out, nil
 }

@@ -292,21 +292,20 @@ func (i *Operator) FindTask(ctx context.Context, id string) (*TaskDetail, error)
 	case err != nil && !errors.Is(err, framework.ErrNotFound):
 		return nil, err
 	}
-	// A delayed task waits on its schedule subject.
+	// A delayed task waits in the delay stream, then on its schedule
+	// subject. The delay stream first: a mover stores the schedule before
+	// it removes the delayed task, so a task moving meanwhile is not missed.
 	var found *jsapi.Stored
-	_, err = jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, func(m jsapi.Stored) error {
+	keep := func(m jsapi.Stored) error {
 		found = &m
 		return nil
-	})
+	}
+	_, err = jsapi.DirectGet(ctx, i.nc, i.names.DelayStream(), jsapi.GetRequest{NextFor: i.names.DelaySubject(id)}, keep)
+	if errors.Is(err, jsapi.ErrNoStream) {
+		err = nil // a deployment from before the delay stream
+	}
 	if err == nil && found == nil {
-		// Or in the delay stream, on its way to its schedule.
-		_, err = jsapi.DirectGet(ctx, i.nc, i.names.DelayStream(), jsapi.GetRequest{NextFor: i.names.DelaySubject(id)}, func(m jsapi.Stored) error {
-			found = &m
-			return nil
-		})
-		if errors.Is(err, jsapi.ErrNoStream) {
-			err = nil
-		}
+		_, err = jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, keep)
 	}
 	if err != nil {
 		return nil, i.opErr("find task "+id, err)

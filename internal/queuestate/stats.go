@@ -98,7 +98,14 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		return nil, fmt.Errorf("list consumers: %w", err)
 	}
 
-	// Delayed tasks: count them, then read their targets.
+	// Delayed tasks: those in the delay stream first, then those in the
+	// schedule stream (count them, then read their targets). A mover stores
+	// a schedule before it removes its delayed task, so a task moving
+	// between the two reads is seen twice, and counted once, never missed.
+	moving, err := out.delays(ctx, nc, js, cfg, queue)
+	if err != nil {
+		return nil, err
+	}
 	sched, err := js.Stream(ctx, cfg.ScheduleStream)
 	if err != nil {
 		return nil, fmt.Errorf("schedule stream %s: %w", cfg.ScheduleStream, err)
@@ -107,8 +114,9 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	if err != nil {
 		return nil, err
 	}
-	out.Scheduled = len(si.State.Subjects)
-	if out.Scheduled > 0 {
+	out.Scheduled += len(si.State.Subjects)
+	if len(si.State.Subjects) > 0 {
+		schedPrefix := strings.TrimSuffix(cfg.Schedules, ">")
 		seen := 0
 		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Schedules, 0, 0, time.Time{}, 1000,
 			func(m jsapi.Stored) (bool, error) {
@@ -117,7 +125,7 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 					out.Truncated = true
 					return false, nil
 				}
-				if out.junk(m, cfg.MaxJunk) {
+				if out.junk(m, cfg.MaxJunk) || moving[strings.TrimPrefix(m.Subject, schedPrefix)] {
 					out.Scheduled--
 					return true, nil
 				}
@@ -129,9 +137,6 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		if err != nil {
 			return nil, fmt.Errorf("scheduled tasks: %w", err)
 		}
-	}
-	if err := out.delays(ctx, nc, js, cfg, queue); err != nil {
-		return nil, err
 	}
 	ci, err := sched.Info(ctx, jetstream.WithSubjectFilter(cfg.Crons))
 	if err != nil {
@@ -169,21 +174,24 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 }
 
 // delays counts the delayed tasks still in the delay stream (a missing
-// stream holds none) as scheduled; one without a valid target is junk.
-func (s *Snapshot[K]) delays(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg StatsConfig[K], queue func(K) *Load) error {
+// stream holds none) as scheduled, and returns their IDs; one without a
+// valid target is junk.
+func (s *Snapshot[K]) delays(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg StatsConfig[K], queue func(K) *Load) (map[string]bool, error) {
 	if cfg.DelayStream == "" {
-		return nil
+		return nil, nil
 	}
 	ds, err := js.Stream(ctx, cfg.DelayStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("delay stream %s: %w", cfg.DelayStream, err)
+		return nil, fmt.Errorf("delay stream %s: %w", cfg.DelayStream, err)
 	}
 	if ds.CachedInfo().State.Msgs == 0 {
-		return nil
+		return nil, nil
 	}
+	ids := make(map[string]bool)
+	prefix := strings.TrimSuffix(cfg.Delays, ">")
 	seen := 0
 	err = jsapi.Scan(ctx, nc, cfg.DelayStream, cfg.Delays, 0, 0, time.Time{}, 1000, func(m jsapi.Stored) (bool, error) {
 		seen++
@@ -192,6 +200,7 @@ func (s *Snapshot[K]) delays(ctx context.Context, nc *nats.Conn, js jetstream.Je
 			return false, nil
 		}
 		if k, ok := cfg.TargetOf(m.Header.Get(taskmsg.HeaderScheduleTarget)); ok {
+			ids[strings.TrimPrefix(m.Subject, prefix)] = true
 			s.Scheduled++
 			queue(k).Scheduled++
 			return true, nil
@@ -203,9 +212,9 @@ func (s *Snapshot[K]) delays(ctx context.Context, nc *nats.Conn, js jetstream.Je
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("delayed tasks: %w", err)
+		return nil, fmt.Errorf("delayed tasks: %w", err)
 	}
-	return nil
+	return ids, nil
 }
 
 // junk counts m as junk when it is not a schedule the server fires (a
