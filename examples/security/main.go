@@ -322,7 +322,7 @@ func workerPermissions(n streams.Names, inbox string, types ...string) *server.P
 		"$JS.API.CONSUMER.CREATE." + n.DelayStream() + "." + n.DelayConsumer(),
 		"$JS.API.CONSUMER.MSG.NEXT." + n.DelayStream() + "." + n.DelayConsumer(),
 		"$JS.ACK." + n.DelayStream() + "." + n.DelayConsumer() + ".>",
-		"$JS.API.STREAM.MSG.GET." + n.DelayStream(),
+		"$JS.API.STREAM.MSG.GET." + n.DelayStream(), "$JS.API.STREAM.INFO." + n.DelayStream(),
 		n.ScheduleSubject(">"),
 		"$JS.API.STREAM.INFO." + n.ScheduleStream(),
 		"$JS.API.STREAM.MSG.DELETE." + n.ScheduleStream(),

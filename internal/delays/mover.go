@@ -78,9 +78,16 @@ func New(nc *nats.Conn, js jetstream.JetStream, topo Topology, log *slog.Logger,
 const (
 	// Workers is how many delayed tasks one mover moves at once.
 	Workers = 16
-	// Prefetch is how many delayed tasks it asks for at a time.
-	Prefetch = 256
+	// Prefetch is how many delayed tasks it asks for at a time. Those
+	// waiting for a free mover get a heartbeat every [beatEvery].
+	Prefetch = 64
 )
+
+// beatEvery is how often a delayed task the mover holds (queued, or being
+// moved) tells the server it is still in progress, well within the
+// consumer's ack wait: a task the mover holds is never delivered to a second
+// mover at the same time.
+const beatEvery = 5 * time.Second
 
 // restart spaces the restarts of a mover whose consumer failed;
 // redeliver spaces the redeliveries of a task that could not be moved.
@@ -123,6 +130,20 @@ func (m *Mover) run(ctx context.Context) error {
 	defer it.Stop()
 	work := make(chan jetstream.Msg)
 	var wg sync.WaitGroup
+	bctx, stopBeats := context.WithCancel(ctx)
+	defer stopBeats()
+	wg.Go(func() {
+		t := time.NewTicker(beatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case now := <-t.C:
+				it.BeatQueued(now, now.Add(beatEvery).UnixNano(), 2*beatEvery, func(*pull.Msg, error) {})
+			case <-bctx.Done():
+				return
+			}
+		}
+	})
 	for range Workers {
 		wg.Go(func() {
 			for msg := range work {
@@ -131,6 +152,7 @@ func (m *Mover) run(ctx context.Context) error {
 		})
 	}
 	defer wg.Wait()
+	defer stopBeats()
 	defer close(work)
 	for ctx.Err() == nil {
 		msg, err := it.Next(time.Second)
@@ -156,6 +178,9 @@ func (m *Mover) move(ctx context.Context, msg jetstream.Msg) {
 		m.log.Warn("jetflow delay mover: delivery without metadata", slog.Any("error", err))
 		_ = msg.Nak()
 		return
+	}
+	if pm, ok := msg.(*pull.Msg); ok && time.Since(pm.LastBeat()) > beatEvery {
+		_ = msg.InProgress() // it waited for a free mover: restart its ack clock
 	}
 	r := Rejected{Seq: md.Sequence.Stream, Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data(),
 		ID: "delay-" + strconv.FormatUint(md.Sequence.Stream, 10), Type: RejectedType, Deliveries: int(md.NumDelivered)}
@@ -187,14 +212,34 @@ func (m *Mover) move(ctx context.Context, msg jetstream.Msg) {
 	// Cancelled while it moved? Cancellation purges the delay subject,
 	// then the schedule subject; a schedule stored after that second purge
 	// finds its delayed task gone here (this mover has not acknowledged it
-	// yet), and removes itself.
-	present, err := m.stored(pctx, r.Seq)
+	// yet), and removes itself. The read is retried while the stream
+	// cannot answer: a purged task is never delivered again, so giving up
+	// here would keep a cancelled schedule.
+	_ = msg.InProgress()
+	cctx, ccancel := context.WithTimeout(ctx, 2*jsapi.DefaultTimeout)
+	defer ccancel()
+	var present bool
+	err = retry.Do(cctx, redeliver, func(err error) bool { return natserr.Transient(err) || errors.Is(err, errNotApplied) }, func() error {
+		rctx, rcancel := jsapi.WithTimeout(cctx)
+		defer rcancel()
+		var err error
+		present, err = m.stored(rctx, r.Seq)
+		return err
+	})
 	if err != nil {
 		m.retryLater(ctx, msg, r, err)
 		return
 	}
-	if !present {
-		if err := m.deleteSchedule(pctx, ack.Sequence); err != nil {
+	switch {
+	case !present && ack.Duplicate:
+		// An earlier delivery stored this schedule and owns its check (a
+		// delivery is not repeated while its mover lives: heartbeats); the
+		// task is done, or was cancelled and its schedule purged after.
+		_ = msg.Ack()
+		return
+	case !present:
+		err := retry.Do(cctx, redeliver, natserr.Transient, func() error { return m.deleteSchedule(cctx, ack.Sequence) })
+		if err != nil {
 			m.retryLater(ctx, msg, r, err)
 			return
 		}
@@ -241,9 +286,16 @@ func (m *Mover) schedule(msg jetstream.Msg, r *Rejected) (*nats.Msg, error) {
 	return sched, nil
 }
 
+// errNotApplied reports a delayed task the delay stream's leader has not
+// stored yet.
+var errNotApplied = errors.New("the delay stream's leader has not stored the task yet")
+
 // stored reports whether the delay stream still holds seq. It asks the
 // stream's leader (the message get API), not a direct get, which any
-// replica may answer before it has stored the message.
+// replica may answer. Even the leader can lag: the consumer that delivered
+// the task may run on a replica that stored it first. So a task the leader
+// does not hold counts as gone (purged) only once the leader's last
+// sequence has passed it; before, it is errNotApplied, to ask again.
 func (m *Mover) stored(ctx context.Context, seq uint64) (bool, error) {
 	resp, err := m.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+m.topo.DelayStream,
 		[]byte(`{"seq":`+strconv.FormatUint(seq, 10)+`}`))
@@ -259,10 +311,17 @@ func (m *Mover) stored(ctx context.Context, seq uint64) (bool, error) {
 	switch {
 	case r.Error == nil:
 		return true, nil
-	case r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return false, nil
+	case r.Error.ErrorCode != jetstream.JSErrCodeMessageNotFound:
+		return false, fmt.Errorf("get message %d of %s: %w", seq, m.topo.DelayStream, r.Error)
 	}
-	return false, fmt.Errorf("get message %d of %s: %w", seq, m.topo.DelayStream, r.Error)
+	s, err := m.js.Stream(ctx, m.topo.DelayStream) // the leader's info
+	if err != nil {
+		return false, fmt.Errorf("stream info of %s: %w", m.topo.DelayStream, err)
+	}
+	if s.CachedInfo().State.LastSeq < seq {
+		return false, errNotApplied
+	}
+	return false, nil
 }
 
 // deleteSchedule removes the schedule stored at seq. One already gone is
