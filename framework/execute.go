@@ -18,13 +18,17 @@ import (
 // (in-process reruns while a breaker holds it), and is settled: the decision
 // is internal/settle's, carried out here.
 
-// run executes p; whenever releasing the slot of the task it ran grants
-// that slot to a fetched task, it runs that one too, in this goroutine (no
-// hand-off to another executor).
+// run executes p, then, in this goroutine (no hand-off to another
+// executor), the next message of p's pull buffer when nothing waits for the
+// slot (takeBuffered), or the fetched task that releasing the slot grants.
 func (w *Worker) run(p *pending) {
 	for p != nil {
 		w.execute(p)
-		p = w.releaseNext(p)
+		q := w.takeBuffered(p)
+		if q == nil {
+			q = w.releaseNext(p)
+		}
+		p = q
 	}
 }
 
