@@ -110,6 +110,13 @@ type pending struct {
 	// lastBeat is when the server last heard of this delivery (receipt or
 	// InProgress), in Unix nanoseconds; the heartbeat sweeper reads it.
 	lastBeat atomic.Int64
+
+	// Owned by the execution (execute.go), allocated with the pending task
+	// rather than one by one: the task, the context that carries it, and
+	// the context of the first attempt.
+	task  Task
+	base  taskCtx
+	first handlerCtx
 }
 
 // NewWorker returns a worker consuming on nc, configured by [WorkerOption]s.
