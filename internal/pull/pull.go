@@ -51,8 +51,8 @@ var ErrClosed = jetstream.ErrMsgIteratorClosed
 // requests. It keeps at most size() messages requested or buffered, and asks
 // for more once half of them were taken; size is read at each request, so a
 // new size takes effect with the next request and nothing in flight is
-// lost. Next is called from one goroutine;
-// the subscription's handler runs on another.
+// lost. Next is called from one goroutine; TryNext and Unget may be
+// called from any; the subscription's handler runs on another.
 type Iter struct {
 	nc    *nats.Conn
 	api   string // $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
