@@ -86,6 +86,8 @@ func TestDelayedTasksNeverStartEarly(t *testing.T) {
 			t.Errorf("%s started %v after its due time, want within 1s", id, late)
 		}
 	}
+	// A start is recorded before its handler returns: wait for the acks.
+	testutil.Wait(t, waitLong, "three tasks acknowledged", func() bool { return w.Stats().Succeeded >= 3 })
 	if got := w.Stats().Succeeded; got != 3 {
 		t.Errorf("Stats.Succeeded = %d, want 3", got)
 	}

@@ -18,20 +18,25 @@ import (
 // (in-process reruns while a breaker holds it), and is settled: the decision
 // is internal/settle's, carried out here.
 
-// run executes p; whenever releasing the slot of the task it ran grants
-// that slot to a fetched task, it runs that one too, in this goroutine (no
-// hand-off to another executor).
+// run executes p, then, in this goroutine (no hand-off to another
+// executor), the next message of p's pull buffer when nothing waits for the
+// slot (takeBuffered), or the fetched task that releasing the slot grants.
 func (w *Worker) run(p *pending) {
 	for p != nil {
 		w.execute(p)
-		p = w.releaseNext(p)
+		q := w.takeBuffered(p)
+		if q == nil {
+			q = w.releaseNext(p)
+		}
+		p = q
 	}
 }
 
 // execute runs one task and settles its outcome. The caller releases its
 // slot.
 func (w *Worker) execute(p *pending) {
-	t := w.newTask(p)
+	t := &p.task
+	w.fillTask(t, p)
 
 	// The heartbeat sweeper keeps the task alive while it waits for its
 	// time or runs (heartbeats.go).
@@ -58,11 +63,12 @@ func (w *Worker) execute(p *pending) {
 		}
 	}
 
-	base := context.WithValue(w.hardCtx, taskKey{}, t)
+	p.base = taskCtx{Context: w.hardCtx, task: t}
+	base := &p.base
 	var err error
 	var took time.Duration
-	for {
-		took, err = w.runOnce(base, p, t)
+	for first := true; ; first = false {
+		took, err = w.runOnce(base, p, t, first)
 		if err == nil || IsPermanent(err) {
 			break
 		}
@@ -81,10 +87,18 @@ func (w *Worker) execute(p *pending) {
 }
 
 // runOnce runs the handler once with the type's timeout (handlerctx.go).
-func (w *Worker) runOnce(base context.Context, p *pending, t *Task) (time.Duration, error) {
+// The first attempt's context is p's own; a rerun gets a fresh one, since a
+// handler may keep its context after it returned.
+func (w *Worker) runOnce(base context.Context, p *pending, t *Task, first bool) (time.Duration, error) {
 	cfg := &p.tt.cfg
 	start := time.Now()
-	ctx := newHandlerCtx(base, t, start, cfg.timeout)
+	var ctx *handlerCtx
+	if first {
+		ctx = &p.first
+	} else {
+		ctx = new(handlerCtx)
+	}
+	ctx.init(base, t, start, cfg.timeout)
 	defer ctx.end()
 	w.stats.started.Add(1)
 	w.emitStarted(ctx, t)
@@ -222,8 +236,16 @@ func (w *Worker) ackFailed(ctx context.Context, t *Task, p *pending, op string, 
 	w.emitAckFailed(ctx, t, op, err)
 }
 
+// newTask returns a new Task of p (for reports outside its execution).
 func (w *Worker) newTask(p *pending) *Task {
-	t := &Task{
+	t := new(Task)
+	w.fillTask(t, p)
+	return t
+}
+
+// fillTask sets t from p's message.
+func (w *Worker) fillTask(t *Task, p *pending) {
+	*t = Task{
 		Type:        p.tt.name,
 		Priority:    p.prio,
 		MaxAttempts: p.tt.cfg.maxAttempts,
@@ -253,7 +275,6 @@ func (w *Worker) newTask(p *pending) *Task {
 		t.ScheduledFor = taskmsg.ParseTime(h.Get(HeaderScheduledFor))
 	}
 	t.ID, t.wireErr = taskIDFromWire(t) // wire.go
-	return t
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 character.

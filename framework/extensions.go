@@ -161,7 +161,12 @@ func (w *Worker) holdAside(p *pending, d time.Duration) bool {
 		return takeBack("worker stopping while the task was held")
 	}
 	// Queue for a slot like a fetched task; the grant signals p.dispatched
-	// instead of starting a new execution.
+	// instead of starting a new execution. A task taken directly from a
+	// pull buffer has no channel yet; nothing else touches it while it is
+	// held.
+	if p.dispatched == nil {
+		p.dispatched = make(chan struct{}, 1)
+	}
 	select {
 	case <-p.dispatched: // a stale signal left by awaitDispatch
 	default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,10 +33,13 @@ func (w *Worker) fetch(s consumerSub) {
 		}
 	}()
 	wait := pullRetry.New()
+	f := &feed{}
 	for {
 		it, err := w.newPull(cons, tt, prio) // pull.go
 		if err == nil {
-			err = w.serve(stopCtx, tt, prio, it)
+			f.it.Store(it)
+			err = w.serve(stopCtx, tt, prio, it, f)
+			f.it.Store(nil)
 			if stopCtx.Err() != nil {
 				w.drain(it)
 				w.closePull(it)
@@ -72,8 +76,9 @@ var pullRetry = retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 // the iterator itself, from missed heartbeats: see pull.go.)
 const nextPoll = 250 * time.Millisecond
 
-// serve reads it until stop or a terminal iterator error.
-func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *pullIter) error {
+// serve reads it until stop or a terminal iterator error. f publishes it
+// to the executors (takeBuffered).
+func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *pullIter, f *feed) error {
 	errStreak := 0
 	lh := w.health.loop(w.names.ConsumerName(tt.name, prio))
 	defer lh.busy.Store(false)
@@ -113,6 +118,7 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *
 		}
 		errStreak = 0
 		p := w.newPending(tt, prio, msg)
+		p.src = f
 		if stop.Err() != nil {
 			// Stopping: start nothing new. Without this check a task handed
 			// back at shutdown (a held task) is redelivered at once, given a
@@ -277,6 +283,44 @@ func (w *Worker) granted(p *pending, resumed bool) {
 	default:
 		go w.run(p)
 	}
+}
+
+// feed publishes a fetcher's live pull iterator (nil between iterators) to
+// the executors running its tasks.
+type feed struct{ it atomic.Pointer[pullIter] }
+
+// takeBuffered is the direct path from a pull buffer to an executor: when
+// p's execution is over, no task waits for a slot that p's could serve and
+// the worker runs, the next message of the buffer p came from starts in
+// p's slot and goroutine (nil when there is none). Without it every task
+// crosses the fetcher and the scheduler to an idle executor: two goroutine
+// wake-ups per task. The rules are the fetcher's: a waiting task (a
+// higher priority, a rescued buffer, a held task resuming) goes first; a
+// draining or stopped buffer gives nothing; and the message is taken only
+// once the slot is settled, else it goes back to the head of its buffer,
+// where its heartbeats continue.
+func (w *Worker) takeBuffered(p *pending) *pending {
+	f := p.src
+	if f == nil || w.state.Load() != workerRunning {
+		return nil
+	}
+	it := f.it.Load()
+	if it == nil || w.sched.Contended(p.tt.slots) {
+		return nil
+	}
+	m := it.TryNext()
+	if m == nil {
+		return nil
+	}
+	q := &pending{tt: p.tt, prio: p.prio, msg: m, src: f}
+	q.lastBeat.Store(m.LastBeat().UnixNano())
+	if w.sched.Swap(p, q, p.tt.slots) {
+		return q
+	}
+	if !it.Unget(m) {
+		w.handBack(q, "pull buffer stopped")
+	}
+	return nil
 }
 
 // releaseNext gives back p's slot and returns the fetched task granted the

@@ -35,11 +35,33 @@ type handlerCtx struct {
 // newHandlerCtx returns the context of an attempt of t under parent that
 // started at start, timing out after timeout (none when 0). end ends it.
 func newHandlerCtx(parent context.Context, t *Task, start time.Time, timeout time.Duration) *handlerCtx {
-	c := &handlerCtx{parent: parent, task: t}
+	c := new(handlerCtx)
+	c.init(parent, t, start, timeout)
+	return c
+}
+
+// init makes c, which must be unused, newHandlerCtx's context.
+func (c *handlerCtx) init(parent context.Context, t *Task, start time.Time, timeout time.Duration) {
+	c.parent, c.task = parent, t
 	if timeout > 0 {
 		c.deadline = start.Add(timeout)
 	}
-	return c
+}
+
+// taskCtx is the worker's context carrying a task under execution, what
+// context.WithValue(ctx, taskKey{}, t) gives, without an allocation of its
+// own (it lives in the pending task).
+type taskCtx struct {
+	context.Context
+	task *Task
+}
+
+// Value answers the task and asks the parent for anything else.
+func (c *taskCtx) Value(key any) any {
+	if _, ok := key.(taskKey); ok {
+		return c.task
+	}
+	return c.Context.Value(key)
 }
 
 // materialize returns the real context, creating it on first use.

@@ -98,14 +98,27 @@ type typeRunner struct {
 // pending is one fetched message, from the moment it leaves the pull buffer
 // until its outcome is settled.
 type pending struct {
-	tt         *typeRunner
-	prio       Priority
-	msg        jetstream.Msg
-	dispatched chan struct{} // receives once when a slot is granted
-	settled    atomic.Bool   // set by whoever acks/naks/terms first
+	tt   *typeRunner
+	prio Priority
+	msg  jetstream.Msg
+	// dispatched receives once when a slot is granted: set for a task that
+	// is offered to the scheduler or held aside, nil for one taken directly
+	// from a pull buffer (takeBuffered), which never waits for a grant.
+	dispatched chan struct{}
+	// src is the fetcher's feed the task came from, nil for a task of a
+	// rescued or closing pull buffer.
+	src     *feed
+	settled atomic.Bool // set by whoever acks/naks/terms first
 	// lastBeat is when the server last heard of this delivery (receipt or
 	// InProgress), in Unix nanoseconds; the heartbeat sweeper reads it.
 	lastBeat atomic.Int64
+
+	// Owned by the execution (execute.go), allocated with the pending task
+	// rather than one by one: the task, the context that carries it, and
+	// the context of the first attempt.
+	task  Task
+	base  taskCtx
+	first handlerCtx
 }
 
 // NewWorker returns a worker consuming on nc, configured by [WorkerOption]s.

@@ -94,6 +94,42 @@ func (s *Scheduler[T]) ReleaseTake(v T, c *Class) (next T, ok bool) {
 	return next, ok
 }
 
+// Swap hands the slot of v, of class c, to w, which starts at once in v's
+// place (w was never queued), unless an item waits that could take the slot
+// if v released it: then it changes nothing and returns false, and the
+// caller releases v as usual ([Scheduler.ReleaseTake]). It keeps the order
+// of [Scheduler.Offer]: a waiting item always goes before an item that was
+// not queued.
+func (s *Scheduler[T]) Swap(v, w T, c *Class) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.contendedLocked(c) {
+		return false
+	}
+	delete(s.inflight, v)
+	s.inflight[w] = struct{}{}
+	return true
+}
+
+// Contended reports whether an item waits that could take a slot of class
+// c if one was released: what makes [Scheduler.Swap] refuse.
+func (s *Scheduler[T]) Contended(c *Class) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.contendedLocked(c)
+}
+
+func (s *Scheduler[T]) contendedLocked(c *Class) bool {
+	for r := range s.waiting {
+		for _, e := range s.waiting[r] {
+			if e.class == c || e.class.free > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Lend lets others use the slot of an item of class c that keeps holding
 // it (it stays among the items [Scheduler.Each] visits); [Scheduler.Resume]
 // queues the item for a slot again, or [Scheduler.Unlend] takes the slot

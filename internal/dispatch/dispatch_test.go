@@ -128,3 +128,41 @@ func TestReleaseTake(t *testing.T) {
 		t.Fatalf("ReleaseTake with nothing waiting = %q, true", next)
 	}
 }
+
+func TestSwapYieldsToWaitingItems(t *testing.T) {
+	t.Parallel()
+	g := &grants{}
+	s := New[string](2, false, [Ranks]int{}, g.grant)
+	a, b := NewClass(2), NewClass(1)
+	s.Offer("a1", 2, a)
+	s.Offer("b1", 2, b)
+	// Nothing waits: a1's slot goes straight to a2.
+	if !s.Swap("a1", "a2", a) || s.Contended(a) {
+		t.Fatal("Swap refused with nothing waiting")
+	}
+	var running []string
+	s.Each(func(v string) { running = append(running, v) })
+	slices.Sort(running)
+	if !slices.Equal(running, []string{"a2", "b1"}) {
+		t.Fatalf("running %v", running)
+	}
+	// b2 waits for b's cap: a's slot could not serve it, so a2 may pass
+	// its slot on.
+	s.Offer("b2", 0, b)
+	if s.Contended(a) || !s.Swap("a2", "a3", a) {
+		t.Fatal("Swap refused for a waiting item of a full class")
+	}
+	// A waiting item that a's slot could serve goes first.
+	s.Offer("a4", 3, a)
+	if !s.Contended(a) || s.Swap("a3", "a5", a) {
+		t.Fatal("Swap took a slot a waiting item could use")
+	}
+	s.Release("b1", b) // b2 (critical) starts
+	s.Offer("c1", 0, NewClass(1))
+	if !s.Contended(a) || s.Swap("a3", "a5", a) {
+		t.Fatal("Swap took a slot a waiting item of another class could use")
+	}
+	if got, ok := s.ReleaseTake("a3", a); !ok || got != "c1" {
+		t.Fatalf("ReleaseTake = %v, %v; want c1", got, ok)
+	}
+}

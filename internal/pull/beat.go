@@ -1,11 +1,6 @@
 package pull
 
-import (
-	"sync/atomic"
-	"time"
-
-	"github.com/nats-io/nats.go"
-)
+import "time"
 
 // Heartbeats for the queue.
 //
@@ -19,12 +14,6 @@ import (
 // queue reports its last heartbeat ([Msg.LastBeat]) so that the sweeper
 // continues its rhythm instead of restarting it.
 
-// queued is a stored message in an iterator's queue.
-type queued struct {
-	msg  *nats.Msg
-	beat atomic.Int64 // arrival or last heartbeat, Unix nanoseconds
-}
-
 // BeatQueued sends InProgress for every queued message whose next heartbeat
 // cannot wait until next (Unix nanoseconds), every being the heartbeat
 // interval, and stamps it with now. It calls failed, without locks held, for
@@ -35,7 +24,7 @@ func (p *Iter) BeatQueued(now time.Time, next int64, every time.Duration, failed
 		p.mu.Unlock()
 		return
 	}
-	var due []*queued
+	var due []*Msg
 	for _, q := range p.queue {
 		if next-q.beat.Load() > int64(every) {
 			due = append(due, q)
@@ -44,10 +33,9 @@ func (p *Iter) BeatQueued(now time.Time, next int64, every time.Duration, failed
 	p.mu.Unlock()
 	stamp := now.UnixNano()
 	for _, q := range due {
-		// A message taken by Next meanwhile keeps its older stamp: the
-		// sweeper then beats it once more than needed, never too late.
+		// A message taken meanwhile is the same *Msg: the stamp follows it.
 		if err := p.nc.Publish(q.msg.Reply, ackProgressBody); err != nil {
-			failed(&Msg{nc: p.nc, msg: q.msg, beat: q.beat.Load()}, err)
+			failed(q, err)
 			continue
 		}
 		q.beat.Store(stamp)
@@ -58,8 +46,9 @@ func (p *Iter) BeatQueued(now time.Time, next int64, every time.Duration, failed
 // heartbeat there: its ack clock runs from then. It is zero for a message
 // not delivered by an Iter.
 func (m *Msg) LastBeat() time.Time {
-	if m.beat == 0 {
+	b := m.beat.Load()
+	if b == 0 {
 		return time.Time{}
 	}
-	return time.Unix(0, m.beat)
+	return time.Unix(0, b)
 }

@@ -4,7 +4,10 @@
 //     at a time on its own reply subject with idle heartbeats, tells the
 //     server's statuses from stored messages by their reply subject (a
 //     producer cannot forge one with a Status header), retires exactly the
-//     request a status answers and replaces a request whose heartbeats stop;
+//     request a status answers and replaces a request whose heartbeats stop,
+//     asks for the next batch once half of the last one was taken, and lets
+//     other goroutines than its reader take ([Iter.TryNext]) and put back
+//     ([Iter.Unget]) buffered messages;
 //   - [Msg], a delivered message implementing jetstream.Msg with nats.go's
 //     acknowledgement protocol;
 //   - pull sizing: [Batch] chooses the size of each pull request from the

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -50,8 +51,8 @@ var ErrClosed = jetstream.ErrMsgIteratorClosed
 // requests. It keeps at most size() messages requested or buffered, and asks
 // for more once half of them were taken; size is read at each request, so a
 // new size takes effect with the next request and nothing in flight is
-// lost. Next is called from one goroutine;
-// the subscription's handler runs on another.
+// lost. Next is called from one goroutine; TryNext and Unget may be
+// called from any; the subscription's handler runs on another.
 type Iter struct {
 	nc    *nats.Conn
 	api   string // $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
@@ -66,7 +67,8 @@ type Iter struct {
 
 	mu        sync.Mutex
 	cur       *request  // the outstanding request, nil when none
-	queue     []*queued // stored messages not yet taken by Next
+	lastBatch int       // batch of the last request: refill below half of it
+	queue     []*Msg    // stored messages not yet taken
 	lastHeard time.Time // last message or status from the server
 	alive     time.Time // last sign of a live consumer (see Alive)
 	nextReq   uint64
@@ -120,7 +122,7 @@ func (p *Iter) handle(m *nats.Msg) {
 				p.cur = nil
 			}
 		}
-		q := &queued{msg: m}
+		q := &Msg{nc: p.nc, msg: m}
 		q.beat.Store(now.UnixNano())
 		p.alive = now
 		p.queue = append(p.queue, q)
@@ -210,8 +212,28 @@ func (p *Iter) maintainLocked(now time.Time) (lost bool, err error) {
 		return lost, fmt.Errorf("framework: pull request: %w", err)
 	}
 	p.cur = &request{reply: reply, remaining: want, expiresAt: now.Add(Expires)}
+	p.lastBatch = batch
 	p.lastHeard = now // the heartbeat clock starts with the request
 	return lost, nil
+}
+
+// popLocked takes the first queued message. When the last request brought
+// all it could and at most half a batch is left, it asks for the next batch
+// at once, so that the server delivers while the queue drains (it reports
+// a request that could not be sent in the iterator's next wait).
+func (p *Iter) popLocked(now time.Time) *Msg {
+	q := p.queue[0]
+	p.queue[0] = nil
+	p.queue = p.queue[1:]
+	if p.cur == nil && len(p.queue) <= p.lastBatch/2 && p.err == nil {
+		// Errors and lost requests surface in the next Next that finds the
+		// queue empty: maintainLocked runs again there.
+		if now.IsZero() {
+			now = time.Now()
+		}
+		_, _ = p.maintainLocked(now)
+	}
+	return q
 }
 
 // Alive returns when the server last showed that the consumer serves this
@@ -235,11 +257,9 @@ func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
 		p.polled = now
 		p.mu.Lock()
 		if len(p.queue) > 0 {
-			q := p.queue[0]
-			p.queue[0] = nil
-			p.queue = p.queue[1:]
+			q := p.popLocked(now)
 			p.mu.Unlock()
-			return &Msg{nc: p.nc, msg: q.msg, beat: q.beat.Load()}, nil
+			return q, nil
 		}
 		if p.err != nil {
 			err := p.err
@@ -280,6 +300,35 @@ func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
 	}
 }
 
+// TryNext returns the next stored message without waiting, or nil when the
+// queue is empty or the iterator drains, stopped or failed. Unlike Next it
+// may be called from any goroutine, concurrently with Next: it is how an
+// executor that finished a task takes the next one directly (the worker's
+// fetcher still owns the iterator's waits and errors).
+func (p *Iter) TryNext() *Msg {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 || p.draining || p.stopped || p.err != nil {
+		return nil
+	}
+	return p.popLocked(time.Time{})
+}
+
+// Unget puts m, taken with TryNext or Next and not acknowledged, back at the
+// head of the queue, where it keeps its heartbeats. It returns false when
+// the iterator stopped meanwhile: the caller then hands m back itself.
+func (p *Iter) Unget(m *Msg) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return false
+	}
+	p.queue = append(p.queue, nil)
+	copy(p.queue[1:], p.queue)
+	p.queue[0] = m
+	return true
+}
+
 // Polled returns when the last call of Next last looked for a message: the
 // clock reading it took anyway, for callers that record their loop's
 // progress. Call it from the goroutine that calls Next.
@@ -308,7 +357,7 @@ func (p *Iter) Stop() {
 	p.mu.Unlock()
 	_ = p.sub.Unsubscribe()
 	for _, m := range q {
-		_ = p.nc.Publish(m.msg.Reply, ackNakBody)
+		_ = m.Nak()
 	}
 }
 
@@ -326,7 +375,7 @@ type Msg struct {
 	msg *nats.Msg
 	// beat is when the message reached the queue or last got a heartbeat
 	// there (Unix nanoseconds): see [Msg.LastBeat].
-	beat int64
+	beat atomic.Int64
 
 	mu   sync.Mutex
 	ackd bool
