@@ -297,6 +297,24 @@ var errNotApplied = errors.New("the delay stream's leader has not stored the tas
 // does not hold counts as gone (purged) only once the leader's last
 // sequence has passed it; before, it is errNotApplied, to ask again.
 func (m *Mover) stored(ctx context.Context, seq uint64) (bool, error) {
+	found, err := m.getMsg(ctx, seq)
+	if err != nil || found {
+		return found, err
+	}
+	s, err := m.js.Stream(ctx, m.topo.DelayStream) // the leader's info
+	if err != nil {
+		return false, fmt.Errorf("stream info of %s: %w", m.topo.DelayStream, err)
+	}
+	if s.CachedInfo().State.LastSeq < seq {
+		return false, errNotApplied
+	}
+	// The leader stored seq by now (it may have done so since the first
+	// read): ask once more.
+	return m.getMsg(ctx, seq)
+}
+
+// getMsg asks the delay stream's leader for seq.
+func (m *Mover) getMsg(ctx context.Context, seq uint64) (bool, error) {
 	resp, err := m.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+m.topo.DelayStream,
 		[]byte(`{"seq":`+strconv.FormatUint(seq, 10)+`}`))
 	if err != nil {
@@ -311,17 +329,10 @@ func (m *Mover) stored(ctx context.Context, seq uint64) (bool, error) {
 	switch {
 	case r.Error == nil:
 		return true, nil
-	case r.Error.ErrorCode != jetstream.JSErrCodeMessageNotFound:
-		return false, fmt.Errorf("get message %d of %s: %w", seq, m.topo.DelayStream, r.Error)
+	case r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return false, nil
 	}
-	s, err := m.js.Stream(ctx, m.topo.DelayStream) // the leader's info
-	if err != nil {
-		return false, fmt.Errorf("stream info of %s: %w", m.topo.DelayStream, err)
-	}
-	if s.CachedInfo().State.LastSeq < seq {
-		return false, errNotApplied
-	}
-	return false, nil
+	return false, fmt.Errorf("get message %d of %s: %w", seq, m.topo.DelayStream, r.Error)
 }
 
 // deleteSchedule removes the schedule stored at seq. One already gone is
