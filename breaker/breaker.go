@@ -153,10 +153,15 @@ func (e *OpenError) Unwrap() []error { return []error{ErrOpen, e.Err} }
 // Counts are a breaker's counters since its last state change (and,
 // while closed, within the current interval).
 type Counts struct {
-	Requests             uint32
-	Successes            uint32
-	Failures             uint32
-	Exclusions           uint32
+	// Requests is the number of calls let through.
+	Requests uint32
+	// Successes and Failures count the calls by their outcome
+	// ([Settings.IsFailure]); Exclusions the calls that counted as neither
+	// (cancelled with their context, refused by another breaker).
+	Successes  uint32
+	Failures   uint32
+	Exclusions uint32
+	// ConsecutiveSuccesses and ConsecutiveFailures are the current runs.
 	ConsecutiveSuccesses uint32
 	ConsecutiveFailures  uint32
 }
