@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -605,14 +606,16 @@ func (s *soakRun) startWorkers(ctx context.Context) (stop func() error, err erro
 		if err != nil {
 			return nil, errors.Join(err, stop())
 		}
-		w, err := framework.NewWorker(nc, framework.WithConcurrency(s.cfg.concurrency), framework.WithHooks(hooks),
-			framework.WithBreaker(soakDep, framework.BreakerSettings{OpenTimeout: s.cfg.soakOpen}))
+		w, err := framework.NewWorker(nc, framework.WithConcurrency(s.cfg.concurrency), framework.WithHooks(hooks))
+		if err == nil {
+			_, err = breaker.Install(w, breaker.WithSettings(soakDep, breaker.Settings{OpenTimeout: s.cfg.soakOpen}))
+		}
 		if err != nil {
 			nc.Close()
 			return nil, errors.Join(err, stop())
 		}
 		w.HandleFunc(soakTypeTask, s.handleTask)
-		w.HandleFunc(soakTypeDep, s.handleDep, framework.WithDependencies(soakDep))
+		w.HandleFunc(soakTypeDep, s.handleDep, breaker.WithDependencies(soakDep))
 		stops = append(stops, func() error {
 			defer nc.Close()
 			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -711,7 +714,7 @@ func (s *soakRun) handleDep(ctx context.Context, t *framework.Task) error {
 		s.badTasks.Add(1)
 		return framework.Permanent(err)
 	}
-	if err := framework.Call(ctx, soakDep, func(context.Context) error {
+	if err := breaker.Call(ctx, soakDep, func(context.Context) error {
 		if s.depDown.Load() {
 			return errDepDown
 		}

@@ -51,5 +51,5 @@ func (w *Worker) installDelayMover() {
 		}
 	}
 	w.mover = delays.New(w.nc, w.js, topo, w.log, reject)
-	w.addExtension(extension{name: "delay-mover", service: func(ctx context.Context, _ *Worker) { w.mover.Run(ctx) }})
+	w.addExtension(extension{Plugin: Plugin{Name: "delay-mover", Service: func(ctx context.Context, _ *Worker) { w.mover.Run(ctx) }}})
 }

@@ -103,13 +103,11 @@ func (w *Worker) installDeadLetters() {
 	x := &dlqExt{w: w, core: newDeadLetterCore(w.nc, w.js, w.names, w.log), opts: o}
 	x.core.AckErrors = &w.stats.ackErrors
 	e := extension{
-		name:       "dead-letters",
-		finished:   x.finished,
-		prepare:    x.prepare,
+		Plugin:     Plugin{Name: "dead-letters", Finished: x.finished, Prepare: x.prepare},
 		deadLetter: x.deadLetter,
 	}
 	if !o.routerDisabled {
-		e.service = x.service
+		e.Service = x.service
 	}
 	w.addExtension(e)
 }

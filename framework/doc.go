@@ -149,7 +149,7 @@
 // # Options
 //
 // Each constructor takes its own option type: [ClientOption],
-// [WorkerOption], [InspectorOption], [BreakersOption], [BucketsOption]. An
+// [WorkerOption], [InspectorOption], [BucketsOption]. An
 // option valid for several (for example [WithPrefix]) implements each of
 // their interfaces; one passed where it does not apply does not compile.
 //
@@ -171,14 +171,15 @@
 // [github.com/jetflow-io/jetflow/dlq] lists, inspects, replays and purges
 // the records.
 //
-// # Circuit breakers
+// # Plugins and circuit breakers
 //
-// [Call] and [CallValue] run an external call through the named breaker of a
-// dependency ([WithBreaker], [BreakerSettings]). Task types declare what they
-// call with [WithDependencies]; when a breaker opens in any worker, those
-// types' consumers are paused cluster-wide for the open period, and tasks
-// that failed fast are held in the worker and rerun afterwards without
-// spending an attempt. [Worker.Breakers] reports the states; the
+// Features beside the core loop plug into a worker with [Worker.Use] and a
+// [Plugin]: events around each attempt, a step at Start, a background
+// service, and holding a failed attempt in process. Handler options of such
+// a feature are [WithHandlerValue]s, read at Start with
+// [Worker.HandlerValues]. Package [github.com/jetflow-io/jetflow/breaker]
+// is one: breaker.Install gives a worker its circuit breakers, breaker.Call
+// runs an external call through a dependency's breaker, and the
 // BreakerStateChanged hook reports transitions.
 //
 // # Cron, task state and effects

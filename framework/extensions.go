@@ -2,6 +2,8 @@ package framework
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -9,41 +11,75 @@ import (
 	"github.com/jetflow-io/jetflow/streams"
 )
 
-// extension is an internal plug-in point of the worker, used by the features
-// of this package that sit beside the core loop (dead letters, circuit
-// breakers, task state). Its events are the engine's own path, apart from
-// the public [Hooks]: they run before the hooks, are not recovered, and see
-// what the hooks do not (whether the worker wrote a dead letter). Any field
-// may be nil.
-type extension struct {
-	name string
-	// started runs before each attempt's handler.
-	started func(ctx context.Context, t *Task)
-	// finished runs once an attempt's outcome was settled, where the
+// Plugin is a feature installed on a worker with [Worker.Use], beside the
+// core loop: package breaker installs circuit breakers this way. Its events
+// are the engine's own path, apart from the public [Hooks]: they run before
+// the hooks, in the order the plugins were installed, and are not recovered.
+// Any field but Name may be nil.
+type Plugin struct {
+	// Name names the plugin in errors ("prepare: <Name>: …") and in
+	// [Worker.Plugin].
+	Name string
+	// Value is what [Worker.Plugin] returns for Name, for example the
+	// feature's registry, so that code holding the worker (or a handler's
+	// ctx, through [WorkerFromContext]) finds it.
+	Value any
+	// Prepare runs at Start, after the worker's own set-up and before
+	// pulling begins (ensure buckets, read [Worker.HandlerValues]). An
+	// error fails Start.
+	Prepare func(ctx context.Context, w *Worker) error
+	// Service runs in its own goroutine from Start until shutdown begins;
+	// it must return when ctx ends.
+	Service func(ctx context.Context, w *Worker)
+	// Started runs before each attempt's handler, with the handler's ctx.
+	Started func(ctx context.Context, t *Task)
+	// Finished runs once an attempt's outcome was settled, where the
 	// Finished hook runs.
-	finished func(ctx context.Context, t *Task, o Outcome)
-	// prepare runs at Start before pulling begins (ensure buckets, streams).
-	prepare func(ctx context.Context, w *Worker) error
+	Finished func(ctx context.Context, t *Task, o Outcome)
+	// Hold may ask for a failed attempt to be rerun in process after the
+	// returned delay, without spending a delivery (for example while a
+	// circuit breaker is open). The task keeps its slot's place and sends
+	// heartbeats meanwhile; the first plugin that holds wins.
+	Hold func(t *Task, err error) (time.Duration, bool)
+}
+
+// Use installs p on w. It panics when called after the worker started, or
+// when a plugin of the same name is installed.
+func (w *Worker) Use(p Plugin) {
+	if _, dup := w.Plugin(p.Name); dup || p.Name == "" {
+		panic(fmt.Sprintf("framework: plugin %q installed twice or unnamed", p.Name))
+	}
+	w.addExtension(extension{Plugin: p})
+}
+
+// Plugin returns the Value of the plugin installed under name, and whether
+// there is one.
+func (w *Worker) Plugin(name string) (any, bool) {
+	for i := range w.ext {
+		if w.ext[i].Name == name {
+			return w.ext[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// extension is a [Plugin] with the events only this package's features use:
+// further consumers (ordered partitions) and the dead-letter writer.
+type extension struct {
+	Plugin
 	// consumers runs at Start after prepare and returns further consumers
 	// to pull (ordered partitions).
 	consumers func(ctx context.Context, w *Worker) ([]consumerSub, error)
-	// service runs in its own goroutine from Start until shutdown begins; it
-	// must return when ctx ends.
-	service func(ctx context.Context, w *Worker)
 	// deadLetter runs before a task is terminated: permanent error,
 	// undecodable payload, or failed last attempt. If it returns an error
 	// the task is not terminated but retried later, so nothing is lost.
 	deadLetter func(ctx context.Context, t *Task, msg jetstream.Msg, cause error) error
-	// hold may ask for a failed attempt to be rerun in process after the
-	// returned delay, without spending a delivery (for example while a
-	// circuit breaker is open). The task keeps sending heartbeats meanwhile.
-	hold func(t *Task, err error) (time.Duration, bool)
 }
 
 // addExtension installs e. It must be called before Start.
 func (w *Worker) addExtension(e extension) {
 	if w.state.Load() != workerNew {
-		panic("framework: extension " + e.name + " added after the worker started")
+		panic("framework: extension " + e.Name + " added after the worker started")
 	}
 	w.ext = append(w.ext, e)
 	if e.deadLetter != nil && w.deadLetter == nil {
@@ -54,7 +90,7 @@ func (w *Worker) addExtension(e extension) {
 // emitStarted tells the extensions, then the hooks, that an attempt starts.
 func (w *Worker) emitStarted(ctx context.Context, t *Task) {
 	for i := range w.ext {
-		if f := w.ext[i].started; f != nil {
+		if f := w.ext[i].Started; f != nil {
 			f(ctx, t)
 		}
 	}
@@ -68,7 +104,7 @@ func (w *Worker) emitStarted(ctx context.Context, t *Task) {
 // emitFinished tells the extensions, then the hooks, an attempt's outcome.
 func (w *Worker) emitFinished(ctx context.Context, t *Task, o Outcome) {
 	for i := range w.ext {
-		if f := w.ext[i].finished; f != nil {
+		if f := w.ext[i].Finished; f != nil {
 			f(ctx, t, o)
 		}
 	}
@@ -91,6 +127,19 @@ func (w *Worker) hookFinished(h func(context.Context, *Task, Outcome), ctx conte
 	h(ctx, t, o)
 }
 
+// CallHooks calls each of the worker's hook sets (the [Worker.AddHooks] ones,
+// then the [WithHooks] one) with call, for a plugin that reports through a
+// hook (package breaker calls BreakerStateChanged). A panic in call is
+// recovered, logged and counted in [Stats].HookPanics under name.
+func (w *Worker) CallHooks(name string, call func(h Hooks)) {
+	for i := range w.hooks {
+		callHook(w.log, &w.stats.hookPanics, name, func() { call(w.hooks[i]) })
+	}
+}
+
+// Logger returns the worker's logger ([WithLogger]).
+func (w *Worker) Logger() *slog.Logger { return w.log }
+
 func (w *Worker) emitAckFailed(ctx context.Context, t *Task, op string, err error) {
 	for i := range w.hooks {
 		if h := w.hooks[i].AckFailed; h != nil {
@@ -103,7 +152,7 @@ func (w *Worker) emitAckFailed(ctx context.Context, t *Task, op string, err erro
 // process.
 func (w *Worker) holdFor(t *Task, err error) (time.Duration, bool) {
 	for i := range w.ext {
-		if f := w.ext[i].hold; f != nil {
+		if f := w.ext[i].Hold; f != nil {
 			if d, ok := f(t, err); ok {
 				return d, true
 			}

@@ -24,9 +24,8 @@ type handlerConfig struct {
 	prefetchSet bool // WithPrefetch: a fixed pull size (pullsize.go)
 	priorities  []Priority
 	middleware  []Middleware
-	// dependencies are the circuit-broken dependencies the handler calls
-	// (WithDependencies).
-	dependencies []string
+	// values are plugins' metadata (WithHandlerValue), by key.
+	values map[any][]any
 	// stateTracking overrides the worker's state tracking for the type:
 	// 0 inherits, 1 on, -1 off (WithTypeStateTracking, state.go).
 	stateTracking int8
@@ -213,4 +212,35 @@ func newHandlerConfig(workerConcurrency int, opts []HandlerOption) (handlerConfi
 		c.timeout = 0
 	}
 	return c, nil
+}
+
+// WithHandlerValue attaches value to the task type under key, for a
+// [Plugin] to read at Start with [Worker.HandlerValues] (package breaker's
+// WithDependencies is one). Values under one key accumulate in order. Use a
+// key of an unexported type of your package, as with context values.
+func WithHandlerValue(key, value any) HandlerOption {
+	return func(c *handlerConfig) error {
+		if c.values == nil {
+			c.values = make(map[any][]any)
+		}
+		c.values[key] = append(c.values[key], value)
+		return nil
+	}
+}
+
+// InvalidHandlerOption returns an option that fails registration with err,
+// wrapped in [ErrInvalidOption]: [Worker.Register] panics with it, as with
+// any invalid option. Packages that validate their handler options up
+// front return it.
+func InvalidHandlerOption(err error) HandlerOption {
+	return func(*handlerConfig) error { return fmt.Errorf("%w: %w", ErrInvalidOption, err) }
+}
+
+// HandlerValues returns the values attached to taskType under key with
+// [WithHandlerValue], in order; nil for an unregistered type.
+func (w *Worker) HandlerValues(taskType string, key any) []any {
+	if tt := w.types[taskType]; tt != nil {
+		return tt.cfg.values[key]
+	}
+	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"github.com/jetflow-io/jetflow/internal/circuit"
 )
 
 // Hooks are optional callbacks for metrics, tracing and logging. Any field
@@ -35,7 +37,7 @@ type Hooks struct {
 	// heartbeats and hand-backs.
 	AckFailed func(ctx context.Context, t *Task, op string, err error)
 	// BreakerStateChanged is called when the circuit breaker of dependency
-	// dep changes state (see [Call]). It runs on the goroutine of the call
+	// dep changes state (package breaker). It runs on the goroutine of the call
 	// that caused the change, with its context, after the breaker's lock
 	// was released.
 	BreakerStateChanged func(ctx context.Context, dep string, from, to BreakerState)
@@ -114,4 +116,40 @@ func recoverHook(log *slog.Logger, panics *atomic.Uint64, name string) {
 func callHook(log *slog.Logger, panics *atomic.Uint64, name string, fn func()) {
 	defer recoverHook(log, panics, name)
 	fn()
+}
+
+// BreakerState is the state of a dependency's circuit breaker (package
+// breaker), as the BreakerStateChanged hook reports it.
+type BreakerState int
+
+// Breaker states. The zero value is [BreakerClosed].
+const (
+	// BreakerClosed lets every call through and counts failures.
+	BreakerClosed BreakerState = iota
+	// BreakerHalfOpen lets a few probe calls through
+	// (breaker.Settings.HalfOpenMaxRequests); their outcome closes or
+	// reopens the breaker.
+	BreakerHalfOpen
+	// BreakerOpen refuses every call until the open timeout passes.
+	BreakerOpen
+)
+
+// String returns "closed", "half-open" or "open".
+func (s BreakerState) String() string { return circuit.State(s).String() }
+
+// MarshalText implements [encoding.TextMarshaler].
+func (s BreakerState) MarshalText() ([]byte, error) {
+	b, err := circuit.State(s).MarshalText()
+	if err != nil {
+		return nil, fmt.Errorf("framework: %w", err)
+	}
+	return b, nil
+}
+
+// UnmarshalText implements [encoding.TextUnmarshaler].
+func (s *BreakerState) UnmarshalText(b []byte) error {
+	if err := (*circuit.State)(s).UnmarshalText(b); err != nil {
+		return fmt.Errorf("framework: %w", err)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
@@ -168,10 +169,13 @@ func TestBreakerRecords(t *testing.T) {
 	if err != nil || len(recs) != 0 {
 		t.Fatalf("without bucket: %v %+v", err, recs)
 	}
-	w := e.worker(t, framework.WithBreaker("gateway", framework.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}))
+	w := e.worker(t)
+	if _, err := breaker.Install(w, breaker.WithSettings("gateway", breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: time.Hour})); err != nil {
+		t.Fatal(err)
+	}
 	w.HandleFunc("br.a", func(ctx context.Context, task *framework.Task) error {
-		return framework.Call(ctx, "gateway", func(context.Context) error { return errors.New("down") })
-	}, framework.WithDependencies("gateway"), framework.WithMaxAttempts(1))
+		return breaker.Call(ctx, "gateway", func(context.Context) error { return errors.New("down") })
+	}, breaker.WithDependencies("gateway"), framework.WithMaxAttempts(1))
 	startWorker(t, w)
 	e.enqueue(t, "br.a", nil)
 	testutil.Wait(t, waitLong, "open breaker recorded", func() bool {

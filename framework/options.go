@@ -11,8 +11,8 @@ import (
 
 // Each constructor takes its own option type, as nats.go's jetstream
 // package does: [NewClient] takes [ClientOption], [NewWorker] takes
-// [WorkerOption], [NewInspector] takes [InspectorOption], [NewBreakers]
-// takes [BreakersOption] and [EnsureBuckets] takes [BucketsOption]. An option
+// [WorkerOption], [NewInspector] takes [InspectorOption] and
+// [EnsureBuckets] takes [BucketsOption]. An option
 // that applies to several constructors implements each of their interfaces
 // (for example [PrefixOption]); one passed to a constructor it does not apply to is
 // a compile error. Options are read once, by the constructor: the object
@@ -27,9 +27,6 @@ type WorkerOption interface{ applyWorker(*options) error }
 // InspectorOption configures [NewInspector].
 type InspectorOption interface{ applyInspector(*options) error }
 
-// BreakersOption configures [NewBreakers].
-type BreakersOption interface{ applyBreakers(*options) error }
-
 // BucketsOption configures [EnsureBuckets].
 type BucketsOption interface{ applyBuckets(*options) error }
 
@@ -41,20 +38,18 @@ func (f PrefixOption) applyWorker(o *options) error    { return f(o) }
 func (f PrefixOption) applyInspector(o *options) error { return f(o) }
 func (f PrefixOption) applyBuckets(o *options) error   { return f(o) }
 
-// LoggerOption is returned by [WithLogger]; it applies to [NewClient], [NewWorker], [NewInspector] and [NewBreakers].
+// LoggerOption is returned by [WithLogger]; it applies to [NewClient], [NewWorker], [NewInspector].
 type LoggerOption func(*options) error
 
 func (f LoggerOption) applyClient(o *options) error    { return f(o) }
 func (f LoggerOption) applyWorker(o *options) error    { return f(o) }
 func (f LoggerOption) applyInspector(o *options) error { return f(o) }
-func (f LoggerOption) applyBreakers(o *options) error  { return f(o) }
 
-// HooksOption is returned by [WithHooks]; it applies to [NewClient], [NewWorker] and [NewBreakers].
+// HooksOption is returned by [WithHooks]; it applies to [NewClient] and [NewWorker].
 type HooksOption func(*options) error
 
-func (f HooksOption) applyClient(o *options) error   { return f(o) }
-func (f HooksOption) applyWorker(o *options) error   { return f(o) }
-func (f HooksOption) applyBreakers(o *options) error { return f(o) }
+func (f HooksOption) applyClient(o *options) error { return f(o) }
+func (f HooksOption) applyWorker(o *options) error { return f(o) }
 
 // CodecOption is returned by [WithCodec]; it applies to [NewClient], [NewWorker] and [NewInspector].
 type CodecOption func(*options) error
@@ -62,12 +57,6 @@ type CodecOption func(*options) error
 func (f CodecOption) applyClient(o *options) error    { return f(o) }
 func (f CodecOption) applyWorker(o *options) error    { return f(o) }
 func (f CodecOption) applyInspector(o *options) error { return f(o) }
-
-// BreakerOption is returned by [WithBreaker]; it applies to [NewWorker] and [NewBreakers].
-type BreakerOption func(*options) error
-
-func (f BreakerOption) applyWorker(o *options) error   { return f(o) }
-func (f BreakerOption) applyBreakers(o *options) error { return f(o) }
 
 // StateTrackingOption is returned by [WithStateTracking]; it applies to [NewClient] and [NewWorker].
 type StateTrackingOption func(*options) error
@@ -103,15 +92,14 @@ type options struct {
 	middleware        []Middleware
 	maxPending        int
 	noDedup           bool
-	breakers          map[string]BreakerSettings // WithBreaker
-	deadLetters       deadLetterOptions          // WithDeadLetters and related (dlq.go)
-	stateEnabled      bool                       // WithStateTracking
-	stateTTL          time.Duration              // WithStateTTL; 0 means DefaultStateTTL
-	stateRunningAfter time.Duration              // WithStateRunningAfter
-	effectsTTL        time.Duration              // WithEffectsTTL; 0 means DefaultEffectsTTL
-	enqueueTracers    []EnqueueTracer            // WithEnqueueTracer (enqueue_trace.go)
-	rateLimits        map[string]RateLimit       // WithDependencyRateLimit (ratelimit.go)
-	noDelayMover      bool                       // WithDelayMover(false) (delays.go)
+	deadLetters       deadLetterOptions    // WithDeadLetters and related (dlq.go)
+	stateEnabled      bool                 // WithStateTracking
+	stateTTL          time.Duration        // WithStateTTL; 0 means DefaultStateTTL
+	stateRunningAfter time.Duration        // WithStateRunningAfter
+	effectsTTL        time.Duration        // WithEffectsTTL; 0 means DefaultEffectsTTL
+	enqueueTracers    []EnqueueTracer      // WithEnqueueTracer (enqueue_trace.go)
+	rateLimits        map[string]RateLimit // WithDependencyRateLimit (ratelimit.go)
+	noDelayMover      bool                 // WithDelayMover(false) (delays.go)
 }
 
 // Worker defaults.

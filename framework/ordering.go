@@ -111,7 +111,7 @@ func WithOrdering(o Ordering) HandlerOption {
 }
 
 func (w *Worker) installOrdering() {
-	w.addExtension(extension{name: "ordering", prepare: prepareBlocking, consumers: orderedConsumers, hold: holdBlocked})
+	w.addExtension(extension{Plugin: Plugin{Name: "ordering", Prepare: prepareBlocking, Hold: holdBlocked}, consumers: orderedConsumers})
 }
 
 // orderedConsumers ensures the partition consumers of the ordered types.

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetflow-io/jetflow/internal/ratelimit"
 	"github.com/jetflow-io/jetflow/streams"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Cluster-wide rate limits: a GCRA token bucket per limit, kept in one KV
@@ -59,7 +60,8 @@ func WithRateLimit(l RateLimit) HandlerOption {
 }
 
 // WithDependencyRateLimit limits the calls to dependency dep made through
-// [Call] (and so [handlers.DoHTTP]) across every worker of the cluster. A
+// package breaker's Call (and so [handlers.DoHTTP]) across every worker of
+// the cluster; see [WaitDependency]. A
 // call over the limit waits inside Call, without spending an attempt, until
 // its permit is due or ctx ends. Workers only.
 func WithDependencyRateLimit(dep string, l RateLimit) WorkerOption {
@@ -98,19 +100,19 @@ func (e *rateHoldError) Error() string {
 func (w *Worker) installRateLimits() {
 	x := &rateLimits{byKey: make(map[string]*ratelimit.Limiter), stop: make(chan struct{})}
 	w.rateLimits = x
-	w.addExtension(extension{
-		name:    "rate limits",
-		prepare: x.prepare,
-		service: func(ctx context.Context, _ *Worker) { <-ctx.Done(); close(x.stop) },
-		hold: func(_ *Task, err error) (time.Duration, bool) {
+	w.addExtension(extension{Plugin: Plugin{
+		Name:    "rate limits",
+		Prepare: x.prepare,
+		Service: func(ctx context.Context, _ *Worker) { <-ctx.Done(); close(x.stop) },
+		Hold: func(_ *Task, err error) (time.Duration, bool) {
 			var h *rateHoldError
 			if errors.As(err, &h) {
 				return h.wait, true
 			}
 			return 0, false
 		},
-		finished: func(_ context.Context, t *Task, _ Outcome) { x.gate.Forget(t, x.byKey) },
-	})
+		Finished: func(_ context.Context, t *Task, _ Outcome) { x.gate.Forget(t, x.byKey) },
+	}})
 }
 
 func (x *rateLimits) prepare(ctx context.Context, w *Worker) error {
@@ -167,9 +169,12 @@ func dependencyLimiter(ctx context.Context, dep string) *ratelimit.Limiter {
 	return w.rateLimits.byKey[ratelimit.KeyDep(dep)]
 }
 
-// waitDependency waits for a permit of dep's limit, if the worker running
-// the handler of ctx has one.
-func waitDependency(ctx context.Context, dep string) error {
+// WaitDependency waits for a permit of dep's rate limit
+// ([WithDependencyRateLimit]) if the worker running the handler of ctx has
+// one, and returns ctx's error if it ends first. It returns nil at once
+// without a limit or outside a handler. Package breaker's Call calls it
+// before the breaker.
+func WaitDependency(ctx context.Context, dep string) error {
 	l := dependencyLimiter(ctx, dep)
 	if l == nil {
 		return nil

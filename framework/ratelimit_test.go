@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
@@ -69,7 +70,7 @@ func TestRateLimitTypeIsClusterWide(t *testing.T) {
 	}
 }
 
-// A dependency limit applies to framework.Call, and Throttle from one worker
+// A dependency limit applies to breaker.Call, and Throttle from one worker
 // delays the next call of another.
 func TestRateLimitDependencyThrottle(t *testing.T) {
 	t.Parallel()
@@ -82,8 +83,11 @@ func TestRateLimitDependencyThrottle(t *testing.T) {
 	calls := make(chan call, 4)
 	for range 2 {
 		w := e.worker(t, framework.WithDependencyRateLimit("gw", lim))
+		if _, err := breaker.Install(w); err != nil {
+			t.Fatal(err)
+		}
 		w.HandleFunc("dep.job", func(ctx context.Context, task *framework.Task) error {
-			return framework.Call(ctx, "gw", func(ctx context.Context) error {
+			return breaker.Call(ctx, "gw", func(ctx context.Context) error {
 				c := call{at: time.Now()}
 				if task.Header("X-Throttle") != "" {
 					c.until = time.Now().Add(2 * time.Second)

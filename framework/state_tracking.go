@@ -44,12 +44,12 @@ func (c *Client) writeEnqueued(info TaskInfo) {
 // lookup per task when no type is tracked; its start-up step creates the
 // writer and the buckets only when one is.
 func (w *Worker) installState() {
-	w.addExtension(extension{
-		name:     "state",
-		prepare:  w.prepareState,
-		started:  w.stateStarted,
-		finished: w.stateFinished,
-	})
+	w.addExtension(extension{Plugin: Plugin{
+		Name:     "state",
+		Prepare:  w.prepareState,
+		Started:  w.stateStarted,
+		Finished: w.stateFinished,
+	}})
 }
 
 // prepareState creates the record writer and the buckets when at least

@@ -120,7 +120,7 @@ func TaskFromContext(ctx context.Context) *Task {
 // [LoggerFromContext] find it there. Workers set it themselves; it is for
 // running handlers and middleware outside a worker, in tests (see package
 // jetflowtest). Functions that need the worker ([SetResult], effects.Once,
-// [Call]) still return their "not in a handler" errors.
+// breaker.Call) still return their "not in a handler" errors.
 func ContextWithTask(ctx context.Context, t *Task) context.Context {
 	return context.WithValue(ctx, taskKey{}, t)
 }

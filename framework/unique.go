@@ -210,14 +210,14 @@ func (w *Worker) installUnique() {
 	// No prepare: a worker only binds the bucket (which the client created)
 	// when a UniqueUntilDone task succeeds, so that workers need no
 	// permissions on it otherwise.
-	w.addExtension(extension{
-		name: "unique",
-		finished: func(_ context.Context, t *Task, o Outcome) {
+	w.addExtension(extension{Plugin: Plugin{
+		Name: "unique",
+		Finished: func(_ context.Context, t *Task, o Outcome) {
 			if o.Action == ActionAck {
 				x.succeeded(t)
 			}
 		},
-	})
+	}})
 }
 
 func (x *uniqueExt) succeeded(t *Task) {

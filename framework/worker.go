@@ -68,8 +68,6 @@ type Worker struct {
 	services  sync.WaitGroup
 	svcCancel context.CancelFunc
 
-	breakers *breakerExt // circuit breakers (breaker_worker.go)
-
 	// hooks are the AddHooks hooks, then the WithHooks ones (last).
 	hooks []Hooks
 	// deadLetter is the dead-letter extension's writer, or nil (dlq.go).
@@ -153,7 +151,6 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		hooks:      []Hooks{o.hooks},
 	}
 	w.sched = dispatch.New(o.concurrency, o.dispatch == DispatchWeighted, o.weights, w.granted)
-	w.installBreakers()
 	w.installDeadLetters()
 	w.installState()
 	w.installUnique()
@@ -233,9 +230,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("framework: start worker: %w", err)
 	}
 	for i := range w.ext {
-		if f := w.ext[i].prepare; f != nil {
+		if f := w.ext[i].Prepare; f != nil {
 			if err := w.startStep(ctx, func() error { return f(ctx, w) }); err != nil {
-				return fail(fmt.Errorf("%s: %w", w.ext[i].name, err))
+				return fail(fmt.Errorf("%s: %w", w.ext[i].Name, err))
 			}
 		}
 	}
@@ -260,7 +257,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		if f := w.ext[i].consumers; f != nil {
 			more, err := f(ctx, w)
 			if err != nil {
-				return fail(fmt.Errorf("%s: %w", w.ext[i].name, err))
+				return fail(fmt.Errorf("%s: %w", w.ext[i].Name, err))
 			}
 			subs = append(subs, more...)
 		}
@@ -269,7 +266,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	svcCtx, svcCancel := context.WithCancel(context.Background())
 	w.svcCancel = svcCancel
 	for i := range w.ext {
-		if f := w.ext[i].service; f != nil {
+		if f := w.ext[i].Service; f != nil {
 			w.services.Add(1)
 			go func() {
 				defer w.services.Done()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 )
 
@@ -57,9 +58,11 @@ func retryableStatus(code int) bool {
 }
 
 // DoHTTP sends req with client (nil means [http.DefaultClient]) through the
-// circuit breaker of dependency dep ([framework.Call]), bound to ctx. Call
-// it from a handler, or with a registry set by
-// [framework.ContextWithBreakers].
+// circuit breaker of dependency dep ([breaker.Call]), bound to ctx. Call
+// it from a handler of a worker that breakers are installed on
+// ([breaker.Install]), or with a registry set by
+// [breaker.ContextWithRegistry]; otherwise it returns
+// [breaker.ErrNoRegistry] without sending anything.
 //
 // A response below 400 is returned as is; the caller must close its body.
 // Otherwise the body is read (up to [MaxErrorBody] bytes), closed, and the
@@ -79,7 +82,7 @@ func retryableStatus(code int) bool {
 //     Set client.Timeout (or a ctx deadline) so that a hung dependency is a
 //     failure rather than a stuck task.
 //
-// Once the breaker is open, DoHTTP returns a *[framework.BreakerOpenError]
+// Once the breaker is open, DoHTTP returns a *[breaker.OpenError]
 // without sending anything, and a handler returning it is rerun when the
 // breaker lets probes through again, without spending an attempt.
 func DoHTTP(ctx context.Context, client *http.Client, dep string, req *http.Request) (*http.Response, error) {
@@ -90,7 +93,7 @@ func DoHTTP(ctx context.Context, client *http.Client, dep string, req *http.Requ
 		return nil, framework.Permanent(fmt.Errorf("handlers: %s: nil request", dep))
 	}
 	var resp *http.Response
-	err := framework.Call(ctx, dep, func(ctx context.Context) error {
+	err := breaker.Call(ctx, dep, func(ctx context.Context) error {
 		r, err := client.Do(req.WithContext(ctx))
 		if err != nil {
 			return fmt.Errorf("handlers: %s %s %s: %w", dep, req.Method, redact(req), err)

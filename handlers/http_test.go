@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/handlers"
 )
@@ -49,13 +50,13 @@ func fakeAPI(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	return srv, &hits
 }
 
-func breakersCtx(t *testing.T, s framework.BreakerSettings) (context.Context, *framework.Breakers) {
+func breakersCtx(t *testing.T, s breaker.Settings) (context.Context, *breaker.Registry) {
 	t.Helper()
-	r, err := framework.NewBreakers(framework.WithBreaker("api", s))
+	r, err := breaker.New(breaker.WithSettings("api", s))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return framework.ContextWithBreakers(t.Context(), r), r
+	return breaker.ContextWithRegistry(t.Context(), r), r
 }
 
 func get(t *testing.T, url string) *http.Request {
@@ -70,7 +71,7 @@ func get(t *testing.T, url string) *http.Request {
 func TestDoHTTPSuccess(t *testing.T) {
 	t.Parallel()
 	srv, _ := fakeAPI(t)
-	ctx, _ := breakersCtx(t, framework.BreakerSettings{})
+	ctx, _ := breakersCtx(t, breaker.Settings{})
 	c := &handlers.HTTPClient{Client: srv.Client(), Dependency: "api"}
 	resp, err := c.Do(ctx, get(t, srv.URL+"/ok"))
 	if err != nil {
@@ -85,7 +86,7 @@ func TestDoHTTPSuccess(t *testing.T) {
 func TestDoHTTPClientErrorsArePermanentAndNotCounted(t *testing.T) {
 	t.Parallel()
 	srv, hits := fakeAPI(t)
-	ctx, r := breakersCtx(t, framework.BreakerSettings{ConsecutiveFailures: 2})
+	ctx, r := breakersCtx(t, breaker.Settings{ConsecutiveFailures: 2})
 	for range 5 {
 		_, err := handlers.DoHTTP(ctx, srv.Client(), "api", get(t, srv.URL+"/status/404?token=secret"))
 		var he *handlers.HTTPError
@@ -105,18 +106,18 @@ func TestDoHTTPClientErrorsArePermanentAndNotCounted(t *testing.T) {
 func TestDoHTTPServerErrorsTripTheBreaker(t *testing.T) {
 	t.Parallel()
 	srv, hits := fakeAPI(t)
-	ctx, r := breakersCtx(t, framework.BreakerSettings{ConsecutiveFailures: 2, OpenTimeout: time.Minute})
+	ctx, r := breakersCtx(t, breaker.Settings{ConsecutiveFailures: 2, OpenTimeout: time.Minute})
 	_, err := handlers.DoHTTP(ctx, srv.Client(), "api", get(t, srv.URL+"/status/500"))
 	var he *handlers.HTTPError
 	if framework.IsPermanent(err) || !errors.As(err, &he) || he.StatusCode != 500 || !he.Retryable() {
 		t.Fatalf("500: %v", err)
 	}
 	_, err = handlers.DoHTTP(ctx, srv.Client(), "api", get(t, srv.URL+"/status/500"))
-	if !errors.Is(err, framework.ErrBreakerOpen) || !errors.As(err, &he) {
-		t.Fatalf("tripping 500: %v, want ErrBreakerOpen wrapping the HTTPError", err)
+	if !errors.Is(err, breaker.ErrOpen) || !errors.As(err, &he) {
+		t.Fatalf("tripping 500: %v, want breaker.ErrOpen wrapping the HTTPError", err)
 	}
 	_, err = handlers.DoHTTP(ctx, srv.Client(), "api", get(t, srv.URL+"/ok"))
-	if !errors.Is(err, framework.ErrBreakerOpen) {
+	if !errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("call on an open breaker: %v", err)
 	}
 	if hits.Load() != 2 {
@@ -150,7 +151,7 @@ func TestDoHTTPRetryAfter(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			ctx, _ := breakersCtx(t, framework.BreakerSettings{})
+			ctx, _ := breakersCtx(t, breaker.Settings{})
 			before := time.Now()
 			_, err := handlers.DoHTTP(ctx, srv.Client(), "api", get(t, srv.URL+tc.path))
 			after := time.Now()
@@ -182,11 +183,11 @@ func TestDoHTTPRetryAfter(t *testing.T) {
 func TestDoHTTPTimeoutCounts(t *testing.T) {
 	t.Parallel()
 	srv, _ := fakeAPI(t)
-	ctx, r := breakersCtx(t, framework.BreakerSettings{ConsecutiveFailures: 1})
+	ctx, r := breakersCtx(t, breaker.Settings{ConsecutiveFailures: 1})
 	client := srv.Client()
 	client.Timeout = 50 * time.Millisecond
 	_, err := handlers.DoHTTP(ctx, client, "api", get(t, srv.URL+"/slow"))
-	if err == nil || framework.IsPermanent(err) || !errors.Is(err, framework.ErrBreakerOpen) {
+	if err == nil || framework.IsPermanent(err) || !errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("timeout: %v, want a failure that opened the breaker", err)
 	}
 	if in, _ := r.State("api"); in.State != framework.BreakerOpen || in.OpenedAt.IsZero() {
@@ -198,7 +199,7 @@ func TestDoHTTPWithoutRegistry(t *testing.T) {
 	t.Parallel()
 	srv, hits := fakeAPI(t)
 	_, err := handlers.DoHTTP(t.Context(), srv.Client(), "api", get(t, srv.URL+"/ok"))
-	if !errors.Is(err, framework.ErrNoBreakers) || hits.Load() != 0 {
+	if !errors.Is(err, breaker.ErrNoRegistry) || hits.Load() != 0 {
 		t.Fatalf("err = %v, hits %d", err, hits.Load())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/handlers"
 )
@@ -37,6 +38,9 @@ func TestDoHTTP429ThrottlesTheFleet(t *testing.T) {
 	hooks, out := outcomes()
 	for range 2 {
 		w := e.worker(t, framework.WithDependencyRateLimit("api", lim), framework.WithHooks(hooks))
+		if _, err := breaker.Install(w); err != nil {
+			t.Fatal(err)
+		}
 		w.HandleFunc("api.call", func(ctx context.Context, _ *framework.Task) error {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
 			if err != nil {

@@ -10,12 +10,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/queuestate"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // QueueActivity is what the consumer of one (task type, priority) queue
@@ -235,7 +237,7 @@ func (i *Operator) queueErr(op, taskType string, p framework.Priority, err error
 // dependency. It is empty when no worker declared a dependency (the bucket
 // does not exist). An open record whose Until has passed means the breaker
 // lets probes through again; the next record tells how they went.
-func (i *Operator) BreakerRecords(ctx context.Context) ([]framework.BreakerRecord, error) {
+func (i *Operator) BreakerRecords(ctx context.Context) ([]breaker.Record, error) {
 	kv, err := i.js.KeyValue(ctx, i.names.BreakerBucket())
 	if err != nil {
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -247,7 +249,7 @@ func (i *Operator) BreakerRecords(ctx context.Context) ([]framework.BreakerRecor
 	if err != nil {
 		return nil, fmt.Errorf("inspect: breaker records: %w", err)
 	}
-	var out []framework.BreakerRecord
+	var out []breaker.Record
 	for k := range keys.Keys() {
 		e, err := kv.Get(ctx, k)
 		if err != nil {
@@ -257,13 +259,13 @@ func (i *Operator) BreakerRecords(ctx context.Context) ([]framework.BreakerRecor
 			_ = keys.Stop()
 			return nil, fmt.Errorf("inspect: breaker records: %s: %w", k, err)
 		}
-		var rec framework.BreakerRecord
+		var rec breaker.Record
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			continue // not written by a worker; skip it
 		}
 		rec.Dependency = k
 		out = append(out, rec)
 	}
-	slices.SortFunc(out, func(a, b framework.BreakerRecord) int { return strings.Compare(a.Dependency, b.Dependency) })
+	slices.SortFunc(out, func(a, b breaker.Record) int { return strings.Compare(a.Dependency, b.Dependency) })
 	return out, nil
 }

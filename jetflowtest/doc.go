@@ -14,6 +14,6 @@
 // ([WithBackoff]), whether dead letters are on ([WithDeadLetters]) and the
 // attempt timeout ([WithTimeout]). The harness does not wait for a task's
 // due time, and features that need a worker ([framework.SetResult],
-// [github.com/jetflow-io/jetflow/effects.Once], [framework.Call]) return their "not in a handler"
+// [github.com/jetflow-io/jetflow/effects.Once], [github.com/jetflow-io/jetflow/breaker.Call]) return their "not in a handler"
 // errors; test those against an embedded server (package testutil).
 package jetflowtest

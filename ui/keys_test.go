@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/testutil"
 	"github.com/jetflow-io/jetflow/ui"
@@ -124,9 +125,12 @@ func TestLimitsAndUniqueAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := breaker.Install(w); err != nil {
+		t.Fatal(err)
+	}
 	w.HandleFunc("limited.job", func(ctx context.Context, _ *framework.Task) error {
 		defer func() { done <- struct{}{} }()
-		return framework.Call(ctx, "gw", func(ctx context.Context) error {
+		return breaker.Call(ctx, "gw", func(ctx context.Context) error {
 			return framework.Throttle(ctx, "gw", 30*time.Minute)
 		})
 	}, framework.WithRateLimit(framework.RateLimit{Limit: 20, Interval: time.Second}))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
@@ -419,11 +420,14 @@ func TestBreakersAPI(t *testing.T) {
 	e := newEnv(t, ui.Options{})
 	ctx := t.Context()
 	e.worker(t, func(w *framework.Worker) {
+		if _, err := breaker.Install(w); err != nil {
+			t.Fatal(err)
+		}
 		w.HandleFunc("api.call", func(ctx context.Context, task *framework.Task) error {
-			return framework.Call(ctx, "partner", func(context.Context) error { return errors.New("503") })
-		}, framework.WithDependencies("partner"), framework.WithMaxAttempts(1))
+			return breaker.Call(ctx, "partner", func(context.Context) error { return errors.New("503") })
+		}, breaker.WithDependencies("partner"), framework.WithMaxAttempts(1))
 	})
-	for range framework.DefaultBreakerConsecutiveFailures {
+	for range breaker.DefaultConsecutiveFailures {
 		if _, err := e.cl.Enqueue(ctx, "api.call", nil); err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -414,7 +415,7 @@ func isFinal(t *framework.Task, err error) bool {
 	if framework.IsPermanent(err) {
 		return true
 	}
-	var open *framework.BreakerOpenError
+	var open *breaker.OpenError
 	if errors.As(err, &open) {
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/workflow"
@@ -186,7 +187,7 @@ func controlCommands() []*command {
 				}
 				if c.json {
 					if bs == nil {
-						bs = []framework.BreakerRecord{}
+						bs = []breaker.Record{}
 					}
 					return c.printJSON(bs)
 				}

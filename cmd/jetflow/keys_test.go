@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -148,12 +149,15 @@ func TestLimitsCommand(t *testing.T) {
 	ctx := t.Context()
 	done := make(chan string, 8)
 	e.worker(t, func(w *framework.Worker) {
+		if _, err := breaker.Install(w); err != nil {
+			t.Fatal(err)
+		}
 		w.HandleFunc("limited.job", func(context.Context, *framework.Task) error {
 			done <- "limited"
 			return nil
 		}, framework.WithRateLimit(framework.RateLimit{Limit: 20, Interval: time.Second}))
 		w.HandleFunc("dep.job", func(ctx context.Context, _ *framework.Task) error {
-			err := framework.Call(ctx, "gw", func(ctx context.Context) error {
+			err := breaker.Call(ctx, "gw", func(ctx context.Context) error {
 				return framework.Throttle(ctx, "gw", 30*time.Minute)
 			})
 			done <- "dep"

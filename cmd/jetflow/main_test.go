@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
@@ -514,10 +515,13 @@ func TestBreakersCommand(t *testing.T) {
 		t.Fatalf("breakers before any worker: %+v", bs)
 	}
 	e.worker(t, func(w *framework.Worker) {
+		if _, err := breaker.Install(w, breaker.WithSettings("gateway", breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: time.Hour})); err != nil {
+			t.Fatal(err)
+		}
 		w.HandleFunc("payments.charge", func(ctx context.Context, tk *framework.Task) error {
-			return framework.Call(ctx, "gateway", func(context.Context) error { return errors.New("503") })
-		}, framework.WithDependencies("gateway"))
-	}, framework.WithBreaker("gateway", framework.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}))
+			return breaker.Call(ctx, "gateway", func(context.Context) error { return errors.New("503") })
+		}, breaker.WithDependencies("gateway"))
+	})
 	e.ok(t, nil, "enqueue", "payments.charge", "{}")
 	testutil.Wait(t, waitLong, "an open breaker", func() bool {
 		e.ok(t, &bs, "breakers", "--json")

@@ -13,6 +13,7 @@ import (
 	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	jetflowprom "github.com/jetflow-io/jetflow/contrib/prometheus"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
@@ -93,9 +94,11 @@ func TestWorkerAndClientMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := framework.NewWorker(testutil.Connect(t, srv),
-		framework.WithBreaker("bank", framework.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}))
+	w, err := framework.NewWorker(testutil.Connect(t, srv))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := breaker.Install(w, breaker.WithSettings("bank", breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: time.Hour})); err != nil {
 		t.Fatal(err)
 	}
 	release := make(chan struct{})
@@ -118,8 +121,8 @@ func TestWorkerAndClientMetrics(t *testing.T) {
 		return nil
 	})
 	w.HandleFunc("bank.task", func(ctx context.Context, task *framework.Task) error {
-		return framework.Call(ctx, "bank", func(context.Context) error { return errors.New("down") })
-	}, framework.WithDependencies("bank"), framework.WithMaxAttempts(1))
+		return breaker.Call(ctx, "bank", func(context.Context) error { return errors.New("down") })
+	}, breaker.WithDependencies("bank"), framework.WithMaxAttempts(1))
 	m.Instrument(w)
 	if err := w.Start(t.Context()); err != nil {
 		t.Fatal(err)

@@ -48,6 +48,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/handlers"
 	"github.com/jetflow-io/jetflow/streams"
@@ -150,7 +151,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		emailsOut atomic.Int64 // sent while the gateway was down
 		allDone   = make(chan struct{})
 	)
-	settings := framework.BreakerSettings{
+	settings := breaker.Settings{
 		ConsecutiveFailures: 5,
 		OpenTimeout:         time.Second,
 		HalfOpenMaxRequests: 1,
@@ -171,7 +172,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		w, err := framework.NewWorker(wnc,
 			framework.WithConcurrency(16),
 			framework.WithLogger(logger.With("worker", name)),
-			framework.WithBreaker(dependency, settings),
 			framework.WithHooks(framework.Hooks{
 				Finished: func(_ context.Context, t *framework.Task, o framework.Outcome) {
 					if o.Action == framework.ActionFail {
@@ -204,6 +204,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		// The worker's circuit breakers: DoHTTP calls the gateway through
+		// the breaker of dependency.
+		if _, err := breaker.Install(w, breaker.WithSettings(dependency, settings)); err != nil {
+			return err
+		}
 		framework.Handle(w, "payments.charge", func(ctx context.Context, _ *framework.Task, c Charge) error {
 			body, _ := json.Marshal(c)
 			req, err := http.NewRequest(http.MethodPost, gw.URL+"/charges", bytes.NewReader(body))
@@ -217,7 +222,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			return resp.Body.Close()
 		},
-			framework.WithDependencies(dependency),
+			breaker.WithDependencies(dependency),
 			framework.WithBackoff(framework.BackoffPolicy{Initial: 200 * time.Millisecond, Max: 2 * time.Second}),
 		)
 		framework.Handle(w, "emails.send", func(context.Context, *framework.Task, Email) error { return nil })
@@ -286,7 +291,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "%s done: gateway calls %d in all, %d during the outage; e-mails sent %d, %d of them during the outage\n",
 		since(), calls, outageCalls, emails.Load(), emailsOut.Load())
 	for i, w := range workers {
-		for _, in := range w.Breakers().States() {
+		for _, in := range breaker.Of(w).States() {
 			fmt.Fprintf(stdout, "worker-%d breaker %s: %s, last opened %s\n", i+1, in.Dependency, in.State, rel(start, in.OpenedAt))
 		}
 	}

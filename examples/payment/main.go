@@ -54,6 +54,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/effects"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
@@ -206,7 +207,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	done := make(chan string, cfg.orders)
 
 	w, err := framework.NewWorker(nc, framework.WithLogger(logger), framework.WithStateTracking(true),
-		framework.WithBreaker(dependency, framework.BreakerSettings{OpenTimeout: 2 * time.Second}),
 		framework.WithHooks(framework.Hooks{
 			Finished: func(_ context.Context, t *framework.Task, o framework.Outcome) {
 				switch o.Action {
@@ -220,12 +220,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if _, err := breaker.Install(w, breaker.WithSettings(dependency, breaker.Settings{OpenTimeout: 2 * time.Second})); err != nil {
+		return err
+	}
 	framework.Handle(w, "payments.charge", func(ctx context.Context, t *framework.Task, o Order) error {
 		n, _ := strconv.Atoi(o.ID[len("order-"):])
 		charge := func(ctx context.Context) (string, error) {
 			// The gateway call goes through the dependency's breaker; the
 			// idempotency key is the same for every attempt of this task.
-			return framework.CallValue(ctx, dependency, func(ctx context.Context) (string, error) {
+			return breaker.CallValue(ctx, dependency, func(ctx context.Context) (string, error) {
 				return gw.Charge(ctx, framework.IdempotencyKey(ctx)+"/charge", o, n)
 			})
 		}
@@ -257,7 +260,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return framework.RetryAfterErr(50*time.Millisecond, err)
 		}
 		return framework.SetResult(ctx, Receipt{ChargeID: chargeID})
-	}, framework.WithDependencies(dependency),
+	}, breaker.WithDependencies(dependency),
 		framework.WithBackoff(framework.BackoffPolicy{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}))
 	if err := w.Start(ctx); err != nil {
 		return err

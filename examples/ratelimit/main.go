@@ -41,6 +41,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/handlers"
 	"github.com/jetflow-io/jetflow/inspect"
@@ -186,6 +187,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}),
 		)
 		if err != nil {
+			return err
+		}
+		// DoHTTP calls through the worker's circuit breakers.
+		if _, err := breaker.Install(w); err != nil {
 			return err
 		}
 		w.HandleFunc(taskType, func(ctx context.Context, _ *framework.Task) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/effects"
 	"github.com/jetflow-io/jetflow/framework"
@@ -118,9 +119,11 @@ func TestRolePermissions(t *testing.T) {
 	}
 
 	wc := s.dial(s.users[roleWorker])
-	w, err := framework.NewWorker(wc.Conn, framework.WithReconcileInterval(200*time.Millisecond),
-		framework.WithBreaker("mail.smtp", framework.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: 500 * time.Millisecond}))
+	w, err := framework.NewWorker(wc.Conn, framework.WithReconcileInterval(200*time.Millisecond))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := breaker.Install(w, breaker.WithSettings("mail.smtp", breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: 500 * time.Millisecond})); err != nil {
 		t.Fatal(err)
 	}
 	var smtpCalls atomic.Int32
@@ -140,7 +143,7 @@ func TestRolePermissions(t *testing.T) {
 		case strings.HasPrefix(task.ID, "once"):
 			return effects.Once(ctx, "send", func(context.Context) error { return nil })
 		case strings.HasPrefix(task.ID, "breaker"):
-			return framework.Call(ctx, "mail.smtp", func(context.Context) error {
+			return breaker.Call(ctx, "mail.smtp", func(context.Context) error {
 				if smtpCalls.Add(1) == 1 {
 					return errors.New("smtp down") // opens the breaker
 				}
@@ -148,7 +151,7 @@ func TestRolePermissions(t *testing.T) {
 			})
 		}
 		return nil
-	}, framework.WithDependencies("mail.smtp"), framework.WithMaxAttempts(2),
+	}, breaker.WithDependencies("mail.smtp"), framework.WithMaxAttempts(2),
 		framework.WithBackoff(framework.BackoffPolicy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}))
 	if err := w.Start(ctx); err != nil {
 		t.Fatalf("worker start: %v (violations %v)", err, violations(wc))

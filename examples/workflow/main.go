@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -129,7 +130,7 @@ func (s *shop) define() *workflow.Definition {
 		info, _ := workflow.Info(ctx)
 		// The gateway is an external dependency: call it through its
 		// circuit breaker. The run ID is the idempotency key.
-		id, err := framework.CallValue(ctx, "payments", func(ctx context.Context) (string, error) {
+		id, err := breaker.CallValue(ctx, "payments", func(ctx context.Context) (string, error) {
 			return s.gw.charge(info.RunID, o.ID, o.Cents)
 		})
 		if err != nil {
@@ -215,6 +216,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// The worker runs the steps; several processes could run the same code.
 	w, err := framework.NewWorker(nc, framework.WithLogger(logger))
 	if err != nil {
+		return err
+	}
+	// Circuit breakers for the payment step's breaker.CallValue.
+	if _, err := breaker.Install(w); err != nil {
 		return err
 	}
 	workflow.Register(w, def)

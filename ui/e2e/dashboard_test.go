@@ -28,6 +28,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/schedule"
@@ -125,9 +126,11 @@ func startApp(t *testing.T) *app {
 		t.Fatal(err)
 	}
 
-	w, err := framework.NewWorker(testutil.Connect(t, srv), framework.WithStateTracking(true),
-		framework.WithBreaker("partner", framework.BreakerSettings{ConsecutiveFailures: 2, OpenTimeout: time.Hour}))
+	w, err := framework.NewWorker(testutil.Connect(t, srv), framework.WithStateTracking(true))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := breaker.Install(w, breaker.WithSettings("partner", breaker.Settings{ConsecutiveFailures: 2, OpenTimeout: time.Hour})); err != nil {
 		t.Fatal(err)
 	}
 	w.HandleFunc("mail.send", func(ctx context.Context, task *framework.Task) error {
@@ -148,8 +151,8 @@ func startApp(t *testing.T) *app {
 		return nil
 	})
 	w.HandleFunc("partner.sync", func(ctx context.Context, task *framework.Task) error {
-		return framework.Call(ctx, "partner", func(context.Context) error { return errors.New("503 from partner") })
-	}, framework.WithDependencies("partner"), framework.WithMaxAttempts(1))
+		return breaker.Call(ctx, "partner", func(context.Context) error { return errors.New("503 from partner") })
+	}, breaker.WithDependencies("partner"), framework.WithMaxAttempts(1))
 	workflow.Register(w, order)
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)

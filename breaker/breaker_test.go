@@ -1,4 +1,4 @@
-package framework_test
+package breaker_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -76,11 +77,10 @@ func (tr *transitions) waitTo(t *testing.T, to framework.BreakerState) {
 	}
 }
 
-func newBreakers(t *testing.T, s framework.BreakerSettings) (*framework.Breakers, *transitions) {
+func newBreakers(t *testing.T, s breaker.Settings) (*breaker.Registry, *transitions) {
 	t.Helper()
 	tr := newTransitions()
-	r, err := framework.NewBreakers(framework.WithBreaker("dep", s),
-		framework.WithHooks(framework.Hooks{BreakerStateChanged: tr.hook}))
+	r, err := breaker.New(breaker.WithSettings("dep", s), breaker.WithStateChanged(tr.hook))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func succeed(context.Context) error { return nil }
 
 // waitHalfOpen waits until the open period of dep passed (reading the state
 // moves an expired open breaker to half-open).
-func waitHalfOpen(t *testing.T, r *framework.Breakers, dep string) {
+func waitHalfOpen(t *testing.T, r *breaker.Registry, dep string) {
 	t.Helper()
 	testutil.Wait(t, 20*time.Second, dep+" half-open", func() bool {
 		in, _ := r.State(dep)
@@ -102,10 +102,10 @@ func waitHalfOpen(t *testing.T, r *framework.Breakers, dep string) {
 
 func TestBreakerTripsOnConsecutiveFailures(t *testing.T) {
 	t.Parallel()
-	r, tr := newBreakers(t, framework.BreakerSettings{ConsecutiveFailures: 3, OpenTimeout: 100 * time.Millisecond})
+	r, tr := newBreakers(t, breaker.Settings{ConsecutiveFailures: 3, OpenTimeout: 100 * time.Millisecond})
 	ctx := t.Context()
 	for i := range 2 {
-		if err := r.Call(ctx, "dep", fail); !errors.Is(err, errDown) || errors.Is(err, framework.ErrBreakerOpen) {
+		if err := r.Call(ctx, "dep", fail); !errors.Is(err, errDown) || errors.Is(err, breaker.ErrOpen) {
 			t.Fatalf("failure %d: err = %v, want the call's own error", i+1, err)
 		}
 	}
@@ -114,13 +114,13 @@ func TestBreakerTripsOnConsecutiveFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 2 {
-		if err := r.Call(ctx, "dep", fail); errors.Is(err, framework.ErrBreakerOpen) {
+		if err := r.Call(ctx, "dep", fail); errors.Is(err, breaker.ErrOpen) {
 			t.Fatalf("failure %d after a success opened the breaker: %v", i+1, err)
 		}
 	}
 	before := time.Now()
 	err := r.Call(ctx, "dep", fail)
-	var boe *framework.BreakerOpenError
+	var boe *breaker.OpenError
 	if !errors.As(err, &boe) || !errors.Is(err, errDown) {
 		t.Fatalf("tripping call: err = %v, want a BreakerOpenError wrapping the failure", err)
 	}
@@ -133,7 +133,7 @@ func TestBreakerTripsOnConsecutiveFailures(t *testing.T) {
 	}
 	called := false
 	err = r.Call(ctx, "dep", func(context.Context) error { called = true; return nil })
-	if called || !errors.Is(err, framework.ErrBreakerOpen) || !errors.Is(err, gobreaker.ErrOpenState) {
+	if called || !errors.Is(err, breaker.ErrOpen) || !errors.Is(err, gobreaker.ErrOpenState) {
 		t.Fatalf("call on open breaker: called = %v, err = %v", called, err)
 	}
 	if got := tr.list(); len(got) != 1 || got[0] != (transition{"dep", framework.BreakerClosed, framework.BreakerOpen}) {
@@ -162,11 +162,11 @@ func TestBreakerClassification(t *testing.T) {
 	errQuota := errors.New("quota exceeded")
 	tests := []struct {
 		name     string
-		settings framework.BreakerSettings
+		settings breaker.Settings
 		err      func(ctx context.Context) error
 		ctx      func() context.Context
 		wantOpen bool
-		want     framework.BreakerCounts // after 5 calls
+		want     breaker.Counts // after 5 calls
 	}{
 		{
 			name: "plain errors count",
@@ -175,13 +175,13 @@ func TestBreakerClassification(t *testing.T) {
 		{
 			name: "permanent errors (4xx) do not count",
 			err:  func(context.Context) error { return framework.Permanent(errClient) },
-			want: framework.BreakerCounts{Requests: 5, Successes: 5, ConsecutiveSuccesses: 5},
+			want: breaker.Counts{Requests: 5, Successes: 5, ConsecutiveSuccesses: 5},
 		},
 		{
 			name:     "custom IsFailure",
-			settings: framework.BreakerSettings{IsFailure: func(err error) bool { return !errors.Is(err, errQuota) }},
+			settings: breaker.Settings{IsFailure: func(err error) bool { return !errors.Is(err, errQuota) }},
 			err:      func(context.Context) error { return errQuota },
-			want:     framework.BreakerCounts{Requests: 5, Successes: 5, ConsecutiveSuccesses: 5},
+			want:     breaker.Counts{Requests: 5, Successes: 5, ConsecutiveSuccesses: 5},
 		},
 		{
 			name: "cancellation of the caller is excluded",
@@ -191,7 +191,7 @@ func TestBreakerClassification(t *testing.T) {
 				return ctx
 			},
 			err:  func(ctx context.Context) error { return fmt.Errorf("request: %w", ctx.Err()) },
-			want: framework.BreakerCounts{Requests: 5, Exclusions: 5},
+			want: breaker.Counts{Requests: 5, Exclusions: 5},
 		},
 		{
 			name: "deadline exceeded counts",
@@ -206,9 +206,9 @@ func TestBreakerClassification(t *testing.T) {
 		{
 			name: "nested open breaker is excluded",
 			err: func(context.Context) error {
-				return &framework.BreakerOpenError{Dependency: "other", Until: time.Now(), Err: gobreaker.ErrOpenState}
+				return &breaker.OpenError{Dependency: "other", Until: time.Now(), Err: gobreaker.ErrOpenState}
 			},
-			want: framework.BreakerCounts{Requests: 5, Exclusions: 5},
+			want: breaker.Counts{Requests: 5, Exclusions: 5},
 		},
 	}
 	for _, tc := range tests {
@@ -237,7 +237,7 @@ func TestBreakerClassification(t *testing.T) {
 
 func TestBreakerFailureRatio(t *testing.T) {
 	t.Parallel()
-	r, _ := newBreakers(t, framework.BreakerSettings{FailureRatio: 0.5, MinRequests: 6, ConsecutiveFailures: 1})
+	r, _ := newBreakers(t, breaker.Settings{FailureRatio: 0.5, MinRequests: 6, ConsecutiveFailures: 1})
 	ctx := t.Context()
 	// Alternating outcomes: half fail, but nothing trips before 6 calls,
 	// and ConsecutiveFailures is ignored in ratio mode.
@@ -259,7 +259,7 @@ func TestBreakerFailureRatio(t *testing.T) {
 
 func TestBreakerHalfOpenProbes(t *testing.T) {
 	t.Parallel()
-	r, tr := newBreakers(t, framework.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: 50 * time.Millisecond, HalfOpenMaxRequests: 2})
+	r, tr := newBreakers(t, breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: 50 * time.Millisecond, HalfOpenMaxRequests: 2})
 	ctx := t.Context()
 	_ = r.Call(ctx, "dep", fail)
 	waitHalfOpen(t, r, "dep")
@@ -280,7 +280,7 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 	testutil.Recv(t, started, 10*time.Second, "first probe")
 	testutil.Recv(t, started, 10*time.Second, "second probe")
 	err := r.Call(ctx, "dep", succeed)
-	var boe *framework.BreakerOpenError
+	var boe *breaker.OpenError
 	if !errors.As(err, &boe) || !errors.Is(err, gobreaker.ErrTooManyRequests) || !boe.Until.After(time.Now()) {
 		t.Fatalf("third call while probing: %v", err)
 	}
@@ -298,7 +298,7 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 	_ = r.Call(ctx, "dep", fail)
 	waitHalfOpen(t, r, "dep")
 	opens := tr.count(framework.BreakerOpen)
-	if err := r.Call(ctx, "dep", fail); !errors.Is(err, framework.ErrBreakerOpen) || !errors.Is(err, errDown) {
+	if err := r.Call(ctx, "dep", fail); !errors.Is(err, breaker.ErrOpen) || !errors.Is(err, errDown) {
 		t.Fatalf("failed probe: %v", err)
 	}
 	if got := tr.count(framework.BreakerOpen); got != opens+1 {
@@ -308,7 +308,7 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 
 func TestBreakerPanicCountsAsFailure(t *testing.T) {
 	t.Parallel()
-	r, _ := newBreakers(t, framework.BreakerSettings{ConsecutiveFailures: 1})
+	r, _ := newBreakers(t, breaker.Settings{ConsecutiveFailures: 1})
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -324,17 +324,17 @@ func TestBreakerPanicCountsAsFailure(t *testing.T) {
 
 func TestBreakerHookMayQueryRegistry(t *testing.T) {
 	t.Parallel()
-	var r *framework.Breakers
+	var r *breaker.Registry
 	var seen atomic.Int32
-	r, err := framework.NewBreakers(
-		framework.WithBreaker("dep", framework.BreakerSettings{ConsecutiveFailures: 1}),
-		framework.WithHooks(framework.Hooks{BreakerStateChanged: func(_ context.Context, dep string, _, to framework.BreakerState) {
+	r, err := breaker.New(
+		breaker.WithSettings("dep", breaker.Settings{ConsecutiveFailures: 1}),
+		breaker.WithStateChanged(func(_ context.Context, dep string, _, to framework.BreakerState) {
 			// Reading the registry from the hook must not deadlock.
 			if in, _ := r.State(dep); in.State == to {
 				seen.Add(1)
 			}
 			_ = r.States()
-		}}))
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,16 +346,16 @@ func TestBreakerHookMayQueryRegistry(t *testing.T) {
 
 func TestBreakerRegistry(t *testing.T) {
 	t.Parallel()
-	r, err := framework.NewBreakers(framework.WithBreaker("b.declared", framework.BreakerSettings{OpenTimeout: time.Second}))
+	r, err := breaker.New(breaker.WithSettings("b.declared", breaker.Settings{OpenTimeout: time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := framework.ContextWithBreakers(t.Context(), r)
-	v, err := framework.CallValue(ctx, "a-used", func(context.Context) (int, error) { return 42, nil })
+	ctx := breaker.ContextWithRegistry(t.Context(), r)
+	v, err := breaker.CallValue(ctx, "a-used", func(context.Context) (int, error) { return 42, nil })
 	if err != nil || v != 42 {
 		t.Fatalf("CallValue = %d, %v", v, err)
 	}
-	v, err = framework.CallValue(ctx, "a-used", func(context.Context) (int, error) { return 7, errDown })
+	v, err = breaker.CallValue(ctx, "a-used", func(context.Context) (int, error) { return 7, errDown })
 	if v != 0 || !errors.Is(err, errDown) {
 		t.Fatalf("CallValue on error = %d, %v", v, err)
 	}
@@ -363,8 +363,8 @@ func TestBreakerRegistry(t *testing.T) {
 	if len(states) != 2 || states[0].Dependency != "a-used" || states[1].Dependency != "b.declared" {
 		t.Fatalf("states = %+v", states)
 	}
-	if s := states[0].Settings; s.OpenTimeout != framework.DefaultBreakerOpenTimeout ||
-		s.ConsecutiveFailures != framework.DefaultBreakerConsecutiveFailures || s.IsFailure == nil {
+	if s := states[0].Settings; s.OpenTimeout != breaker.DefaultOpenTimeout ||
+		s.ConsecutiveFailures != breaker.DefaultConsecutiveFailures || s.IsFailure == nil {
 		t.Fatalf("undeclared dependency settings = %+v, want defaults", s)
 	}
 	if states[1].Settings.OpenTimeout != time.Second {
@@ -374,26 +374,26 @@ func TestBreakerRegistry(t *testing.T) {
 		t.Fatalf("counts = %+v", c)
 	}
 
-	if err := framework.Call(t.Context(), "x", succeed); !errors.Is(err, framework.ErrNoBreakers) {
+	if err := breaker.Call(t.Context(), "x", succeed); !errors.Is(err, breaker.ErrNoRegistry) {
 		t.Fatalf("Call without a registry: %v", err)
 	}
 	for _, bad := range []string{"", "a b", ".a", "a.", "a..b", "é"} {
 		if err := r.Call(t.Context(), bad, succeed); !errors.Is(err, framework.ErrInvalidDependency) {
 			t.Fatalf("Call(%q): %v", bad, err)
 		}
-		if _, err := framework.NewBreakers(framework.WithBreaker(bad, framework.BreakerSettings{})); !errors.Is(err, framework.ErrInvalidOption) {
-			t.Fatalf("WithBreaker(%q): %v", bad, err)
+		if _, err := breaker.New(breaker.WithSettings(bad, breaker.Settings{})); !errors.Is(err, framework.ErrInvalidOption) {
+			t.Fatalf("WithSettings(%q): %v", bad, err)
 		}
 	}
-	for _, s := range []framework.BreakerSettings{{FailureRatio: 1.5}, {FailureRatio: -1}, {OpenTimeout: time.Millisecond}} {
-		if _, err := framework.NewBreakers(framework.WithBreaker("ok", s)); !errors.Is(err, framework.ErrInvalidOption) {
-			t.Fatalf("WithBreaker(%+v): %v", s, err)
+	for _, s := range []breaker.Settings{{FailureRatio: 1.5}, {FailureRatio: -1}, {OpenTimeout: time.Millisecond}} {
+		if _, err := breaker.New(breaker.WithSettings("ok", s)); !errors.Is(err, framework.ErrInvalidOption) {
+			t.Fatalf("WithSettings(%+v): %v", s, err)
 		}
 	}
 }
 
 func BenchmarkCallClosed(b *testing.B) {
-	r, err := framework.NewBreakers()
+	r, err := breaker.New()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func BenchmarkCallClosed(b *testing.B) {
 }
 
 func BenchmarkCallClosedParallel(b *testing.B) {
-	r, err := framework.NewBreakers()
+	r, err := breaker.New()
 	if err != nil {
 		b.Fatal(err)
 	}

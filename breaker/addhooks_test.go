@@ -1,4 +1,4 @@
-package framework_test
+package breaker_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -17,12 +18,12 @@ func TestAddedHooksHearBreakerChanges(t *testing.T) {
 	e := newEnv(t)
 	added := make(chan framework.BreakerState, 4)
 	own := make(chan framework.BreakerState, 4)
-	w := e.worker(t, framework.WithBreaker("ledger", framework.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}),
+	w := e.worker(t, []breaker.Option{breaker.WithSettings("ledger", breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: time.Hour})},
 		framework.WithHooks(framework.Hooks{BreakerStateChanged: func(_ context.Context, dep string, _, to framework.BreakerState) { own <- to }}))
 	w.AddHooks(framework.Hooks{BreakerStateChanged: func(_ context.Context, dep string, _, to framework.BreakerState) { added <- to }})
 	w.HandleFunc("ledger.post", func(ctx context.Context, task *framework.Task) error {
-		return framework.Call(ctx, "ledger", func(context.Context) error { return errors.New("down") })
-	}, framework.WithDependencies("ledger"))
+		return breaker.Call(ctx, "ledger", func(context.Context) error { return errors.New("down") })
+	}, breaker.WithDependencies("ledger"))
 	startWorker(t, w)
 	e.enqueue(t, "ledger.post", nil)
 	if s := testutil.Recv(t, added, waitLong, "added hook"); s != framework.BreakerOpen {

@@ -1,4 +1,4 @@
-package framework_test
+package breaker_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -96,19 +97,19 @@ func consumerPaused(t *testing.T, js jetstream.JetStream, taskType string, p fra
 	return ci.Paused
 }
 
-func breakerRecord(t *testing.T, js jetstream.JetStream, dep string) (framework.BreakerRecord, bool) {
+func breakerRecord(t *testing.T, js jetstream.JetStream, dep string) (breaker.Record, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, streams.MustNames("").BreakerBucket())
 	if err != nil {
-		return framework.BreakerRecord{}, false
+		return breaker.Record{}, false
 	}
 	e, err := kv.Get(ctx, dep)
 	if err != nil {
-		return framework.BreakerRecord{}, false
+		return breaker.Record{}, false
 	}
-	var rec framework.BreakerRecord
+	var rec breaker.Record
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {
 		t.Fatalf("record %s: %v", e.Value(), err)
 	}
@@ -130,7 +131,7 @@ func TestBreakerOutage(t *testing.T) {
 		concurrency = 4
 		probes      = 1
 	)
-	settings := framework.BreakerSettings{ConsecutiveFailures: threshold, OpenTimeout: 300 * time.Millisecond,
+	settings := breaker.Settings{ConsecutiveFailures: threshold, OpenTimeout: 300 * time.Millisecond,
 		HalfOpenMaxRequests: probes}
 	var d fakeDep
 	d.down.Store(true)
@@ -142,10 +143,9 @@ func TestBreakerOutage(t *testing.T) {
 	for i := range workers {
 		tr := newTransitions()
 		trs[i] = tr
-		w := e.worker(t,
+		w := e.worker(t, []breaker.Option{breaker.WithSettings(dep, settings)},
 			framework.WithLogger(logs.logger(t, fmt.Sprint("w", i))),
 			framework.WithConcurrency(concurrency),
-			framework.WithBreaker(dep, settings),
 			framework.WithHooks(framework.Hooks{
 				BreakerStateChanged: tr.hook,
 				Finished: func(_ context.Context, _ *framework.Task, o framework.Outcome) {
@@ -158,7 +158,7 @@ func TestBreakerOutage(t *testing.T) {
 				},
 			}))
 		w.HandleFunc("pay.charge", func(ctx context.Context, task *framework.Task) error {
-			if err := framework.Call(ctx, dep, d.call); err != nil {
+			if err := breaker.Call(ctx, dep, d.call); err != nil {
 				return err
 			}
 			for {
@@ -169,7 +169,7 @@ func TestBreakerOutage(t *testing.T) {
 			}
 			charged.add(task.ID)
 			return nil
-		}, framework.WithDependencies(dep), framework.WithBackoff(framework.BackoffPolicy{Initial: time.Second}))
+		}, breaker.WithDependencies(dep), framework.WithBackoff(framework.BackoffPolicy{Initial: time.Second}))
 		w.HandleFunc("mail.send", func(_ context.Context, task *framework.Task) error {
 			mailed.add(task.ID)
 			return nil
@@ -246,8 +246,8 @@ func TestBreakerOutage(t *testing.T) {
 	// yet: one call through its breaker does, and closes it.
 	for i, w := range workers {
 		testutil.Wait(t, waitLong, "breaker closed", func() bool {
-			_ = w.Breakers().Call(t.Context(), dep, d.call)
-			in, _ := w.Breakers().State(dep)
+			_ = breaker.Of(w).Call(t.Context(), dep, d.call)
+			in, _ := breaker.Of(w).State(dep)
 			return in.State == framework.BreakerClosed
 		})
 		if trs[i].count(framework.BreakerClosed) == 0 {
@@ -263,24 +263,24 @@ func TestBreakerRemoteOpen(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const dep = "ledger"
-	settings := framework.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: 2 * time.Second}
+	settings := breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: 2 * time.Second}
 	var d fakeDep
 	d.down.Store(true)
 	logs := &logBuffer{}
 
-	a := e.worker(t, framework.WithLogger(logs.logger(t, "a")), framework.WithBreaker(dep, settings))
+	a := e.worker(t, []breaker.Option{breaker.WithSettings(dep, settings)}, framework.WithLogger(logs.logger(t, "a")))
 	charged := make(chan time.Time, 1)
 	a.HandleFunc("acct.charge", func(ctx context.Context, _ *framework.Task) error {
-		if err := framework.Call(ctx, dep, d.call); err != nil {
+		if err := breaker.Call(ctx, dep, d.call); err != nil {
 			return err
 		}
 		charged <- time.Now()
 		return nil
-	}, framework.WithDependencies(dep))
+	}, breaker.WithDependencies(dep))
 
 	trB := newTransitions()
 	var refundDelivered atomic.Int64 // unix nanos of the first start of the refund
-	b := e.worker(t, framework.WithLogger(logs.logger(t, "b")), framework.WithBreaker(dep, settings),
+	b := e.worker(t, []breaker.Option{breaker.WithSettings(dep, settings)}, framework.WithLogger(logs.logger(t, "b")),
 		framework.WithHooks(framework.Hooks{
 			BreakerStateChanged: trB.hook,
 			Started: func(_ context.Context, task *framework.Task) {
@@ -291,22 +291,22 @@ func TestBreakerRemoteOpen(t *testing.T) {
 		}))
 	refunded := make(chan time.Time, 1)
 	b.HandleFunc("acct.refund", func(ctx context.Context, _ *framework.Task) error {
-		if err := framework.Call(ctx, dep, d.call); err != nil {
+		if err := breaker.Call(ctx, dep, d.call); err != nil {
 			return err
 		}
 		refunded <- time.Now()
 		return nil
-	}, framework.WithDependencies(dep))
+	}, breaker.WithDependencies(dep))
 	b.HandleFunc("acct.notify", func(context.Context, *framework.Task) error { return nil })
 	startWorker(t, a)
 	startWorker(t, b)
 
 	e.enqueue(t, "acct.charge", 1)
 	trB.waitTo(t, framework.BreakerOpen)
-	if in, _ := b.Breakers().State(dep); in.State != framework.BreakerOpen || !in.Remote {
+	if in, _ := breaker.Of(b).State(dep); in.State != framework.BreakerOpen || !in.Remote {
 		t.Fatalf("b's breaker = %+v, want open by a remote report", in)
 	}
-	if in, _ := a.Breakers().State(dep); in.OpenedAt.IsZero() || in.Remote {
+	if in, _ := breaker.Of(a).State(dep); in.OpenedAt.IsZero() || in.Remote {
 		t.Fatalf("a's breaker = %+v, want opened by its own failure", in)
 	}
 	rec, ok := breakerRecord(t, e.js, dep)
