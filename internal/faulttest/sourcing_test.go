@@ -73,6 +73,12 @@ func TestDelayedTasksSurviveLeaderChanges(t *testing.T) {
 	// Due over two seconds, starting once every enqueue is acknowledged.
 	base := time.Now().Add(5 * time.Second)
 	for i := range n {
+		if i == n/2 {
+			// The delay stream's leader changes while workers move the
+			// first half into their schedules.
+			c.StepDownStream(t, names.DelayStream())
+			t.Logf("stepped down %s after %d of %d enqueued", names.DelayStream(), i, n)
+		}
 		id := fmt.Sprintf("d-%d", i)
 		if _, err := cl.Enqueue(ctx, typ, nil, framework.WithID(id), framework.At(base.Add(time.Duration(i)*2*time.Second/time.Duration(n)))); err != nil {
 			t.Fatalf("enqueue %s: %v", id, err)
