@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
@@ -42,24 +38,14 @@ func ExampleNew() {
 // breaker.Call, and the task type declares the dependency so that an open
 // breaker pauses its consumers in every worker.
 func ExampleInstall() {
-	srv, cleanup, err := exampleServer()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer cleanup()
-	nc, err := testutil.ConnectServer(srv)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer nc.Close()
 	ctx := context.Background()
-	js, _ := jetstream.New(nc)
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+	emb, err := testutil.StartEmbedded(ctx, streams.Config{})
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	defer emb.Close()
+	nc := emb.Conn
 
 	w, _ := framework.NewWorker(nc)
 	changed := make(chan string, 4)
@@ -99,20 +85,4 @@ func ExampleInstall() {
 	// Output:
 	// payments-gw: closed -> open
 	// open
-}
-
-// exampleServer starts an embedded server with JetStream and returns it and
-// a cleanup function. Examples have no *testing.T, so they use
-// testutil.StartServer with a directory of their own.
-func exampleServer() (srv *server.Server, cleanup func(), err error) {
-	dir, err := os.MkdirTemp("", "jetflow-example-")
-	if err != nil {
-		return nil, nil, err
-	}
-	srv, err = testutil.StartServer(&server.Options{JetStream: true, StoreDir: dir, DontListen: true, NoLog: true, NoSigs: true})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, err
-	}
-	return srv, func() { testutil.ShutdownServer(srv); os.RemoveAll(dir) }, nil
 }

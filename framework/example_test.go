@@ -135,24 +135,14 @@ func ExampleClient_Enqueue_delayed() {
 // EnqueueSeq enqueues jobs made as they are published, for batches too
 // large to hold in memory: each result is reported as it is settled.
 func ExampleClient_EnqueueSeq() {
-	srv, cleanup, err := exampleServer()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer cleanup()
-	nc, err := testutil.ConnectServer(srv)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer nc.Close()
 	ctx := context.Background()
-	js, _ := jetstream.New(nc)
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+	emb, err := testutil.StartEmbedded(ctx, streams.Config{})
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	defer emb.Close()
+	nc := emb.Conn
 	cl, _ := framework.NewClient(nc)
 
 	// A million rows would do the same in a window's worth of memory.

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
@@ -14,24 +12,14 @@ import (
 )
 
 func ExampleManager_Register() {
-	srv, cleanup, err := exampleServer()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer cleanup()
-	nc, err := testutil.ConnectServer(srv)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer nc.Close()
 	ctx := context.Background()
-	js, _ := jetstream.New(nc)
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+	emb, err := testutil.StartEmbedded(ctx, streams.Config{})
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	defer emb.Close()
+	nc := emb.Conn
 	cl, _ := framework.NewClient(nc)
 	s := schedule.New(cl)
 
