@@ -131,7 +131,6 @@ func (m *Mover) run(ctx context.Context) error {
 	work := make(chan jetstream.Msg)
 	var wg sync.WaitGroup
 	bctx, stopBeats := context.WithCancel(ctx)
-	defer stopBeats()
 	wg.Go(func() {
 		t := time.NewTicker(beatEvery)
 		defer t.Stop()
