@@ -201,7 +201,8 @@
 // from JetStream state alone (the load of every queue, an overview of every
 // queue and stream, stranded subjects, listing and finding tasks, rate
 // limits, unique reservations, ordering partitions and blocked keys,
-// breaker records) and pauses and resumes queues cluster-wide. [Worker.Health], [Worker.ReadinessHandler] and
-// [Worker.LivenessHandler] serve Kubernetes probes. The jetflow command
+// breaker records) and pauses and resumes queues cluster-wide. Package
+// [github.com/jetflow-io/jetflow/health] serves Kubernetes probes from
+// [Worker.Liveness]. The jetflow command
 // (cmd/jetflow) is built on them; see docs/operations.md.
 package framework

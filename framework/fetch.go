@@ -80,8 +80,8 @@ const nextPoll = 250 * time.Millisecond
 // to the executors (takeBuffered).
 func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *pullIter, f *feed) error {
 	errStreak := 0
-	lh := w.health.loop(w.names.ConsumerName(tt.name, prio))
-	defer lh.busy.Store(false)
+	lh := w.health.Loop(w.names.ConsumerName(tt.name, prio))
+	defer lh.SetBusy(false)
 	// One starvation timer for the loop, re-armed per waiting task.
 	starve := time.NewTimer(time.Hour)
 	starve.Stop()
@@ -89,9 +89,9 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *
 	for {
 		msg, err := it.Next(nextPoll)
 		if err == nil {
-			lh.poll(it.Polled())
+			lh.Poll(it.Polled())
 		} else if alive := it.Alive(); !alive.IsZero() {
-			lh.poll(alive) // an empty wait counts if the consumer answers
+			lh.Poll(alive) // an empty wait counts if the consumer answers
 		}
 		if err != nil {
 			if stop.Err() != nil {
@@ -128,9 +128,9 @@ func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *
 			return nil
 		}
 		w.offer(p)
-		lh.busy.Store(true)
+		lh.SetBusy(true)
 		dispatched, starved := w.awaitSlot(stop, p, starve, tt.cfg.ackWait/2)
-		lh.busy.Store(starved) // a rescue waits for slots too
+		lh.SetBusy(starved) // a rescue waits for slots too
 		if starved {
 			// p has waited half an ack wait for a slot: the tasks behind it
 			// in the pull buffer get no heartbeats and would be redelivered

@@ -2,49 +2,105 @@ package framework
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/jetflow-io/jetflow/internal/natserr"
-	"github.com/jetflow-io/jetflow/internal/retry"
+	"github.com/jetflow-io/jetflow/internal/liveness"
 )
 
 // A worker never dies silently: Start waits for an unreachable server
 // instead of failing at once, and Run returns an error when the connection
-// is closed for good (nats.go gave up reconnecting, or something closed it),
-// so that the process supervisor restarts the program. A worker whose
-// connection is closed consumes nothing, ever: staying alive would hide it.
+// is closed for good (nats.go gave up reconnecting, or something closed it)
+// or when a fetch loop hears nothing from the server for the stall limit,
+// so that the process supervisor restarts the program. A worker that
+// consumes nothing, ever, must not stay alive and hide it. A loop waiting
+// for a free slot is busy, not stalled (long handlers are not a stall).
+// The machinery is internal/liveness; package health reports it.
 
-// startRetry spaces Start's attempts while the server is unreachable:
-// 100 ms doubling up to 5 s.
-var startRetry = retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+// Stall limits ([WithStallLimit]).
+const (
+	// PullStallLive is the default stall limit ([WithStallLimit]): how long
+	// a consumer's fetch loop may go without polling the server (it polls
+	// every 250 ms) before the worker is not live and [Worker.Run] returns
+	// [ErrPullStalled]: its fetch loop is wedged and a restart is the cure.
+	PullStallLive = 2 * time.Minute
+	// MinStallLimit is the shortest stall limit [WithStallLimit] accepts:
+	// a few idle heartbeats of an idle consumer.
+	MinStallLimit = 3 * time.Second
+)
 
-// startRetryable reports whether a start-up step failed because the server
-// is unreachable or not ready, as opposed to a missing topology or an
-// invalid configuration, which no wait repairs.
-func (w *Worker) startRetryable(err error) bool {
-	if w.nc.IsClosed() {
-		return false
+// WorkerState is where a worker is in its life ([Worker.Liveness]).
+type WorkerState int32
+
+// Worker states.
+const (
+	// WorkerNew: built, not started.
+	WorkerNew WorkerState = iota
+	// WorkerRunning: started, not shutting down.
+	WorkerRunning
+	// WorkerStopping: shutting down or stopped, or its start failed.
+	WorkerStopping
+)
+
+// Liveness is what a worker knows of its own liveness, for health reports
+// (package health).
+type Liveness struct {
+	State WorkerState
+	// Started is when the worker started; zero before Start.
+	Started time.Time
+	// StallLimit is the worker's stall limit ([WithStallLimit]).
+	StallLimit time.Duration
+	// Loops are the fetch loops of the registered (type, priority)
+	// consumers, in registration order.
+	Loops []FetchLoop
+}
+
+// FetchLoop is the state of the fetch loop of one (task type, priority)
+// consumer.
+type FetchLoop struct {
+	Type     string
+	Priority Priority
+	Consumer string
+	// LastPoll is when the loop last heard from its pull (a task or an
+	// empty wait); zero before the first.
+	LastPoll time.Time
+	// Busy is true while the loop waits for a free handler slot.
+	Busy bool
+}
+
+// Liveness returns w's state and the state of each fetch loop. It is safe
+// to call at any time from any goroutine.
+func (w *Worker) Liveness() Liveness {
+	lv := Liveness{State: WorkerState(w.state.Load()), Started: w.startedAt(), StallLimit: w.opts.stallLimit}
+	for _, tt := range w.order {
+		for _, p := range tt.cfg.priorities {
+			name := w.names.ConsumerName(tt.name, p)
+			l := w.health.Loop(name)
+			lv.Loops = append(lv.Loops, FetchLoop{Type: tt.name, Priority: p, Consumer: name, LastPoll: l.LastPoll(), Busy: l.Busy()})
+		}
 	}
-	return !w.nc.IsConnected() || natserr.Transient(err) || errors.Is(err, nats.ErrConnectionReconnecting) ||
-		errors.Is(err, nats.ErrNoServers)
+	return lv
+}
+
+// Conn returns the worker's connection.
+func (w *Worker) Conn() *nats.Conn { return w.nc }
+
+// startedAt returns when the worker started, or the zero time.
+func (w *Worker) startedAt() time.Time {
+	if ns := w.started.Load(); ns > 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // watchConnection closes w.connLost when the connection is closed for good
 // while the worker runs. It returns when the worker stops.
 func (w *Worker) watchConnection() {
-	ch := w.nc.StatusChanged(nats.CLOSED)
-	defer w.nc.RemoveStatusListener(ch)
-	if !w.nc.IsClosed() {
-		select {
-		case <-ch:
-		case <-w.stopFetch:
-			return
-		}
+	if !liveness.WaitClosed(w.nc, w.stopFetch) {
+		return
 	}
 	w.log.Error("jetflow worker connection closed for good; stopping", slog.Any(LogKeyError, w.nc.LastError()))
 	close(w.connLost)
@@ -58,23 +114,24 @@ func (w *Worker) errConnLost() error {
 	return fmt.Errorf("framework: worker stopped: connection closed: %w", ErrNotConnected)
 }
 
+// watchStalls closes w.stalled when a fetch loop stalls beyond the stall
+// limit while the worker runs. It returns when the worker stops.
+func (w *Worker) watchStalls() {
+	limit := w.opts.stallLimit
+	running := func() bool { return w.state.Load() == workerRunning }
+	name, since, ok := w.health.Watch(w.stopFetch, limit, running, w.startedAt)
+	if !ok {
+		return
+	}
+	err := fmt.Errorf("%w: consumer %s heard nothing from the server for %v (limit %v)",
+		ErrPullStalled, name, since.Round(time.Millisecond), limit)
+	w.log.Error("jetflow worker pull stalled; stopping", slog.Any(LogKeyError, err))
+	w.stallErr.Store(&err)
+	close(w.stalled)
+}
+
 // startStep runs a start-up step, retrying with backoff while the server is
 // unreachable, until ctx ends.
 func (w *Worker) startStep(ctx context.Context, step func() error) error {
-	b := startRetry.New()
-	for attempt := 1; ; attempt++ {
-		err := step()
-		if err == nil || ctx.Err() != nil || !w.startRetryable(err) {
-			if err != nil && w.nc.IsClosed() {
-				return fmt.Errorf("%w: %w", ErrNotConnected, err)
-			}
-			return err
-		}
-		d := b.NextBackOff()
-		w.log.Warn("jetflow worker waiting for NATS to start", slog.Int("attempt", attempt),
-			slog.Duration("retry_in", d), slog.Any(LogKeyError, err))
-		if !retry.Sleep(ctx, d) {
-			return fmt.Errorf("%w (while waiting for NATS: %w)", ctx.Err(), err)
-		}
-	}
+	return liveness.StartStep(ctx, w.nc, w.log, LogKeyError, step)
 }

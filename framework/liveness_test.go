@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/health"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -56,11 +57,11 @@ func TestRunReturnsWhenConnectionClosed(t *testing.T) {
 	case <-time.After(waitLong):
 		t.Fatal("worker never ran a task")
 	}
-	if r := w.Health(t.Context()); !r.Live {
+	if r := health.Check(t.Context(), w); !r.Live {
 		t.Errorf("Health while running: not live: %v", r.Problems)
 	}
 	nc.Close()
-	if r := w.Health(t.Context()); r.Live {
+	if r := health.Check(t.Context(), w); r.Live {
 		t.Errorf("Health after the connection closed: live")
 	}
 	select {

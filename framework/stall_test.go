@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/health"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -119,7 +120,7 @@ func TestPausedConsumerIsNotAStall(t *testing.T) {
 		t.Fatalf("Run returned %v while its consumers were paused", err)
 	case <-time.After(5 * limit / 2):
 	}
-	if r := w.Health(t.Context()); !r.Live {
+	if r := health.Check(t.Context(), w); !r.Live {
 		t.Fatalf("paused worker not live: %v", r.Problems)
 	}
 	cancel()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/delays"
 	"github.com/jetflow-io/jetflow/internal/dispatch"
+	"github.com/jetflow-io/jetflow/internal/liveness"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -48,7 +49,7 @@ type Worker struct {
 	shutdownErr error
 	finished    chan struct{} // closed when shutdown completed
 	connLost    chan struct{} // closed when the connection closed for good (liveness.go)
-	stalled     chan struct{} // closed when a fetch loop stalled (stall.go)
+	stalled     chan struct{} // closed when a fetch loop stalled (liveness.go)
 	stallErr    atomic.Pointer[error]
 
 	fetchers sync.WaitGroup
@@ -60,8 +61,8 @@ type Worker struct {
 
 	stats workerStats
 
-	health  healthState  // fetch loops' last polls (health.go)
-	started atomic.Int64 // Unix nanoseconds of Start
+	health  liveness.Loops // fetch loops' last polls (liveness.go)
+	started atomic.Int64   // Unix nanoseconds of Start
 
 	ext       []extension
 	mover     *delays.Mover // nil with WithDelayMover(false)
@@ -80,9 +81,9 @@ type Worker struct {
 }
 
 const (
-	workerNew int32 = iota
-	workerRunning
-	workerStopping
+	workerNew      = int32(WorkerNew)
+	workerRunning  = int32(WorkerRunning)
+	workerStopping = int32(WorkerStopping)
 )
 
 type typeRunner struct {
@@ -275,12 +276,12 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 	}
 	for _, s := range subs {
-		w.health.loop(w.names.ConsumerName(s.tt.name, s.prio)) // watched from the start
+		w.health.Loop(w.names.ConsumerName(s.tt.name, s.prio)) // watched from the start
 		w.fetchers.Add(1)
 		go w.fetch(s)
 	}
 	go w.watchConnection() // liveness.go
-	go w.watchStalls()     // stall.go
+	go w.watchStalls()     // liveness.go
 	w.log.Info("jetflow worker started", slog.Int("types", len(w.order)), slog.Int("consumers", len(subs)),
 		slog.Int("concurrency", w.opts.concurrency))
 	return nil

@@ -1,4 +1,4 @@
-package framework_test
+package health_test
 
 import (
 	"context"
@@ -10,18 +10,20 @@ import (
 	"testing"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/health"
+	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
 // probe GETs url and returns the status code and the decoded report.
-func probe(t *testing.T, url string) (int, framework.HealthReport) {
+func probe(t *testing.T, url string) (int, health.Report) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var rep framework.HealthReport
+	var rep health.Report
 	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
 		t.Fatalf("%s: body is not a health report: %v", url, err)
 	}
@@ -33,8 +35,8 @@ func probe(t *testing.T, url string) (int, framework.HealthReport) {
 // connection closed (neither), through the method and the probe handlers.
 func TestWorkerHealth(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, testutil.WithListen())
-	nc := testutil.Connect(t, e.srv)
+	e := testutil.NewEnv(t, streams.Config{}, testutil.WithListen())
+	nc := e.Connect(t)
 	w, err := framework.NewWorker(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -42,21 +44,21 @@ func TestWorkerHealth(t *testing.T) {
 	w.HandleFunc("emails.send", func(context.Context, *framework.Task) error { return nil },
 		framework.WithServedPriorities(framework.PriorityNormal))
 	mux := http.NewServeMux()
-	mux.Handle("/readyz", w.ReadinessHandler())
-	mux.Handle("/livez", w.LivenessHandler())
+	mux.Handle("/readyz", health.ReadinessHandler(w))
+	mux.Handle("/livez", health.LivenessHandler(w))
 	hs := httptest.NewServer(mux)
 	defer hs.Close()
 
-	if rep := w.Health(t.Context()); rep.Live || rep.Ready || !strings.Contains(strings.Join(rep.Problems, ";"), "not started") {
+	if rep := health.Check(t.Context(), w); rep.Live || rep.Ready || !strings.Contains(strings.Join(rep.Problems, ";"), "not started") {
 		t.Fatalf("before start: %+v", rep)
 	}
 	if code, _ := probe(t, hs.URL+"/livez"); code != http.StatusServiceUnavailable {
 		t.Fatalf("livez before start: %d", code)
 	}
-	startWorker(t, w)
-	var rep framework.HealthReport
+	testutil.StartWorker(t, w)
+	var rep health.Report
 	testutil.Wait(t, waitLong, "the worker ready", func() bool {
-		rep = w.Health(t.Context())
+		rep = health.Check(t.Context(), w)
 		return rep.Ready
 	})
 	if !rep.Live || rep.Connection != "CONNECTED" || len(rep.Consumers) != 1 || !rep.Consumers[0].Present ||
@@ -69,12 +71,12 @@ func TestWorkerHealth(t *testing.T) {
 
 	// Fault 1: the server stops. Live (the client reconnects by itself),
 	// not ready.
-	port := e.srv.Addr().(*net.TCPAddr).Port
-	opts := e.srv.Opts.Clone()
+	port := e.Server.Addr().(*net.TCPAddr).Port
+	opts := e.Server.Opts.Clone()
 	opts.Port = port
-	testutil.ShutdownServer(e.srv.Server)
+	testutil.ShutdownServer(e.Server.Server)
 	testutil.Wait(t, waitLong, "not ready while the server is down", func() bool {
-		rep = w.Health(t.Context())
+		rep = health.Check(t.Context(), w)
 		return !rep.Ready
 	})
 	if !rep.Live {
@@ -94,13 +96,13 @@ func TestWorkerHealth(t *testing.T) {
 	}
 	t.Cleanup(func() { testutil.ShutdownServer(srv2) })
 	testutil.Wait(t, waitLong, "ready after the server is back", func() bool {
-		rep = w.Health(t.Context())
+		rep = health.Check(t.Context(), w)
 		return rep.Ready
 	})
 
 	// Fault 2: the connection is closed for good. Neither live nor ready.
 	nc.Close()
-	rep = w.Health(t.Context())
+	rep = health.Check(t.Context(), w)
 	if rep.Live || rep.Ready || rep.Connection != "CLOSED" {
 		t.Fatalf("closed connection: %+v", rep)
 	}

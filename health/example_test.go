@@ -1,4 +1,4 @@
-package framework_test
+package health_test
 
 import (
 	"context"
@@ -7,9 +7,8 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/health"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -17,26 +16,16 @@ import (
 // Kubernetes probes for a worker: /readyz answers 200 once the worker is
 // connected, its consumers exist and its fetch loops poll; /livez answers
 // 503 only when a restart is the cure.
-func ExampleWorker_ReadinessHandler() {
-	srv, cleanup, err := exampleServer()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer cleanup()
-	nc, err := testutil.ConnectServer(srv)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer nc.Close()
+func ExampleReadinessHandler() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	js, _ := jetstream.New(nc)
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+	emb, err := testutil.StartEmbedded(ctx, streams.Config{})
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	defer emb.Close()
+	nc := emb.Conn
 
 	w, err := framework.NewWorker(nc)
 	if err != nil {
@@ -45,8 +34,8 @@ func ExampleWorker_ReadinessHandler() {
 	}
 	w.HandleFunc("emails.send", func(context.Context, *framework.Task) error { return nil })
 	mux := http.NewServeMux()
-	mux.Handle("/readyz", w.ReadinessHandler())
-	mux.Handle("/livez", w.LivenessHandler())
+	mux.Handle("/readyz", health.ReadinessHandler(w))
+	mux.Handle("/livez", health.LivenessHandler(w))
 
 	probe := func(path string) int {
 		rec := httptest.NewRecorder()
