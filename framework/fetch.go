@@ -153,7 +153,7 @@ func (w *Worker) newPending(tt *typeRunner, prio Priority, msg jetstream.Msg) *p
 	var beat time.Time
 	if pm, ok := msg.(*pull.Msg); ok {
 		// Its ack clock runs from its arrival or last heartbeat in the
-		// pull buffer (pullbeat.go), not from now.
+		// pull buffer (internal/heartbeat), not from now.
 		beat = pm.LastBeat()
 	}
 	if beat.IsZero() {
@@ -199,7 +199,7 @@ func (w *Worker) rescue(stop context.Context, it *pullIter, tt *typeRunner, prio
 	batch := []*pending{held}
 	// Take every message until the drain is through (the subscription
 	// closes): one arriving later would be handed back by closePull and
-	// spend an attempt. Meanwhile the sweeper beats the queue (pullbeat.go).
+	// spend an attempt. Meanwhile the sweeper beats the queue (internal/heartbeat).
 	giveUp := time.Now().Add(tt.cfg.ackWait)
 	for {
 		msg, err := it.Next(nextPoll)

@@ -4,17 +4,17 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/jetflow-io/jetflow/internal/heartbeat"
 )
 
 // Heartbeats and executors: per-worker machinery instead of per-task timers
 // and goroutines, which measurably cost throughput (docs/benchmarks.md).
 //
-// One sweeper goroutine sends InProgress for every task the worker holds —
-// waiting for a slot, waiting for its due time, running, or held by an open
-// breaker, or still in a pull buffer (pullbeat.go) — once the next sweep
-// would come later than the type's heartbeat interval after the previous
-// signal. The interval between two signals of a task is therefore within
-// (heartbeat − tick, heartbeat].
+// The heartbeat sweeper (internal/heartbeat) sends InProgress for every
+// task the worker holds (the dispatcher's set: waiting for a slot or its
+// due time, running, held by an open breaker) and for the tasks still in a
+// pull buffer (pull.go watches each iterator).
 //
 // Executors are long-lived goroutines that run dispatched tasks (handed over
 // on an unbuffered channel, so only to an idle one), so a task
@@ -23,28 +23,21 @@ import (
 // own.
 
 type background struct {
-	execCh  chan *pending
-	stop    chan struct{}
-	once    sync.Once
-	sweeper sync.WaitGroup
-	execs   sync.WaitGroup
-	tick    time.Duration
+	execCh chan *pending
+	stop   chan struct{}
+	once   sync.Once
+	execs  sync.WaitGroup
+	beats  heartbeat.Sweeper[*pending]
 }
 
-// Bounds of the sweep interval: a quarter of the shortest heartbeat.
-const (
-	minSweep = 5 * time.Millisecond
-	maxSweep = time.Second
-)
-
 func (w *Worker) startBackground() {
-	tick := maxSweep
+	var hbs []time.Duration
 	for _, tt := range w.order {
-		tick = min(tick, tt.cfg.heartbeat/4)
+		hbs = append(hbs, tt.cfg.heartbeat)
 	}
-	w.bg.tick = max(tick, minSweep)
-	w.bg.sweeper.Add(1)
-	go w.sweep()
+	w.bg.beats.Start(heartbeat.Tick(hbs...), w.sched.Each, func(p *pending, err error) {
+		w.ackFailed(context.Background(), nil, p, "in_progress", err)
+	})
 	for range w.opts.concurrency {
 		w.bg.execs.Add(1)
 		go w.executor()
@@ -57,7 +50,7 @@ func (w *Worker) startBackground() {
 // Safe to call more than once and when nothing was started.
 func (w *Worker) stopBackground(idle bool) {
 	w.bg.once.Do(func() { close(w.bg.stop) })
-	w.bg.sweeper.Wait()
+	w.bg.beats.Stop()
 	if idle {
 		w.bg.execs.Wait()
 	}
@@ -75,45 +68,10 @@ func (w *Worker) executor() {
 	}
 }
 
-func (w *Worker) sweep() {
-	defer w.bg.sweeper.Done()
-	t := time.NewTicker(w.bg.tick)
-	defer t.Stop()
-	var due []*pending
-	for {
-		select {
-		case <-w.bg.stop:
-			return
-		case now := <-t.C:
-			due = w.dueForBeat(now, due[:0])
-			stamp := now.UnixNano()
-			for _, p := range due {
-				if p.settled.Load() {
-					continue
-				}
-				if err := p.msg.InProgress(); err != nil {
-					w.ackFailed(context.Background(), nil, p, "in_progress", err)
-					continue
-				}
-				p.lastBeat.Store(stamp)
-			}
-			clear(due)
-			w.pulls.beat(now, w.bg.tick) // the pull buffers: pullbeat.go
-		}
-	}
+// Clock, InProgress and Beaten are p's side of the heartbeat sweeper
+// (heartbeat.Task).
+func (p *pending) Clock() (time.Duration, int64, bool) {
+	return p.tt.cfg.heartbeat, p.lastBeat.Load(), p.settled.Load()
 }
-
-// dueForBeat appends the held tasks whose next heartbeat cannot wait for the
-// next sweep.
-func (w *Worker) dueForBeat(now time.Time, out []*pending) []*pending {
-	next := now.Add(w.bg.tick).UnixNano()
-	isDue := func(p *pending) bool {
-		return next-p.lastBeat.Load() > int64(p.tt.cfg.heartbeat)
-	}
-	w.sched.Each(func(p *pending) {
-		if isDue(p) {
-			out = append(out, p)
-		}
-	})
-	return out
-}
+func (p *pending) InProgress() error  { return p.msg.InProgress() }
+func (p *pending) Beaten(stamp int64) { p.lastBeat.Store(stamp) }

@@ -31,7 +31,7 @@ func (w *Worker) newPull(cons jetstream.Consumer, tt *typeRunner, prio Priority)
 	if err != nil {
 		return nil, err
 	}
-	w.pulls.watch(it, tt.cfg.heartbeat, func(m *pull.Msg, err error) { // pullbeat.go
+	w.bg.beats.Watch(it, tt.cfg.heartbeat, func(m *pull.Msg, err error) { // the sweeper beats its buffer
 		w.ackFailed(context.Background(), nil, w.newPending(tt, prio, m), "in_progress", err)
 	})
 	return it, nil
@@ -41,7 +41,7 @@ func (w *Worker) newPull(cons jetstream.Consumer, tt *typeRunner, prio Priority)
 // heartbeats.
 func (w *Worker) closePull(it *pullIter) {
 	it.Stop()
-	w.pulls.unwatch(it)
+	w.bg.beats.Unwatch(it)
 }
 
 // emitPullLost calls the PullLost hooks.

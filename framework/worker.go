@@ -31,7 +31,6 @@ type Worker struct {
 	names streams.Names
 	log   *slog.Logger
 	bg    background // heartbeat sweeper and executors (heartbeats.go)
-	pulls pullBeats  // pull iterators whose queues the sweeper beats (pullbeat.go)
 
 	// taskStream caches names.TaskStream(), read for every task.
 	taskStream string
