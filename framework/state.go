@@ -28,22 +28,22 @@ type TaskState string
 // Task states.
 const (
 	// StatePending: enqueued, waiting for a worker.
-	StatePending TaskState = "pending"
+	StatePending TaskState = staterec.Pending
 	// StateScheduled: delayed, waiting in a server-side schedule.
-	StateScheduled TaskState = "scheduled"
+	StateScheduled TaskState = staterec.Scheduled
 	// StateRunning: a handler is running it.
-	StateRunning TaskState = "running"
+	StateRunning TaskState = staterec.Running
 	// StateRetrying: an attempt failed; it will be retried at NextAttemptAt.
-	StateRetrying TaskState = "retrying"
+	StateRetrying TaskState = staterec.Retrying
 	// StateSucceeded: the handler returned nil and the task was acknowledged.
-	StateSucceeded TaskState = "succeeded"
+	StateSucceeded TaskState = staterec.Succeeded
 	// StateFailed: it failed for good (permanent error or last attempt)
 	// and no dead-letter record was written by the worker.
-	StateFailed TaskState = "failed"
+	StateFailed TaskState = staterec.Failed
 	// StateDead: it failed for good and is in the dead-letter stream.
-	StateDead TaskState = "dead"
+	StateDead TaskState = staterec.Dead
 	// StateCancelled: cancelled before it ran ([Inspector.CancelTask]).
-	StateCancelled TaskState = "cancelled"
+	StateCancelled TaskState = staterec.Cancelled
 )
 
 // Final reports whether s is an end state: succeeded, failed, dead or
@@ -285,11 +285,6 @@ func newStateWriter(nc *nats.Conn, names streams.Names, log *slog.Logger) (*stat
 		return nil, fmt.Errorf("framework: state tracking: %w", err)
 	}
 	return sw, nil
-}
-
-// writeRecord publishes rec without waiting (see staterec.Writer.Write).
-func writeRecord(sw *staterec.Writer, rec *TaskRecord, onlyIfNew bool) {
-	sw.Write(rec.ID, rec.appendJSON(make([]byte, 0, 256)), onlyIfNew)
 }
 
 // SetResult stores v, encoded as JSON, with the succeeded record of the

@@ -3,13 +3,13 @@ package framework
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/jetflow-io/jetflow/internal/staterec"
 )
 
-// How clients and workers write task state records: the client after each
-// enqueue, the worker through its extension events (started, finished).
+// How clients and workers write task state records (internal/staterec):
+// the client after each enqueue, the worker through its extension events
+// (started, finished).
 
 // installClientState gives c its state writer when state tracking was
 // turned on for it: it writes "pending" and "scheduled" records after each
@@ -31,18 +31,13 @@ func (c *Client) writeEnqueued(info TaskInfo) {
 	if c.stateWriter == nil || info.Duplicate {
 		return
 	}
-	now := time.Now().UTC()
-	rec := TaskRecord{ID: info.ID, Type: info.Type, Priority: info.Priority, State: StatePending,
-		Sequence: info.Sequence, EnqueuedAt: now, UpdatedAt: now}
-	if !info.ScheduledFor.IsZero() {
-		rec.State, rec.ScheduledFor, rec.Sequence = StateScheduled, info.ScheduledFor.UTC(), 0
-	}
-	writeRecord(c.stateWriter, &rec, true)
+	c.stateWriter.Enqueued(staterec.Record{ID: info.ID, Type: info.Type, Priority: recordPriority(info.Priority),
+		Sequence: info.Sequence, ScheduledFor: info.ScheduledFor})
 }
 
-// installState gives w its state tracking extension. Its events cost a map
-// lookup per task when no type is tracked; its start-up step creates the
-// writer and the buckets only when one is.
+// installState gives w its state tracking extension. Its events cost a nil
+// check per task when no type is tracked; its start-up step creates the
+// tracker and the buckets only when one is.
 func (w *Worker) installState() {
 	w.addExtension(extension{Plugin: Plugin{
 		Name:     "state",
@@ -52,14 +47,16 @@ func (w *Worker) installState() {
 	}})
 }
 
-// prepareState creates the record writer and the buckets when at least
-// one registered type is tracked.
+// prepareState creates the tracker and the buckets when at least one
+// registered type is tracked.
 func (w *Worker) prepareState(ctx context.Context, _ *Worker) error {
-	tracked := false
+	tracked := make(map[string]bool)
 	for _, tt := range w.order {
-		tracked = tracked || w.typeTracked(tt)
+		if tt.cfg.stateTracking == 1 || tt.cfg.stateTracking == 0 && w.opts.stateEnabled {
+			tracked[tt.name] = true
+		}
 	}
-	if !tracked {
+	if len(tracked) == 0 {
 		return nil // Once creates the effects bucket when first used
 	}
 	if err := ensureBuckets(ctx, w.js, w.opts); err != nil {
@@ -69,99 +66,64 @@ func (w *Worker) prepareState(ctx context.Context, _ *Worker) error {
 	if err != nil {
 		return err
 	}
-	w.stateWriter = sw
+	w.tracker = staterec.NewTracker(sw, w.opts.stateRunningAfter, tracked)
 	return nil
 }
 
-// stateRecord starts the record of t in state st.
-func (w *Worker) stateRecord(t *Task, st TaskState, now time.Time) *TaskRecord {
-	rec := &TaskRecord{
-		ID: t.ID, Type: t.Type, Priority: t.Priority, State: st,
+// record starts the record of t's attempt.
+func record(t *Task) staterec.Record {
+	rec := staterec.Record{ID: t.ID, Type: t.Type, Priority: recordPriority(t.Priority),
 		Attempt: t.Attempt, MaxAttempts: t.MaxAttempts, Sequence: t.Sequence,
-		EnqueuedAt: t.EnqueuedAt.UTC(), UpdatedAt: now,
-		Schedule: t.Header(HeaderSchedule),
-	}
+		EnqueuedAt: t.EnqueuedAt.UTC(), Schedule: t.Header(HeaderSchedule)}
 	if !t.ScheduledFor.IsZero() {
 		rec.ScheduledFor = t.ScheduledFor.UTC()
 	}
 	return rec
 }
 
-// stateTracked reports whether t's type has state tracking.
-func (w *Worker) stateTracked(t *Task) bool {
-	return w.stateWriter != nil && w.typeTracked(w.types[t.Type])
-}
-
-// typeTracked reports whether tasks of tt get state records.
-func (w *Worker) typeTracked(tt *typeRunner) bool {
-	if tt == nil {
-		return false
+// recordPriority is p's name in a record ("normal" for an invalid p).
+func recordPriority(p Priority) string {
+	if p.Valid() {
+		return p.String()
 	}
-	switch tt.cfg.stateTracking {
-	case 1:
-		return true
-	case -1:
-		return false
-	}
-	return w.opts.stateEnabled
+	return PriorityNormal.String()
 }
-
-// taskState is the per-task state of state tracking: the result and the
-// delayed "running" record.
-type taskState = staterec.Attempt
 
 func (w *Worker) stateStarted(_ context.Context, t *Task) {
-	if !w.stateTracked(t) {
-		return
+	if w.tracker.Tracked(t.Type) {
+		w.tracker.Started(record(t), t.stateOf())
 	}
-	start := time.Now().UTC()
-	running := func() {
-		rec := w.stateRecord(t, StateRunning, time.Now().UTC())
-		rec.StartedAt = start
-		writeRecord(w.stateWriter, rec, false)
-	}
-	if w.opts.stateRunningAfter == 0 {
-		running()
-		return
-	}
-	t.stateOf().Started(w.opts.stateRunningAfter, running)
 }
 
 // stateFinished writes the record of an attempt's outcome.
 func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
-	if !w.stateTracked(t) {
+	if !w.tracker.Tracked(t.Type) {
 		return
 	}
-	now := time.Now().UTC()
-	var rec *TaskRecord
+	out := staterec.Outcome{Took: o.Took, Delay: o.Delay}
 	switch o.Action {
 	case ActionAck:
-		rec = w.stateRecord(t, StateSucceeded, now)
-		rec.StartedAt, rec.FinishedAt = now.Add(-o.Took), now
-		if t.state != nil {
-			rec.Result = t.state.Result
-		}
+		out.State = staterec.Succeeded
 	case ActionRetry:
-		rec = w.stateRecord(t, StateRetrying, now)
-		rec.Error, rec.NextAttemptAt = truncate(o.Err.Error(), maxRecordError), now.Add(o.Delay)
+		out.State = staterec.Retrying
 	case ActionFail:
-		st := StateFailed
+		out.State = staterec.Failed
 		if o.DeadLettered {
-			st = StateDead
+			out.State = staterec.Dead
 		}
-		rec = w.stateRecord(t, st, now)
-		rec.Error, rec.FinishedAt = truncate(o.Err.Error(), maxRecordError), now
 	default:
 		return
 	}
-	t.state.Finished() // after the "running" record, if one is being written
-	writeRecord(w.stateWriter, rec, false)
+	if o.Err != nil {
+		out.Error = truncate(o.Err.Error(), maxRecordError)
+	}
+	w.tracker.Finished(record(t), t.state, out)
 }
 
 // stateOf returns t's tracking state, creating it.
-func (t *Task) stateOf() *taskState {
+func (t *Task) stateOf() *staterec.Attempt {
 	if t.state == nil {
-		t.state = &taskState{}
+		t.state = &staterec.Attempt{}
 	}
 	return t.state
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -78,8 +79,8 @@ type Task struct {
 	baseLogger *slog.Logger
 	logger     *slog.Logger
 	worker     *Worker
-	state      *taskState // state tracking: result, delayed "running" record (state.go)
-	wireErr    error      // the message's ID headers are invalid (wire.go)
+	state      *staterec.Attempt // state tracking: result, delayed "running" record (state_tracking.go)
+	wireErr    error             // the message's ID headers are invalid (wire.go)
 }
 
 // Header returns the first value of a header, or "".

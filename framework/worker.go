@@ -72,11 +72,11 @@ type Worker struct {
 	hooks []Hooks
 	// deadLetter is the dead-letter extension's writer, or nil (dlq.go).
 	deadLetter func(ctx context.Context, t *Task, msg jetstream.Msg, cause error) error
-	// stateWriter writes task records, when a registered type is tracked
-	// (state.go); effects caches the effects bucket (state.go).
-	stateWriter *staterec.Writer
-	effects     effectsCache
-	rateLimits  *rateLimits // cluster-wide rate limits (ratelimit.go)
+	// tracker writes task records, when a registered type is tracked
+	// (state_tracking.go); effects caches the effects bucket (state.go).
+	tracker    *staterec.Tracker
+	effects    effectsCache
+	rateLimits *rateLimits // cluster-wide rate limits (ratelimit.go)
 }
 
 const (

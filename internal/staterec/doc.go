@@ -4,7 +4,10 @@
 // publishes for a worker's records, acknowledged "only if new" writes for a
 // client's first record, failures counted and logged sparsely), the
 // ordering of an attempt's delayed "running" record before its final one
-// ([Attempt]), and the record's JSON encoding without reflection
+// ([Attempt]), the records a client writes after an enqueue
+// ([Writer.Enqueued]) and a worker as attempts start and end ([Tracker]:
+// which task types are tracked, "running" after a delay, the outcome's
+// record), and the record's JSON encoding without reflection
 // ([Record.AppendJSON]). The public record type (framework.TaskRecord)
 // stays in framework, which converts it to a [Record] to write it.
 package staterec
