@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/ratelimit"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -19,7 +20,7 @@ const (
 
 // runRateLimitCost measures what a cluster-wide rate limit costs when it
 // does not bind: a drain of n no-op tasks without a limit, and one with
-// framework.WithRateLimit at 1,000,000 per second (every task still takes a
+// ratelimit.WithLimit at 1,000,000 per second (every task still takes a
 // permit: one compare-and-set on the limits bucket per batch of waiting
 // tasks). Rounds alternate -runs times; medians are printed:
 //
@@ -31,7 +32,7 @@ func (e *env) runRateLimitCost(ctx context.Context, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		l, err := e.drainType(ctx, typeRateLimited, framework.WithRateLimit(framework.RateLimit{Limit: 1_000_000}))
+		l, err := e.drainType(ctx, typeRateLimited, ratelimit.WithLimit(ratelimit.Limit{Limit: 1_000_000}))
 		if err != nil {
 			return err
 		}
@@ -66,6 +67,12 @@ func (e *env) drainType(ctx context.Context, taskType string, opts ...framework.
 		},
 	}))
 	if err != nil {
+		return 0, err
+	}
+	// Both drains run with the limits installed, so that the ratio is the
+	// cost of the limit alone.
+	if err := ratelimit.Install(w); err != nil {
+		_ = stop()
 		return 0, err
 	}
 	w.HandleFunc(taskType, func(context.Context, *framework.Task) error { return nil }, append(opts, framework.WithPrefetch(e.prefetch()))...)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/ratelimit"
 )
 
 // Sentinel errors of the circuit breakers.
@@ -210,7 +211,7 @@ func registryFrom(ctx context.Context) *Registry {
 // breaker open. Returned from a handler, such an error reruns the task
 // after the open period without spending an attempt.
 //
-// With a rate limit on dep ([framework.WithDependencyRateLimit]) Call first waits
+// With a rate limit on dep (package ratelimit's WithDependency) Call first waits
 // for a permit, returning ctx's error if it ends first.
 //
 // Which errors count as failures is [Settings.IsFailure]; by default
@@ -221,7 +222,7 @@ func Call(ctx context.Context, dep string, fn func(ctx context.Context) error) e
 	if r == nil {
 		return ErrNoRegistry
 	}
-	if err := framework.WaitDependency(ctx, dep); err != nil {
+	if err := ratelimit.Wait(ctx, dep); err != nil {
 		return err
 	}
 	return r.Call(ctx, dep, fn)

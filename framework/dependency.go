@@ -6,8 +6,7 @@ import (
 )
 
 // Dependencies are the external services a handler calls, named for their
-// rate limits ([WithDependencyRateLimit]) and circuit breakers (package
-// breaker).
+// rate limits and circuit breakers (packages ratelimit and breaker).
 
 // ErrInvalidDependency reports a dependency name that is not 1 to 128
 // bytes of A-Z a-z 0-9 _ - and inner dots.

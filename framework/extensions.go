@@ -24,6 +24,12 @@ type Plugin struct {
 	// feature's registry, so that code holding the worker (or a handler's
 	// ctx, through [WorkerFromContext]) finds it.
 	Value any
+	// Wrap, when set, wraps the handler of each registered task type at
+	// Start, before any Prepare, for a plugin that gates tasks before their
+	// handler (package ratelimit): the wrapper runs outside the worker's and
+	// the type's middleware, inside the engine's own gates (ordered keys).
+	// It returns h for a type it leaves alone.
+	Wrap func(w *Worker, taskType string, h Handler) Handler
 	// Prepare runs at Start, after the worker's own set-up and before
 	// pulling begins (ensure buckets, read [Worker.HandlerValues]). An
 	// error fails Start.

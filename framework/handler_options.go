@@ -29,9 +29,6 @@ type handlerConfig struct {
 	// stateTracking overrides the worker's state tracking for the type:
 	// 0 inherits, 1 on, -1 off (WithTypeStateTracking, state.go).
 	stateTracking int8
-	// rateLimit is the type's cluster-wide rate limit (WithRateLimit,
-	// ratelimit.go), nil without one.
-	rateLimit *RateLimit
 	// ordering makes the type ordered (WithOrdering, ordering.go).
 	ordering *Ordering
 }

@@ -92,14 +92,13 @@ type options struct {
 	middleware        []Middleware
 	maxPending        int
 	noDedup           bool
-	deadLetters       deadLetterOptions    // WithDeadLetters and related (dlq.go)
-	stateEnabled      bool                 // WithStateTracking
-	stateTTL          time.Duration        // WithStateTTL; 0 means DefaultStateTTL
-	stateRunningAfter time.Duration        // WithStateRunningAfter
-	effectsTTL        time.Duration        // WithEffectsTTL; 0 means DefaultEffectsTTL
-	enqueueTracers    []EnqueueTracer      // WithEnqueueTracer (enqueue_trace.go)
-	rateLimits        map[string]RateLimit // WithDependencyRateLimit (ratelimit.go)
-	noDelayMover      bool                 // WithDelayMover(false) (delays.go)
+	deadLetters       deadLetterOptions // WithDeadLetters and related (dlq.go)
+	stateEnabled      bool              // WithStateTracking
+	stateTTL          time.Duration     // WithStateTTL; 0 means DefaultStateTTL
+	stateRunningAfter time.Duration     // WithStateRunningAfter
+	effectsTTL        time.Duration     // WithEffectsTTL; 0 means DefaultEffectsTTL
+	enqueueTracers    []EnqueueTracer   // WithEnqueueTracer (enqueue_trace.go)
+	noDelayMover      bool              // WithDelayMover(false) (delays.go)
 }
 
 // Worker defaults.

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/ratelimit"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -242,7 +243,7 @@ func EnsureBuckets(ctx context.Context, js jetstream.JetStream, opts ...BucketsO
 	if _, err := ensureUniqueBucket(ctx, js, o.names); err != nil {
 		return err
 	}
-	_, err = ensureLimitsBucket(ctx, js, o.names)
+	_, err = ratelimit.EnsureBucket(ctx, js, o.names.LimitsBucket(), o.names.TaskStream())
 	return err
 }
 

@@ -74,9 +74,8 @@ type Worker struct {
 	deadLetter func(ctx context.Context, t *Task, msg jetstream.Msg, cause error) error
 	// tracker writes task records, when a registered type is tracked
 	// (state_tracking.go); effects caches the effects bucket (state.go).
-	tracker    *staterec.Tracker
-	effects    effectsCache
-	rateLimits *rateLimits // cluster-wide rate limits (ratelimit.go)
+	tracker *staterec.Tracker
+	effects effectsCache
 }
 
 const (
@@ -154,7 +153,6 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	w.installDeadLetters()
 	w.installState()
 	w.installUnique()
-	w.installRateLimits()
 	w.installOrdering()
 	w.installDelayMover()
 	return w, nil
@@ -228,6 +226,13 @@ func (w *Worker) Start(ctx context.Context) error {
 			return fmt.Errorf("framework: start worker: %w: %w", ErrTopologyMissing, err)
 		}
 		return fmt.Errorf("framework: start worker: %w", err)
+	}
+	for i := range w.ext {
+		if f := w.ext[i].Wrap; f != nil {
+			for _, tt := range w.order {
+				tt.handler = f(w, tt.name, tt.handler)
+			}
+		}
 	}
 	for i := range w.ext {
 		if f := w.ext[i].Prepare; f != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/ratelimit"
 )
 
 // HTTPError is a non-success answer of an HTTP dependency, returned by
@@ -73,8 +74,8 @@ func retryableStatus(code int) bool {
 //     seconds or as a date) becomes [framework.RetryAfterErr], so the retry
 //     waits as long as the dependency asked. On 429 with Retry-After, a
 //     dependency with a cluster-wide rate limit
-//     ([framework.WithDependencyRateLimit]) is also paused for every worker
-//     ([framework.Throttle]).
+//     ([ratelimit.WithDependency]) is also paused for every worker
+//     ([ratelimit.Throttle]).
 //   - any other 4xx: [framework.Permanent] of an *[HTTPError]: the request
 //     is wrong and retrying cannot help. It does not count as a breaker
 //     failure: the dependency answered.
@@ -112,7 +113,7 @@ func DoHTTP(ctx context.Context, client *http.Client, dep string, req *http.Requ
 }
 
 // throttleOn429 passes the Retry-After of a 429 answer to the cluster-wide
-// rate limit of dep ([framework.Throttle]), so that every worker slows
+// rate limit of dep ([ratelimit.Throttle]), so that every worker slows
 // down, not only this task.
 func throttleOn429(ctx context.Context, dep string, err error) {
 	var he *HTTPError
@@ -120,7 +121,7 @@ func throttleOn429(ctx context.Context, dep string, err error) {
 	if !errors.As(err, &he) || he.StatusCode != http.StatusTooManyRequests || !errors.As(err, &ra) {
 		return
 	}
-	if terr := framework.Throttle(ctx, dep, ra.Delay); terr != nil {
+	if terr := ratelimit.Throttle(ctx, dep, ra.Delay); terr != nil {
 		if t := framework.TaskFromContext(ctx); t != nil {
 			t.Logger().Warn("jetflow could not throttle the dependency after a 429", slog.String(framework.LogKeyDependency, dep),
 				slog.Any(framework.LogKeyError, terr))

@@ -11,6 +11,7 @@ import (
 	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/handlers"
+	"github.com/jetflow-io/jetflow/ratelimit"
 )
 
 // A 429 with Retry-After seen by one worker pauses the dependency for the
@@ -34,11 +35,14 @@ func TestDoHTTP429ThrottlesTheFleet(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 
-	lim := framework.RateLimit{Limit: 1000, Burst: 10}
+	lim := ratelimit.Limit{Limit: 1000, Burst: 10}
 	hooks, out := outcomes()
 	for range 2 {
-		w := e.worker(t, framework.WithDependencyRateLimit("api", lim), framework.WithHooks(hooks))
+		w := e.worker(t, framework.WithHooks(hooks))
 		if _, err := breaker.Install(w); err != nil {
+			t.Fatal(err)
+		}
+		if err := ratelimit.Install(w, ratelimit.WithDependency("api", lim)); err != nil {
 			t.Fatal(err)
 		}
 		w.HandleFunc("api.call", func(ctx context.Context, _ *framework.Task) error {

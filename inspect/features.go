@@ -9,7 +9,8 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/ordering"
-	"github.com/jetflow-io/jetflow/internal/ratelimit"
+	engine "github.com/jetflow-io/jetflow/internal/ratelimit"
+	"github.com/jetflow-io/jetflow/ratelimit"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -19,27 +20,27 @@ type RateLimitInfo struct {
 	// Name is "type.<task type>" or "dep.<dependency>".
 	Name string
 	// Limit is the configured limit (of the last worker that reserved).
-	Limit framework.RateLimit
+	Limit ratelimit.Limit
 	// LastSecond is the number of permits reserved during the last full
 	// second: compare it with the limit per second.
 	LastSecond int
 	// Next is when the next permit is due: in the past while the limit has
 	// room.
 	Next time.Time
-	// ThrottledUntil is the end of the last [Throttle] pause, zero if none.
+	// ThrottledUntil is the end of the last [ratelimit.Throttle] pause, zero if none.
 	ThrottledUntil time.Time
 }
 
 // RateLimits lists the cluster-wide rate limits that were used at least
 // once. Records that fail validation are skipped.
 func (i *Operator) RateLimits(ctx context.Context) ([]RateLimitInfo, error) {
-	infos, err := ratelimit.List(ctx, i.js, i.names.LimitsBucket(), validLimitKey)
+	infos, err := engine.List(ctx, i.js, i.names.LimitsBucket(), validLimitKey)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: rate limits: %w", err)
 	}
 	var out []RateLimitInfo
 	for _, in := range infos {
-		out = append(out, RateLimitInfo{Name: in.Key, Limit: framework.RateLimit(in.Limit), LastSecond: in.LastSecond,
+		out = append(out, RateLimitInfo{Name: in.Key, Limit: ratelimit.Limit(in.Limit), LastSecond: in.LastSecond,
 			Next: in.Next, ThrottledUntil: in.ThrottledUntil})
 	}
 	return out, nil

@@ -190,7 +190,7 @@ func (n Names) EffectsBucket() string { return n.upper + "_EFFECTS" }
 func (n Names) UniqueBucket() string { return n.upper + "_UNIQUE" }
 
 // LimitsBucket returns the name of the KV bucket holding the cluster-wide
-// rate limits (framework.WithRateLimit), for example "JETFLOW_LIMITS".
+// rate limits (package ratelimit), for example "JETFLOW_LIMITS".
 func (n Names) LimitsBucket() string { return n.upper + "_LIMITS" }
 
 // DLQSubject returns the dead-letter subject of a task type: "<prefix>.dlq.<type>".

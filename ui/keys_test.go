@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/ratelimit"
 	"github.com/jetflow-io/jetflow/testutil"
 	"github.com/jetflow-io/jetflow/ui"
 )
@@ -120,9 +121,11 @@ func TestLimitsAndUniqueAPI(t *testing.T) {
 	e := newEnv(t, ui.Options{})
 	ctx := t.Context()
 	done := make(chan struct{}, 4)
-	w, err := framework.NewWorker(testutil.Connect(t, e.srv),
-		framework.WithDependencyRateLimit("gw", framework.RateLimit{Limit: 300, Interval: time.Minute, Burst: 5}))
+	w, err := framework.NewWorker(testutil.Connect(t, e.srv))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ratelimit.Install(w, ratelimit.WithDependency("gw", ratelimit.Limit{Limit: 300, Interval: time.Minute, Burst: 5})); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := breaker.Install(w); err != nil {
@@ -131,9 +134,9 @@ func TestLimitsAndUniqueAPI(t *testing.T) {
 	w.HandleFunc("limited.job", func(ctx context.Context, _ *framework.Task) error {
 		defer func() { done <- struct{}{} }()
 		return breaker.Call(ctx, "gw", func(ctx context.Context) error {
-			return framework.Throttle(ctx, "gw", 30*time.Minute)
+			return ratelimit.Throttle(ctx, "gw", 30*time.Minute)
 		})
-	}, framework.WithRateLimit(framework.RateLimit{Limit: 20, Interval: time.Second}))
+	}, ratelimit.WithLimit(ratelimit.Limit{Limit: 20, Interval: time.Second}))
 	testutil.StartWorker(t, w)
 
 	var lim struct {

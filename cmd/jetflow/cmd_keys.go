@@ -276,7 +276,7 @@ func keyCommands() []*command {
 					return c.printJSON(views)
 				}
 				if len(views) == 0 {
-					fmt.Fprintln(c.stdout, "no rate limit used yet: limits appear once a worker with WithRateLimit or WithDependencyRateLimit reserved a permit")
+					fmt.Fprintln(c.stdout, "no rate limit used yet: limits appear once a worker with ratelimit.WithLimit or ratelimit.WithDependency reserved a permit")
 					return nil
 				}
 				t := newTable(c.stdout, "LIMIT", "PER", "BURST", "LAST SECOND", "OF PER SECOND", "THROTTLED UNTIL")

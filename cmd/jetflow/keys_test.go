@@ -12,6 +12,7 @@ import (
 	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/ratelimit"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -152,18 +153,21 @@ func TestLimitsCommand(t *testing.T) {
 		if _, err := breaker.Install(w); err != nil {
 			t.Fatal(err)
 		}
+		if err := ratelimit.Install(w, ratelimit.WithDependency("gw", ratelimit.Limit{Limit: 300, Interval: time.Minute, Burst: 5})); err != nil {
+			t.Fatal(err)
+		}
 		w.HandleFunc("limited.job", func(context.Context, *framework.Task) error {
 			done <- "limited"
 			return nil
-		}, framework.WithRateLimit(framework.RateLimit{Limit: 20, Interval: time.Second}))
+		}, ratelimit.WithLimit(ratelimit.Limit{Limit: 20, Interval: time.Second}))
 		w.HandleFunc("dep.job", func(ctx context.Context, _ *framework.Task) error {
 			err := breaker.Call(ctx, "gw", func(ctx context.Context) error {
-				return framework.Throttle(ctx, "gw", 30*time.Minute)
+				return ratelimit.Throttle(ctx, "gw", 30*time.Minute)
 			})
 			done <- "dep"
 			return err
 		})
-	}, framework.WithDependencyRateLimit("gw", framework.RateLimit{Limit: 300, Interval: time.Minute, Burst: 5}))
+	})
 
 	e.ok(t, nil, "limits")
 	for range 3 {

@@ -3,8 +3,8 @@
 // server on 127.0.0.1) that allows -limit calls per second for the whole
 // platform.
 //
-// Every worker declares the same limit with
-// framework.WithDependencyRateLimit and calls the gateway with
+// Every worker declares the same limit with ratelimit.Install and
+// ratelimit.WithDependency and calls the gateway with
 // handlers.DoHTTP, which waits for a permit of the shared limit. The
 // gateway counts the calls it receives in 1-second windows (starting at its
 // first call) and the program prints
@@ -45,6 +45,7 @@ import (
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/handlers"
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/ratelimit"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -166,7 +167,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	var done atomic.Int64
 	allDone := make(chan struct{})
-	limit := framework.RateLimit{Limit: cfg.limit, Interval: time.Second, Burst: cfg.burst}
+	limit := ratelimit.Limit{Limit: cfg.limit, Interval: time.Second, Burst: cfg.burst}
 	for i := range workers {
 		name := fmt.Sprintf("worker-%d", i+1)
 		wnc, err := emb.Connect(nats.Name(name))
@@ -177,7 +178,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		w, err := framework.NewWorker(wnc,
 			framework.WithConcurrency(16),
 			framework.WithLogger(logger.With("worker", name)),
-			framework.WithDependencyRateLimit(dependency, limit),
 			framework.WithHooks(framework.Hooks{
 				Finished: func(_ context.Context, _ *framework.Task, o framework.Outcome) {
 					if o.Action == framework.ActionAck && done.Add(1) == int64(cfg.tasks) {
@@ -187,6 +187,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}),
 		)
 		if err != nil {
+			return err
+		}
+		if err := ratelimit.Install(w, ratelimit.WithDependency(dependency, limit)); err != nil {
 			return err
 		}
 		// DoHTTP calls through the worker's circuit breakers.

@@ -1,5 +1,5 @@
-// Package ratelimit owns the engine behind framework's cluster-wide rate
-// limits (WithRateLimit, WithDependencyRateLimit, Throttle,
+// Package ratelimit owns the engine behind the cluster-wide rate limits of
+// the public package ratelimit (WithLimit, WithDependency, Throttle,
 // inspect.Operator.RateLimits):
 //
 //   - a limit's parameters and their validation ([Limit], [Limit.Normalize]);

@@ -1,10 +1,12 @@
-package framework_test
+package ratelimit_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/ratelimit"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -22,7 +25,7 @@ func TestRateLimitTypeIsClusterWide(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const n = 30
-	lim := framework.RateLimit{Limit: 20, Interval: time.Second}
+	lim := ratelimit.Limit{Limit: 20, Interval: time.Second}
 	var mu sync.Mutex
 	var starts []time.Time
 	attempts := map[int]bool{}
@@ -36,7 +39,7 @@ func TestRateLimitTypeIsClusterWide(t *testing.T) {
 			mu.Unlock()
 			done <- struct{}{}
 			return nil
-		}, framework.WithRateLimit(lim))
+		}, ratelimit.WithLimit(lim))
 		startWorker(t, w)
 	}
 	begin := time.Now()
@@ -75,14 +78,14 @@ func TestRateLimitTypeIsClusterWide(t *testing.T) {
 func TestRateLimitDependencyThrottle(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	lim := framework.RateLimit{Limit: 1000, Interval: time.Second, Burst: 10}
+	lim := ratelimit.Limit{Limit: 1000, Interval: time.Second, Burst: 10}
 	type call struct {
 		at    time.Time
 		until time.Time
 	}
 	calls := make(chan call, 4)
 	for range 2 {
-		w := e.worker(t, framework.WithDependencyRateLimit("gw", lim))
+		w := e.worker(t, ratelimit.WithDependency("gw", lim))
 		if _, err := breaker.Install(w); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +94,7 @@ func TestRateLimitDependencyThrottle(t *testing.T) {
 				c := call{at: time.Now()}
 				if task.Header("X-Throttle") != "" {
 					c.until = time.Now().Add(2 * time.Second)
-					if err := framework.Throttle(ctx, "gw", 2*time.Second); err != nil {
+					if err := ratelimit.Throttle(ctx, "gw", 2*time.Second); err != nil {
 						return framework.Permanent(err)
 					}
 				}
@@ -153,7 +156,7 @@ func TestRateLimitIgnoresHostileRecord(t *testing.T) {
 	w := e.worker(t)
 	for _, tt := range []string{"hostile.far", "hostile.junk"} {
 		w.HandleFunc(tt, func(context.Context, *framework.Task) error { done <- tt; return nil },
-			framework.WithRateLimit(framework.RateLimit{Limit: 100}))
+			ratelimit.WithLimit(ratelimit.Limit{Limit: 100}))
 	}
 	startWorker(t, w)
 	e.enqueue(t, "hostile.far", nil)
@@ -170,17 +173,41 @@ func TestRateLimitIgnoresHostileRecord(t *testing.T) {
 func TestRateLimitOptionErrors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	for name, l := range map[string]framework.RateLimit{
+	for name, l := range map[string]ratelimit.Limit{
 		"zero limit":    {},
 		"burst > limit": {Limit: 2, Burst: 3},
 		"tiny interval": {Limit: 1, Interval: time.Microsecond},
 		"too fast":      {Limit: 10_000_000},
 	} {
-		if _, err := framework.NewWorker(e.nc, framework.WithDependencyRateLimit("gw", l)); !errors.Is(err, framework.ErrInvalidOption) {
+		w, err := framework.NewWorker(e.nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ratelimit.Install(w, ratelimit.WithDependency("gw", l)); !errors.Is(err, framework.ErrInvalidOption) {
 			t.Errorf("%s: err = %v, want ErrInvalidOption", name, err)
 		}
 	}
-	if _, err := framework.NewWorker(e.nc, framework.WithDependencyRateLimit("bad dep", framework.RateLimit{Limit: 1})); !errors.Is(err, framework.ErrInvalidOption) {
+	w, err := framework.NewWorker(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ratelimit.Install(w, ratelimit.WithDependency("bad dep", ratelimit.Limit{Limit: 1})); !errors.Is(err, framework.ErrInvalidOption) {
 		t.Errorf("invalid dependency name: %v", err)
 	}
+}
+
+// An invalid type limit is a programmer error: Register panics with an
+// error wrapping ErrInvalidOption, as it did for every invalid option.
+func TestWithLimitInvalidPanics(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := e.worker(t)
+	defer func() {
+		r := recover()
+		if r == nil || !strings.Contains(fmt.Sprint(r), framework.ErrInvalidOption.Error()) {
+			t.Fatalf("Register recovered %v, want a panic naming ErrInvalidOption", r)
+		}
+	}()
+	w.HandleFunc("bad.limit", func(context.Context, *framework.Task) error { return nil },
+		ratelimit.WithLimit(ratelimit.Limit{Limit: 2, Burst: 3}))
 }
