@@ -30,17 +30,6 @@ func (w *Worker) installDelayMover() {
 		return
 	}
 	n := w.names
-	topo := delays.Topology{
-		DelayStream: n.DelayStream(), ScheduleStream: n.ScheduleStream(), Consumer: streams.DelayConsumerConfig(n),
-		ParseSubject: n.ParseDelaySubject, ScheduleSubject: n.ScheduleSubject,
-		Target: func(raw string) (string, string, string, error) {
-			p, typ, err := n.ParseFiredSubject(raw)
-			if err != nil {
-				return "", "", "", err
-			}
-			return n.FiredSubject(p, typ), p.String(), typ, nil
-		},
-	}
 	var reject func(context.Context, delays.Rejected) error
 	if !w.opts.deadLetters.disabled {
 		core := newDeadLetterCore(w.nc, w.js, n, w.log)
@@ -50,6 +39,6 @@ func (w *Worker) installDelayMover() {
 				Cause: fmt.Errorf("%w: delayed task: %w", ErrCorruptTask, r.Cause)})
 		}
 	}
-	w.mover = delays.New(w.nc, w.js, topo, w.log, reject)
+	w.mover = delays.New(w.nc, w.js, streams.DelayTopology(n), w.log, reject)
 	w.addExtension(extension{Plugin: Plugin{Name: "delay-mover", Service: func(ctx context.Context, _ *Worker) { w.mover.Run(ctx) }}})
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/delays"
 )
 
 // Producers do not write the schedule stream. A stream that allows message
@@ -77,5 +79,22 @@ func delayStreamConfig(c Config, n Names) jetstream.StreamConfig {
 		// operator's right, not a producer's).
 		AllowRollup: false,
 		AllowDirect: true,
+	}
+}
+
+// DelayTopology returns the names and subjects the delay mover works on,
+// derived from n. It is for jetflow's own packages (framework): its type
+// is internal.
+func DelayTopology(n Names) delays.Topology {
+	return delays.Topology{
+		DelayStream: n.DelayStream(), ScheduleStream: n.ScheduleStream(), Consumer: DelayConsumerConfig(n),
+		ParseSubject: n.ParseDelaySubject, ScheduleSubject: n.ScheduleSubject,
+		Target: func(raw string) (string, string, string, error) {
+			p, typ, err := n.ParseFiredSubject(raw)
+			if err != nil {
+				return "", "", "", err
+			}
+			return n.FiredSubject(p, typ), p.String(), typ, nil
+		},
 	}
 }
