@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/ratelimit"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/streams"
@@ -247,33 +246,9 @@ func EnsureBuckets(ctx context.Context, js jetstream.JetStream, opts ...BucketsO
 	return err
 }
 
+// ensureBuckets creates the state and effects buckets with o's retention.
 func ensureBuckets(ctx context.Context, js jetstream.JetStream, o *options) error {
-	names := o.names
-	s, err := js.Stream(ctx, names.TaskStream())
-	if err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Errorf("framework: ensure buckets: %w: %w", ErrTopologyMissing, err)
-		}
-		return fmt.Errorf("framework: ensure buckets: %w", err)
-	}
-	cfg := s.CachedInfo().Config
-	for _, b := range []struct {
-		bucket, description string
-		ttl, defaultTTL     time.Duration
-	}{
-		{names.StateBucket(), "jetflow task state: one record per task ID", o.stateTTL, DefaultStateTTL},
-		{names.EffectsBucket(), "jetflow effects ledger: side effects applied per task (framework.Once)", o.effectsTTL, DefaultEffectsTTL},
-	} {
-		kv := jetstream.KeyValueConfig{Bucket: b.bucket, Description: b.description, History: 1,
-			TTL: b.ttl, Storage: cfg.Storage, Replicas: cfg.Replicas}
-		if kv.TTL == 0 {
-			kv.TTL = b.defaultTTL
-		}
-		if err := jsapi.EnsureBucket(ctx, js, kv, b.ttl != 0); err != nil {
-			return err
-		}
-	}
-	return nil
+	return streams.EnsureRetention(ctx, js, o.names, o.stateTTL, o.effectsTTL)
 }
 
 // stateKey maps a task ID to its KV key (see staterec.Key).
