@@ -100,20 +100,10 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 	return rec, nil
 }
 
-// readPending calls fn with the pending delayed task id: still in the delay
-// stream or, once moved, in the schedule stream. The delay stream is read
-// first: a mover stores the schedule before it removes the delayed task, so
-// a task moving between the two reads is found in the second, never missed.
+// readPending calls fn with the pending delayed task id, in the delay or
+// the schedule stream (delays.Topology.Read).
 func (i *Inspector) readPending(ctx context.Context, id string, fn func(jsapi.Stored) error) (bool, error) {
-	n, err := jsapi.DirectGet(ctx, i.nc, i.names.DelayStream(), jsapi.GetRequest{NextFor: i.names.DelaySubject(id)}, fn)
-	if err != nil && !errors.Is(err, jsapi.ErrNoStream) { // no delay stream: a deployment from before it
-		return false, err
-	}
-	if n > 0 {
-		return true, nil
-	}
-	n, err = jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, fn)
-	return n > 0, err
+	return streams.DelayTopology(i.names).Read(ctx, i.nc, id, fn)
 }
 
 // pendingSchedule reads the priority, type and due time of a delayed task
@@ -142,7 +132,6 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 	if err := streams.ValidateID(id); err != nil {
 		return err
 	}
-	subject := i.names.ScheduleSubject(id)
 	// Read the schedule first, for the cancelled record: in the schedule
 	// stream, or still in the delay stream on its way there.
 	rec := TaskRecord{ID: id}
@@ -155,20 +144,11 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 	}
 	_, err := i.readPending(ctx, id, read)
 	if err == nil {
-		// The delay subject first, then the schedule: a mover that stores
-		// the schedule after the second purge finds its delayed task gone
-		// and removes the schedule itself. Each purge reports how many
-		// messages it removed, so a schedule that fires meanwhile is
-		// reported as not found.
-		var moving, pending uint64
-		moving, err = jsapi.PurgeSubject(ctx, i.nc, i.names.DelayStream(), i.names.DelaySubject(id))
-		if natserr.Classify(err) == natserr.TopologyMissing {
-			err = nil // a deployment from before the delay stream
-		}
-		if err == nil {
-			pending, err = jsapi.PurgeSubject(ctx, i.nc, i.names.ScheduleStream(), subject)
-		}
-		if err == nil && moving+pending == 0 {
+		// Each purge reports how many messages it removed, so a schedule
+		// that fires meanwhile is reported as not found.
+		var removed uint64
+		removed, err = streams.DelayTopology(i.names).Cancel(ctx, i.nc, id)
+		if err == nil && removed == 0 {
 			rec, gerr := i.GetTask(ctx, id)
 			if gerr != nil {
 				return fmt.Errorf("%w: task %s has no pending schedule", ErrNotFound, id)

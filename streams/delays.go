@@ -88,7 +88,7 @@ func delayStreamConfig(c Config, n Names) jetstream.StreamConfig {
 func DelayTopology(n Names) delays.Topology {
 	return delays.Topology{
 		DelayStream: n.DelayStream(), ScheduleStream: n.ScheduleStream(), Consumer: DelayConsumerConfig(n),
-		ParseSubject: n.ParseDelaySubject, ScheduleSubject: n.ScheduleSubject,
+		ParseSubject: n.ParseDelaySubject, ScheduleSubject: n.ScheduleSubject, DelaySubject: n.DelaySubject,
 		Target: func(raw string) (string, string, string, error) {
 			p, typ, err := n.ParseFiredSubject(raw)
 			if err != nil {

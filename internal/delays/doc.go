@@ -10,4 +10,8 @@
 // parts, stores it, checks that the delayed task was not cancelled
 // meanwhile, and acknowledges it (decision 025). A delayed task that can
 // never become a schedule is dead-lettered with reason "invalid".
+//
+// The package also finds and cancels a pending delayed task by its ID in
+// either place ([Topology.Read], [Topology.Cancel]), in the order that
+// keeps a task moving between the two from being missed.
 package delays

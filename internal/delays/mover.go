@@ -28,8 +28,9 @@ type Topology struct {
 	Consumer                    jetstream.ConsumerConfig
 	// ParseSubject returns the validated task ID of a delay subject.
 	ParseSubject func(subject string) (string, error)
-	// ScheduleSubject returns the schedule subject of a task ID.
-	ScheduleSubject func(id string) string
+	// ScheduleSubject returns the schedule subject of a task ID;
+	// DelaySubject its subject in the delay stream.
+	ScheduleSubject, DelaySubject func(id string) string
 	// Target validates the target a delayed task asks for and returns the
 	// staging subject derived from its priority and task type, and those.
 	Target func(raw string) (target, priority, taskType string, err error)
