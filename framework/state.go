@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -178,12 +177,6 @@ func WithTypeStateTracking(enabled bool) HandlerOption {
 // replayed task still skips what it already did.
 const DefaultEffectsTTL = streams.DefaultEffectsTTL
 
-// effectsCache caches a worker's effects bucket.
-type effectsCache struct {
-	mu sync.Mutex
-	kv jetstream.KeyValue
-}
-
 // WithEffectsTTL sets how long effect records are kept: the MaxAge of the
 // effects bucket, applied when a worker creates or updates it
 // ([EnsureBuckets]). Keep it longer than a task can be retried or sit in
@@ -204,25 +197,9 @@ func WithEffectsTTL(d time.Duration) RetentionOption {
 // ledger (package effects) keeps its records there. It is safe for
 // concurrent use.
 func (w *Worker) EffectsBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	e := &w.effects
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.kv != nil {
-		return e.kv, nil
-	}
-	bucket := w.names.EffectsBucket()
-	kv, err := w.js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		if err := ensureBuckets(ctx, w.js, w.opts); err != nil {
-			return nil, err
-		}
-		kv, err = w.js.KeyValue(ctx, bucket)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("framework: effects bucket %s: %w", bucket, err)
-	}
-	e.kv = kv
-	return kv, nil
+	return w.effects.Get(ctx, w.js, w.names.EffectsBucket(), func(ctx context.Context) error {
+		return ensureBuckets(ctx, w.js, w.opts)
+	})
 }
 
 // EnsureBuckets creates the task state, effects, unique-task and rate-limit KV buckets with the task

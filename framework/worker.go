@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/delays"
 	"github.com/jetflow-io/jetflow/internal/dispatch"
+	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/liveness"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/streams"
@@ -75,7 +76,7 @@ type Worker struct {
 	// tracker writes task records, when a registered type is tracked
 	// (state_tracking.go); effects caches the effects bucket (state.go).
 	tracker *staterec.Tracker
-	effects effectsCache
+	effects jsapi.BucketCache
 }
 
 const (

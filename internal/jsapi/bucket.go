@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -51,4 +52,34 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 		return fmt.Errorf("jetflow: bucket %s: set TTL %v: %w", want.Bucket, want.TTL, err)
 	}
 	return nil
+}
+
+// BucketCache keeps a handle on one KV bucket, looked up on first use. The
+// zero value is ready to use; it is safe for concurrent use.
+type BucketCache struct {
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+// Get returns bucket, looking it up on first use. When it does not exist,
+// create is called and the lookup repeated; create's error is returned as
+// it is.
+func (c *BucketCache) Get(ctx context.Context, js jetstream.JetStream, bucket string, create func(context.Context) error) (jetstream.KeyValue, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kv != nil {
+		return c.kv, nil
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if err := create(ctx); err != nil {
+			return nil, err
+		}
+		kv, err = js.KeyValue(ctx, bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jetflow: bucket %s: %w", bucket, err)
+	}
+	c.kv = kv
+	return kv, nil
 }

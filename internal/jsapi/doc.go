@@ -11,7 +11,8 @@
 //   - [PurgeSubject] purges one subject and reports how many messages it
 //     removed (cancelling a delayed task, removing a schedule).
 //   - [EnsureBucket] and [TaskStreamBucket] create KV buckets that live like
-//     the task stream (same storage and replicas).
+//     the task stream (same storage and replicas); a [BucketCache] looks
+//     one up, or has it created, on first use.
 //   - [Publish] stores a message in a stream, retrying with the same
 //     message (and so the same deduplication ID) while the stream cannot
 //     answer, and telling a missing stream from one without a leader.
