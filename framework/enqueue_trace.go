@@ -3,7 +3,6 @@ package framework
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/nats-io/nats.go"
@@ -36,16 +35,8 @@ const maxTracerHeader = 4096
 // tokens and values with line breaks or over 4 KiB, with an error wrapping
 // [ErrInvalidOption].
 func (h EnqueueHeader) Set(key, value string) error {
-	if taskmsg.ReservedHeader(key) {
-		return fmt.Errorf("%w: header %q is empty or reserved (Nats-*, Jetflow-*)", ErrInvalidOption, key)
-	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c <= ' ' || c >= 0x7f || c == ':' {
-			return fmt.Errorf("%w: header key %q is not a token", ErrInvalidOption, key)
-		}
-	}
-	if len(value) > maxTracerHeader || strings.ContainsAny(value, "\r\n") {
-		return fmt.Errorf("%w: header %s: value has a line break or exceeds %d bytes", ErrInvalidOption, key, maxTracerHeader)
+	if err := taskmsg.CheckHeader(key, value, maxTracerHeader); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	if h.msg.Header == nil {
 		h.msg.Header = nats.Header{}

@@ -1,6 +1,10 @@
 package taskmsg
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
 
 // Marshaler is the part of a payload codec that encodes: its wire name
 // ("json" for the default codec) and its marshal function.
@@ -40,6 +44,24 @@ func Encode(c Marshaler, payload any) ([]byte, string, error) {
 // keys starting with "Nats-" or "Jetflow-", in any case.
 func ReservedHeader(key string) bool {
 	return key == "" || hasFoldPrefix(key, "nats-") || hasFoldPrefix(key, "jetflow-")
+}
+
+// CheckHeader checks a custom header set on a task message: its key must
+// not be reserved ([ReservedHeader]) and must be an HTTP header token, and
+// its value must have no line break and at most maxValue bytes.
+func CheckHeader(key, value string, maxValue int) error {
+	if ReservedHeader(key) {
+		return fmt.Errorf("header %q is empty or reserved (Nats-*, Jetflow-*)", key)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c <= ' ' || c >= 0x7f || c == ':' {
+			return fmt.Errorf("header key %q is not a token", key)
+		}
+	}
+	if len(value) > maxValue || strings.ContainsAny(value, "\r\n") {
+		return fmt.Errorf("header %s: value has a line break or exceeds %d bytes", key, maxValue)
+	}
+	return nil
 }
 
 func hasFoldPrefix(s, prefix string) bool {
