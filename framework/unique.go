@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/internal/unique"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -140,31 +138,21 @@ type uniqueStore = unique.Cache
 // task holds the key, or a release function that gives the reservation
 // back if the publish fails.
 func (c *Client) reserveUnique(ctx context.Context, msg *nats.Msg, info TaskInfo) (dup *TaskInfo, release func(), err error) {
-	key := msg.Header.Get(HeaderUniqueKey)
-	until, err := time.Parse(time.RFC3339, msg.Header.Get(HeaderUniqueUntil))
-	if err != nil {
-		return nil, nil, fmt.Errorf("framework: unique until: %w", err)
-	}
-	untilDone := msg.Header.Get(HeaderUniqueRevision) != ""
 	kv, err := c.unique.Ensure(ctx, c.js, c.names.UniqueBucket(), c.names.TaskStream(), uniqueBucketMarkerTTL)
 	if err != nil {
 		return nil, nil, err
 	}
-	rev, held, holderID, err := uniqueRules.Reserve(ctx, kv, key,
-		unique.Reservation{TaskID: info.ID, Type: info.Type, Until: until, UntilDone: untilDone})
+	r, held, holderID, err := uniqueRules.ReserveTask(ctx, kv, msg.Header, info.ID, info.Type, uniqueBucketMarkerTTL)
 	if held {
 		return &TaskInfo{ID: holderID, Type: info.Type, Priority: info.Priority, Duplicate: true}, nil, nil
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("framework: enqueue %s: reserve unique key: %w", info.Type, c.publishErr(info, err))
 	}
-	if untilDone {
-		msg.Header.Set(HeaderUniqueRevision, strconv.FormatUint(rev, 10))
-	}
 	release = func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if err := unique.Release(rctx, kv, key, rev, uniqueBucketMarkerTTL); err != nil {
+		if err := r.Release(rctx); err != nil {
 			c.opts.logger.Warn("jetflow could not release a unique reservation after a failed enqueue; it ends with its period",
 				slog.String(LogKeyTaskType, info.Type), slog.Any(LogKeyError, err))
 		}
@@ -213,7 +201,7 @@ func (w *Worker) installUnique() {
 	w.addExtension(extension{Plugin: Plugin{
 		Name: "unique",
 		Finished: func(_ context.Context, t *Task, o Outcome) {
-			if o.Action == ActionAck {
+			if o.Action == ActionAck && t.Header(HeaderUniqueRevision) != "" {
 				x.succeeded(t)
 			}
 		},
@@ -221,24 +209,13 @@ func (w *Worker) installUnique() {
 }
 
 func (x *uniqueExt) succeeded(t *Task) {
-	key := t.Header(HeaderUniqueKey)
-	rev, ok, err := uniqueRules.ReleaseTarget(t.Type, key, t.Header(HeaderUniqueRevision), truncate)
-	if err != nil {
-		t.Logger().Warn("jetflow task has an invalid unique reservation header; not released", slog.Any(LogKeyError, err))
-		return
-	}
-	if !ok {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	kv, err := x.store.Bind(ctx, x.w.js, x.w.names.UniqueBucket())
-	if err == nil {
-		// Only this reservation: if it expired and another task reserved
-		// the key since, the revision differs and nothing is released.
-		err = unique.Release(ctx, kv, key, rev, uniqueBucketMarkerTTL)
-	}
-	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) && !natserr.WrongLastSequence(err) {
+	err := x.store.ReleaseDone(ctx, x.w.js, x.w.names.UniqueBucket(), uniqueRules, t.Type, t.Headers, uniqueBucketMarkerTTL, truncate)
+	switch {
+	case errors.Is(err, unique.ErrHeader):
+		t.Logger().Warn("jetflow task has an invalid unique reservation header; not released", slog.Any(LogKeyError, err))
+	case err != nil:
 		t.Logger().Warn("jetflow could not release the unique reservation; it ends with its period", slog.Any(LogKeyError, err))
 	}
 }

@@ -7,10 +7,11 @@
 //     its validation when read back from the wire ([Validators.ParseKey]);
 //   - the unique bucket, whose keys carry their own TTL ([EnsureBucket],
 //     [Cache]);
-//   - taking a reservation before the publish ([Reserve]), giving it back
-//     after a failed publish or a successful UniqueUntilDone task
-//     ([Release], [Validators.ReleaseTarget]), and listing reservations
-//     ([Validators.List]).
+//   - taking a reservation before the publish ([Validators.Reserve], and
+//     [Validators.ReserveTask] from a task's headers), giving it back after
+//     a failed publish ([Reserved.Release]) or a successful UniqueUntilDone
+//     task ([Cache.ReleaseDone], [Validators.ReleaseTarget]), and listing
+//     reservations ([Validators.List]).
 //
 // Bucket and stream names and the rules for task types and IDs come from the
 // caller; the package imports neither streams nor framework.
