@@ -17,7 +17,7 @@
 //
 // A worker without Install has no rate limits: [WithLimit] has no effect on
 // it, and Wait and Throttle return nil at once. Each limit is a GCRA token
-// bucket in one entry of the limits bucket ([streams.Names.LimitsBucket]),
+// bucket in one entry of the limits bucket ([github.com/jetflow-io/jetflow/streams.Names.LimitsBucket]),
 // updated with compare-and-set; each process reserves permits for its
 // local waiters in batches, at most a short horizon ahead (the engine is
 // internal/ratelimit). See docs/ratelimits.md.

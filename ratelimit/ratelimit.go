@@ -103,7 +103,7 @@ func (e *holdError) Error() string {
 
 // Install gives w its rate limits: the dependency limits of opts and the
 // type limits its handlers declare with [WithLimit]. Call it before Start;
-// Start then creates the limits bucket ([streams.Names.LimitsBucket]) when
+// Start then creates the limits bucket ([github.com/jetflow-io/jetflow/streams.Names.LimitsBucket]) when
 // there is a limit. It returns an error wrapping
 // [framework.ErrInvalidOption] for an invalid option and panics when
 // called twice on one worker or after Start.
