@@ -113,8 +113,9 @@ func (s Settings) validate() error {
 // the consumers of this type (every priority) are paused cluster-wide until
 // the breaker lets probes through again. Undeclared dependencies still
 // get a breaker, but their open state does not pause any consumer. It
-// takes effect on a worker breakers are installed on ([Install]); an
-// invalid name makes [framework.Worker.Register] panic.
+// needs breakers installed on the worker ([Install]): without them the
+// worker's Start fails with [framework.ErrInvalidOption]. An invalid name
+// makes [framework.Worker.Register] panic.
 func WithDependencies(deps ...string) framework.HandlerOption {
 	for _, d := range deps {
 		if err := framework.ValidateDependency(d); err != nil {
@@ -126,6 +127,9 @@ func WithDependencies(deps ...string) framework.HandlerOption {
 
 // depsKey is the key of WithDependencies' handler values.
 type depsKey struct{}
+
+// String names the option in the error of a worker without [Install].
+func (depsKey) String() string { return "breaker.WithDependencies needs breaker.Install" }
 
 // OpenError is returned by [Call] when the dependency's breaker
 // refused the call (open, or half-open with its probes already in flight),

@@ -67,7 +67,8 @@ type installed struct {
 // BreakerStateChanged field.
 //
 // A worker without Install has no breakers: [Call] in its handlers returns
-// [ErrNoRegistry], and [WithDependencies] has no effect.
+// [ErrNoRegistry], and a type registered with [WithDependencies] fails
+// the worker's Start.
 func Install(w *framework.Worker, opts ...Option) (*Registry, error) {
 	c, err := newConfig(opts)
 	if err != nil {
@@ -111,6 +112,7 @@ func Install(w *framework.Worker, opts ...Option) (*Registry, error) {
 	w.Use(framework.Plugin{
 		Name:    pluginName,
 		Value:   x.reg,
+		Keys:    []any{depsKey{}},
 		Prepare: x.prepare,
 		Service: func(ctx context.Context, _ *framework.Worker) {
 			if x.joined {

@@ -24,6 +24,13 @@ type Plugin struct {
 	// feature's registry, so that code holding the worker (or a handler's
 	// ctx, through [WorkerFromContext]) finds it.
 	Value any
+	// Keys are the [WithHandlerValue] keys the plugin reads. Start fails
+	// when a registered type carries a value under a key that no installed
+	// plugin lists, so that a handler option of a feature whose plugin was
+	// never installed (breaker.WithDependencies without breaker.Install) is
+	// an error instead of having no effect. A key's String method, when it
+	// has one, names the option and its plugin in that error.
+	Keys []any
 	// Wrap, when set, wraps the handler of each registered task type at
 	// Start, before any Prepare, for a plugin that gates tasks before their
 	// handler (package ratelimit): the wrapper runs outside the worker's and

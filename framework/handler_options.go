@@ -233,6 +233,25 @@ func InvalidHandlerOption(err error) HandlerOption {
 	return func(*handlerConfig) error { return fmt.Errorf("%w: %w", ErrInvalidOption, err) }
 }
 
+// checkHandlerValues reports a handler value whose key no installed plugin
+// reads (Plugin.Keys).
+func (w *Worker) checkHandlerValues() error {
+	read := make(map[any]bool)
+	for i := range w.ext {
+		for _, k := range w.ext[i].Keys {
+			read[k] = true
+		}
+	}
+	for _, tt := range w.order {
+		for k := range tt.cfg.values {
+			if !read[k] {
+				return fmt.Errorf("%w: task type %q has a handler option (%v) whose plugin is not installed on the worker", ErrInvalidOption, tt.name, k)
+			}
+		}
+	}
+	return nil
+}
+
 // HandlerValues returns the values attached to taskType under key with
 // [WithHandlerValue], in order; nil for an unregistered type.
 func (w *Worker) HandlerValues(taskType string, key any) []any {

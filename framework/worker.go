@@ -228,6 +228,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 		return fmt.Errorf("framework: start worker: %w", err)
 	}
+	if err := w.checkHandlerValues(); err != nil {
+		return fail(err)
+	}
 	for i := range w.ext {
 		if f := w.ext[i].Wrap; f != nil {
 			for _, tt := range w.order {

@@ -15,8 +15,8 @@
 // handlers.DoHTTP) calls before the breaker; [Throttle] pushes every
 // worker's next permit of a dependency back, for example after a 429.
 //
-// A worker without Install has no rate limits: [WithLimit] has no effect on
-// it, and Wait and Throttle return nil at once. Each limit is a GCRA token
+// A worker without Install has no rate limits: a type registered with
+// [WithLimit] fails the worker's Start, and Wait and Throttle return nil at once. Each limit is a GCRA token
 // bucket in one entry of the limits bucket ([github.com/jetflow-io/jetflow/streams.Names.LimitsBucket]),
 // updated with compare-and-set; each process reserves permits for its
 // local waiters in batches, at most a short horizon ahead (the engine is

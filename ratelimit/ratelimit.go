@@ -32,6 +32,9 @@ const pluginName = "rate limits"
 // typeKey is the key of a type's limit among its handler values.
 type typeKey struct{}
 
+// String names the option in the error of a worker without [Install].
+func (typeKey) String() string { return "ratelimit.WithLimit needs ratelimit.Install" }
+
 func (l Limit) withDefaults() (engine.Limit, error) {
 	n, err := engine.Limit(l).Normalize()
 	if err != nil {
@@ -45,7 +48,8 @@ func (l Limit) withDefaults() (engine.Limit, error) {
 // for its permit without spending an attempt: in place for a short wait,
 // otherwise set aside (its slot serves other tasks, heartbeats keep it
 // alive) until its permit is due, like a task held by an open circuit
-// breaker. An invalid limit makes Register panic.
+// breaker. Without [Install] the worker's Start fails with
+// [framework.ErrInvalidOption]. An invalid limit makes Register panic.
 func WithLimit(l Limit) framework.HandlerOption {
 	n, err := l.withDefaults()
 	if err != nil {
@@ -122,6 +126,7 @@ func Install(w *framework.Worker, opts ...Option) error {
 	w.Use(framework.Plugin{
 		Name:    pluginName,
 		Value:   x,
+		Keys:    []any{typeKey{}},
 		Wrap:    x.wrap,
 		Prepare: x.prepare,
 		Service: func(ctx context.Context, _ *framework.Worker) { <-ctx.Done(); close(x.stop) },
