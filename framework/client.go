@@ -311,24 +311,44 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	return c.Inspector().CancelTask(ctx, id)
 }
 
-func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nats.Msg, TaskInfo, error) {
-	if err := streams.ValidateTaskType(taskType); err != nil {
-		return nil, TaskInfo{}, err
+// enqueueOptions applies opts to a fresh configuration. Only a call with
+// options puts one on the heap (an option is a function taking its
+// address).
+func enqueueOptions(opts []EnqueueOption) (enqueueConfig, error) {
+	if len(opts) == 0 {
+		return enqueueConfig{}, nil
 	}
-	var cfg enqueueConfig
+	cfg := new(enqueueConfig)
 	for _, o := range opts {
 		if o == nil {
 			continue
 		}
-		if err := o(&cfg); err != nil {
-			return nil, TaskInfo{}, err
+		if err := o(cfg); err != nil {
+			return enqueueConfig{}, err
 		}
+	}
+	return *cfg, nil
+}
+
+// build validates a task and returns its message and TaskInfo.
+func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nats.Msg, TaskInfo, error) {
+	if err := streams.ValidateTaskType(taskType); err != nil {
+		return nil, TaskInfo{}, err
+	}
+	cfg, err := enqueueOptions(opts)
+	if err != nil {
+		return nil, TaskInfo{}, err
 	}
 	data, enc, err := encode(c.opts.codec, payload)
 	if err != nil {
 		return nil, TaskInfo{}, fmt.Errorf("%w: task type %s (%T): %w", ErrEncode, taskType, payload, err)
 	}
-	now := time.Now()
+	// The clock is read only for what needs it: a due time or a unique
+	// period.
+	var now time.Time
+	if cfg.delay > 0 || !cfg.at.IsZero() || cfg.unique.period != 0 {
+		now = time.Now()
+	}
 	due := cfg.at
 	if cfg.delay > 0 {
 		due = now.Add(cfg.delay)
@@ -412,18 +432,13 @@ func (c *Client) publishErr(info TaskInfo, err error) error {
 // with Client.publish.
 const asyncAckTimeout = 10 * time.Second
 
-// publish stores msg with internal/jsapi.Publish, which retries while the
-// task stream cannot answer, for at most [DefaultEnqueueTimeout] when ctx
-// has no deadline.
+// publish stores msg with internal/jsapi.PublishWithin, which retries while
+// the task stream cannot answer, for at most [DefaultEnqueueTimeout] when
+// ctx has no deadline.
 func (c *Client) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultEnqueueTimeout)
-		defer cancel()
-	}
-	stream := c.names.TaskStream()
+	stream := c.taskStream
 	if msg.Header.Get(taskmsg.HeaderScheduleTarget) != "" {
 		stream = c.names.DelayStream()
 	}
-	return jsapi.Publish(ctx, c.js, stream, msg, c.opts.logger)
+	return jsapi.PublishWithin(ctx, c.js, stream, msg, c.opts.logger, DefaultEnqueueTimeout)
 }
