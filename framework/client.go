@@ -142,7 +142,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, 
 	infos := make([]TaskInfo, len(jobs))
 	var batchErr *BatchError
 	// The report runs on one goroutine at a time, in publish order.
-	c.enqueueStream(ctx, slices.All(jobs), func(i int, info TaskInfo, err error) {
+	c.enqueueStream(ctx, slices.All(jobs), len(jobs), func(i int, info TaskInfo, err error) {
 		if err != nil {
 			if batchErr == nil {
 				batchErr = &BatchError{Errors: make(map[int]error)}
@@ -177,7 +177,7 @@ func (c *Client) EnqueueSeq(ctx context.Context, seq iter.Seq[TaskSpec], report 
 			}
 			i++
 		}
-	}, func(i int, info TaskInfo, err error) {
+	}, -1, func(i int, info TaskInfo, err error) {
 		if err != nil {
 			failed++
 		}
@@ -189,14 +189,20 @@ func (c *Client) EnqueueSeq(ctx context.Context, seq iter.Seq[TaskSpec], report 
 }
 
 // enqueueStream publishes the jobs of seq asynchronously and calls report
-// once per job, in order, from one goroutine at a time.
-func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec], report func(int, TaskInfo, error)) {
+// once per job, in order, from one goroutine at a time. n is the number of
+// jobs when known, -1 otherwise.
+func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec], n int, report func(int, TaskInfo, error)) {
 	// One goroutine settles the acknowledgements in publish order as they
 	// arrive; a settled message and its future are garbage at once. The
 	// channel is as deep as the window, so the publisher waits when the
-	// settler falls behind. Failures before the publish go through the
-	// same channel, so that report keeps the jobs' order.
-	pending := make(chan pendingPublish, c.opts.maxPending)
+	// settler falls behind (a smaller batch needs no more than itself).
+	// Failures before the publish go through the same channel, so that
+	// report keeps the jobs' order.
+	depth := c.opts.maxPending
+	if n >= 0 && n < depth {
+		depth = n
+	}
+	pending := make(chan pendingPublish, depth)
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
@@ -209,15 +215,15 @@ func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec]
 			report(p.index, info, err)
 		}
 	}()
-	// Interned strings: the work subject of each type and priority, shared
-	// by the TaskInfos instead of one copy per job.
-	subjects := make(map[string]string)
+	// Interned strings: the work subject of each type and priority, built
+	// once and shared by the messages and TaskInfos of the call.
+	subjects := make(workSubjects)
 	for i, j := range seq {
 		if err := ctx.Err(); err != nil {
 			pending <- pendingPublish{index: i, err: err}
 			continue
 		}
-		msg, info, err := c.build(j.Type, j.Payload, j.Options)
+		msg, info, err := c.buildWith(j.Type, j.Payload, j.Options, subjects)
 		if err != nil {
 			pending <- pendingPublish{index: i, err: err}
 			continue
@@ -225,13 +231,6 @@ func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec]
 		if msg.Header.Get(HeaderUniqueKey) != "" {
 			pending <- pendingPublish{index: i, err: fmt.Errorf("%w: Unique is not available with EnqueueMany; use Enqueue", ErrInvalidOption)}
 			continue
-		}
-		if info.ScheduledFor.IsZero() && len(subjects) < maxInternedSubjects {
-			if s, ok := subjects[info.Subject]; ok {
-				info.Subject = s
-			} else {
-				subjects[info.Subject] = info.Subject
-			}
 		}
 		traced := c.traceEnqueue(ctx, msg, info) // enqueue_trace.go
 		f, err := c.js.PublishMsgAsync(msg)
@@ -255,6 +254,32 @@ func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec]
 // maxInternedSubjects bounds the subjects EnqueueMany shares between
 // TaskInfos (distinct types × priorities of one batch).
 const maxInternedSubjects = 256
+
+// workSubjects interns the work subjects of one EnqueueMany or EnqueueSeq
+// call, by priority and type.
+type workSubjects map[workSubjectKey]string
+
+type workSubjectKey struct {
+	priority Priority
+	taskType string
+}
+
+// taskSubject returns the work subject of taskType at priority p, from
+// subjects when it holds it (nil: none).
+func (c *Client) taskSubject(p Priority, taskType string, subjects workSubjects) string {
+	if subjects == nil {
+		return c.names.TaskSubject(p, taskType)
+	}
+	k := workSubjectKey{p, taskType}
+	if s, ok := subjects[k]; ok {
+		return s
+	}
+	s := c.names.TaskSubject(p, taskType)
+	if len(subjects) < maxInternedSubjects {
+		subjects[k] = s
+	}
+	return s
+}
 
 // pendingPublish is a job of EnqueueMany or EnqueueSeq on its way to its
 // report: an asynchronous publish awaiting its acknowledgement (the job's
@@ -332,6 +357,11 @@ func enqueueOptions(opts []EnqueueOption) (enqueueConfig, error) {
 
 // build validates a task and returns its message and TaskInfo.
 func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nats.Msg, TaskInfo, error) {
+	return c.buildWith(taskType, payload, opts, nil)
+}
+
+// buildWith is build, taking work subjects from subjects (nil: none).
+func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, subjects workSubjects) (*nats.Msg, TaskInfo, error) {
 	if err := streams.ValidateTaskType(taskType); err != nil {
 		return nil, TaskInfo{}, err
 	}
@@ -368,7 +398,7 @@ func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nat
 	if unique && anonymous {
 		return nil, TaskInfo{}, fmt.Errorf("%w: Unique needs a task ID: combine it with WithID when the client has WithDedup(false)", ErrInvalidOption)
 	}
-	target := c.names.TaskSubject(cfg.priority, taskType)
+	target := c.taskSubject(cfg.priority, taskType, subjects)
 	if cfg.orderingKey != "" {
 		if target, err = orderedTarget(c.names, taskType, &cfg, delayed); err != nil {
 			return nil, TaskInfo{}, err
