@@ -420,13 +420,13 @@ func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, s
 		spec.DelaySubject = c.names.DelaySubject(id)
 		spec.ScheduleTarget = c.names.FiredSubject(cfg.priority, taskType)
 	}
-	msg, _ := taskmsg.Build(spec)
+	msg, size := taskmsg.BuildSized(spec)
 	info := TaskInfo{ID: id, Type: taskType, Priority: cfg.priority, Subject: msg.Subject}
 	if delayed {
 		info.ScheduledFor = due
 	}
 	if max := c.nc.MaxPayload(); max > 0 {
-		if size := taskmsg.Size(msg); size > max {
+		if size > max {
 			return nil, TaskInfo{}, fmt.Errorf("%w: task type %s is %d bytes with headers, the server accepts at most %d; store large data elsewhere (for example an object store) and enqueue a reference",
 				ErrPayloadTooLarge, taskType, size, max)
 		}
