@@ -142,7 +142,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, 
 	infos := make([]TaskInfo, len(jobs))
 	var batchErr *BatchError
 	// The report runs on one goroutine at a time, in publish order.
-	c.enqueueStream(ctx, slices.All(jobs), func(i int, info TaskInfo, err error) {
+	c.enqueueStream(ctx, slices.All(jobs), len(jobs), func(i int, info TaskInfo, err error) {
 		if err != nil {
 			if batchErr == nil {
 				batchErr = &BatchError{Errors: make(map[int]error)}
@@ -177,7 +177,7 @@ func (c *Client) EnqueueSeq(ctx context.Context, seq iter.Seq[TaskSpec], report 
 			}
 			i++
 		}
-	}, func(i int, info TaskInfo, err error) {
+	}, -1, func(i int, info TaskInfo, err error) {
 		if err != nil {
 			failed++
 		}
@@ -189,14 +189,20 @@ func (c *Client) EnqueueSeq(ctx context.Context, seq iter.Seq[TaskSpec], report 
 }
 
 // enqueueStream publishes the jobs of seq asynchronously and calls report
-// once per job, in order, from one goroutine at a time.
-func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec], report func(int, TaskInfo, error)) {
+// once per job, in order, from one goroutine at a time. n is the number of
+// jobs when known, -1 otherwise.
+func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec], n int, report func(int, TaskInfo, error)) {
 	// One goroutine settles the acknowledgements in publish order as they
 	// arrive; a settled message and its future are garbage at once. The
 	// channel is as deep as the window, so the publisher waits when the
-	// settler falls behind. Failures before the publish go through the
-	// same channel, so that report keeps the jobs' order.
-	pending := make(chan pendingPublish, c.opts.maxPending)
+	// settler falls behind (a smaller batch needs no more than itself).
+	// Failures before the publish go through the same channel, so that
+	// report keeps the jobs' order.
+	depth := c.opts.maxPending
+	if n >= 0 && n < depth {
+		depth = n
+	}
+	pending := make(chan pendingPublish, depth)
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
@@ -209,15 +215,15 @@ func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec]
 			report(p.index, info, err)
 		}
 	}()
-	// Interned strings: the work subject of each type and priority, shared
-	// by the TaskInfos instead of one copy per job.
-	subjects := make(map[string]string)
+	// Interned strings: the work subject of each type and priority, built
+	// once and shared by the messages and TaskInfos of the call.
+	subjects := make(workSubjects)
 	for i, j := range seq {
 		if err := ctx.Err(); err != nil {
 			pending <- pendingPublish{index: i, err: err}
 			continue
 		}
-		msg, info, err := c.build(j.Type, j.Payload, j.Options)
+		msg, info, err := c.buildWith(j.Type, j.Payload, j.Options, subjects)
 		if err != nil {
 			pending <- pendingPublish{index: i, err: err}
 			continue
@@ -225,13 +231,6 @@ func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec]
 		if msg.Header.Get(HeaderUniqueKey) != "" {
 			pending <- pendingPublish{index: i, err: fmt.Errorf("%w: Unique is not available with EnqueueMany; use Enqueue", ErrInvalidOption)}
 			continue
-		}
-		if info.ScheduledFor.IsZero() && len(subjects) < maxInternedSubjects {
-			if s, ok := subjects[info.Subject]; ok {
-				info.Subject = s
-			} else {
-				subjects[info.Subject] = info.Subject
-			}
 		}
 		traced := c.traceEnqueue(ctx, msg, info) // enqueue_trace.go
 		f, err := c.js.PublishMsgAsync(msg)
@@ -255,6 +254,32 @@ func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec]
 // maxInternedSubjects bounds the subjects EnqueueMany shares between
 // TaskInfos (distinct types × priorities of one batch).
 const maxInternedSubjects = 256
+
+// workSubjects interns the work subjects of one EnqueueMany or EnqueueSeq
+// call, by priority and type.
+type workSubjects map[workSubjectKey]string
+
+type workSubjectKey struct {
+	priority Priority
+	taskType string
+}
+
+// taskSubject returns the work subject of taskType at priority p, from
+// subjects when it holds it (nil: none).
+func (c *Client) taskSubject(p Priority, taskType string, subjects workSubjects) string {
+	if subjects == nil {
+		return c.names.TaskSubject(p, taskType)
+	}
+	k := workSubjectKey{p, taskType}
+	if s, ok := subjects[k]; ok {
+		return s
+	}
+	s := c.names.TaskSubject(p, taskType)
+	if len(subjects) < maxInternedSubjects {
+		subjects[k] = s
+	}
+	return s
+}
 
 // pendingPublish is a job of EnqueueMany or EnqueueSeq on its way to its
 // report: an asynchronous publish awaiting its acknowledgement (the job's
@@ -311,24 +336,49 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	return c.Inspector().CancelTask(ctx, id)
 }
 
-func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nats.Msg, TaskInfo, error) {
-	if err := streams.ValidateTaskType(taskType); err != nil {
-		return nil, TaskInfo{}, err
+// enqueueOptions applies opts to a fresh configuration. Only a call with
+// options puts one on the heap (an option is a function taking its
+// address).
+func enqueueOptions(opts []EnqueueOption) (enqueueConfig, error) {
+	if len(opts) == 0 {
+		return enqueueConfig{}, nil
 	}
-	var cfg enqueueConfig
+	cfg := new(enqueueConfig)
 	for _, o := range opts {
 		if o == nil {
 			continue
 		}
-		if err := o(&cfg); err != nil {
-			return nil, TaskInfo{}, err
+		if err := o(cfg); err != nil {
+			return enqueueConfig{}, err
 		}
+	}
+	return *cfg, nil
+}
+
+// build validates a task and returns its message and TaskInfo.
+func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nats.Msg, TaskInfo, error) {
+	return c.buildWith(taskType, payload, opts, nil)
+}
+
+// buildWith is build, taking work subjects from subjects (nil: none).
+func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, subjects workSubjects) (*nats.Msg, TaskInfo, error) {
+	if err := streams.ValidateTaskType(taskType); err != nil {
+		return nil, TaskInfo{}, err
+	}
+	cfg, err := enqueueOptions(opts)
+	if err != nil {
+		return nil, TaskInfo{}, err
 	}
 	data, enc, err := encode(c.opts.codec, payload)
 	if err != nil {
 		return nil, TaskInfo{}, fmt.Errorf("%w: task type %s (%T): %w", ErrEncode, taskType, payload, err)
 	}
-	now := time.Now()
+	// The clock is read only for what needs it: a due time or a unique
+	// period.
+	var now time.Time
+	if cfg.delay > 0 || !cfg.at.IsZero() || cfg.unique.period != 0 {
+		now = time.Now()
+	}
 	due := cfg.at
 	if cfg.delay > 0 {
 		due = now.Add(cfg.delay)
@@ -348,7 +398,7 @@ func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nat
 	if unique && anonymous {
 		return nil, TaskInfo{}, fmt.Errorf("%w: Unique needs a task ID: combine it with WithID when the client has WithDedup(false)", ErrInvalidOption)
 	}
-	target := c.names.TaskSubject(cfg.priority, taskType)
+	target := c.taskSubject(cfg.priority, taskType, subjects)
 	if cfg.orderingKey != "" {
 		if target, err = orderedTarget(c.names, taskType, &cfg, delayed); err != nil {
 			return nil, TaskInfo{}, err
@@ -370,13 +420,13 @@ func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nat
 		spec.DelaySubject = c.names.DelaySubject(id)
 		spec.ScheduleTarget = c.names.FiredSubject(cfg.priority, taskType)
 	}
-	msg, _ := taskmsg.Build(spec)
+	msg, size := taskmsg.BuildSized(spec)
 	info := TaskInfo{ID: id, Type: taskType, Priority: cfg.priority, Subject: msg.Subject}
 	if delayed {
 		info.ScheduledFor = due
 	}
 	if max := c.nc.MaxPayload(); max > 0 {
-		if size := taskmsg.Size(msg); size > max {
+		if size > max {
 			return nil, TaskInfo{}, fmt.Errorf("%w: task type %s is %d bytes with headers, the server accepts at most %d; store large data elsewhere (for example an object store) and enqueue a reference",
 				ErrPayloadTooLarge, taskType, size, max)
 		}
@@ -412,18 +462,13 @@ func (c *Client) publishErr(info TaskInfo, err error) error {
 // with Client.publish.
 const asyncAckTimeout = 10 * time.Second
 
-// publish stores msg with internal/jsapi.Publish, which retries while the
-// task stream cannot answer, for at most [DefaultEnqueueTimeout] when ctx
-// has no deadline.
+// publish stores msg with internal/jsapi.PublishWithin, which retries while
+// the task stream cannot answer, for at most [DefaultEnqueueTimeout] when
+// ctx has no deadline.
 func (c *Client) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultEnqueueTimeout)
-		defer cancel()
-	}
-	stream := c.names.TaskStream()
+	stream := c.taskStream
 	if msg.Header.Get(taskmsg.HeaderScheduleTarget) != "" {
 		stream = c.names.DelayStream()
 	}
-	return jsapi.Publish(ctx, c.js, stream, msg, c.opts.logger)
+	return jsapi.PublishWithin(ctx, c.js, stream, msg, c.opts.logger, DefaultEnqueueTimeout)
 }

@@ -16,6 +16,9 @@
 //   - [Publish] stores a message in a stream, retrying with the same
 //     message (and so the same deduplication ID) while the stream cannot
 //     answer, and telling a missing stream from one without a leader.
+//     [PublishWithin] also bounds the retries when the context has no
+//     deadline; a publish stored at the first attempt costs what a plain
+//     jetstream PublishMsg costs (one context with a timeout).
 //   - [WithTimeout] bounds a request whose context has no deadline.
 //
 // It knows nothing of tasks: callers pass stream names and subjects.

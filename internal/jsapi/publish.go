@@ -32,6 +32,47 @@ var publishRetry = retry.Policy{Min: 25 * time.Millisecond, Max: time.Second, Ji
 // reporting a duplicate after an attempt that may have been stored is
 // reported as not duplicate: it is most likely our own.
 func Publish(ctx context.Context, js jetstream.JetStream, stream string, msg *nats.Msg, log *slog.Logger) (*jetstream.PubAck, error) {
+	return PublishWithin(ctx, js, stream, msg, log, 0)
+}
+
+// noRetry leaves the retries of a publish to Publish's own loop: nats.go
+// would otherwise wait and retry a no-responders error itself.
+var noRetry = []jetstream.PublishOpt{jetstream.WithRetryAttempts(0)}
+
+// PublishWithin is [Publish], bounded by limit, counted from the call,
+// when ctx has no deadline (limit 0: no bound but ctx). A publish stored
+// at the first attempt, the usual case, costs one context with a timeout,
+// as a plain jetstream PublishMsg does; the bound and the backoff are
+// set up only for a retry.
+func PublishWithin(ctx context.Context, js jetstream.JetStream, stream string, msg *nats.Msg, log *slog.Logger, limit time.Duration) (*jetstream.PubAck, error) {
+	first := PublishAttemptTimeout
+	if limit > 0 && limit < first {
+		first = limit
+	}
+	actx, cancel := context.WithTimeout(ctx, first)
+	ack, err := js.PublishMsg(actx, msg, noRetry...)
+	// When ctx has no deadline, the attempt's is the call's start plus
+	// first: the bound of the retries is counted from there.
+	attemptDeadline, _ := actx.Deadline()
+	cancel()
+	if err == nil {
+		return ack, nil
+	}
+	if ctx.Err() != nil || !natserr.Transient(err) {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok && limit > 0 {
+		start := attemptDeadline.Add(-first)
+		var cancelAll context.CancelFunc
+		ctx, cancelAll = context.WithDeadline(ctx, start.Add(limit))
+		defer cancelAll()
+	}
+	return publishRetrying(ctx, js, stream, msg, log, err)
+}
+
+// publishRetrying goes on with a publish whose first attempt failed with
+// the transient error first.
+func publishRetrying(ctx context.Context, js jetstream.JetStream, stream string, msg *nats.Msg, log *slog.Logger, first error) (*jetstream.PubAck, error) {
 	wait := publishRetry.New()
 	maybeStored := false   // an earlier attempt may have been stored
 	checkedStream := false // the stream was found to exist
@@ -42,22 +83,24 @@ func Publish(ctx context.Context, js jetstream.JetStream, stream string, msg *na
 		}
 		return err
 	}
+	err := first
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, PublishAttemptTimeout)
-		ack, err := js.PublishMsg(actx, msg, jetstream.WithRetryAttempts(0))
-		cancel()
-		if err == nil {
-			if attempt > 1 {
+		if attempt > 1 {
+			actx, cancel := context.WithTimeout(ctx, PublishAttemptTimeout)
+			var ack *jetstream.PubAck
+			ack, err = js.PublishMsg(actx, msg, noRetry...)
+			cancel()
+			if err == nil {
 				if ack.Duplicate && maybeStored {
 					ack.Duplicate = false
 				}
 				log.Debug("jetflow publish stored after retries", slog.String("task_id", msg.Header.Get(jetstream.MsgIDHeader)),
 					slog.Int("attempts", attempt))
+				return ack, nil
 			}
-			return ack, nil
-		}
-		if ctx.Err() != nil || !natserr.Transient(err) {
-			return nil, unavailable(err)
+			if ctx.Err() != nil || !natserr.Transient(err) {
+				return nil, unavailable(err)
+			}
 		}
 		if natserr.NoResponse(err) {
 			// Nobody took the message: either the stream has no leader

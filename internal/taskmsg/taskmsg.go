@@ -62,30 +62,43 @@ type Spec struct {
 
 // Build returns the message of s and whether it is delayed.
 func Build(s Spec) (*nats.Msg, bool) {
+	m, _ := BuildSized(s)
+	return m, s.Due.After(s.Now)
+}
+
+// BuildSized returns the message of s and its [Size], counted while the
+// headers are set (cheaper than iterating over them afterwards).
+func BuildSized(s Spec) (*nats.Msg, int64) {
 	hdr := make(nats.Header, 4+len(s.Headers))
+	size := len(s.Data) + len(hdrFraming)
+	set := func(k, v string) {
+		for _, old := range hdr[k] {
+			size -= len(k) + len(old) + 4
+		}
+		hdr[k] = []string{v}
+		size += len(k) + len(v) + 4
+	}
 	if !s.Anonymous {
-		hdr[jetstream.MsgIDHeader] = []string{s.ID}
+		set(jetstream.MsgIDHeader, s.ID)
 	}
 	if s.Encoding != "" {
-		hdr[HeaderEncoding] = []string{s.Encoding}
+		set(HeaderEncoding, s.Encoding)
 	}
 	for k, v := range s.Headers {
-		hdr.Set(k, v)
+		set(k, v)
 	}
 	subject := s.Target
-	delayed := s.Due.After(s.Now)
-	if delayed {
+	if s.Due.After(s.Now) {
 		subject = s.DelaySubject
-		due := FormatTime(s.Due)
-		hdr[HeaderScheduleTarget] = []string{s.ScheduleTarget}
-		hdr[HeaderTaskID] = []string{s.ID}
-		hdr[HeaderScheduledFor] = []string{due}
-		hdr[HeaderEnqueuedAt] = []string{FormatTime(s.Now)}
+		set(HeaderScheduleTarget, s.ScheduleTarget)
+		set(HeaderTaskID, s.ID)
+		set(HeaderScheduledFor, FormatTime(s.Due))
+		set(HeaderEnqueuedAt, FormatTime(s.Now))
 	}
 	if len(hdr) == 0 {
 		hdr = nil // no header block at all
 	}
-	return &nats.Msg{Subject: subject, Data: s.Data, Header: hdr}, delayed
+	return &nats.Msg{Subject: subject, Data: s.Data, Header: hdr}, int64(size)
 }
 
 // DelayedSchedule returns the message of the one-shot schedule of a delayed task
@@ -131,7 +144,7 @@ func ParseTime(s string) time.Time {
 // Size returns the bytes m counts against the server's max payload: its
 // header block and its data.
 func Size(m *nats.Msg) int64 {
-	n := len(m.Data) + len("NATS/1.0\r\n\r\n")
+	n := len(m.Data) + len(hdrFraming)
 	for k, vs := range m.Header {
 		for _, v := range vs {
 			n += len(k) + len(v) + 4
@@ -139,6 +152,10 @@ func Size(m *nats.Msg) int64 {
 	}
 	return int64(n)
 }
+
+// hdrFraming is what Size counts for the header block besides the
+// headers.
+const hdrFraming = "NATS/1.0\r\n\r\n"
 
 // SeqID is the ID of a task stored at seq without an ID of its own.
 func SeqID(seq uint64) string { return "seq-" + strconv.FormatUint(seq, 10) }

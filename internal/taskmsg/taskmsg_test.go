@@ -94,3 +94,25 @@ func TestIDFromWireIsSafe(t *testing.T) {
 		t.Errorf("valid ID replaced by %q", got)
 	}
 }
+
+// BuildSized counts the size Size would count on the message it built,
+// including custom headers that override its own.
+func TestBuildSizedMatchesSize(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	specs := []Spec{
+		{Target: "t", ID: "x", Data: []byte("{}"), Now: now},
+		{Target: "t", Anonymous: true, Now: now},
+		{Target: "t", Anonymous: true, Encoding: "gob", Data: []byte("abc"), Now: now},
+		{Target: "t", ID: "an-id", Headers: map[string]string{"K": "v", "Other": "longer value"}, Now: now},
+		{Target: "t", ID: "x", Headers: map[string]string{HeaderEncoding: "a much longer encoding name"}, Encoding: "gob", Now: now},
+		{Target: "t", ID: "x", DelaySubject: "s", ScheduleTarget: "f", Due: now.Add(time.Hour), Now: now, Encoding: "gob",
+			Headers: map[string]string{"K": "v", HeaderTaskID: "someone else"}, Data: []byte("payload")},
+	}
+	for i, s := range specs {
+		m, size := BuildSized(s)
+		if want := Size(m); size != want {
+			t.Errorf("spec %d: BuildSized counted %d bytes, Size counts %d (%v)", i, size, want, m.Header)
+		}
+	}
+}
