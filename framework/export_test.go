@@ -17,3 +17,7 @@ func (w *Worker) PullResizesForTest(taskType string) uint64 {
 	}
 	return 0
 }
+
+// SetYieldForTest makes w's executors call f instead of runtime.Gosched when
+// they yield between tasks (yield.go). Call it before Start.
+func (w *Worker) SetYieldForTest(f func()) { w.yieldHook = f }
