@@ -107,6 +107,7 @@ func (w *Worker) runOnce(base context.Context, p *pending, t *Task, first bool) 
 	ctx.init(base, t, start, cfg.timeout)
 	defer ctx.end()
 	w.stats.started.Add(1)
+	w.stampStart(p.prio, start) // pullsize.go
 	w.emitStarted(ctx, t)
 	err := w.call(ctx, p.tt.handler, t)
 	took := time.Since(start)

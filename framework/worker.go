@@ -34,6 +34,8 @@ type Worker struct {
 	// yieldHook replaces the executors' runtime.Gosched between tasks in
 	// tests (yield.go).
 	yieldHook func()
+	// lastStart is when a task of each priority last started (pullsize.go).
+	lastStart lastStarts
 
 	// taskStream caches names.TaskStream(), read for every task.
 	taskStream string
