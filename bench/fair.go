@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -284,27 +285,114 @@ func (e *env) enqueueOneJetflow(ctx context.Context) (runResult, error) {
 // figureLatencyAt is the latency figure at rate tasks per second, paced in
 // bursts (see burstPaced) because a ticker cannot tick every 50 µs.
 func (e *env) figureLatencyAt(ctx context.Context, out io.Writer, figure string, rate int) error {
-	var p50s, p99s, achieved []float64
+	var p50s, p99s, achieved, rawP50s, rawP99s, cpus, rawCPUs []float64
 	measured := 0
 	for r := 1; r <= e.cfg.runs; r++ {
+		raw, err := e.latencyRawRun(ctx, rate)
+		if err != nil {
+			return fmt.Errorf("run %d, raw: %w", r, err)
+		}
+		e.progress("%s run %d/%d raw: %d messages at %.0f/s, p50 %.2f ms, p99 %.2f ms, CPU %.1f µs/task",
+			figure, r, e.cfg.runs, raw.measured, raw.achieved, ms(raw.p50), ms(raw.p99), usOf(raw.cpu))
 		res, err := e.latencyRateRun(ctx, rate)
 		if err != nil {
 			return fmt.Errorf("run %d: %w", r, err)
 		}
-		e.progress("%s run %d/%d: %d tasks at %.0f/s (asked %d/s), p50 %.2f ms, p99 %.2f ms",
-			figure, r, e.cfg.runs, res.measured, res.achieved, rate, ms(res.p50), ms(res.p99))
+		e.progress("%s run %d/%d: %d tasks at %.0f/s (asked %d/s), p50 %.2f ms, p99 %.2f ms, CPU %.1f µs/task",
+			figure, r, e.cfg.runs, res.measured, res.achieved, rate, ms(res.p50), ms(res.p99), usOf(res.cpu))
 		p50s, p99s, achieved = append(p50s, ms(res.p50)), append(p99s, ms(res.p99)), append(achieved, res.achieved)
+		rawP50s, rawP99s = append(rawP50s, ms(raw.p50)), append(rawP99s, ms(raw.p99))
+		cpus, rawCPUs = append(cpus, usOf(res.cpu)), append(rawCPUs, usOf(raw.cpu))
 		measured = res.measured
 	}
 	printResult(out, figure, fint("rate_per_s", rate), fms("p50_ms", median(p50s)), fms("p99_ms", median(p99s)),
-		frate("achieved_per_s", median(achieved)), fint("samples", measured), fint("runs", e.cfg.runs))
+		frate("achieved_per_s", median(achieved)), fint("samples", measured),
+		fms("raw_p50_ms", median(rawP50s)), fms("raw_p99_ms", median(rawP99s)),
+		fcpu("cpu_us", median(cpus)), fcpu("raw_cpu_us", median(rawCPUs)), fint("runs", e.cfg.runs))
 	return nil
+}
+
+// latencyRawRun is the raw reference of latencyRateRun: the same pacing and
+// payload, each message published with PublishMsg (waiting for its
+// acknowledgement, with a unique Nats-Msg-Id as a task carries) on one
+// connection, read on another by Consume with nats.go's defaults and
+// explicit acks, through a consumer with jetflow's configuration. The
+// latency is publish → receipt in the callback.
+func (e *env) latencyRawRun(ctx context.Context, rate int) (latencyResult, error) {
+	total := int(int64(rate) * int64(e.cfg.latencyWarmup+e.cfg.latencyDur) / int64(time.Second))
+	subject := e.names.TaskSubject(streams.PriorityNormal, typeRawLat)
+	if _, err := streams.EnsureConsumer(ctx, e.js, e.names, streams.ConsumerSpec{TaskType: typeRawLat}); err != nil {
+		return latencyResult{}, err
+	}
+	cnc, err := e.connect()
+	if err != nil {
+		return latencyResult{}, err
+	}
+	defer cnc.Close()
+	cjs, err := jetstream.New(cnc)
+	if err != nil {
+		return latencyResult{}, err
+	}
+	name := e.names.ConsumerName(typeRawLat, streams.PriorityNormal)
+	cons, err := cjs.Consumer(ctx, e.names.TaskStream(), name)
+	if err != nil {
+		return latencyResult{}, fmt.Errorf("bench: consumer %s: %w", name, err)
+	}
+	t0 := time.Now()
+	rec := newRecorder(total)
+	var bad atomic.Int64
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		now := time.Since(t0)
+		sent, err := strconv.ParseInt(string(msg.Data()), 10, 64)
+		if err != nil {
+			bad.Add(1)
+		}
+		if err := msg.Ack(); err != nil {
+			bad.Add(1)
+		}
+		rec.add(sample{sent: time.Duration(sent), lat: now - time.Duration(sent)})
+	})
+	if err != nil {
+		return latencyResult{}, fmt.Errorf("bench: consume: %w", err)
+	}
+	defer cc.Stop()
+	pnc, err := e.connect()
+	if err != nil {
+		return latencyResult{}, err
+	}
+	defer pnc.Close()
+	pjs, err := jetstream.New(pnc)
+	if err != nil {
+		return latencyResult{}, err
+	}
+	firstSend := time.Since(t0)
+	start, cpu0 := time.Now(), processCPU()
+	failed := burstPaced(ctx, rate, total, func() error {
+		sent := time.Since(t0)
+		m := &nats.Msg{Subject: subject, Data: strconv.AppendInt(nil, int64(sent), 10),
+			Header: nats.Header{jetstream.MsgIDHeader: []string{nuid.Next()}}}
+		_, err := pjs.PublishMsg(ctx, m)
+		return err
+	})
+	sending := time.Since(start)
+	rec.expect(total - failed)
+	if err := e.waitFor(ctx, rec.done, "raw latency messages"); err != nil {
+		return latencyResult{}, err
+	}
+	cpu := (processCPU() - cpu0) / time.Duration(total)
+	if failed > 0 || bad.Load() > 0 {
+		return latencyResult{}, fmt.Errorf("bench: %d raw publishes failed, %d bad or unacknowledged messages", failed, bad.Load())
+	}
+	lats := rec.latencies(firstSend + e.cfg.latencyWarmup)
+	return latencyResult{p50: percentile(lats, 50), p99: percentile(lats, 99), measured: len(lats),
+		achieved: float64(total) / sending.Seconds(), cpu: cpu}, nil
 }
 
 type latencyResult struct {
 	p50, p99 time.Duration
 	measured int
-	achieved float64 // enqueues per second actually sent
+	achieved float64       // enqueues per second actually sent
+	cpu      time.Duration // process CPU time per task, sending and handling
 }
 
 // latencyRateRun enqueues tasks at rate per second for the warm-up and the
@@ -336,13 +424,14 @@ func (e *env) latencyRateRun(ctx context.Context, rate int) (latencyResult, erro
 		return latencyResult{}, err
 	}
 	firstSend := time.Since(t0)
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	failed := burstPaced(ctx, rate, total, func() error {
 		return stampedEnqueue(ctx, cl, t0, typeLatency)
 	})
 	sending := time.Since(start)
 	rec.expect(total - failed)
 	werr := e.waitFor(ctx, rec.done, "latency tasks")
+	cpu := (processCPU() - cpu0) / time.Duration(total)
 	if err := errors.Join(werr, stop()); err != nil {
 		return latencyResult{}, err
 	}
@@ -351,7 +440,7 @@ func (e *env) latencyRateRun(ctx context.Context, rate int) (latencyResult, erro
 	}
 	lats := rec.latencies(firstSend + e.cfg.latencyWarmup)
 	return latencyResult{p50: percentile(lats, 50), p99: percentile(lats, 99), measured: len(lats),
-		achieved: float64(total) / sending.Seconds()}, nil
+		achieved: float64(total) / sending.Seconds(), cpu: cpu}, nil
 }
 
 // burstPaced calls send total times at rate per second, each in its own

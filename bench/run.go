@@ -33,6 +33,7 @@ const (
 	typeDelay    = "bench.delay"
 	typeRawDelay = "bench.rawdelay" // raw delay: target subject and consumer
 	typePriority = "bench.priority"
+	typeRawLat   = "bench.rawlat" // raw side of latency_10k/20k: subject and consumer
 )
 
 // env is the embedded server, its topology and an admin connection, shared

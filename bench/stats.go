@@ -103,3 +103,6 @@ func parseResult(line string) (string, map[string]float64, error) {
 	}
 	return fields[1], vals, nil
 }
+
+// usOf returns d in microseconds.
+func usOf(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -21,9 +21,15 @@ import (
 // run executes p, then, in this goroutine (no hand-off to another
 // executor), the next message of p's pull buffer when nothing waits for the
 // slot (takeBuffered), or the fetched task that releasing the slot grants.
+// Between two tasks it yields the processor once its turn is used
+// (yield.go).
 func (w *Worker) run(p *pending) {
+	var tn turn
 	for p != nil {
 		w.execute(p)
+		if tn.ran(p.ranFrom, p.ranTo) {
+			w.yield()
+		}
 		q := w.takeBuffered(p)
 		if q == nil {
 			q = w.releaseNext(p)
@@ -101,9 +107,11 @@ func (w *Worker) runOnce(base context.Context, p *pending, t *Task, first bool) 
 	ctx.init(base, t, start, cfg.timeout)
 	defer ctx.end()
 	w.stats.started.Add(1)
+	w.stampStart(p.prio, start) // pullsize.go
 	w.emitStarted(ctx, t)
 	err := w.call(ctx, p.tt.handler, t)
 	took := time.Since(start)
+	p.ranFrom, p.ranTo = start, start.Add(took)
 	p.tt.pace.Observe(took)
 	if err != nil && ctx.timedOut() && !errors.Is(err, ErrHandlerTimeout) {
 		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, cfg.timeout, err)

@@ -1,5 +1,7 @@
 package framework
 
+import "time"
+
 // WaitingForTest returns how many fetched tasks of priority p wait for a free
 // slot in w's dispatcher. Tests use it to make sure the dispatcher has a real
 // choice to make before a slot frees up.
@@ -13,6 +15,21 @@ func (w *Worker) PullResizesForTest(taskType string) uint64 {
 	for _, tt := range w.order {
 		if tt.name == taskType {
 			return tt.pace.Resizes()
+		}
+	}
+	return 0
+}
+
+// SetYieldForTest makes w's executors call f instead of runtime.Gosched when
+// they yield between tasks (yield.go). Call it before Start.
+func (w *Worker) SetYieldForTest(f func()) { w.yieldHook = f }
+
+// PullSizeAtForTest returns the batch the next pull request of (taskType,
+// prio) would ask for at now (pullsize.go); 0 for an unknown type.
+func (w *Worker) PullSizeAtForTest(taskType string, prio Priority, now time.Time) int {
+	for _, tt := range w.order {
+		if tt.name == taskType {
+			return w.pullSizeAt(tt, prio, now)
 		}
 	}
 	return 0

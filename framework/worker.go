@@ -32,6 +32,11 @@ type Worker struct {
 	names streams.Names
 	log   *slog.Logger
 	bg    background // heartbeat sweeper and executors (heartbeats.go)
+	// yieldHook replaces the executors' runtime.Gosched between tasks in
+	// tests (yield.go).
+	yieldHook func()
+	// lastStart is when a task of each priority last started (pullsize.go).
+	lastStart lastStarts
 
 	// taskStream caches names.TaskStream(), read for every task.
 	taskStream string
@@ -110,6 +115,9 @@ type pending struct {
 	// lastBeat is when the server last heard of this delivery (receipt or
 	// InProgress), in Unix nanoseconds; the heartbeat sweeper reads it.
 	lastBeat atomic.Int64
+	// ranFrom and ranTo are when the handler last started and returned
+	// (zero if it never ran): the executor's turn (yield.go).
+	ranFrom, ranTo time.Time
 
 	// Owned by the execution (execute.go), allocated with the pending task
 	// rather than one by one: the task, the context that carries it, and

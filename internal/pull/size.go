@@ -31,8 +31,9 @@ const (
 // Batch returns the pull batch for a type whose fetchers start at base
 // (its default prefetch), with concurrency slots, at most maxInFlight tasks
 // in flight on its consumer, handlers taking avg on average (0: not
-// measured yet), and competing set when higher priorities hold tasks waiting
-// for slots on this worker.
+// measured yet), and competing set when higher priorities compete on this
+// worker (the framework sets it while they hold tasks waiting for slots or
+// ran a task within the last second).
 func Batch(base, concurrency, maxInFlight int, avg time.Duration, competing bool) int {
 	if avg <= 0 || competing {
 		return base
