@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jetflow-io/jetflow/internal/dispatch"
 	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/settle"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
@@ -24,10 +25,10 @@ import (
 // Between two tasks it yields the processor once its turn is used
 // (yield.go).
 func (w *Worker) run(p *pending) {
-	var tn turn
+	var tn dispatch.Turn
 	for p != nil {
 		w.execute(p)
-		if tn.ran(p.ranFrom, p.ranTo) {
+		if tn.Ran(p.ranFrom, p.ranTo) {
 			w.yield()
 		}
 		q := w.takeBuffered(p)
@@ -69,7 +70,7 @@ func (w *Worker) execute(p *pending) {
 		}
 	}
 
-	p.base = taskCtx{Context: w.hardCtx, task: t}
+	p.base = taskCtx{Context: w.hardCtx, Key: taskKey{}, Val: t}
 	base := &p.base
 	var err error
 	var took time.Duration
@@ -104,16 +105,16 @@ func (w *Worker) runOnce(base context.Context, p *pending, t *Task, first bool) 
 	} else {
 		ctx = new(handlerCtx)
 	}
-	ctx.init(base, t, start, cfg.timeout)
-	defer ctx.end()
+	ctx.Init(base, taskKey{}, t, start, cfg.timeout, ErrHandlerTimeout)
+	defer ctx.End()
 	w.stats.started.Add(1)
-	w.stampStart(p.prio, start) // pullsize.go
+	w.lastStart.Stamp(p.prio.Rank(), start) // pullsize.go
 	w.emitStarted(ctx, t)
 	err := w.call(ctx, p.tt.handler, t)
 	took := time.Since(start)
 	p.ranFrom, p.ranTo = start, start.Add(took)
 	p.tt.pace.Observe(took)
-	if err != nil && ctx.timedOut() && !errors.Is(err, ErrHandlerTimeout) {
+	if err != nil && ctx.TimedOut() && !errors.Is(err, ErrHandlerTimeout) {
 		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, cfg.timeout, err)
 	}
 	return took, err

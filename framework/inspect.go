@@ -12,7 +12,6 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
-	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -86,9 +85,9 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 	}
 	var rec *TaskRecord
 	read := func(m jsapi.Stored) error {
-		r := &TaskRecord{ID: id, State: StateScheduled, Sequence: m.Seq, EnqueuedAt: m.Time, UpdatedAt: m.Time}
-		r.Priority, r.Type, r.ScheduledFor = pendingSchedule(i.names, m)
-		rec = r
+		p := i.names.ParsePending(m.Header)
+		rec = &TaskRecord{ID: id, Type: p.Type, Priority: p.Priority, State: StateScheduled, Sequence: m.Seq,
+			EnqueuedAt: m.Time, ScheduledFor: p.Due, UpdatedAt: m.Time}
 		return nil
 	}
 	if _, err := i.readPending(ctx, id, read); err != nil {
@@ -104,19 +103,6 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 // the schedule stream (delays.Topology.Read).
 func (i *Inspector) readPending(ctx context.Context, id string, fn func(jsapi.Stored) error) (bool, error) {
 	return streams.DelayTopology(i.names).Read(ctx, i.nc, id, fn)
-}
-
-// pendingSchedule reads the priority, type and due time of a delayed task
-// stored in the schedule stream or, on its way there, in the delay stream;
-// zero values for what it cannot read.
-func pendingSchedule(n streams.Names, m jsapi.Stored) (p Priority, typ string, due time.Time) {
-	if pp, t, err := n.ParseScheduleTarget(taskmsg.ScheduleTarget(m.Header)); err == nil {
-		p, typ = pp, t
-	}
-	if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderScheduledFor)); err == nil {
-		due = ts
-	}
-	return p, typ, due
 }
 
 // CancelTask cancels a delayed task that is still waiting in its schedule:
@@ -136,10 +122,8 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 	// stream, or still in the delay stream on its way there.
 	rec := TaskRecord{ID: id}
 	read := func(m jsapi.Stored) error {
-		rec.Priority, rec.Type, rec.ScheduledFor = pendingSchedule(i.names, m)
-		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(HeaderEnqueuedAt)); err == nil {
-			rec.EnqueuedAt = ts
-		}
+		p := i.names.ParsePending(m.Header)
+		rec.Priority, rec.Type, rec.ScheduledFor, rec.EnqueuedAt = p.Priority, p.Type, p.Due, p.EnqueuedAt
 		return nil
 	}
 	_, err := i.readPending(ctx, id, read)

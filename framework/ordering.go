@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -111,7 +112,7 @@ func WithOrdering(o Ordering) HandlerOption {
 }
 
 func (w *Worker) installOrdering() {
-	w.addExtension(extension{Plugin: Plugin{Name: "ordering", Prepare: prepareBlocking, Hold: holdBlocked}, consumers: orderedConsumers})
+	w.addExtension(extension{Plugin: Plugin{Name: "ordering", Prepare: prepareBlocking, Hold: func(_ *Task, err error) (time.Duration, bool) { return ordering.Held(err) }}, consumers: orderedConsumers})
 }
 
 // orderedConsumers ensures the partition consumers of the ordered types.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,18 +23,8 @@ import (
 // moves on.
 var ErrBlockedSkipped = errors.New("framework: blocked ordered task skipped by an operator")
 
-// blockedRecheck is how often a held blocked task reads its record again.
-const blockedRecheck = 2 * time.Second
-
 func ensureOrderingBucket(ctx context.Context, js jetstream.JetStream, names streams.Names) (jetstream.KeyValue, error) {
 	return ordering.EnsureBucket(ctx, js, names.OrderingBucket(), names.TaskStream())
-}
-
-// blockedHoldError sets a blocked task aside until its record is read again.
-type blockedHoldError struct{ cause string }
-
-func (e *blockedHoldError) Error() string {
-	return "framework: ordered task blocked after failing for good (resolve with inspect.Operator.ResolveBlocked): " + e.cause
 }
 
 // blockGate wraps the handler of an ordered type that blocks on dead
@@ -49,7 +38,7 @@ func blockGate(kv jetstream.KeyValue, taskType string, log *slog.Logger, next Ha
 		}
 		switch v, cause, err := b.Before(ctx, t.ID, t.Attempt); v {
 		case ordering.Hold:
-			return &blockedHoldError{cause: cause}
+			return &ordering.HoldError{Cause: cause}
 		case ordering.Skip:
 			return Permanent(ErrBlockedSkipped)
 		case ordering.Fail:
@@ -68,7 +57,7 @@ func blockGate(kv jetstream.KeyValue, taskType string, log *slog.Logger, next Ha
 		b.Block(ctx, rec)
 		t.Logger().Error("jetflow ordered task failed for good; its key stays blocked until resolved",
 			slog.String("ordering_key", key), slog.Any(LogKeyError, err))
-		return &blockedHoldError{cause: rec.Error}
+		return &ordering.HoldError{Cause: rec.Error}
 	})
 }
 
@@ -88,12 +77,4 @@ func prepareBlocking(ctx context.Context, w *Worker) error {
 		tt.handler = blockGate(kv, tt.name, w.log, tt.handler)
 	}
 	return nil
-}
-
-func holdBlocked(_ *Task, err error) (time.Duration, bool) {
-	var h *blockedHoldError
-	if errors.As(err, &h) {
-		return blockedRecheck/2 + rand.N(blockedRecheck), true
-	}
-	return 0, false
 }

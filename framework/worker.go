@@ -16,6 +16,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/dispatch"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/liveness"
+	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -36,7 +37,7 @@ type Worker struct {
 	// tests (yield.go).
 	yieldHook func()
 	// lastStart is when a task of each priority last started (pullsize.go).
-	lastStart lastStarts
+	lastStart *pull.Starts
 
 	// taskStream caches names.TaskStream(), read for every task.
 	taskStream string
@@ -147,6 +148,7 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		opts:       o,
 		names:      o.names,
 		taskStream: o.names.TaskStream(),
+		lastStart:  pull.NewStarts(streams.NumPriorities),
 		log:        o.logger,
 		types:      make(map[string]*typeRunner),
 		stopFetch:  make(chan struct{}),

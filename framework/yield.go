@@ -1,9 +1,6 @@
 package framework
 
-import (
-	"runtime"
-	"time"
-)
+import "runtime"
 
 // Executors yield the processor between tasks.
 //
@@ -15,15 +12,10 @@ import (
 // dispatcher, the fetch loop; with an embedded server, the server's own)
 // waits for preemption: a critical task stored behind a busy low backlog took
 // 7–16 ms to reach the worker's pull buffer, most of it in that queue. So an
-// executor that has run handlers for yieldAfter since it last gave up the
+// executor that has run handlers for dispatch.YieldAfter since it last gave up the
 // processor yields once it settled its task and before it takes the next:
 // the goroutines that were waiting run, and a task of a higher priority
 // offered meanwhile gets the slot.
-
-// yieldAfter is the handler time an executor runs back to back before it
-// yields. Handlers shorter than this (no-op tasks in a drain) yield once per
-// several tasks, so the cost per task stays small; longer ones, once per task.
-const yieldAfter = 50 * time.Microsecond
 
 // yield gives the processor to other goroutines: runtime.Gosched, or the
 // worker's test hook.
@@ -33,24 +25,4 @@ func (w *Worker) yield() {
 		return
 	}
 	runtime.Gosched()
-}
-
-// turn is how long an executor goroutine has run handlers since it last
-// yielded or blocked.
-type turn struct{ from time.Time }
-
-// ran records a handler that ran from start to end and reports whether the
-// executor has now used its turn; the next turn starts with the next handler.
-func (t *turn) ran(start, end time.Time) bool {
-	if start.IsZero() {
-		return false // no handler ran (a task that failed its checks)
-	}
-	if t.from.IsZero() {
-		t.from = start
-	}
-	if end.Sub(t.from) < yieldAfter {
-		return false
-	}
-	t.from = time.Time{}
-	return true
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/queuestate"
-	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -123,17 +122,14 @@ func (i *Operator) ScheduledTasks(ctx context.Context, f ScheduledFilter) (tasks
 			return
 		}
 		seen[id] = true
-		p, typ, err := i.names.ParseScheduleTarget(taskmsg.ScheduleTarget(m.Header))
-		if err != nil || (f.Type != "" && typ != f.Type) {
+		p := i.names.ParsePending(m.Header)
+		if p.TargetErr != nil || (f.Type != "" && p.Type != f.Type) {
 			return
 		}
-		r := framework.TaskRecord{ID: id, Type: typ, Priority: p, State: framework.StateScheduled, Sequence: m.Seq,
-			EnqueuedAt: m.Time, UpdatedAt: m.Time}
-		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(framework.HeaderScheduledFor)); err == nil {
-			r.ScheduledFor = ts
-		}
-		if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(framework.HeaderEnqueuedAt)); err == nil {
-			r.EnqueuedAt = ts
+		r := framework.TaskRecord{ID: id, Type: p.Type, Priority: p.Priority, State: framework.StateScheduled, Sequence: m.Seq,
+			EnqueuedAt: m.Time, ScheduledFor: p.Due, UpdatedAt: m.Time}
+		if !p.EnqueuedAt.IsZero() {
+			r.EnqueuedAt = p.EnqueuedAt
 		}
 		tasks = append(tasks, r)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TaskFilter selects the tasks [Operator.ListTasks] returns. The zero
@@ -165,16 +164,8 @@ func (i *Operator) scheduledSummary(m jsapi.Stored) TaskSummary {
 		id = strings.TrimPrefix(m.Subject, i.names.DelaySubject(""))
 	}
 	s := TaskSummary{ID: id, State: framework.StateScheduled, Subject: m.Subject, Sequence: m.Seq, EnqueuedAt: m.Time}
-	if p, typ, err := i.names.ParseScheduleTarget(taskmsg.ScheduleTarget(m.Header)); err == nil {
-		s.Priority, s.Type = p, typ
-	}
-	if ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(framework.HeaderScheduledFor)); err == nil {
-		s.DueAt = ts
-	} else if at, ok := strings.CutPrefix(m.Header.Get(jetstream.ScheduleHeader), "@at "); ok {
-		if ts, err := time.Parse(time.RFC3339Nano, at); err == nil {
-			s.DueAt = ts
-		}
-	}
+	p := i.names.ParsePending(m.Header)
+	s.Priority, s.Type, s.DueAt = p.Priority, p.Type, p.Due
 	return s
 }
 

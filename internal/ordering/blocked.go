@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -221,4 +222,26 @@ func Resolve(ctx context.Context, js jetstream.JetStream, bucket, taskType, id, 
 		}
 	}
 	return fmt.Errorf("framework: resolve blocked task %s: too many concurrent updates", id)
+}
+
+// BlockedRecheck is how often a held blocked task reads its record again.
+const BlockedRecheck = 2 * time.Second
+
+// HoldError sets a blocked task aside until its record is read again: the
+// error a blocked key's gate returns instead of running the handler.
+type HoldError struct{ Cause string }
+
+func (e *HoldError) Error() string {
+	return "framework: ordered task blocked after failing for good (resolve with inspect.Operator.ResolveBlocked): " + e.Cause
+}
+
+// Held reports how long a task whose attempt failed with err is set aside
+// before its blocked record is read again (BlockedRecheck on average,
+// spread), and whether err is a [HoldError] at all.
+func Held(err error) (time.Duration, bool) {
+	var h *HoldError
+	if errors.As(err, &h) {
+		return BlockedRecheck/2 + rand.N(BlockedRecheck), true
+	}
+	return 0, false
 }
