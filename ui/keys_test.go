@@ -60,9 +60,12 @@ func TestOrderingAPI(t *testing.T) {
 		if st := e.do(t, "GET", "api/ordering", "", false, &out); st != 200 {
 			t.Fatalf("api/ordering: %d", st)
 		}
-		// The partition's head is read from its consumer, which may lag
-		// the blocked record by a moment.
-		return len(out.Blocked) == 1 && len(out.Partitions) == 1 && out.Partitions[0].HeadID != ""
+		// The partition's head and its pending count are read from its
+		// consumer, which may lag the blocked record (and the server counts
+		// a stored message as pending for a consumer a moment after it
+		// acknowledged the publish).
+		return len(out.Blocked) == 1 && len(out.Partitions) == 1 && out.Partitions[0].HeadID != "" &&
+			out.Partitions[0].Pending == 1
 	})
 	if b := out.Blocked[0]; b.Type != "order.block" || b.ID != ids[0] || b.Key != "order-7" || b.Error != "gateway declined" || b.Attempts != 1 {
 		t.Fatalf("blocked %+v, want task %s of order-7", b, ids[0])
