@@ -25,7 +25,7 @@ func TestAddedHooksHearBreakerChanges(t *testing.T) {
 		return breaker.Call(ctx, "ledger", func(context.Context) error { return errors.New("down") })
 	}, breaker.WithDependencies("ledger"))
 	startWorker(t, w)
-	e.enqueue(t, "ledger.post", nil)
+	e.Enqueue(t, "ledger.post", nil)
 	if s := testutil.Recv(t, added, waitLong, "added hook"); s != framework.BreakerOpen {
 		t.Errorf("added hook got %v", s)
 	}

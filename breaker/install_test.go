@@ -8,7 +8,6 @@ import (
 
 	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
-	"github.com/jetflow-io/jetflow/testutil"
 )
 
 // A type that declares dependencies on a worker without breakers would
@@ -18,12 +17,9 @@ func TestWithDependenciesNeedsInstall(t *testing.T) {
 	e := newEnv(t)
 	noop := func(context.Context, *framework.Task) error { return nil }
 
-	w, err := framework.NewWorker(testutil.Connect(t, e.srv))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := e.Worker(t)
 	w.Register("needs.breakers", framework.HandlerFunc(noop), breaker.WithDependencies("payments"))
-	err = w.Start(t.Context())
+	err := w.Start(t.Context())
 	if !errors.Is(err, framework.ErrInvalidOption) || !strings.Contains(err.Error(), "breaker.Install") {
 		t.Fatalf("Start without breaker.Install = %v, want ErrInvalidOption naming breaker.Install", err)
 	}

@@ -181,7 +181,7 @@ func TestBreakerOutage(t *testing.T) {
 	for i := range jobs {
 		jobs[i] = framework.TaskSpec{Type: "pay.charge", Payload: i}
 	}
-	if _, err := e.cl.EnqueueMany(t.Context(), jobs); err != nil {
+	if _, err := e.Client.EnqueueMany(t.Context(), jobs); err != nil {
 		t.Fatal(err)
 	}
 
@@ -189,24 +189,24 @@ func TestBreakerOutage(t *testing.T) {
 	trs[0].waitTo(t, framework.BreakerOpen)
 	trs[1].waitTo(t, framework.BreakerOpen)
 	testutil.Wait(t, waitLong, "charge consumers paused", func() bool {
-		return consumerPaused(t, e.js, "pay.charge", framework.PriorityNormal) &&
-			consumerPaused(t, e.js, "pay.charge", framework.PriorityCritical)
+		return consumerPaused(t, e.JS, "pay.charge", framework.PriorityNormal) &&
+			consumerPaused(t, e.JS, "pay.charge", framework.PriorityCritical)
 	})
 	// The bucket holds the latest change: open, or half-open when a
 	// breaker already started probing.
-	rec, ok := breakerRecord(t, e.js, dep)
+	rec, ok := breakerRecord(t, e.JS, dep)
 	if !ok || rec.State == framework.BreakerClosed || !slices.Equal(rec.TaskTypes, []string{"pay.charge"}) ||
 		(rec.State == framework.BreakerOpen && !slices.Contains(rec.Consumers, "pay_charge-normal")) {
 		t.Fatalf("breaker record = %+v, %v", rec, ok)
 	}
-	if consumerPaused(t, e.js, "mail.send", framework.PriorityNormal) {
+	if consumerPaused(t, e.JS, "mail.send", framework.PriorityNormal) {
 		t.Fatal("the unrelated type's consumer was paused")
 	}
 
 	// Unrelated work runs during the outage, on the same workers whose
 	// slots held charges would otherwise fill.
 	for i := range mails {
-		if _, err := e.cl.Enqueue(t.Context(), "mail.send", i); err != nil {
+		if _, err := e.Client.Enqueue(t.Context(), "mail.send", i); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -301,7 +301,7 @@ func TestBreakerRemoteOpen(t *testing.T) {
 	startWorker(t, a)
 	startWorker(t, b)
 
-	e.enqueue(t, "acct.charge", 1)
+	e.Enqueue(t, "acct.charge", 1)
 	trB.waitTo(t, framework.BreakerOpen)
 	if in, _ := breaker.Of(b).State(dep); in.State != framework.BreakerOpen || !in.Remote {
 		t.Fatalf("b's breaker = %+v, want open by a remote report", in)
@@ -309,20 +309,20 @@ func TestBreakerRemoteOpen(t *testing.T) {
 	if in, _ := breaker.Of(a).State(dep); in.OpenedAt.IsZero() || in.Remote {
 		t.Fatalf("a's breaker = %+v, want opened by its own failure", in)
 	}
-	rec, ok := breakerRecord(t, e.js, dep)
+	rec, ok := breakerRecord(t, e.JS, dep)
 	if !ok || rec.State != framework.BreakerOpen || !slices.Contains(rec.Consumers, "acct_charge-low") {
 		t.Fatalf("record = %+v", rec)
 	}
 	testutil.Wait(t, waitLong, "b's refund consumers paused", func() bool {
-		return consumerPaused(t, e.js, "acct.refund", framework.PriorityNormal) &&
-			consumerPaused(t, e.js, "acct.refund", framework.PriorityLow)
+		return consumerPaused(t, e.JS, "acct.refund", framework.PriorityNormal) &&
+			consumerPaused(t, e.JS, "acct.refund", framework.PriorityLow)
 	})
-	if consumerPaused(t, e.js, "acct.notify", framework.PriorityNormal) {
+	if consumerPaused(t, e.JS, "acct.notify", framework.PriorityNormal) {
 		t.Fatal("acct.notify declared no dependency but was paused")
 	}
 	// A refund enqueued now is not even delivered before the pause ends
 	// (the breaker alone would deliver it at once and hold it).
-	e.enqueue(t, "acct.refund", 2)
+	e.Enqueue(t, "acct.refund", 2)
 	d.down.Store(false)
 	testutil.Recv(t, refunded, waitLong, "refund after the open period")
 	if at := time.Unix(0, refundDelivered.Load()); at.Before(rec.Until) {

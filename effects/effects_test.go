@@ -24,7 +24,7 @@ func crashPair(t *testing.T, e *env, taskType string, h func(ctx context.Context
 	conns := map[*framework.Worker]*nats.Conn{}
 	var workers []*framework.Worker
 	for range 2 {
-		nc := testutil.Connect(t, e.srv)
+		nc := testutil.Connect(t, e.Server)
 		w, err := framework.NewWorker(nc, framework.WithShutdownTimeout(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -60,7 +60,7 @@ func TestOnceSkipsEffectOnRedelivery(t *testing.T) {
 		second <- err
 		return err
 	})
-	e.enqueue(t, "once.charge", nil, framework.WithID("pay-1"))
+	e.Enqueue(t, "once.charge", nil, framework.WithID("pay-1"))
 	if err := testutil.Recv(t, second, waitLong, "redelivery"); err != nil {
 		t.Fatalf("Once on redelivery: %v", err)
 	}
@@ -106,7 +106,7 @@ func TestOnceUncertainOutcome(t *testing.T) {
 				second <- err
 				return err
 			})
-			e.enqueue(t, "once.uncertain", nil, framework.WithID("mail-1"))
+			e.Enqueue(t, "once.uncertain", nil, framework.WithID("mail-1"))
 			err := testutil.Recv(t, second, waitLong, "redelivery")
 			if tc.wantErr == nil && err != nil || tc.wantErr != nil && !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Once on redelivery: %v, want %v", err, tc.wantErr)
@@ -129,7 +129,7 @@ func TestOnceValueAndRelease(t *testing.T) {
 	e := newEnv(t)
 	var charges, mails atomic.Int32
 	done := make(chan string, 1)
-	w := e.worker(t)
+	w := e.Worker(t)
 	w.HandleFunc("once.flow", func(ctx context.Context, task *framework.Task) error {
 		id, err := effects.OnceValue(ctx, "charge", func(ctx context.Context) (string, error) {
 			return fmt.Sprintf("ch_%d", charges.Add(1)), nil
@@ -154,7 +154,7 @@ func TestOnceValueAndRelease(t *testing.T) {
 		return nil
 	})
 	startWorker(t, w)
-	e.enqueue(t, "once.flow", nil, framework.WithID("flow-1"))
+	e.Enqueue(t, "once.flow", nil, framework.WithID("flow-1"))
 	if id := testutil.Recv(t, done, waitLong, "third attempt"); id != "ch_1" {
 		t.Fatalf("recorded value %q, want ch_1", id)
 	}
@@ -170,14 +170,14 @@ func TestOnceErrors(t *testing.T) {
 	}
 	e := newEnv(t)
 	got := make(chan error, 2)
-	w := e.worker(t)
+	w := e.Worker(t)
 	w.HandleFunc("once.bad", func(ctx context.Context, task *framework.Task) error {
 		got <- effects.Once(ctx, "no spaces", func(context.Context) error { return nil })
 		got <- effects.Once(ctx, "k", func(context.Context) error { return nil }, effects.WithPolicy(7))
 		return nil
 	})
 	startWorker(t, w)
-	e.enqueue(t, "once.bad", nil)
+	e.Enqueue(t, "once.bad", nil)
 	if err := testutil.Recv(t, got, waitLong, "handler"); !errors.Is(err, effects.ErrInvalidKey) {
 		t.Fatalf("bad key: %v", err)
 	}
@@ -193,10 +193,10 @@ func TestOnceManualResolution(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := t.Context()
-	if err := framework.EnsureBuckets(ctx, e.js); err != nil {
+	if err := framework.EnsureBuckets(ctx, e.JS); err != nil {
 		t.Fatal(err)
 	}
-	kv, err := e.js.KeyValue(ctx, "JETFLOW_EFFECTS")
+	kv, err := e.JS.KeyValue(ctx, "JETFLOW_EFFECTS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestOnceManualResolution(t *testing.T) {
 		err error
 	}
 	got := make(chan outcome, 2)
-	w := e.worker(t)
+	w := e.Worker(t)
 	w.HandleFunc("once.manual", func(ctx context.Context, task *framework.Task) error {
 		ran := false
 		err := effects.Once(ctx, "x", func(context.Context) error { ran = true; return nil })
@@ -226,8 +226,8 @@ func TestOnceManualResolution(t *testing.T) {
 		return err
 	})
 	startWorker(t, w)
-	e.enqueue(t, "once.manual", nil, framework.WithID("applied"))
-	e.enqueue(t, "once.manual", nil, framework.WithID("notapplied"))
+	e.Enqueue(t, "once.manual", nil, framework.WithID("applied"))
+	e.Enqueue(t, "once.manual", nil, framework.WithID("notapplied"))
 	for range 2 {
 		o := testutil.Recv(t, got, waitLong, "handler")
 		if o.err != nil || o.ran != (o.id == "notapplied") {

@@ -4,13 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"go.uber.org/goleak"
 
 	"github.com/jetflow-io/jetflow/framework"
-	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/internal/testenv"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -22,46 +19,11 @@ func TestMain(m *testing.M) {
 // do not cause flakes; a correct run never gets near it.
 const waitLong = 20 * time.Second
 
-// env is one embedded server with the topology ensured.
-type env struct {
-	srv *testutil.Server
-	nc  *nats.Conn
-	js  jetstream.JetStream
-	cl  *framework.Client
-}
+// env is one embedded server with the topology ensured and a client
+// (internal/testenv).
+type env struct{ *testenv.Env }
 
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	te := testutil.NewEnv(t, streams.Config{})
-	cl, err := framework.NewClient(te.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{srv: te.Server, nc: te.Conn, js: te.JS, cl: cl}
-}
+func newEnv(t *testing.T) *env { t.Helper(); return &env{testenv.New(t)} }
 
-// startWorker starts w on its own connection and shuts it down at cleanup.
-func startWorker(t *testing.T, w *framework.Worker) {
-	t.Helper()
-	testutil.StartWorker(t, w)
-}
-
-// worker returns a worker on a connection of its own.
-func (e *env) worker(t *testing.T, opts ...framework.WorkerOption) *framework.Worker {
-	t.Helper()
-	w, err := framework.NewWorker(testutil.Connect(t, e.srv), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
-}
-
-// enqueue enqueues a task and fails the test on error.
-func (e *env) enqueue(t *testing.T, taskType string, payload any, opts ...framework.EnqueueOption) framework.TaskInfo {
-	t.Helper()
-	info, err := e.cl.Enqueue(t.Context(), taskType, payload, opts...)
-	if err != nil {
-		t.Fatalf("enqueue %s: %v", taskType, err)
-	}
-	return info
-}
+// startWorker starts w and shuts it down at cleanup.
+func startWorker(t *testing.T, w *framework.Worker) { t.Helper(); testutil.StartWorker(t, w) }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
-	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/internal/testenv"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -69,31 +69,11 @@ func (r *records) find(msg string) []record {
 	return out
 }
 
-// env is one embedded server with the topology ensured and a client.
-type env struct {
-	srv *testutil.Server
-	cl  *framework.Client
-}
+// env is one embedded server with the topology ensured and a client
+// (internal/testenv).
+type env struct{ *testenv.Env }
 
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	te := testutil.NewEnv(t, streams.Config{})
-	cl, err := framework.NewClient(te.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{srv: te.Server, cl: cl}
-}
-
-// worker returns a worker on its own connection; start it with start.
-func (e *env) worker(t *testing.T, opts ...framework.WorkerOption) *framework.Worker {
-	t.Helper()
-	w, err := framework.NewWorker(testutil.Connect(t, e.srv), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
-}
+func newEnv(t *testing.T) *env { t.Helper(); return &env{testenv.New(t)} }
 
 func start(t *testing.T, w *framework.Worker) {
 	t.Helper()
@@ -102,15 +82,6 @@ func start(t *testing.T, w *framework.Worker) {
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-}
-
-func (e *env) enqueue(t *testing.T, taskType string, payload any, opts ...framework.EnqueueOption) framework.TaskInfo {
-	t.Helper()
-	info, err := e.cl.Enqueue(t.Context(), taskType, payload, opts...)
-	if err != nil {
-		t.Fatalf("enqueue: %v", err)
-	}
-	return info
 }
 
 // outcome is what the worker's hooks report for one task.

@@ -114,7 +114,7 @@ func TestLoggingWithWorker(t *testing.T) {
 	e := newEnv(t)
 	rec := newRecords()
 	hooks, out := outcomes()
-	w := e.worker(t, framework.WithLogger(slog.New(rec)), framework.WithHooks(hooks),
+	w := e.Worker(t, framework.WithLogger(slog.New(rec)), framework.WithHooks(hooks),
 		framework.WithMiddleware(handlers.Logging(nil)))
 	w.HandleFunc("billing.invoice", func(ctx context.Context, task *framework.Task) error {
 		if task.Attempt == 1 {
@@ -123,7 +123,7 @@ func TestLoggingWithWorker(t *testing.T) {
 		return nil
 	}, fastRetries())
 	start(t, w)
-	info := e.enqueue(t, "billing.invoice", map[string]string{"secret": secret})
+	info := e.Enqueue(t, "billing.invoice", map[string]string{"secret": secret})
 
 	if o := recvOutcome(t, out); o.event != "retried" || o.attempt != 1 {
 		t.Fatalf("first outcome %+v, want a retry of attempt 1", o)

@@ -71,12 +71,12 @@ func TestPermanentIfWithWorker(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	hooks, out := outcomes()
-	w := e.worker(t, framework.WithHooks(hooks))
+	w := e.Worker(t, framework.WithHooks(hooks))
 	w.HandleFunc("billing.charge", func(context.Context, *framework.Task) error {
 		return errInvalidAccount
 	}, framework.WithTypeMiddleware(handlers.PermanentIf(isInvalidAccount)), framework.WithMaxAttempts(5), fastRetries())
 	start(t, w)
-	e.enqueue(t, "billing.charge", nil)
+	e.Enqueue(t, "billing.charge", nil)
 
 	o := recvOutcome(t, out)
 	if o.event != "failed" || o.attempt != 1 || !framework.IsPermanent(o.err) || !errors.Is(o.err, errInvalidAccount) {

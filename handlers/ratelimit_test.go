@@ -38,7 +38,7 @@ func TestDoHTTP429ThrottlesTheFleet(t *testing.T) {
 	lim := ratelimit.Limit{Limit: 1000, Burst: 10}
 	hooks, out := outcomes()
 	for range 2 {
-		w := e.worker(t, framework.WithHooks(hooks))
+		w := e.Worker(t, framework.WithHooks(hooks))
 		if _, err := breaker.Install(w); err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestDoHTTP429ThrottlesTheFleet(t *testing.T) {
 		})
 		start(t, w)
 	}
-	e.enqueue(t, "api.call", nil)
+	e.Enqueue(t, "api.call", nil)
 	if o := recvOutcome(t, out); o.event != "retried" {
 		t.Fatalf("first task: %+v, want retried after the 429", o)
 	}
@@ -68,7 +68,7 @@ func TestDoHTTP429ThrottlesTheFleet(t *testing.T) {
 	// Another task, taken by either worker, may not reach the server
 	// before Retry-After has passed. (The first task's own retry also
 	// waits for it.)
-	e.enqueue(t, "api.call", nil)
+	e.Enqueue(t, "api.call", nil)
 	for range 2 {
 		if o := recvOutcome(t, out); o.event != "succeeded" {
 			t.Fatalf("outcome %+v, want succeeded", o)

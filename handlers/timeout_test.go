@@ -100,13 +100,13 @@ func TestTimeoutWithWorker(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	hooks, out := outcomes()
-	w := e.worker(t, framework.WithHooks(hooks))
+	w := e.Worker(t, framework.WithHooks(hooks))
 	w.HandleFunc("media.transcode", func(ctx context.Context, _ *framework.Task) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}, framework.WithTypeMiddleware(handlers.Timeout(50*time.Millisecond)), framework.WithMaxAttempts(2), fastRetries())
 	start(t, w)
-	e.enqueue(t, "media.transcode", nil)
+	e.Enqueue(t, "media.transcode", nil)
 
 	for _, want := range []outcome{{event: "retried", attempt: 1}, {event: "failed", attempt: 2}} {
 		o := recvOutcome(t, out)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/ratelimit"
-	"github.com/jetflow-io/jetflow/testutil"
 )
 
 // A limited type on a worker without rate limits would run unlimited:
@@ -18,12 +17,9 @@ func TestWithLimitNeedsInstall(t *testing.T) {
 	e := newEnv(t)
 	noop := func(context.Context, *framework.Task) error { return nil }
 
-	w, err := framework.NewWorker(testutil.Connect(t, e.srv))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := e.Worker(t)
 	w.Register("needs.limits", framework.HandlerFunc(noop), ratelimit.WithLimit(ratelimit.Limit{Limit: 10}))
-	err = w.Start(t.Context())
+	err := w.Start(t.Context())
 	if !errors.Is(err, framework.ErrInvalidOption) || !strings.Contains(err.Error(), "ratelimit.Install") {
 		t.Fatalf("Start without ratelimit.Install = %v, want ErrInvalidOption naming ratelimit.Install", err)
 	}

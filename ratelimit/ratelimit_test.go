@@ -44,7 +44,7 @@ func TestRateLimitTypeIsClusterWide(t *testing.T) {
 	}
 	begin := time.Now()
 	for i := range n {
-		e.enqueue(t, "limited.job", i)
+		e.Enqueue(t, "limited.job", i)
 	}
 	for i := range n {
 		select {
@@ -64,7 +64,7 @@ func TestRateLimitTypeIsClusterWide(t *testing.T) {
 	if len(attempts) != 1 || !attempts[1] {
 		t.Fatalf("attempts seen %v, want only 1: waiting for a permit must not spend attempts", attempts)
 	}
-	infos, err := inspect.New(e.cl).RateLimits(t.Context())
+	infos, err := inspect.New(e.Client).RateLimits(t.Context())
 	if err != nil || len(infos) != 1 {
 		t.Fatalf("RateLimits = %+v, %v", infos, err)
 	}
@@ -104,7 +104,7 @@ func TestRateLimitDependencyThrottle(t *testing.T) {
 		})
 		startWorker(t, w)
 	}
-	e.enqueue(t, "dep.job", nil, framework.WithHeader("X-Throttle", "1"))
+	e.Enqueue(t, "dep.job", nil, framework.WithHeader("X-Throttle", "1"))
 	var first call
 	select {
 	case first = <-calls:
@@ -114,7 +114,7 @@ func TestRateLimitDependencyThrottle(t *testing.T) {
 	// Both workers are idle: whichever takes the next tasks reserves after
 	// the throttle.
 	for range 3 {
-		e.enqueue(t, "dep.job", nil)
+		e.Enqueue(t, "dep.job", nil)
 	}
 	for range 3 {
 		select {
@@ -126,7 +126,7 @@ func TestRateLimitDependencyThrottle(t *testing.T) {
 			t.Fatal("calls after the throttle did not happen")
 		}
 	}
-	infos, err := inspect.New(e.cl).RateLimits(t.Context())
+	infos, err := inspect.New(e.Client).RateLimits(t.Context())
 	if err != nil || len(infos) != 1 || infos[0].Name != "dep.gw" || infos[0].ThrottledUntil.IsZero() {
 		t.Fatalf("RateLimits = %+v, %v", infos, err)
 	}
@@ -138,10 +138,10 @@ func TestRateLimitIgnoresHostileRecord(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	names := streams.MustNames("")
-	if err := framework.EnsureBuckets(t.Context(), e.js); err != nil {
+	if err := framework.EnsureBuckets(t.Context(), e.JS); err != nil {
 		t.Fatal(err)
 	}
-	kv, err := e.js.KeyValue(t.Context(), names.LimitsBucket())
+	kv, err := e.JS.KeyValue(t.Context(), names.LimitsBucket())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,8 +159,8 @@ func TestRateLimitIgnoresHostileRecord(t *testing.T) {
 			ratelimit.WithLimit(ratelimit.Limit{Limit: 100}))
 	}
 	startWorker(t, w)
-	e.enqueue(t, "hostile.far", nil)
-	e.enqueue(t, "hostile.junk", nil)
+	e.Enqueue(t, "hostile.far", nil)
+	e.Enqueue(t, "hostile.junk", nil)
 	for range 2 {
 		select {
 		case <-done:
@@ -179,7 +179,7 @@ func TestRateLimitOptionErrors(t *testing.T) {
 		"tiny interval": {Limit: 1, Interval: time.Microsecond},
 		"too fast":      {Limit: 10_000_000},
 	} {
-		w, err := framework.NewWorker(e.nc)
+		w, err := framework.NewWorker(e.Conn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func TestRateLimitOptionErrors(t *testing.T) {
 			t.Errorf("%s: err = %v, want ErrInvalidOption", name, err)
 		}
 	}
-	w, err := framework.NewWorker(e.nc)
+	w, err := framework.NewWorker(e.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
