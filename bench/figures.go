@@ -16,7 +16,7 @@ import (
 // ---- drain ----
 
 func (e *env) figureDrain(ctx context.Context, out io.Writer) error {
-	return e.compare(ctx, out, figDrain, e.drainRawRun, e.drainJetflowRun, fint("n", e.cfg.n))
+	return e.compare(ctx, out, figDrain, e.drainRawWithDedup, e.drainJetflowRun, fint("n", e.cfg.n))
 }
 
 // runResult is one timed run of one side: its rate, and the CPU time the
@@ -28,6 +28,9 @@ type runResult struct {
 	// is, and the rate of each way (the raw drain: Consume and Messages).
 	how      string
 	variants map[string]float64
+	// dedup: the raw drain of messages that carry a Nats-Msg-Id, as
+	// jetflow's tasks do (drainRawWithDedup); nil when not measured.
+	dedup *runResult
 }
 
 // timer measures one timed section: wall time and process CPU time.
@@ -61,6 +64,7 @@ func (t timer) result(n int) runResult {
 // ratio is 0.
 func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, jetflow func(context.Context) (runResult, error), extra ...kv) error {
 	var rawRates, jfRates, ratios, rawCPU, jfCPU []float64
+	var dedupRates, dedupRatios, dedupCPU []float64 // the raw side's dedup run, when measured
 	variants := map[string][]float64{} // rates of each way the raw side was measured
 	var variantNames []string
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
@@ -84,6 +88,11 @@ func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, je
 			if len(rr.variants) > 0 {
 				e.progress("%s run %d/%d raw: consume %8.0f tasks/s, messages %8.0f tasks/s", figure, r, e.cfg.runs, rr.variants[rawConsume], rr.variants[rawMessages])
 			}
+			if d := rr.dedup; d != nil {
+				e.progress("%s run %d/%d raw with Nats-Msg-Id: %8.0f tasks/s, %5.1f µs CPU/task (consume %.0f, messages %.0f)",
+					figure, r, e.cfg.runs, d.rate, us(d.cpu), d.variants[rawConsume], d.variants[rawMessages])
+				dedupRates, dedupCPU = append(dedupRates, d.rate), append(dedupCPU, us(d.cpu))
+			}
 		}
 		if e.cfg.side != sideRaw {
 			if jr, err = jetflow(ctx); err != nil {
@@ -95,6 +104,9 @@ func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, je
 		if rr.rate > 0 && jr.rate > 0 {
 			e.progress("%s run %d/%d ratio %.3f", figure, r, e.cfg.runs, jr.rate/rr.rate)
 			ratios = append(ratios, jr.rate/rr.rate)
+			if rr.dedup != nil && rr.dedup.rate > 0 {
+				dedupRatios = append(dedupRatios, jr.rate/rr.dedup.rate)
+			}
 		}
 	}
 	var pairs []kv
@@ -116,6 +128,12 @@ func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, je
 		pairs = append(pairs, frate("raw_"+v+"_per_s", median(variants[v])))
 	}
 	pairs = append(pairs, fcpu("raw_cpu_us", median(rawCPU)), fcpu("jetflow_cpu_us", median(jfCPU)))
+	if len(dedupRates) > 0 {
+		pairs = append(pairs, frate("raw_dedup_per_s", median(dedupRates)), fcpu("raw_dedup_cpu_us", median(dedupCPU)))
+		if len(dedupRatios) > 0 {
+			pairs = append(pairs, fratio("ratio_dedup", median(dedupRatios)))
+		}
+	}
 	printResult(out, figure, append(pairs, fint("runs", e.cfg.runs))...)
 	return nil
 }

@@ -212,5 +212,5 @@ func (e *env) figureDrainTCP(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return t.compare(ctx, out, figDrainTCP, t.drainRawRun, t.drainJetflowRun, fint("n", e.cfg.n))
+	return t.compare(ctx, out, figDrainTCP, t.drainRawWithDedup, t.drainJetflowRun, fint("n", e.cfg.n))
 }
