@@ -350,20 +350,24 @@ func (e *env) enqueueOneJetflow(ctx context.Context) (runResult, error) {
 // bursts (see burstPaced) because a ticker cannot tick every 50 µs.
 func (e *env) figureLatencyAt(ctx context.Context, out io.Writer, figure string, rate int) error {
 	var p50s, p99s, achieved, rawP50s, rawP99s, cpus, rawCPUs []float64
+	var sendMax, rawSendMax time.Duration // longest single send of all runs
+	var slow, rawSlow int                 // sends of slowSend or more, all runs
 	measured := 0
 	for r := 1; r <= e.cfg.runs; r++ {
 		raw, err := e.latencyRawRun(ctx, rate)
 		if err != nil {
 			return fmt.Errorf("run %d, raw: %w", r, err)
 		}
-		e.progress("%s run %d/%d raw: %d messages at %.0f/s, p50 %.2f ms, p99 %.2f ms, CPU %.1f µs/task",
-			figure, r, e.cfg.runs, raw.measured, raw.achieved, ms(raw.p50), ms(raw.p99), usOf(raw.cpu))
+		e.progress("%s run %d/%d raw: %d messages at %.0f/s, p50 %.2f ms, p99 %.2f ms, CPU %.1f µs/task, longest send %.1f ms",
+			figure, r, e.cfg.runs, raw.measured, raw.achieved, ms(raw.p50), ms(raw.p99), usOf(raw.cpu), ms(raw.sends.max))
 		res, err := e.latencyRateRun(ctx, rate)
 		if err != nil {
 			return fmt.Errorf("run %d: %w", r, err)
 		}
-		e.progress("%s run %d/%d: %d tasks at %.0f/s (asked %d/s), p50 %.2f ms, p99 %.2f ms, CPU %.1f µs/task",
-			figure, r, e.cfg.runs, res.measured, res.achieved, rate, ms(res.p50), ms(res.p99), usOf(res.cpu))
+		e.progress("%s run %d/%d: %d tasks at %.0f/s (asked %d/s), p50 %.2f ms, p99 %.2f ms, CPU %.1f µs/task, longest send %.1f ms",
+			figure, r, e.cfg.runs, res.measured, res.achieved, rate, ms(res.p50), ms(res.p99), usOf(res.cpu), ms(res.sends.max))
+		sendMax, rawSendMax = max(sendMax, res.sends.max), max(rawSendMax, raw.sends.max)
+		slow, rawSlow = slow+res.sends.slow, rawSlow+raw.sends.slow
 		p50s, p99s, achieved = append(p50s, ms(res.p50)), append(p99s, ms(res.p99)), append(achieved, res.achieved)
 		rawP50s, rawP99s = append(rawP50s, ms(raw.p50)), append(rawP99s, ms(raw.p99))
 		cpus, rawCPUs = append(cpus, usOf(res.cpu)), append(rawCPUs, usOf(raw.cpu))
@@ -372,7 +376,9 @@ func (e *env) figureLatencyAt(ctx context.Context, out io.Writer, figure string,
 	printResult(out, figure, fint("rate_per_s", rate), fms("p50_ms", median(p50s)), fms("p99_ms", median(p99s)),
 		frate("achieved_per_s", median(achieved)), fint("samples", measured),
 		fms("raw_p50_ms", median(rawP50s)), fms("raw_p99_ms", median(rawP99s)),
-		fcpu("cpu_us", median(cpus)), fcpu("raw_cpu_us", median(rawCPUs)), fint("runs", e.cfg.runs))
+		fcpu("cpu_us", median(cpus)), fcpu("raw_cpu_us", median(rawCPUs)),
+		fms("max_send_ms", ms(sendMax)), fint("slow_sends", slow), fms("raw_max_send_ms", ms(rawSendMax)), fint("raw_slow_sends", rawSlow),
+		fint("runs", e.cfg.runs))
 	return nil
 }
 
@@ -431,7 +437,7 @@ func (e *env) latencyRawRun(ctx context.Context, rate int) (latencyResult, error
 	}
 	firstSend := time.Since(t0)
 	start, cpu0 := time.Now(), processCPU()
-	failed := burstPaced(ctx, rate, total, func() error {
+	failed, times := burstPaced(ctx, rate, total, func() error {
 		sent := time.Since(t0)
 		m := &nats.Msg{Subject: subject, Data: strconv.AppendInt(nil, int64(sent), 10),
 			Header: nats.Header{jetstream.MsgIDHeader: []string{nuid.Next()}}}
@@ -449,7 +455,7 @@ func (e *env) latencyRawRun(ctx context.Context, rate int) (latencyResult, error
 	}
 	lats := rec.latencies(firstSend + e.cfg.latencyWarmup)
 	return latencyResult{p50: percentile(lats, 50), p99: percentile(lats, 99), measured: len(lats),
-		achieved: float64(total) / sending.Seconds(), cpu: cpu}, nil
+		achieved: float64(total) / sending.Seconds(), cpu: cpu, sends: times}, nil
 }
 
 type latencyResult struct {
@@ -457,6 +463,7 @@ type latencyResult struct {
 	measured int
 	achieved float64       // enqueues per second actually sent
 	cpu      time.Duration // process CPU time per task, sending and handling
+	sends    sendTimes
 }
 
 // latencyRateRun enqueues tasks at rate per second for the warm-up and the
@@ -489,7 +496,7 @@ func (e *env) latencyRateRun(ctx context.Context, rate int) (latencyResult, erro
 	}
 	firstSend := time.Since(t0)
 	start, cpu0 := time.Now(), processCPU()
-	failed := burstPaced(ctx, rate, total, func() error {
+	failed, times := burstPaced(ctx, rate, total, func() error {
 		return stampedEnqueue(ctx, cl, t0, typeLatency)
 	})
 	sending := time.Since(start)
@@ -504,36 +511,65 @@ func (e *env) latencyRateRun(ctx context.Context, rate int) (latencyResult, erro
 	}
 	lats := rec.latencies(firstSend + e.cfg.latencyWarmup)
 	return latencyResult{p50: percentile(lats, 50), p99: percentile(lats, 99), measured: len(lats),
-		achieved: float64(total) / sending.Seconds(), cpu: cpu}, nil
+		achieved: float64(total) / sending.Seconds(), cpu: cpu, sends: times}, nil
 }
 
 // burstPaced calls send total times at rate per second, each in its own
 // goroutine: every millisecond it starts the sends that are due by then, so
-// the rate holds even when the machine delays a tick. It returns the number
-// of failed sends once all have returned.
-func burstPaced(ctx context.Context, rate, total int, send func() error) int {
+// the rate holds even when the machine delays a tick. It returns, once all
+// have returned, the number of failed sends and how long sends took.
+func burstPaced(ctx context.Context, rate, total int, send func() error) (int, sendTimes) {
 	var failed atomic.Int64
+	var times sendTimes
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	start := time.Now()
 	sent := 0
+	timed := func() {
+		t := time.Now()
+		if err := send(); err != nil {
+			failed.Add(1)
+		}
+		d := time.Since(t)
+		mu.Lock()
+		times.add(d)
+		mu.Unlock()
+	}
 	for sent < total {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
 			wg.Wait()
-			return int(failed.Load()) + total - sent
+			return int(failed.Load()) + total - sent, times
 		}
 		due := min(int(time.Since(start).Seconds()*float64(rate))+1, total)
 		for ; sent < due; sent++ {
-			wg.Go(func() {
-				if err := send(); err != nil {
-					failed.Add(1)
-				}
-			})
+			wg.Go(timed)
 		}
 	}
 	wg.Wait()
-	return int(failed.Load())
+	return int(failed.Load()), times
+}
+
+// slowSend is the send time from which sendTimes counts a send as slow: far
+// above any acknowledgement on a working server, and half the per-attempt
+// timeout after which jetflow's client publishes a task again
+// (internal/jsapi.PublishAttemptTimeout).
+const slowSend = time.Second
+
+// sendTimes sums up the durations of a run's sends, acknowledgement
+// included: the longest, and how many took slowSend or more. A sender whose
+// rate collapses shows here whether single sends stalled.
+type sendTimes struct {
+	max  time.Duration
+	slow int
+}
+
+func (t *sendTimes) add(d time.Duration) {
+	t.max = max(t.max, d)
+	if d >= slowSend {
+		t.slow++
+	}
 }
