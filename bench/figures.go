@@ -65,7 +65,7 @@ func (t timer) result(n int) runResult {
 func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, jetflow func(context.Context) (runResult, error), extra ...kv) error {
 	var rawRates, jfRates, ratios, rawCPU, jfCPU []float64
 	var dedupRates, dedupRatios, dedupCPU []float64 // the raw side's dedup run, when measured
-	variants := map[string][]float64{} // rates of each way the raw side was measured
+	variants := map[string][]float64{}              // rates of each way the raw side was measured
 	var variantNames []string
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	for r := 1; r <= e.cfg.runs; r++ {
