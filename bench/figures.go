@@ -16,7 +16,38 @@ import (
 // ---- drain ----
 
 func (e *env) figureDrain(ctx context.Context, out io.Writer) error {
-	return e.compare(ctx, out, figDrain, e.drainRawWithDedup, e.drainJetflowRun, fint("n", e.cfg.n))
+	return e.compare(ctx, out, figDrain, e.fresh(e.drainRawWithDedup), e.fresh(e.drainJetflowRun), fint("n", e.cfg.n))
+}
+
+// fresh returns side, run after the task stream was deleted and created
+// again, when the bench owns the server (not with -url). The server keeps
+// the Nats-Msg-Id of every message stored within a stream's duplicate
+// window (two minutes) and drops that table only with the stream; every
+// jetflow task carries one. Without this, a drain would run beside the IDs
+// of the earlier rounds' jetflow tasks, a number that grows with the
+// round, and in the embedded figures the garbage collector of the bench's
+// own process scans them while either side drains (decision 029). With
+// it, each side starts with the table empty, and a jetflow drain carries
+// only its own tasks' IDs, as a backlog enqueued just before it would.
+func (e *env) fresh(side func(context.Context) (runResult, error)) func(context.Context) (runResult, error) {
+	return func(ctx context.Context) (runResult, error) {
+		if e.url != "" && e.server == nil {
+			return side(ctx) // a server given with -url: the bench only purges its subjects there
+		}
+		name := e.names.TaskStream()
+		if err := e.js.DeleteStream(ctx, name); err != nil {
+			return runResult{}, fmt.Errorf("bench: delete %s: %w", name, err)
+		}
+		if _, err := streams.Ensure(ctx, e.js, topology); err != nil {
+			return runResult{}, fmt.Errorf("bench: ensure topology: %w", err)
+		}
+		st, err := e.js.Stream(ctx, name)
+		if err != nil {
+			return runResult{}, fmt.Errorf("bench: task stream: %w", err)
+		}
+		e.stream = st
+		return side(ctx)
+	}
 }
 
 // runResult is one timed run of one side: its rate, and the CPU time the

@@ -59,6 +59,9 @@ type env struct {
 	cluster *testutil.Cluster // the embedded cluster behind srv, if any
 }
 
+// topology is the stream configuration the bench ensures on its servers.
+var topology = streams.Config{Storage: jetstream.FileStorage, AllowTaskPurge: true}
+
 func newEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, err error) {
 	e := &env{cfg: cfg, stderr: stderr, names: streams.MustNames("")}
 	defer func() {
@@ -90,7 +93,7 @@ func newEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, err erro
 	if err != nil {
 		return nil, fmt.Errorf("bench: jetstream: %w", err)
 	}
-	if _, err := streams.Ensure(ctx, e.js, streams.Config{Storage: jetstream.FileStorage, AllowTaskPurge: true}); err != nil {
+	if _, err := streams.Ensure(ctx, e.js, topology); err != nil {
 		return nil, fmt.Errorf("bench: ensure topology: %w", err)
 	}
 	// Task state records go to buckets a worker would create at start;

@@ -185,7 +185,7 @@ func newURLEnv(ctx context.Context, cfg config, stderr io.Writer, url string) (_
 	if e.js, err = jetstream.New(e.admin); err != nil {
 		return nil, fmt.Errorf("bench: jetstream: %w", err)
 	}
-	if _, err := streams.Ensure(ctx, e.js, streams.Config{Storage: jetstream.FileStorage, AllowTaskPurge: true}); err != nil {
+	if _, err := streams.Ensure(ctx, e.js, topology); err != nil {
 		return nil, fmt.Errorf("bench: ensure topology on %s: %w", url, err)
 	}
 	if err := framework.EnsureBuckets(ctx, e.js); err != nil {
@@ -212,5 +212,5 @@ func (e *env) figureDrainTCP(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return t.compare(ctx, out, figDrainTCP, t.drainRawWithDedup, t.drainJetflowRun, fint("n", e.cfg.n))
+	return t.compare(ctx, out, figDrainTCP, t.fresh(t.drainRawWithDedup), t.fresh(t.drainJetflowRun), fint("n", e.cfg.n))
 }
