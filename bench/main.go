@@ -241,7 +241,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	rawHeader := fs.String("raw-header", "", `give the raw drain's messages a unique ID header: "msgid" (Nats-Msg-Id, deduplicated like jetflow's) or "id" (a plain header); splits jetflow's overhead from the cost of its task ID (the enqueue figure's raw side always sends a Nats-Msg-Id, enqueue_nodedup's none)`)
 	side := fs.String("side", "", "run only the raw or the jetflow side of drain and enqueue (to profile one of them)")
 	oneN := fs.Int("one-n", def.oneN, "tasks of the enqueue_one figure (sequential enqueues)")
-	url := fs.String("url", "", "NATS server of the TCP figures (drain_tcp, backlog_1m), for the bench only: it purges its subjects there (default: start nats-server "+natsServerVersion+" from PATH, GOBIN or GOPATH/bin)")
+	url := fs.String("url", "", "NATS server of the TCP figures (drain_tcp, backlog_1m), for the bench only: it purges its subjects there and creates and deletes a stream RAWDEDUP_TASKS (default: start nats-server "+natsServerVersion+" from PATH, GOBIN or GOPATH/bin)")
 	big := fs.Bool("big", false, "also run backlog_1m: 1,000,000 tasks enqueued by a child process in one call, then drained (several minutes)")
 	enqueueChild := fs.String("enqueue-child", "", "internal: enqueue -n tasks to this server URL and exit (the child process of backlog_1m)")
 	childType := fs.String("child-type", typeBacklog, "internal: task type of -enqueue-child")
