@@ -77,11 +77,9 @@ func (e *env) drainRawBoth(ctx context.Context, header string) (runResult, error
 //
 // Each of its two drains (Consume, then Messages) runs on a stream of its
 // own, a copy of the task stream's configuration created for it and deleted
-// after it: the server drops a stream's ID table with the stream, so these
-// drains neither carry the IDs of the figure's other runs nor leave theirs
-// in the heap of the drains that follow (the jetflow drain after them sees
-// only its own tasks' IDs, and those of the earlier rounds within the
-// window, as before).
+// after it: the server drops a stream's ID table with the stream, so each
+// starts with an empty table, as the other drains of the figure do (see
+// env.fresh), and leaves no IDs in the heap of the drains that follow.
 func (e *env) drainRawWithDedup(ctx context.Context) (runResult, error) {
 	r, err := e.drainRawRun(ctx)
 	if err != nil || e.cfg.rawHeader != rawNoHeader {
