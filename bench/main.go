@@ -29,6 +29,8 @@
 //	RESULT latency rate_per_s=1000 p50_ms=… p99_ms=…
 //	RESULT latency_10k rate_per_s=10000 p50_ms=… p99_ms=… … raw_p99_ms=… max_send_ms=… slow_sends=…
 //	RESULT latency_20k rate_per_s=20000 p50_ms=… p99_ms=… … raw_p99_ms=… max_send_ms=… slow_sends=…
+//	RESULT latency_10k_tcp rate_per_s=10000 p50_ms=… p99_ms=… … raw_p99_ms=…  (standalone server over TCP)
+//	RESULT latency_20k_tcp rate_per_s=20000 p50_ms=… p99_ms=… … raw_p99_ms=…  (standalone server over TCP)
 //	RESULT delay tasks=5000 early=… p50_ms=… p99_ms=… max_ms=…
 //	RESULT priority backlog=50000 critical_p99_ms=…
 //	RESULT unique plain_us=… unique_us=… cost_us=… duplicate_us=…
@@ -108,7 +110,11 @@ const (
 	figLatency10k = "latency_10k"
 	figLatency20k = "latency_20k"
 	figDrainTCP   = "drain_tcp"
-	figBacklog    = "backlog_1m"
+	// The latency figures under load against the standalone server over
+	// TCP, the deployment users run.
+	figLatency10kTCP = "latency_10k_tcp"
+	figLatency20kTCP = "latency_20k_tcp"
+	figBacklog       = "backlog_1m"
 )
 
 // Values of -side.
@@ -118,7 +124,7 @@ const (
 )
 
 var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority,
-	figEnqueueOne, figLatency10k, figLatency20k, figDrainTCP,
+	figEnqueueOne, figLatency10k, figLatency20k, figDrainTCP, figLatency10kTCP, figLatency20kTCP,
 	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster,
 	figUnique, figRateLimitCost, figOrdering, figBacklog}
 

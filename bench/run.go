@@ -193,6 +193,12 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			return e.figureLatencyAt(ctx, out, figLatency20k, 20000)
 		}},
 		{figDrainTCP, e.figureDrainTCP},
+		{figLatency10kTCP, func(ctx context.Context, out io.Writer) error {
+			return e.figureLatencyTCP(ctx, out, figLatency10kTCP, 10000)
+		}},
+		{figLatency20kTCP, func(ctx context.Context, out io.Writer) error {
+			return e.figureLatencyTCP(ctx, out, figLatency20kTCP, 20000)
+		}},
 		{figDrainNoDedup, e.figureDrainNoDedup},
 		{figEnqueueNoDedup, e.figureEnqueueNoDedup},
 		{figDrainState, e.runDrainState},

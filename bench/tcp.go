@@ -214,3 +214,15 @@ func (e *env) figureDrainTCP(ctx context.Context, out io.Writer) error {
 	}
 	return t.compare(ctx, out, figDrainTCP, t.fresh(t.drainRawWithDedup), t.fresh(t.drainJetflowRun), fint("n", e.cfg.n))
 }
+
+// figureLatencyTCP is figureLatencyAt against the server over TCP: the
+// server runs in its own process, as in production, instead of sharing the
+// bench's processors' run queues and garbage collector with the worker and
+// the sender.
+func (e *env) figureLatencyTCP(ctx context.Context, out io.Writer, figure string, rate int) error {
+	t, err := e.tcpEnv(ctx)
+	if err != nil {
+		return err
+	}
+	return t.figureLatencyAt(ctx, out, figure, rate)
+}

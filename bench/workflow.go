@@ -18,7 +18,7 @@ import (
 // The workflow figure compares runs of a 3-step chain of no-op steps with
 // single no-op tasks, in the same process and server:
 //
-//	RESULT workflow steps=3 runs=… runs_per_s=… tasks_per_s=… step_ratio=… atomic_runs_per_s=… atomic_tasks_per_s=… atomic_step_ratio=… step_cpu_us=… task_cpu_us=…
+//	RESULT workflow steps=3 runs=… runs_per_s=… tasks_per_s=… step_ratio=… atomic_runs_per_s=… atomic_tasks_per_s=… atomic_step_ratio=… step_cpu_us=… task_cpu_us=… raw_chain_steps_per_s=… raw_chain_step_ratio=… raw_doc_chain_step_ratio=…
 //
 // runs_per_s and tasks_per_s are measured with file storage; the atomic_
 // pair with memory storage under a second prefix. (Until decision 023 a
@@ -30,7 +30,9 @@ import (
 // process's CPU time (embedded server included) per step and per task on the
 // file-storage stream, steadier than rates on a shared machine. Runs are started (and tasks enqueued) before
 // the worker starts; the clock runs from worker start to the last
-// acknowledged step (or task).
+// acknowledged step (or task). The raw_ fields are the floor measured with
+// raw JetStream in the same rounds (workflow_raw.go): a chain whose steps are
+// only messages, and one that also writes a document per step.
 
 const (
 	wfBenchName    = "bench-chain"
@@ -62,7 +64,17 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 		return runs * wfBenchSteps / tasks
 	}
 	var runRates, taskRates, atomicRunRates, atomicTaskRates, stepCPU, taskCPU, ratios, atomicRatios []float64
+	var rawChain, rawChainRatios, rawDocChainRatios []float64
 	for r := 1; r <= e.cfg.runs; r++ {
+		rc, err := e.rawChainRound(ctx, runs)
+		if err != nil {
+			return fmt.Errorf("raw chain run %d: %w", r, err)
+		}
+		e.progress("workflow run %d/%d raw chain: %8.0f steps/s, with a document per step %8.0f steps/s, single %8.0f/s",
+			r, e.cfg.runs, rc.chain, rc.docChain, rc.single)
+		rawChain = append(rawChain, rc.chain)
+		rawChainRatios = append(rawChainRatios, rc.chain/rc.single)
+		rawDocChainRatios = append(rawDocChainRatios, rc.docChain/rc.single)
 		for _, prefix := range []string{streams.DefaultPrefix, wfAtomicPrefix} {
 			tr, tcpu, err := e.wfTasks(ctx, prefix, tasks)
 			if err != nil {
@@ -88,7 +100,9 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 	printResult(out, "workflow", fint("steps", wfBenchSteps), fint("runs", runs),
 		frate("runs_per_s", mr), frate("tasks_per_s", mt), fratio("step_ratio", median(ratios)),
 		frate("atomic_runs_per_s", ar), frate("atomic_tasks_per_s", at), fratio("atomic_step_ratio", median(atomicRatios)),
-		fcpu("step_cpu_us", median(stepCPU)), fcpu("task_cpu_us", median(taskCPU)))
+		fcpu("step_cpu_us", median(stepCPU)), fcpu("task_cpu_us", median(taskCPU)),
+		frate("raw_chain_steps_per_s", median(rawChain)), fratio("raw_chain_step_ratio", median(rawChainRatios)),
+		fratio("raw_doc_chain_step_ratio", median(rawDocChainRatios)))
 	return nil
 }
 

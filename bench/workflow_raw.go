@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The raw chain is the workflow figure's floor: what a competent nats.go
+// user gets for a chain of wfBenchSteps no-op steps when each step is a
+// message and nothing else. A step's handler publishes the next step's
+// message (PublishMsg with a deterministic Nats-Msg-Id, waiting for the
+// acknowledgement, so that the next step is stored before this one is
+// acknowledged), then acknowledges its own. Its doc variant also writes one
+// state document per step, as a durable workflow must (PublishMsg to a
+// stream with MaxMsgsPerSubject 1, waiting for the acknowledgement, before
+// the next step's message), without reading it back and without any guard.
+// Both are compared with a drain of single messages through the same
+// reading code, on the same stream, right before them:
+//
+//	raw_chain_step_ratio     = raw chain steps/s ÷ raw single messages/s
+//	raw_doc_chain_step_ratio = raw chain with a document per step, steps/s ÷ raw single messages/s
+//
+// The workflow figure's step_ratio target (0.5) asks jetflow's steps, which
+// also read the run document and guard its write, to beat these.
+
+const (
+	rawChainStream = "RAWCHAIN"
+	rawChainDocs   = "RAWCHAIN_DOCS"
+	rawChainSteps  = "rawchain.step" // rawchain.step.<step>.<run>
+	rawChainDoc    = "rawchain.doc"  // rawchain.doc.<run>
+	rawChainSingle = "rawchain.single"
+)
+
+// rawChainResult is one round of the raw chain: the single-message drain
+// and the two chains, in steps (messages) per second.
+type rawChainResult struct {
+	single, chain, docChain float64
+}
+
+// rawChainRound measures one round on streams created for it and deleted
+// after it.
+func (e *env) rawChainRound(ctx context.Context, runs int) (rawChainResult, error) {
+	for _, cfg := range []jetstream.StreamConfig{
+		{Name: rawChainStream, Subjects: []string{rawChainSteps + ".>", rawChainSingle}, Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage},
+		{Name: rawChainDocs, Subjects: []string{rawChainDoc + ".>"}, MaxMsgsPerSubject: 1, Storage: jetstream.FileStorage},
+	} {
+		_ = e.js.DeleteStream(ctx, cfg.Name) // left by an interrupted run
+		if _, err := e.js.CreateStream(ctx, cfg); err != nil {
+			return rawChainResult{}, fmt.Errorf("bench: stream %s: %w", cfg.Name, err)
+		}
+		defer func() { _ = e.js.DeleteStream(context.WithoutCancel(ctx), cfg.Name) }()
+	}
+	var res rawChainResult
+	var err error
+	if res.single, err = e.rawChainRun(ctx, runs, rawChainSingle, false); err != nil {
+		return res, fmt.Errorf("single: %w", err)
+	}
+	if res.chain, err = e.rawChainRun(ctx, runs, rawChainSteps, false); err != nil {
+		return res, fmt.Errorf("chain: %w", err)
+	}
+	if res.docChain, err = e.rawChainRun(ctx, runs, rawChainSteps, true); err != nil {
+		return res, fmt.Errorf("doc chain: %w", err)
+	}
+	return res, nil
+}
+
+// rawChainRun pre-publishes the first messages and times the drain of
+// wfBenchSteps×runs messages: runs chains on rawChainSteps (docs: with a
+// document per step), or that many single messages on rawChainSingle. It
+// reads as the raw Messages drain does (cfg.concurrency goroutines calling
+// Next), since each step's handler waits for a publish, which in a Consume
+// callback would run one step at a time. It returns messages per second.
+func (e *env) rawChainRun(ctx context.Context, runs int, subject string, docs bool) (float64, error) {
+	total := wfBenchSteps * runs
+	chain := subject == rawChainSteps
+	// Message IDs differ between the two chains of a round: the stream's
+	// duplicate window would drop the second chain's messages otherwise.
+	tag := "c"
+	if docs {
+		tag = "d"
+	}
+	first := func(i int) *nats.Msg {
+		if !chain {
+			return &nats.Msg{Subject: rawChainSingle, Data: []byte("{}")}
+		}
+		run := tag + strconv.Itoa(i)
+		return &nats.Msg{Subject: rawChainSteps + ".1." + run, Data: []byte("{}"),
+			Header: nats.Header{jetstream.MsgIDHeader: []string{run + ".1"}}}
+	}
+	n := total
+	if chain {
+		n = runs
+	}
+	if _, err := e.publishRawMsgs(ctx, n, first); err != nil {
+		return 0, err
+	}
+	nc, err := e.connect()
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return 0, err
+	}
+	name, filter := "rawsingle", subject
+	if chain {
+		name, filter = "rawchain", subject+".>"
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, rawChainStream, jetstream.ConsumerConfig{
+		Durable: name, FilterSubject: filter,
+		AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 1000,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bench: consumer %s: %w", name, err)
+	}
+	var done, failed atomic.Int64
+	finished := make(chan struct{})
+	step := func(msg jetstream.Msg) error {
+		if chain {
+			// rawchain.step.<k>.<run>
+			rest := strings.TrimPrefix(msg.Subject(), rawChainSteps+".")
+			k, run, ok := strings.Cut(rest, ".")
+			if !ok {
+				return fmt.Errorf("bench: subject %q", msg.Subject())
+			}
+			ks, err := strconv.Atoi(k)
+			if err != nil {
+				return err
+			}
+			if docs {
+				doc := &nats.Msg{Subject: rawChainDoc + "." + run, Data: []byte(`{"step":` + k + `}`)}
+				if _, err := js.PublishMsg(ctx, doc); err != nil {
+					return err
+				}
+			}
+			if ks < wfBenchSteps {
+				nk := strconv.Itoa(ks + 1)
+				next := &nats.Msg{Subject: rawChainSteps + "." + nk + "." + run, Data: []byte("{}"),
+					Header: nats.Header{jetstream.MsgIDHeader: []string{run + "." + nk}}}
+				if _, err := js.PublishMsg(ctx, next); err != nil {
+					return err
+				}
+			}
+		}
+		return msg.Ack()
+	}
+	tm := startTimer()
+	it, err := cons.Messages()
+	if err != nil {
+		return 0, fmt.Errorf("bench: messages: %w", err)
+	}
+	var wg sync.WaitGroup
+	poll := jetstream.NextMaxWait(rawNextPoll)
+	for range e.cfg.concurrency {
+		wg.Go(func() {
+			for {
+				msg, err := it.Next(poll)
+				if errors.Is(err, nats.ErrTimeout) {
+					continue
+				}
+				if err != nil {
+					return
+				}
+				if err := step(msg); err != nil {
+					failed.Add(1)
+					continue
+				}
+				if done.Add(1) == int64(total) {
+					close(finished)
+				}
+			}
+		})
+	}
+	werr := e.waitFor(ctx, finished, fmt.Sprintf("%d raw chain steps", total))
+	res := tm.result(total)
+	it.Stop()
+	wg.Wait()
+	if werr != nil {
+		return 0, werr
+	}
+	if k := failed.Load(); k > 0 {
+		return 0, fmt.Errorf("bench: %d raw chain steps failed", k)
+	}
+	return res.rate, nil
+}
