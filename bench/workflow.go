@@ -18,7 +18,7 @@ import (
 // The workflow figure compares runs of a 3-step chain of no-op steps with
 // single no-op tasks, in the same process and server:
 //
-//	RESULT workflow steps=3 runs=… runs_per_s=… tasks_per_s=… step_ratio=… atomic_runs_per_s=… atomic_tasks_per_s=… atomic_step_ratio=… step_cpu_us=… task_cpu_us=… raw_chain_steps_per_s=… raw_chain_step_ratio=… raw_doc_chain_step_ratio=…
+//	RESULT workflow steps=3 runs=… runs_per_s=… tasks_per_s=… step_ratio=… atomic_runs_per_s=… atomic_tasks_per_s=… atomic_step_ratio=… step_cpu_us=… task_cpu_us=… raw_chain_steps_per_s=… raw_chain_step_ratio=… raw_doc_chain_step_ratio=… raw_async_chain_step_ratio=…
 //
 // runs_per_s and tasks_per_s are measured with file storage; the atomic_
 // pair with memory storage under a second prefix. (Until decision 023 a
@@ -64,17 +64,18 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 		return runs * wfBenchSteps / tasks
 	}
 	var runRates, taskRates, atomicRunRates, atomicTaskRates, stepCPU, taskCPU, ratios, atomicRatios []float64
-	var rawChain, rawChainRatios, rawDocChainRatios []float64
+	var rawChain, rawChainRatios, rawDocChainRatios, rawAsyncChainRatios []float64
 	for r := 1; r <= e.cfg.runs; r++ {
 		rc, err := e.rawChainRound(ctx, runs)
 		if err != nil {
 			return fmt.Errorf("raw chain run %d: %w", r, err)
 		}
-		e.progress("workflow run %d/%d raw chain: %8.0f steps/s, with a document per step %8.0f steps/s, single %8.0f/s",
-			r, e.cfg.runs, rc.chain, rc.docChain, rc.single)
+		e.progress("workflow run %d/%d raw chain: %8.0f steps/s, with a document per step %8.0f steps/s, asynchronous %8.0f steps/s, single %8.0f/s",
+			r, e.cfg.runs, rc.chain, rc.docChain, rc.asyncChain, rc.single)
 		rawChain = append(rawChain, rc.chain)
 		rawChainRatios = append(rawChainRatios, rc.chain/rc.single)
 		rawDocChainRatios = append(rawDocChainRatios, rc.docChain/rc.single)
+		rawAsyncChainRatios = append(rawAsyncChainRatios, rc.asyncChain/rc.single)
 		for _, prefix := range []string{streams.DefaultPrefix, wfAtomicPrefix} {
 			tr, tcpu, err := e.wfTasks(ctx, prefix, tasks)
 			if err != nil {
@@ -102,7 +103,7 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 		frate("atomic_runs_per_s", ar), frate("atomic_tasks_per_s", at), fratio("atomic_step_ratio", median(atomicRatios)),
 		fcpu("step_cpu_us", median(stepCPU)), fcpu("task_cpu_us", median(taskCPU)),
 		frate("raw_chain_steps_per_s", median(rawChain)), fratio("raw_chain_step_ratio", median(rawChainRatios)),
-		fratio("raw_doc_chain_step_ratio", median(rawDocChainRatios)))
+		fratio("raw_doc_chain_step_ratio", median(rawDocChainRatios)), fratio("raw_async_chain_step_ratio", median(rawAsyncChainRatios)))
 	return nil
 }
 

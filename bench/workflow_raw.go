@@ -27,6 +27,9 @@ import (
 //
 //	raw_chain_step_ratio     = raw chain steps/s ÷ raw single messages/s
 //	raw_doc_chain_step_ratio = raw chain with a document per step, steps/s ÷ raw single messages/s
+//	raw_async_chain_step_ratio = the chain read by Consume, each next step published with
+//	                             PublishMsgAsync and each message acknowledged once its next
+//	                             step's publish was (rawChainAsync), steps/s ÷ raw single messages/s
 //
 // The workflow figure's step_ratio target (0.5) asks jetflow's steps, which
 // also read the run document and guard its write, to beat these.
@@ -42,8 +45,14 @@ const (
 // rawChainResult is one round of the raw chain: the single-message drain
 // and the two chains, in steps (messages) per second.
 type rawChainResult struct {
-	single, chain, docChain float64
+	single, chain, docChain, asyncChain float64
 }
+
+// rawChainAsync is the third way rawChainRun reads: a Consume callback that
+// publishes the next step with PublishMsgAsync and leaves the
+// acknowledgement of its own message to one goroutine, which acks each
+// message once its next step's publish was acknowledged, in order.
+const rawChainAsync = "async"
 
 // rawChainRound measures one round on streams created for it and deleted
 // after it.
@@ -59,15 +68,24 @@ func (e *env) rawChainRound(ctx context.Context, runs int) (rawChainResult, erro
 		defer func() { _ = e.js.DeleteStream(context.WithoutCancel(ctx), cfg.Name) }()
 	}
 	var res rawChainResult
-	var err error
-	if res.single, err = e.rawChainRun(ctx, runs, rawChainSingle, false); err != nil {
-		return res, fmt.Errorf("single: %w", err)
+	// The single messages are drained both ways, as in the drain figure,
+	// and the faster counts.
+	for _, how := range []string{rawConsume, rawMessages} {
+		r, err := e.rawChainRun(ctx, runs, rawChainSingle, false, how)
+		if err != nil {
+			return res, fmt.Errorf("single (%s): %w", how, err)
+		}
+		res.single = max(res.single, r)
 	}
-	if res.chain, err = e.rawChainRun(ctx, runs, rawChainSteps, false); err != nil {
+	var err error
+	if res.chain, err = e.rawChainRun(ctx, runs, rawChainSteps, false, rawMessages); err != nil {
 		return res, fmt.Errorf("chain: %w", err)
 	}
-	if res.docChain, err = e.rawChainRun(ctx, runs, rawChainSteps, true); err != nil {
+	if res.docChain, err = e.rawChainRun(ctx, runs, rawChainSteps, true, rawMessages); err != nil {
 		return res, fmt.Errorf("doc chain: %w", err)
+	}
+	if res.asyncChain, err = e.rawChainRun(ctx, runs, rawChainSteps, false, rawChainAsync); err != nil {
+		return res, fmt.Errorf("async chain: %w", err)
 	}
 	return res, nil
 }
@@ -75,17 +93,22 @@ func (e *env) rawChainRound(ctx context.Context, runs int) (rawChainResult, erro
 // rawChainRun pre-publishes the first messages and times the drain of
 // wfBenchSteps×runs messages: runs chains on rawChainSteps (docs: with a
 // document per step), or that many single messages on rawChainSingle. It
-// reads as the raw Messages drain does (cfg.concurrency goroutines calling
-// Next), since each step's handler waits for a publish, which in a Consume
-// callback would run one step at a time. It returns messages per second.
-func (e *env) rawChainRun(ctx context.Context, runs int, subject string, docs bool) (float64, error) {
+// reads the given way: rawMessages as the raw Messages drain does
+// (cfg.concurrency goroutines calling Next), which the chains need since
+// each step's handler waits for a publish (in a Consume callback the steps
+// would run one at a time), or rawConsume, a Consume callback with nats.go's
+// defaults. It returns messages per second.
+func (e *env) rawChainRun(ctx context.Context, runs int, subject string, docs bool, how string) (float64, error) {
 	total := wfBenchSteps * runs
 	chain := subject == rawChainSteps
 	// Message IDs differ between the two chains of a round: the stream's
 	// duplicate window would drop the second chain's messages otherwise.
 	tag := "c"
-	if docs {
+	switch {
+	case docs:
 		tag = "d"
+	case how == rawChainAsync:
+		tag = "a"
 	}
 	first := func(i int) *nats.Msg {
 		if !chain {
@@ -126,26 +149,18 @@ func (e *env) rawChainRun(ctx context.Context, runs int, subject string, docs bo
 	finished := make(chan struct{})
 	step := func(msg jetstream.Msg) error {
 		if chain {
-			// rawchain.step.<k>.<run>
-			rest := strings.TrimPrefix(msg.Subject(), rawChainSteps+".")
-			k, run, ok := strings.Cut(rest, ".")
-			if !ok {
-				return fmt.Errorf("bench: subject %q", msg.Subject())
-			}
-			ks, err := strconv.Atoi(k)
-			if err != nil {
-				return err
-			}
 			if docs {
+				k, run, _ := strings.Cut(strings.TrimPrefix(msg.Subject(), rawChainSteps+"."), ".")
 				doc := &nats.Msg{Subject: rawChainDoc + "." + run, Data: []byte(`{"step":` + k + `}`)}
 				if _, err := js.PublishMsg(ctx, doc); err != nil {
 					return err
 				}
 			}
-			if ks < wfBenchSteps {
-				nk := strconv.Itoa(ks + 1)
-				next := &nats.Msg{Subject: rawChainSteps + "." + nk + "." + run, Data: []byte("{}"),
-					Header: nats.Header{jetstream.MsgIDHeader: []string{run + "." + nk}}}
+			next, err := nextStep(msg.Subject())
+			if err != nil {
+				return err
+			}
+			if next != nil {
 				if _, err := js.PublishMsg(ctx, next); err != nil {
 					return err
 				}
@@ -153,24 +168,36 @@ func (e *env) rawChainRun(ctx context.Context, runs int, subject string, docs bo
 		}
 		return msg.Ack()
 	}
-	tm := startTimer()
-	it, err := cons.Messages()
-	if err != nil {
-		return 0, fmt.Errorf("bench: messages: %w", err)
+	handle := func(msg jetstream.Msg) {
+		if err := step(msg); err != nil {
+			failed.Add(1)
+			return
+		}
+		if done.Add(1) == int64(total) {
+			close(finished)
+		}
 	}
-	var wg sync.WaitGroup
-	poll := jetstream.NextMaxWait(rawNextPoll)
-	for range e.cfg.concurrency {
-		wg.Go(func() {
-			for {
-				msg, err := it.Next(poll)
-				if errors.Is(err, nats.ErrTimeout) {
-					continue
+	tm := startTimer()
+	var stop func()
+	if how == rawChainAsync {
+		type settle struct {
+			msg jetstream.Msg
+			f   jetstream.PubAckFuture // nil: the last step, nothing to wait for
+		}
+		acks := make(chan settle, e.cfg.window)
+		acked := make(chan struct{})
+		go func() {
+			defer close(acked)
+			for a := range acks {
+				if a.f != nil {
+					select {
+					case <-a.f.Ok():
+					case <-a.f.Err():
+						failed.Add(1)
+						continue
+					}
 				}
-				if err != nil {
-					return
-				}
-				if err := step(msg); err != nil {
+				if err := a.msg.Ack(); err != nil {
 					failed.Add(1)
 					continue
 				}
@@ -178,12 +205,58 @@ func (e *env) rawChainRun(ctx context.Context, runs int, subject string, docs bo
 					close(finished)
 				}
 			}
+		}()
+		cc, err := cons.Consume(func(msg jetstream.Msg) {
+			next, err := nextStep(msg.Subject())
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			var f jetstream.PubAckFuture
+			if next != nil {
+				if f, err = js.PublishMsgAsync(next); err != nil {
+					failed.Add(1)
+					return
+				}
+			}
+			acks <- settle{msg, f}
 		})
+		if err != nil {
+			return 0, fmt.Errorf("bench: consume: %w", err)
+		}
+		stop = func() { cc.Stop(); close(acks); <-acked }
+	} else if how == rawConsume {
+		cc, err := cons.Consume(handle)
+		if err != nil {
+			return 0, fmt.Errorf("bench: consume: %w", err)
+		}
+		stop = cc.Stop
+	} else {
+		it, err := cons.Messages()
+		if err != nil {
+			return 0, fmt.Errorf("bench: messages: %w", err)
+		}
+		var wg sync.WaitGroup
+		poll := jetstream.NextMaxWait(rawNextPoll)
+		for range e.cfg.concurrency {
+			wg.Go(func() {
+				for {
+					msg, err := it.Next(poll)
+					if errors.Is(err, nats.ErrTimeout) {
+						continue
+					}
+					if err != nil {
+						return
+					}
+					handle(msg)
+				}
+			})
+		}
+		stop = func() { it.Stop(); wg.Wait() }
 	}
 	werr := e.waitFor(ctx, finished, fmt.Sprintf("%d raw chain steps", total))
 	res := tm.result(total)
-	it.Stop()
-	wg.Wait()
+	stop()
 	if werr != nil {
 		return 0, werr
 	}
@@ -191,4 +264,24 @@ func (e *env) rawChainRun(ctx context.Context, runs int, subject string, docs bo
 		return 0, fmt.Errorf("bench: %d raw chain steps failed", k)
 	}
 	return res.rate, nil
+}
+
+// nextStep returns the message of the step after the one on subject
+// (rawchain.step.<k>.<run>), or nil after the last step. Its Nats-Msg-Id is
+// "<run>.<k+1>".
+func nextStep(subject string) (*nats.Msg, error) {
+	k, run, ok := strings.Cut(strings.TrimPrefix(subject, rawChainSteps+"."), ".")
+	if !ok {
+		return nil, fmt.Errorf("bench: subject %q", subject)
+	}
+	ks, err := strconv.Atoi(k)
+	if err != nil {
+		return nil, fmt.Errorf("bench: subject %q: %w", subject, err)
+	}
+	if ks >= wfBenchSteps {
+		return nil, nil
+	}
+	nk := strconv.Itoa(ks + 1)
+	return &nats.Msg{Subject: rawChainSteps + "." + nk + "." + run, Data: []byte("{}"),
+		Header: nats.Header{jetstream.MsgIDHeader: []string{run + "." + nk}}}, nil
 }
