@@ -18,7 +18,7 @@ import (
 // The workflow figure compares runs of a 3-step chain of no-op steps with
 // single no-op tasks, in the same process and server:
 //
-//	RESULT workflow steps=3 runs=… runs_per_s=… tasks_per_s=… step_ratio=… atomic_runs_per_s=… atomic_tasks_per_s=… atomic_step_ratio=… step_cpu_us=… task_cpu_us=… raw_chain_steps_per_s=… raw_chain_step_ratio=… raw_doc_chain_step_ratio=… raw_async_chain_step_ratio=…
+//	RESULT workflow steps=3 runs=… runs_per_s=… tasks_per_s=… step_ratio=… atomic_runs_per_s=… atomic_tasks_per_s=… atomic_step_ratio=… step_cpu_us=… task_cpu_us=… raw_chain_steps_per_s=… raw_chain_step_ratio=… raw_doc_chain_step_ratio=… raw_async_chain_step_ratio=… doc_chain_ratio=…
 //
 // runs_per_s and tasks_per_s are measured with file storage; the atomic_
 // pair with memory storage under a second prefix. (Until decision 023 a
@@ -32,7 +32,10 @@ import (
 // the worker starts; the clock runs from worker start to the last
 // acknowledged step (or task). The raw_ fields are the floor measured with
 // raw JetStream in the same rounds (workflow_raw.go): a chain whose steps are
-// only messages, and one that also writes a document per step.
+// only messages, and one that also writes a document per step;
+// doc_chain_ratio is jetflow's steps/s (file stream) over the latter's, in
+// the same round: what the run document's read, guard and encoding cost
+// beyond a raw chain that writes a document per step.
 
 const (
 	wfBenchName    = "bench-chain"
@@ -64,7 +67,8 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 		return runs * wfBenchSteps / tasks
 	}
 	var runRates, taskRates, atomicRunRates, atomicTaskRates, stepCPU, taskCPU, ratios, atomicRatios []float64
-	var rawChain, rawChainRatios, rawDocChainRatios, rawAsyncChainRatios []float64
+	var rawChain, rawChainRatios, rawDocChainRatios, rawAsyncChainRatios, vsDocChain []float64
+	var lastDocChain float64 // the raw chain with documents of the current round
 	for r := 1; r <= e.cfg.runs; r++ {
 		rc, err := e.rawChainRound(ctx, runs)
 		if err != nil {
@@ -76,6 +80,7 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 		rawChainRatios = append(rawChainRatios, rc.chain/rc.single)
 		rawDocChainRatios = append(rawDocChainRatios, rc.docChain/rc.single)
 		rawAsyncChainRatios = append(rawAsyncChainRatios, rc.asyncChain/rc.single)
+		lastDocChain = rc.docChain
 		for _, prefix := range []string{streams.DefaultPrefix, wfAtomicPrefix} {
 			tr, tcpu, err := e.wfTasks(ctx, prefix, tasks)
 			if err != nil {
@@ -91,6 +96,7 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 				atomicRatios = append(atomicRatios, ratio(rr, tr))
 			} else {
 				ratios = append(ratios, ratio(rr, tr))
+				vsDocChain = append(vsDocChain, rr*wfBenchSteps/lastDocChain)
 				runRates, taskRates = append(runRates, rr), append(taskRates, tr)
 				stepCPU = append(stepCPU, rcpu.Seconds()*1e6/wfBenchSteps)
 				taskCPU = append(taskCPU, tcpu.Seconds()*1e6)
@@ -103,7 +109,8 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 		frate("atomic_runs_per_s", ar), frate("atomic_tasks_per_s", at), fratio("atomic_step_ratio", median(atomicRatios)),
 		fcpu("step_cpu_us", median(stepCPU)), fcpu("task_cpu_us", median(taskCPU)),
 		frate("raw_chain_steps_per_s", median(rawChain)), fratio("raw_chain_step_ratio", median(rawChainRatios)),
-		fratio("raw_doc_chain_step_ratio", median(rawDocChainRatios)), fratio("raw_async_chain_step_ratio", median(rawAsyncChainRatios)))
+		fratio("raw_doc_chain_step_ratio", median(rawDocChainRatios)), fratio("raw_async_chain_step_ratio", median(rawAsyncChainRatios)),
+		fratio("doc_chain_ratio", median(vsDocChain)))
 	return nil
 }
 
