@@ -74,41 +74,27 @@ func (e *env) delayRaw(ctx context.Context) (fired, received []time.Duration, er
 	if err != nil {
 		return nil, nil, err
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return nil, nil, err
-	}
 	due := time.Now().Add(e.cfg.delayLead).Truncate(time.Second).Add(time.Second)
 	var mu sync.Mutex
 	fired = make([]time.Duration, 0, n)
 	received = make([]time.Duration, 0, n)
 	finished := make(chan struct{})
-	var wg sync.WaitGroup
-	poll := jetstream.NextMaxWait(rawNextPoll)
-	for range e.cfg.concurrency {
-		wg.Go(func() {
-			for {
-				msg, err := it.Next(poll)
-				if errors.Is(err, nats.ErrTimeout) {
-					continue
-				}
-				if err != nil {
-					return
-				}
-				now := time.Now()
-				md, mdErr := msg.Metadata()
-				_ = msg.Ack()
-				mu.Lock()
-				received = append(received, now.Sub(due))
-				if mdErr == nil {
-					fired = append(fired, md.Timestamp.Sub(due))
-				}
-				if len(received) == n {
-					close(finished)
-				}
-				mu.Unlock()
-			}
-		})
+	stopReading, err := readMessages(cons, e.cfg.concurrency, func(msg jetstream.Msg) {
+		now := time.Now()
+		md, mdErr := msg.Metadata()
+		_ = msg.Ack()
+		mu.Lock()
+		received = append(received, now.Sub(due))
+		if mdErr == nil {
+			fired = append(fired, md.Timestamp.Sub(due))
+		}
+		if len(received) == n {
+			close(finished)
+		}
+		mu.Unlock()
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	at := "@at " + due.UTC().Format(time.RFC3339Nano)
 	_, perr := e.publishRawMsgs(ctx, n, func(int) *nats.Msg {
@@ -121,8 +107,7 @@ func (e *env) delayRaw(ctx context.Context) (fired, received []time.Duration, er
 	if werr == nil {
 		werr = e.waitFor(ctx, finished, "raw delayed messages")
 	}
-	it.Stop()
-	wg.Wait()
+	stopReading()
 	if werr != nil {
 		return nil, nil, werr
 	}

@@ -173,27 +173,9 @@ func (e *env) drainRawWith(ctx context.Context, how, header string) (runResult, 
 		}
 		stopReading = cc.Stop
 	case rawMessages:
-		it, err := cons.Messages()
-		if err != nil {
-			return runResult{}, fmt.Errorf("bench: messages: %w", err)
+		if stopReading, err = readMessages(cons, e.cfg.concurrency, handle); err != nil {
+			return runResult{}, err
 		}
-		var wg sync.WaitGroup
-		poll := jetstream.NextMaxWait(rawNextPoll)
-		for range e.cfg.concurrency {
-			wg.Go(func() {
-				for {
-					msg, err := it.Next(poll)
-					if errors.Is(err, nats.ErrTimeout) {
-						continue
-					}
-					if err != nil {
-						return
-					}
-					handle(msg)
-				}
-			})
-		}
-		stopReading = func() { it.Stop(); wg.Wait() }
 	default:
 		return runResult{}, fmt.Errorf("bench: unknown raw consumer %q", how)
 	}
@@ -213,6 +195,34 @@ func (e *env) drainRawWith(ctx context.Context, how, header string) (runResult, 
 		return runResult{}, err
 	}
 	return res, nil
+}
+
+// readMessages reads cons the raw Messages way: the iterator with nats.go's
+// defaults, n goroutines calling Next (bounded by rawNextPoll) and handing
+// each message to handle. stop ends the iterator and waits for the
+// goroutines.
+func readMessages(cons jetstream.Consumer, n int, handle func(jetstream.Msg)) (stop func(), err error) {
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, fmt.Errorf("bench: messages: %w", err)
+	}
+	var wg sync.WaitGroup
+	poll := jetstream.NextMaxWait(rawNextPoll)
+	for range n {
+		wg.Go(func() {
+			for {
+				msg, err := it.Next(poll)
+				if errors.Is(err, nats.ErrTimeout) {
+					continue
+				}
+				if err != nil {
+					return
+				}
+				handle(msg)
+			}
+		})
+	}
+	return func() { it.Stop(); wg.Wait() }, nil
 }
 
 // publishRaw publishes n copies of the payload to subject with

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -231,28 +229,8 @@ func (e *env) rawChainRun(ctx context.Context, runs int, subject string, docs bo
 			return 0, fmt.Errorf("bench: consume: %w", err)
 		}
 		stop = cc.Stop
-	} else {
-		it, err := cons.Messages()
-		if err != nil {
-			return 0, fmt.Errorf("bench: messages: %w", err)
-		}
-		var wg sync.WaitGroup
-		poll := jetstream.NextMaxWait(rawNextPoll)
-		for range e.cfg.concurrency {
-			wg.Go(func() {
-				for {
-					msg, err := it.Next(poll)
-					if errors.Is(err, nats.ErrTimeout) {
-						continue
-					}
-					if err != nil {
-						return
-					}
-					handle(msg)
-				}
-			})
-		}
-		stop = func() { it.Stop(); wg.Wait() }
+	} else if stop, err = readMessages(cons, e.cfg.concurrency, handle); err != nil {
+		return 0, err
 	}
 	werr := e.waitFor(ctx, finished, fmt.Sprintf("%d raw chain steps", total))
 	res := tm.result(total)
