@@ -20,14 +20,14 @@ import (
 // state document per step, as a durable workflow must (PublishMsg to a
 // stream with MaxMsgsPerSubject 1, waiting for the acknowledgement, before
 // the next step's message), without reading it back and without any guard.
-// Both are compared with a drain of single messages through the same
-// reading code, on the same stream, right before them:
+// Its async variant publishes the next step with PublishMsgAsync from a
+// Consume callback (rawChainAsync). Each is compared with a drain of single
+// messages on the same stream, in the same round, read both ways (Consume
+// and Messages; the faster counts):
 //
-//	raw_chain_step_ratio     = raw chain steps/s ÷ raw single messages/s
-//	raw_doc_chain_step_ratio = raw chain with a document per step, steps/s ÷ raw single messages/s
-//	raw_async_chain_step_ratio = the chain read by Consume, each next step published with
-//	                             PublishMsgAsync and each message acknowledged once its next
-//	                             step's publish was (rawChainAsync), steps/s ÷ raw single messages/s
+//	raw_chain_step_ratio       = raw chain steps/s ÷ raw single messages/s
+//	raw_async_chain_step_ratio = asynchronous raw chain steps/s ÷ raw single messages/s
+//	raw_doc_chain_step_ratio   = raw chain with a document per step, steps/s ÷ raw single messages/s
 //
 // The workflow figure's step_ratio target (0.5) asks jetflow's steps, which
 // also read the run document and guard its write, to beat these.
@@ -41,7 +41,7 @@ const (
 )
 
 // rawChainResult is one round of the raw chain: the single-message drain
-// and the two chains, in steps (messages) per second.
+// and the three chains, in steps (messages) per second.
 type rawChainResult struct {
 	single, chain, docChain, asyncChain float64
 }
@@ -92,15 +92,15 @@ func (e *env) rawChainRound(ctx context.Context, runs int) (rawChainResult, erro
 // wfBenchSteps×runs messages: runs chains on rawChainSteps (docs: with a
 // document per step), or that many single messages on rawChainSingle. It
 // reads the given way: rawMessages as the raw Messages drain does
-// (cfg.concurrency goroutines calling Next), which the chains need since
-// each step's handler waits for a publish (in a Consume callback the steps
-// would run one at a time), or rawConsume, a Consume callback with nats.go's
-// defaults. It returns messages per second.
+// (cfg.concurrency goroutines calling Next), which the synchronous chains
+// need since each step's handler waits for a publish (in a Consume callback
+// the steps would run one at a time); rawConsume, a Consume callback with
+// nats.go's defaults; or rawChainAsync. It returns messages per second.
 func (e *env) rawChainRun(ctx context.Context, runs int, subject string, docs bool, how string) (float64, error) {
 	total := wfBenchSteps * runs
 	chain := subject == rawChainSteps
-	// Message IDs differ between the two chains of a round: the stream's
-	// duplicate window would drop the second chain's messages otherwise.
+	// Message IDs differ between the chains of a round: the stream's
+	// duplicate window would drop a later chain's messages otherwise.
 	tag := "c"
 	switch {
 	case docs:
