@@ -196,7 +196,8 @@ func newURLEnv(ctx context.Context, cfg config, stderr io.Writer, url string) (_
 	}
 	// The figures purge what they leave; a shared -url server may hold
 	// leftovers of an interrupted run on the bench's subjects.
-	for _, typ := range []string{typeDrain, typeRawDrain, typeEnqueue, typeRawEnq, typeBacklog, typeBacklogRef} {
+	// A leftover latency task would be read as a sample of the next run.
+	for _, typ := range []string{typeDrain, typeRawDrain, typeEnqueue, typeRawEnq, typeBacklog, typeBacklogRef, typeLatency, typeRawLat} {
 		if err := e.purge(ctx, e.names.TaskSubject(streams.PriorityNormal, typ)); err != nil && !errors.Is(err, context.Canceled) {
 			return nil, err
 		}

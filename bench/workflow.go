@@ -70,7 +70,6 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 	}
 	var runRates, taskRates, atomicRunRates, atomicTaskRates, stepCPU, taskCPU, ratios, atomicRatios []float64
 	var rawChain, rawChainRatios, rawDocChainRatios, rawAsyncChainRatios, vsDocChain []float64
-	var lastDocChain float64 // the raw chain with documents of the current round
 	for r := 1; r <= e.cfg.runs; r++ {
 		rc, err := e.rawChainRound(ctx, runs)
 		if err != nil {
@@ -82,7 +81,6 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 		rawChainRatios = append(rawChainRatios, rc.chain/rc.single)
 		rawDocChainRatios = append(rawDocChainRatios, rc.docChain/rc.single)
 		rawAsyncChainRatios = append(rawAsyncChainRatios, rc.asyncChain/rc.single)
-		lastDocChain = rc.docChain
 		for _, prefix := range []string{streams.DefaultPrefix, wfAtomicPrefix} {
 			tr, tcpu, err := e.wfTasks(ctx, prefix, tasks)
 			if err != nil {
@@ -109,7 +107,7 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 				atomicRatios = append(atomicRatios, ratio(rr, tr))
 			} else {
 				ratios = append(ratios, ratio(rr, tr))
-				vsDocChain = append(vsDocChain, rr*wfBenchSteps/lastDocChain)
+				vsDocChain = append(vsDocChain, rr*wfBenchSteps/rc.docChain)
 				runRates, taskRates = append(runRates, rr), append(taskRates, tr)
 				stepCPU = append(stepCPU, rcpu.Seconds()*1e6/wfBenchSteps)
 				taskCPU = append(taskCPU, tcpu.Seconds()*1e6)

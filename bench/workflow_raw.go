@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -143,22 +144,32 @@ func (e *env) rawChainRun(ctx context.Context, runs int, subject string, docs bo
 	if err != nil {
 		return 0, fmt.Errorf("bench: consumer %s: %w", name, err)
 	}
+	// finished closes at the last step, or at the first failure: a step
+	// that failed never comes back, and the wait must not run into its
+	// timeout for it.
 	var done, failed atomic.Int64
 	finished := make(chan struct{})
+	var once sync.Once
+	end := func() { once.Do(func() { close(finished) }) }
+	fail := func() { failed.Add(1); end() }
+	count := func() {
+		if done.Add(1) == int64(total) {
+			end()
+		}
+	}
 	step := func(msg jetstream.Msg) error {
 		if chain {
+			k, run, err := parseStep(msg.Subject())
+			if err != nil {
+				return err
+			}
 			if docs {
-				k, run, _ := strings.Cut(strings.TrimPrefix(msg.Subject(), rawChainSteps+"."), ".")
-				doc := &nats.Msg{Subject: rawChainDoc + "." + run, Data: []byte(`{"step":` + k + `}`)}
+				doc := &nats.Msg{Subject: rawChainDoc + "." + run, Data: []byte(`{"step":` + strconv.Itoa(k) + `}`)}
 				if _, err := js.PublishMsg(ctx, doc); err != nil {
 					return err
 				}
 			}
-			next, err := nextStep(msg.Subject())
-			if err != nil {
-				return err
-			}
-			if next != nil {
+			if next := nextStep(k, run); next != nil {
 				if _, err := js.PublishMsg(ctx, next); err != nil {
 					return err
 				}
@@ -168,12 +179,10 @@ func (e *env) rawChainRun(ctx context.Context, runs int, subject string, docs bo
 	}
 	handle := func(msg jetstream.Msg) {
 		if err := step(msg); err != nil {
-			failed.Add(1)
+			fail()
 			return
 		}
-		if done.Add(1) == int64(total) {
-			close(finished)
-		}
+		count()
 	}
 	tm := startTimer()
 	var stop func()
@@ -191,29 +200,27 @@ func (e *env) rawChainRun(ctx context.Context, runs int, subject string, docs bo
 					select {
 					case <-a.f.Ok():
 					case <-a.f.Err():
-						failed.Add(1)
+						fail()
 						continue
 					}
 				}
 				if err := a.msg.Ack(); err != nil {
-					failed.Add(1)
+					fail()
 					continue
 				}
-				if done.Add(1) == int64(total) {
-					close(finished)
-				}
+				count()
 			}
 		}()
 		cc, err := cons.Consume(func(msg jetstream.Msg) {
-			next, err := nextStep(msg.Subject())
+			k, run, err := parseStep(msg.Subject())
 			if err != nil {
-				failed.Add(1)
+				fail()
 				return
 			}
 			var f jetstream.PubAckFuture
-			if next != nil {
+			if next := nextStep(k, run); next != nil {
 				if f, err = js.PublishMsgAsync(next); err != nil {
-					failed.Add(1)
+					fail()
 					return
 				}
 			}
@@ -244,22 +251,27 @@ func (e *env) rawChainRun(ctx context.Context, runs int, subject string, docs bo
 	return res.rate, nil
 }
 
-// nextStep returns the message of the step after the one on subject
-// (rawchain.step.<k>.<run>), or nil after the last step. Its Nats-Msg-Id is
-// "<run>.<k+1>".
-func nextStep(subject string) (*nats.Msg, error) {
+// parseStep reads the step number and run of a subject
+// rawchain.step.<k>.<run>.
+func parseStep(subject string) (int, string, error) {
 	k, run, ok := strings.Cut(strings.TrimPrefix(subject, rawChainSteps+"."), ".")
 	if !ok {
-		return nil, fmt.Errorf("bench: subject %q", subject)
+		return 0, "", fmt.Errorf("bench: subject %q", subject)
 	}
 	ks, err := strconv.Atoi(k)
 	if err != nil {
-		return nil, fmt.Errorf("bench: subject %q: %w", subject, err)
+		return 0, "", fmt.Errorf("bench: subject %q: %w", subject, err)
 	}
-	if ks >= wfBenchSteps {
-		return nil, nil
+	return ks, run, nil
+}
+
+// nextStep returns the message of step k+1 of run, or nil after the last
+// step. Its Nats-Msg-Id is "<run>.<k+1>".
+func nextStep(k int, run string) *nats.Msg {
+	if k >= wfBenchSteps {
+		return nil
 	}
-	nk := strconv.Itoa(ks + 1)
+	nk := strconv.Itoa(k + 1)
 	return &nats.Msg{Subject: rawChainSteps + "." + nk + "." + run, Data: []byte("{}"),
-		Header: nats.Header{jetstream.MsgIDHeader: []string{run + "." + nk}}}, nil
+		Header: nats.Header{jetstream.MsgIDHeader: []string{run + "." + nk}}}
 }
