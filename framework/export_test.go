@@ -34,3 +34,7 @@ func (w *Worker) PullSizeAtForTest(taskType string, prio Priority, now time.Time
 	}
 	return 0
 }
+
+// StartedDirectForTest returns how many tasks w started from a pull
+// buffer's subscription, without its fetch loop (fetch.go, startDirect).
+func (w *Worker) StartedDirectForTest() uint64 { return w.stats.startedDirect.Load() }

@@ -35,7 +35,7 @@ func (w *Worker) fetch(s consumerSub) {
 	wait := pullRetry.New()
 	f := &feed{}
 	for {
-		it, err := w.newPull(cons, tt, prio) // pull.go
+		it, err := w.newPull(cons, tt, prio, f) // pull.go
 		if err == nil {
 			f.it.Store(it)
 			err = w.serve(stopCtx, tt, prio, it, f)
@@ -321,6 +321,43 @@ func (w *Worker) takeBuffered(p *pending) *pending {
 		w.handBack(q, "pull buffer stopped")
 	}
 	return nil
+}
+
+// startDirect returns the direct path of a pull buffer of (tt, prio)
+// ([pull.Iter.SetDirect]): a task that arrives at an empty buffer while the
+// worker runs, a slot is free for it and no task waits that could take the
+// slot starts at once on an idle executor, from the subscription's
+// goroutine. Without it the task wakes the fetch loop, which offers it to
+// the scheduler, which wakes an executor: one goroutine hand-off more
+// between the server and the handler for every task that finds a free slot.
+// The rules are takeBuffered's: a waiting task (a higher priority, a
+// rescued buffer, a held task resuming) goes first, and a draining or
+// stopped buffer gives nothing (the iterator checks; its Drain and Stop wait
+// for a call in progress, so a stopping fetcher's hand-back never misses a
+// task started here, and the start counts in execs before Shutdown waits on
+// them).
+func (w *Worker) startDirect(tt *typeRunner, prio Priority, f *feed) func(*pull.Msg) bool {
+	return func(m *pull.Msg) bool {
+		if w.state.Load() != workerRunning {
+			return false
+		}
+		p, ok := w.sched.StartNew(tt.slots, func() *pending {
+			p := &pending{tt: tt, prio: prio, msg: m, src: f}
+			p.lastBeat.Store(m.LastBeat().UnixNano())
+			return p
+		})
+		if !ok {
+			return false
+		}
+		w.stats.startedDirect.Add(1)
+		w.execs.Add(1)
+		select {
+		case w.bg.execCh <- p:
+		default:
+			go w.run(p)
+		}
+		return true
+	}
 }
 
 // releaseNext gives back p's slot and returns the fetched task granted the

@@ -19,7 +19,8 @@ type pullIter = pull.Iter
 
 // newPull opens a pull iterator on cons of (tt, prio), counting lost pull
 // requests in the worker's stats and reporting them to the PullLost hooks.
-func (w *Worker) newPull(cons jetstream.Consumer, tt *typeRunner, prio Priority) (*pullIter, error) {
+// Tasks it starts directly (startDirect) continue from f.
+func (w *Worker) newPull(cons jetstream.Consumer, tt *typeRunner, prio Priority, f *feed) (*pullIter, error) {
 	info := cons.CachedInfo()
 	size := func() int { return w.pullSize(tt, prio) } // pullsize.go
 	it, err := pull.NewIter(w.nc, info.Stream, info.Name, size, func() {
@@ -31,7 +32,10 @@ func (w *Worker) newPull(cons jetstream.Consumer, tt *typeRunner, prio Priority)
 	if err != nil {
 		return nil, err
 	}
-	w.bg.beats.Watch(it, tt.cfg.heartbeat, func(m *pull.Msg, err error) { // the sweeper beats its buffer
+	// Arrivals at an empty buffer may start at once (fetch.go); the
+	// sweeper beats the rest while they wait.
+	it.SetDirect(w.startDirect(tt, prio, f))
+	w.bg.beats.Watch(it, tt.cfg.heartbeat, func(m *pull.Msg, err error) {
 		w.ackFailed(context.Background(), nil, w.newPending(tt, prio, m), "in_progress", err)
 	})
 	return it, nil

@@ -41,6 +41,8 @@ type Stats struct {
 
 type workerStats struct {
 	started, succeeded, retried, failed, panics, handedBack, heldEarly, ackErrors, hookPanics, pullsLost atomic.Uint64
+	// startedDirect counts tasks started from the subscription (startDirect).
+	startedDirect atomic.Uint64
 }
 
 // Stats returns a snapshot of the worker's counters.

@@ -51,3 +51,32 @@ func TestExecutorsYieldBetweenLongTasks(t *testing.T) {
 		t.Fatalf("executors yielded %d times between %d CPU-bound tasks; want at least %d", n, tasks, tasks-1)
 	}
 }
+
+// TestIdleWorkerStartsArrivalsDirectly checks that a task reaching an idle
+// worker (a free slot, nothing waiting, an empty pull buffer) starts from
+// the subscription that received it, not through the fetch loop and the
+// scheduler: one goroutine hand-off fewer between the server and the
+// handler.
+func TestIdleWorkerStartsArrivalsDirectly(t *testing.T) {
+	const (
+		typ   = "direct.idle"
+		tasks = 20
+	)
+	e := newEnv(t)
+	w := e.worker(t, framework.WithConcurrency(4))
+	ran := make(chan struct{})
+	w.HandleFunc(typ, func(ctx context.Context, _ *framework.Task) error {
+		ran <- struct{}{}
+		return nil
+	})
+	startWorker(t, w)
+	for i := range tasks {
+		if _, err := e.cl.Enqueue(t.Context(), typ, i); err != nil {
+			t.Fatal(err)
+		}
+		testutil.Recv(t, ran, waitLong, "the task running")
+	}
+	if n := w.StartedDirectForTest(); n != tasks {
+		t.Fatalf("%d of %d tasks sent one at a time to an idle worker started directly", n, tasks)
+	}
+}

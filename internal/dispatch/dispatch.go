@@ -111,6 +111,25 @@ func (s *Scheduler[T]) Swap(v, w T, c *Class) bool {
 	return true
 }
 
+// StartNew starts an item that was never queued, of class c, when a slot
+// is free for it and no item waits that could take that slot: mk makes the
+// item (under the lock, only then), which holds its slot at once, as a
+// granted one does, without grant being called. Otherwise it returns false
+// and calls nothing. It keeps the order of [Scheduler.Offer]: a waiting item
+// always goes first.
+func (s *Scheduler[T]) StartNew(c *Class, mk func() T) (v T, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.free <= 0 || c.free <= 0 || s.contendedLocked(c) {
+		return v, false
+	}
+	v = mk()
+	s.free--
+	c.free--
+	s.inflight[v] = struct{}{}
+	return v, true
+}
+
 // Contended reports whether an item waits that could take a slot of class
 // c if one was released: what makes [Scheduler.Swap] refuse.
 func (s *Scheduler[T]) Contended(c *Class) bool {

@@ -166,3 +166,69 @@ func TestSwapYieldsToWaitingItems(t *testing.T) {
 		t.Fatalf("ReleaseTake = %v, %v; want c1", got, ok)
 	}
 }
+
+// StartNew takes a free slot for an item that was never queued only when no
+// waiting item could use it, and makes the item only then.
+func TestStartNew(t *testing.T) {
+	t.Parallel()
+	g := &grants{}
+	s := New[string](2, false, [Ranks]int{}, g.grant)
+	a, b := NewClass(1), NewClass(2)
+	made := 0
+	mk := func(v string) func() string { return func() string { made++; return v } }
+	if v, ok := s.StartNew(a, mk("direct-a1")); !ok || v != "direct-a1" {
+		t.Fatalf("StartNew on a free scheduler: %q, %v", v, ok)
+	}
+	if _, ok := s.StartNew(a, mk("direct-a2")); ok {
+		t.Fatal("StartNew past its class cap")
+	}
+	s.Offer("low-a3", 3, a) // class a is full: waits, but does not contend for b's slot
+	if _, ok := s.StartNew(b, mk("direct-b1")); !ok {
+		t.Fatal("StartNew refused a slot no waiting item can take")
+	}
+	if _, ok := s.StartNew(b, mk("direct-b2")); ok {
+		t.Fatal("StartNew with no slot left")
+	}
+	s.Release("direct-b1", b) // one slot free, a still full: low-a3 keeps waiting
+	s.Offer("crit-b3", 0, b)  // granted at once
+	s.Offer("crit-b4", 0, b)  // waits for a slot
+	s.Release("direct-a1", a) // low-a3 could take it but crit-b4 goes first
+	if want := []string{"crit-b3", "crit-b4"}; !slices.Equal(g.got, want) {
+		t.Fatalf("granted %v, want %v", g.got, want)
+	}
+	s.Release("crit-b3", b) // low-a3 now runs
+	s.Offer("low-a5", 3, a) // waits: a is full
+	if _, ok := s.StartNew(b, mk("direct-b5")); ok {
+		t.Fatal("StartNew with no slot free")
+	}
+	s.Release("crit-b4", b) // a free slot, but low-a5 waits for a's, not b's
+	if _, ok := s.StartNew(b, mk("direct-b6")); !ok {
+		t.Fatal("StartNew refused a slot the waiting item cannot take")
+	}
+	if made != 3 {
+		t.Fatalf("made %d items, want the 3 started", made)
+	}
+	if s.NumRunning() != 2 {
+		t.Fatalf("running %d, want 2", s.NumRunning())
+	}
+}
+
+// A waiting item that could take the free slot goes before StartNew.
+func TestStartNewYieldsToWaiting(t *testing.T) {
+	t.Parallel()
+	g := &grants{}
+	s := New[string](1, false, [Ranks]int{}, g.grant)
+	c := NewClass(1)
+	s.Offer("run", 2, c)
+	s.Offer("wait", 0, c)
+	if _, ok := s.StartNew(c, func() string { t.Fatal("made an item that cannot start"); return "" }); ok {
+		t.Fatal("StartNew with no slot")
+	}
+	s.Lend(c) // the slot goes to the waiting item at once
+	if _, ok := s.StartNew(c, func() string { return "direct" }); ok {
+		t.Fatal("StartNew took the lent slot from the waiting item")
+	}
+	if want := []string{"run", "wait"}; !slices.Equal(g.got, want) {
+		t.Fatalf("granted %v, want %v", g.got, want)
+	}
+}

@@ -2,6 +2,9 @@ package pull_test
 
 import (
 	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,5 +107,51 @@ func TestUngetAndStop(t *testing.T) {
 	it.Stop()
 	if it.Unget(m) {
 		t.Fatal("Unget accepted by a stopped iterator")
+	}
+}
+
+// SetDirect's hook gets the messages that arrive at an empty queue, in
+// order; the ones it refuses are queued for Next.
+func TestDirect(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	it := newIter(t, n, 2)
+	var (
+		mu    sync.Mutex
+		order []string
+		calls atomic.Int64
+	)
+	it.SetDirect(func(m *pull.Msg) bool {
+		calls.Add(1)
+		if string(m.Data()) == "3" {
+			return false // refused: queued
+		}
+		mu.Lock()
+		order = append(order, string(m.Data()))
+		mu.Unlock()
+		return true
+	})
+	// Next sends the first request; everything but "3" goes to the hook,
+	// and the hook's messages still count for the refills: "0" and "1"
+	// answer the first request, whose end asks for "2" and "3"; "3" stays
+	// queued until Next takes it, which asks for "4" and "5", so they too
+	// find an empty queue.
+	m, err := it.Next(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Data()) != "3" {
+		t.Fatalf("Next gave %q, want the refused message", m.Data())
+	}
+	testutil.Wait(t, 10*time.Second, "the other messages at the hook", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) == n-1
+	})
+	if want := []string{"0", "1", "2", "4", "5"}; !slices.Equal(order, want) {
+		t.Fatalf("hook got %v, want %v", order, want)
+	}
+	if c := calls.Load(); c != n {
+		t.Fatalf("hook called %d times, want once per message (%d)", c, n)
 	}
 }

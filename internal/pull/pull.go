@@ -61,6 +61,9 @@ type Iter struct {
 	// lost is called, without locks held, for each pull request given up
 	// for missed heartbeats or retired by a leadership change.
 	lost func()
+	// direct, when set, is offered each stored message that arrives at an
+	// empty queue (see [Iter.SetDirect]); guarded by mu.
+	direct func(*Msg) bool
 
 	sub    *nats.Subscription
 	notify chan struct{} // cap 1: something arrived
@@ -125,6 +128,10 @@ func (p *Iter) handle(m *nats.Msg) {
 		q := &Msg{nc: p.nc, msg: m}
 		q.beat.Store(now.UnixNano())
 		p.alive = now
+		if p.takeDirectLocked(q, now) {
+			p.mu.Unlock()
+			return
+		}
 		p.queue = append(p.queue, q)
 		p.mu.Unlock()
 		p.wake()
@@ -164,6 +171,32 @@ func (p *Iter) handle(m *nats.Msg) {
 		p.lost()
 	}
 	p.wake()
+}
+
+// SetDirect installs the direct path: a stored message that arrives while
+// nothing is queued, and the iterator neither drains, stopped nor failed, is
+// first offered to direct, which either takes it (true: it is the caller's
+// now, as if returned by Next) or leaves it to the queue (false). direct runs
+// on the subscription's goroutine with the iterator's lock held, so [Iter.Drain]
+// and [Iter.Stop] return only after a call in progress: it must be quick and
+// must not call the iterator. Set it before the first Next.
+func (p *Iter) SetDirect(direct func(*Msg) bool) {
+	p.mu.Lock()
+	p.direct = direct
+	p.mu.Unlock()
+}
+
+// takeDirectLocked offers q to the direct path; when taken, it asks for the
+// next batch if the last request brought all it could (as popLocked does).
+func (p *Iter) takeDirectLocked(q *Msg, now time.Time) bool {
+	if p.direct == nil || len(p.queue) > 0 || p.draining || p.stopped || p.err != nil || !p.direct(q) {
+		return false
+	}
+	if p.cur == nil {
+		// Errors surface in the next Next, which runs maintainLocked again.
+		_, _ = p.maintainLocked(now)
+	}
+	return true
 }
 
 func (p *Iter) wake() {
