@@ -16,7 +16,11 @@ import (
 
 // Fetching: one goroutine per (type, priority) consumer pulls messages and
 // offers them to the worker's scheduler (internal/dispatch), which starts
-// them on executors (heartbeats.go) as slots free up.
+// them on executors (heartbeats.go) as slots free up. Two direct paths skip
+// the fetch loop while nothing waits for a slot: a message that reaches an
+// empty pull buffer while a slot is free starts from the subscription
+// (startDirect), and an executor that settled a task takes the next one from
+// its buffer (takeBuffered).
 
 // fetch pulls one (type, priority) consumer and feeds the dispatcher, holding
 // at most one message outside the pull buffer at a time.

@@ -155,3 +155,37 @@ func TestDirect(t *testing.T) {
 		t.Fatalf("hook called %d times, want once per message (%d)", c, n)
 	}
 }
+
+// Messages taken by the direct hook count for the refills: once Next has
+// sent the first request, the hook alone gets every message of the
+// consumer, as TryNext alone would.
+func TestDirectRefills(t *testing.T) {
+	t.Parallel()
+	const n, size = 12, 2
+	it := newIter(t, n, size)
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	it.SetDirect(func(m *pull.Msg) bool {
+		mu.Lock()
+		got = append(got, string(m.Data()))
+		mu.Unlock()
+		return true
+	})
+	// Next sends the first request and returns empty-handed: the hook takes
+	// what arrives.
+	if m, err := it.Next(time.Millisecond); err == nil {
+		t.Fatalf("Next gave %q past the hook", m.Data())
+	}
+	testutil.Wait(t, 10*time.Second, "every message at the hook", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == n
+	})
+	for i, d := range got {
+		if d != fmt.Sprint(i) {
+			t.Fatalf("message %d is %q: %v", i, d, got)
+		}
+	}
+}
