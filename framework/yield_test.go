@@ -75,6 +75,10 @@ func TestIdleWorkerStartsArrivalsDirectly(t *testing.T) {
 			t.Fatal(err)
 		}
 		testutil.Recv(t, ran, waitLong, "the task running")
+		// On a loaded machine the executors may settle late: wait until
+		// every slot is free again, so that the next task finds the worker
+		// idle.
+		testutil.Wait(t, waitLong, "the task's slot released", func() bool { return w.Stats().Running == 0 })
 	}
 	if n := w.StartedDirectForTest(); n != tasks {
 		t.Fatalf("%d of %d tasks sent one at a time to an idle worker started directly", n, tasks)
