@@ -281,12 +281,26 @@ func (w *Worker) granted(p *pending, resumed bool) {
 	if resumed {
 		return
 	}
+	w.startExec(p)
+}
+
+// startExec runs p, which holds a slot, on an idle executor (heartbeats.go)
+// or a goroutine of its own.
+func (w *Worker) startExec(p *pending) {
 	w.execs.Add(1)
 	select {
 	case w.bg.execCh <- p:
 	default:
 		go w.run(p)
 	}
+}
+
+// bufferedPending returns the pending task of m, taken from the pull buffer
+// that f publishes, with the heartbeat stamp m got there.
+func bufferedPending(tt *typeRunner, prio Priority, m *pull.Msg, f *feed) *pending {
+	p := &pending{tt: tt, prio: prio, msg: m, src: f}
+	p.lastBeat.Store(m.LastBeat().UnixNano())
+	return p
 }
 
 // feed publishes a fetcher's live pull iterator (nil between iterators) to
@@ -316,8 +330,7 @@ func (w *Worker) takeBuffered(p *pending) *pending {
 	if m == nil {
 		return nil
 	}
-	q := &pending{tt: p.tt, prio: p.prio, msg: m, src: f}
-	q.lastBeat.Store(m.LastBeat().UnixNano())
+	q := bufferedPending(p.tt, p.prio, m, f)
 	if w.sched.Swap(p, q, p.tt.slots) {
 		return q
 	}
@@ -345,21 +358,12 @@ func (w *Worker) startDirect(tt *typeRunner, prio Priority, f *feed) func(*pull.
 		if w.state.Load() != workerRunning {
 			return false
 		}
-		p, ok := w.sched.StartNew(tt.slots, func() *pending {
-			p := &pending{tt: tt, prio: prio, msg: m, src: f}
-			p.lastBeat.Store(m.LastBeat().UnixNano())
-			return p
-		})
+		p, ok := w.sched.StartNew(tt.slots, func() *pending { return bufferedPending(tt, prio, m, f) })
 		if !ok {
 			return false
 		}
 		w.stats.startedDirect.Add(1)
-		w.execs.Add(1)
-		select {
-		case w.bg.execCh <- p:
-		default:
-			go w.run(p)
-		}
+		w.startExec(p)
 		return true
 	}
 }

@@ -112,15 +112,16 @@ func (s *Scheduler[T]) Swap(v, w T, c *Class) bool {
 }
 
 // StartNew starts an item that was never queued, of class c, when a slot
-// is free for it and no item waits that could take that slot: mk makes the
-// item (under the lock, only then), which holds its slot at once, as a
-// granted one does, without grant being called. Otherwise it returns false
-// and calls nothing. It keeps the order of [Scheduler.Offer]: a waiting item
-// always goes first.
+// is free for it: mk makes the item (under the lock, only then), which holds
+// its slot at once, as a granted one does, without grant being called.
+// Otherwise it returns false and calls nothing. It keeps the order of
+// [Scheduler.Offer], a waiting item always going first, because a slot is
+// free only when no waiting item can take it: every change that frees one
+// grants it at once.
 func (s *Scheduler[T]) StartNew(c *Class, mk func() T) (v T, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.free <= 0 || c.free <= 0 || s.contendedLocked(c) {
+	if s.free <= 0 || c.free <= 0 {
 		return v, false
 	}
 	v = mk()
