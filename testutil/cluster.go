@@ -371,15 +371,28 @@ func (c *Cluster) WaitStreamCurrent(tb TB, stream string) {
 
 // StepDownStream asks the stream's leader to hand its leadership to another
 // replica (as an operator's "nats stream cluster step-down" does) and returns
-// the index of the new leader.
+// the index of the new leader. When no other replica is healthy enough to take
+// the leadership over, the replicas hold an election that the old leader may
+// win again; StepDownStream then asks it again, until another replica leads or
+// [DefaultClusterWait] has passed.
 func (c *Cluster) StepDownStream(tb TB, stream string) int {
 	tb.Helper()
 	oldSrv := c.Server(c.StreamLeader(tb, stream))
 	if err := oldSrv.JetStreamStepdownStream(GlobalAccount, stream); err != nil {
 		tb.Fatalf("testutil: step down stream %s: %v", stream, err)
 	}
+	asked := time.Now()
 	i, err := c.waitLeader(tb.Context(), func(s *Server) bool {
-		return s != oldSrv && s.JetStreamIsStreamLeader(GlobalAccount, stream)
+		if s != oldSrv {
+			return s.JetStreamIsStreamLeader(GlobalAccount, stream)
+		}
+		// The old leader leads still, or again after winning the
+		// election: ask again, at most twice a second.
+		if time.Since(asked) > 500*time.Millisecond && s.JetStreamIsStreamLeader(GlobalAccount, stream) {
+			_ = s.JetStreamStepdownStream(GlobalAccount, stream)
+			asked = time.Now()
+		}
+		return false
 	})
 	if err != nil {
 		tb.Fatalf("testutil: no new leader for stream %s: %v", stream, err)

@@ -59,7 +59,8 @@ func TestClusterFailoverAndRestart(t *testing.T) {
 	if info.State.Msgs != 20 {
 		t.Fatalf("stream holds %d messages, want 20", info.State.Msgs)
 	}
-	if got := c.StepDownStream(t, "T"); got == next {
+	before := c.StreamLeader(t, "T")
+	if got := c.StepDownStream(t, "T"); got == before {
 		t.Fatalf("step down kept leader %d", got)
 	}
 
