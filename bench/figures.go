@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/metrics"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,9 @@ func (e *env) fresh(side func(context.Context) (runResult, error)) func(context.
 type runResult struct {
 	rate float64
 	cpu  time.Duration
+	// allocs is the heap allocations per task of the whole process
+	// (embedded server included), for the progress lines.
+	allocs float64
 	// how and variants: for a side measured several ways, which one this
 	// is, and the rate of each way (the raw drain: Consume and Messages).
 	how      string
@@ -66,22 +70,31 @@ type runResult struct {
 
 // timer measures one timed section: wall time and process CPU time.
 type timer struct {
-	start time.Time
-	cpu0  time.Duration
-	prof  *os.File
+	start   time.Time
+	cpu0    time.Duration
+	mallocs uint64
+	prof    *os.File
 }
 
 func startTimer() timer {
 	prof := startTimedProfile()
-	return timer{start: time.Now(), cpu0: processCPU(), prof: prof}
+	return timer{start: time.Now(), cpu0: processCPU(), mallocs: mallocs(), prof: prof}
+}
+
+// mallocs is the process's count of heap allocations so far.
+func mallocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // result returns the rate and the CPU time per task of n tasks since t started.
 func (t timer) result(n int) runResult {
 	elapsed := time.Since(t.start)
 	cpu := processCPU() - t.cpu0
+	allocs := float64(mallocs()-t.mallocs) / float64(n)
 	stopTimedProfile(t.prof)
-	return runResult{rate: float64(n) / elapsed.Seconds(), cpu: cpu / time.Duration(n)}
+	return runResult{rate: float64(n) / elapsed.Seconds(), cpu: cpu / time.Duration(n), allocs: allocs}
 }
 
 // compare runs cfg.runs rounds of raw then jetflow, back to back, and prints
@@ -106,7 +119,7 @@ func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, je
 			if rr, err = raw(ctx); err != nil {
 				return fmt.Errorf("raw run %d: %w", r, err)
 			}
-			e.progress("%s run %d/%d raw:     %8.0f tasks/s, %5.1f µs CPU/task", figure, r, e.cfg.runs, rr.rate, us(rr.cpu))
+			e.progress("%s run %d/%d raw:     %8.0f tasks/s, %5.1f µs CPU/task, %5.1f allocs/task", figure, r, e.cfg.runs, rr.rate, us(rr.cpu), rr.allocs)
 			rawRates, rawCPU = append(rawRates, rr.rate), append(rawCPU, us(rr.cpu))
 			for _, v := range []string{rawConsume, rawMessages} {
 				if rate, ok := rr.variants[v]; ok {
@@ -129,7 +142,7 @@ func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, je
 			if jr, err = jetflow(ctx); err != nil {
 				return fmt.Errorf("jetflow run %d: %w", r, err)
 			}
-			e.progress("%s run %d/%d jetflow: %8.0f tasks/s, %5.1f µs CPU/task", figure, r, e.cfg.runs, jr.rate, us(jr.cpu))
+			e.progress("%s run %d/%d jetflow: %8.0f tasks/s, %5.1f µs CPU/task, %5.1f allocs/task", figure, r, e.cfg.runs, jr.rate, us(jr.cpu), jr.allocs)
 			jfRates, jfCPU = append(jfRates, jr.rate), append(jfCPU, us(jr.cpu))
 		}
 		if rr.rate > 0 && jr.rate > 0 {
