@@ -304,7 +304,7 @@ func (e *env) publishRawMsgs(ctx context.Context, n int, next func(i int) *nats.
 // acknowledgement before the next: raw PublishMsg with a Nats-Msg-Id against
 // Client.Enqueue.
 func (e *env) figureEnqueueOne(ctx context.Context, out io.Writer) error {
-	return e.compare(ctx, out, figEnqueueOne, e.enqueueOneRaw, e.enqueueOneJetflow, fint("n", e.cfg.oneN))
+	return e.compare(ctx, out, figEnqueueOne, e.fresh(e.enqueueOneRaw), e.fresh(e.enqueueOneJetflow), fint("n", e.cfg.oneN))
 }
 
 func (e *env) enqueueOneRaw(ctx context.Context) (runResult, error) {

@@ -249,7 +249,7 @@ func (e *env) drainJetflowTimed(ctx context.Context, taskType string, n int) (ru
 // ---- enqueue ----
 
 func (e *env) figureEnqueue(ctx context.Context, out io.Writer) error {
-	return e.compare(ctx, out, figEnqueue, e.enqueueRaw, e.enqueueJetflow, fint("n", e.cfg.n), fint("window", e.cfg.window))
+	return e.compare(ctx, out, figEnqueue, e.fresh(e.enqueueRaw), e.fresh(e.enqueueJetflow), fint("n", e.cfg.n), fint("window", e.cfg.window))
 }
 
 // figureDrainNoDedup is the drain figure with tasks enqueued by a client with
@@ -257,14 +257,14 @@ func (e *env) figureEnqueue(ctx context.Context, out io.Writer) error {
 func (e *env) figureDrainNoDedup(ctx context.Context, out io.Writer) error {
 	e.jfClientOpts = []framework.ClientOption{framework.WithDedup(false)}
 	defer func() { e.jfClientOpts = nil }()
-	return e.compare(ctx, out, figDrainNoDedup, e.drainRawRun, e.drainJetflowRun, fint("n", e.cfg.n))
+	return e.compare(ctx, out, figDrainNoDedup, e.fresh(e.drainRawRun), e.fresh(e.drainJetflowRun), fint("n", e.cfg.n))
 }
 
 // figureEnqueueNoDedup is the enqueue figure with framework.WithDedup(false).
 func (e *env) figureEnqueueNoDedup(ctx context.Context, out io.Writer) error {
 	e.jfClientOpts = []framework.ClientOption{framework.WithDedup(false)}
 	defer func() { e.jfClientOpts = nil }()
-	return e.compare(ctx, out, figEnqueueNoDedup, e.enqueueRawNoDedup, e.enqueueJetflow, fint("n", e.cfg.n), fint("window", e.cfg.window))
+	return e.compare(ctx, out, figEnqueueNoDedup, e.fresh(e.enqueueRawNoDedup), e.fresh(e.enqueueJetflow), fint("n", e.cfg.n), fint("window", e.cfg.window))
 }
 
 // enqueueRaw is the raw side of the enqueue figure: asynchronous publishes
