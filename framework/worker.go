@@ -212,8 +212,8 @@ func (w *Worker) Types() []string {
 	return out
 }
 
-// Start ensures the consumers of every registered (type, priority) pair and
-// starts pulling. It returns once the worker runs; stop it with
+// Start ensures the consumers of every registered (type, priority) pair
+// (several at a time; the first error ends the others) and starts pulling. It returns once the worker runs; stop it with
 // [Worker.Shutdown]. It returns [ErrNoHandlers] without handlers and
 // [ErrWorkerClosed] when called twice. While the server is unreachable (or
 // JetStream not ready) it waits and retries with backoff until ctx ends; a
@@ -255,22 +255,9 @@ func (w *Worker) Start(ctx context.Context) error {
 			}
 		}
 	}
-	var subs []consumerSub
-	for _, tt := range w.order {
-		for _, p := range tt.cfg.priorities {
-			ensure := func(ctx context.Context) (jetstream.Consumer, error) {
-				return streams.EnsureConsumer(ctx, w.js, w.names, w.consumerSpec(tt, p))
-			}
-			var cons jetstream.Consumer
-			err := w.startStep(ctx, func() (err error) {
-				cons, err = ensure(ctx)
-				return err
-			})
-			if err != nil {
-				return fail(err)
-			}
-			subs = append(subs, consumerSub{tt, p, cons, ensure})
-		}
+	subs, err := w.ensureConsumers(ctx)
+	if err != nil {
+		return fail(err)
 	}
 	for i := range w.ext {
 		if f := w.ext[i].consumers; f != nil {
@@ -313,6 +300,56 @@ type consumerSub struct {
 	prio   Priority
 	cons   jetstream.Consumer
 	ensure func(ctx context.Context) (jetstream.Consumer, error)
+}
+
+// maxEnsuring bounds the consumers [Worker.Start] ensures at once.
+const maxEnsuring = 8
+
+// ensureConsumers ensures the consumer of every registered (type, priority)
+// pair, up to maxEnsuring at once: on a cluster each new consumer is a
+// round of the meta group and a raft group of its own (about 60 ms each
+// for R3 on loopback), so a worker serving ten types at four priorities
+// would otherwise start one after the other for seconds. The consumers come
+// back in registration order. The first error ends the others and is
+// returned.
+func (w *Worker) ensureConsumers(ctx context.Context) ([]consumerSub, error) {
+	var subs []consumerSub
+	for _, tt := range w.order {
+		for _, p := range tt.cfg.priorities {
+			subs = append(subs, consumerSub{tt: tt, prio: p, ensure: func(ctx context.Context) (jetstream.Consumer, error) {
+				return streams.EnsureConsumer(ctx, w.js, w.names, w.consumerSpec(tt, p))
+			}})
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		failed   sync.Once
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	sem := make(chan struct{}, maxEnsuring)
+	for i := range subs {
+		sub := &subs[i]
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			err := w.startStep(ctx, func() (err error) {
+				sub.cons, err = sub.ensure(ctx)
+				return err
+			})
+			if err != nil {
+				// The first error is the cause; the cancellations it
+				// causes in the other pairs come after it.
+				failed.Do(func() { firstErr = err; cancel() })
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return subs, nil
 }
 
 func (w *Worker) consumerSpec(tt *typeRunner, p Priority) streams.ConsumerSpec {
