@@ -41,19 +41,23 @@ func runClusterDrain(ctx context.Context, cfg config, stdout, stderr io.Writer) 
 	}
 	defer shutdown()
 	var rawRates, jfRates []float64
+	// Each side starts on a new task stream, as in the drain figure (env.fresh,
+	// decision 029): the three servers of the cluster each keep the ID table
+	// of the stream, in the bench's heap.
+	drainRaw, drainJetflow := e.fresh(e.drainRawRun), e.fresh(e.drainJetflowRun)
 	for r := 1; r <= cfg.runs; r++ {
-		rr, err := e.drainRaw(ctx)
+		rr, err := drainRaw(ctx)
 		if err != nil {
 			return fmt.Errorf("raw run %d: %w", r, err)
 		}
-		e.progress("%s run %d/%d raw:     %8.0f tasks/s", figClusterDrain, r, cfg.runs, rr)
-		jr, err := e.drainJetflow(ctx)
+		e.progress("%s run %d/%d raw:     %8.0f tasks/s", figClusterDrain, r, cfg.runs, rr.rate)
+		jr, err := drainJetflow(ctx)
 		if err != nil {
 			return fmt.Errorf("jetflow run %d: %w", r, err)
 		}
-		e.progress("%s run %d/%d jetflow: %8.0f tasks/s (ratio %.3f)", figClusterDrain, r, cfg.runs, jr, jr/rr)
-		rawRates = append(rawRates, rr)
-		jfRates = append(jfRates, jr)
+		e.progress("%s run %d/%d jetflow: %8.0f tasks/s (ratio %.3f)", figClusterDrain, r, cfg.runs, jr.rate, jr.rate/rr.rate)
+		rawRates = append(rawRates, rr.rate)
+		jfRates = append(jfRates, jr.rate)
 	}
 	mr, mj := median(rawRates), median(jfRates)
 	ratio := 0.0
@@ -105,7 +109,7 @@ func newClusterEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, s
 	if e.js, err = jetstream.New(e.admin); err != nil {
 		return nil, nil, fmt.Errorf("bench: jetstream: %w", err)
 	}
-	if _, err := streams.Ensure(ctx, e.js, streams.Config{Storage: jetstream.FileStorage, Replicas: clusterReplicas, AllowTaskPurge: true}); err != nil {
+	if _, err := streams.Ensure(ctx, e.js, e.topology()); err != nil {
 		return nil, nil, fmt.Errorf("bench: ensure R%d topology: %w", clusterReplicas, err)
 	}
 	if err := framework.EnsureBuckets(ctx, e.js); err != nil {

@@ -39,7 +39,7 @@ func (e *env) fresh(side func(context.Context) (runResult, error)) func(context.
 		if err := e.js.DeleteStream(ctx, name); err != nil {
 			return runResult{}, fmt.Errorf("bench: delete %s: %w", name, err)
 		}
-		if _, err := streams.Ensure(ctx, e.js, topology); err != nil {
+		if _, err := streams.Ensure(ctx, e.js, e.topology()); err != nil {
 			return runResult{}, fmt.Errorf("bench: ensure topology: %w", err)
 		}
 		st, err := e.js.Stream(ctx, name)

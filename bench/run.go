@@ -62,6 +62,16 @@ type env struct {
 // topology is the stream configuration the bench ensures on its servers.
 var topology = streams.Config{Storage: jetstream.FileStorage, AllowTaskPurge: true}
 
+// topology is the stream configuration of e's servers: [topology], at
+// clusterReplicas on the cluster of the cluster_drain figure.
+func (e *env) topology() streams.Config {
+	c := topology
+	if e.cluster != nil {
+		c.Replicas = clusterReplicas
+	}
+	return c
+}
+
 func newEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, err error) {
 	e := &env{cfg: cfg, stderr: stderr, names: streams.MustNames("")}
 	defer func() {
