@@ -213,7 +213,8 @@ func (w *Worker) Types() []string {
 }
 
 // Start ensures the consumers of every registered (type, priority) pair
-// (several at a time; the first error ends the others) and starts pulling. It returns once the worker runs; stop it with
+// (several at a time; the first error ends the others) and starts pulling.
+// It returns once the worker runs; stop it with
 // [Worker.Shutdown]. It returns [ErrNoHandlers] without handlers and
 // [ErrWorkerClosed] when called twice. While the server is unreachable (or
 // JetStream not ready) it waits and retries with backoff until ctx ends; a
