@@ -182,16 +182,11 @@ func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, je
 	return nil
 }
 
-// drainJetflow pre-enqueues n no-op tasks with Client.EnqueueMany and times
-// their drain by a jetflow worker, from Start to the n-th acknowledged task.
-// Task state tracking is off on both: like the raw side, one message per
-// task (the drain_state figure measures tracking). It returns the rate.
-func (e *env) drainJetflow(ctx context.Context) (float64, error) {
-	r, err := e.drainJetflowRun(ctx)
-	return r.rate, err
-}
-
-// drainJetflowRun is drainJetflow with the CPU time per task.
+// drainJetflowRun pre-enqueues n no-op tasks with Client.EnqueueMany and
+// times their drain by a jetflow worker, from Start to the n-th
+// acknowledged task: the rate and the CPU time per task. Task state
+// tracking is off on both: like the raw side, one message per task (the
+// drain_state figure measures tracking).
 func (e *env) drainJetflowRun(ctx context.Context) (runResult, error) {
 	n := e.cfg.n
 	untracked := framework.WithStateTracking(false)
