@@ -218,15 +218,9 @@ func (e *env) drainJetflowTimed(ctx context.Context, taskType string, n int) (ru
 		hopts = append(hopts, framework.WithPrefetch(e.cfg.prefetch))
 	}
 	w.HandleFunc(taskType, func(context.Context, *framework.Task) error { return nil }, hopts...)
-	// The raw side's consumer exists before its timer starts
-	// (drainRawWith); so do the worker's, with the configuration it asks
-	// for, and Start only looks them up. On a cluster, creating them is a
-	// round of the meta group each (about 90 ms for four at R3).
-	for _, p := range streams.Priorities {
-		if _, err := streams.EnsureConsumer(ctx, e.js, e.names, streams.ConsumerSpec{TaskType: taskType, Priority: p}); err != nil {
-			_ = stop()
-			return runResult{}, err
-		}
+	if err := e.ensureWorkerConsumers(ctx, taskType); err != nil {
+		_ = stop()
+		return runResult{}, err
 	}
 
 	tm := startTimer()

@@ -340,6 +340,21 @@ func (e *env) newWorker(opts ...framework.WorkerOption) (*framework.Worker, func
 	return w, stop, nil
 }
 
+// ensureWorkerConsumers creates the consumers a worker with the default
+// handler options asks for taskType, one per priority, before a drain's
+// timer starts: the raw drains create theirs before their timer too
+// (drainRawWith), and Start inside the timed part then only looks them up.
+// On a cluster, creating them is a round of the meta group each (about
+// 90 ms for four at R3).
+func (e *env) ensureWorkerConsumers(ctx context.Context, taskType string) error {
+	for _, p := range streams.Priorities {
+		if _, err := streams.EnsureConsumer(ctx, e.js, e.names, streams.ConsumerSpec{TaskType: taskType, Priority: p}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // watch reports on stderr every second in which done did not move, with the
 // consumer's state, until the returned stop function is called. A drain that
 // stalls (for example on tasks waiting out their ack wait) shows up here.

@@ -135,6 +135,10 @@ func (e *env) drainStateJetflow(ctx context.Context, mode stateMode) (float64, t
 		return 0, 0, err
 	}
 	w.HandleFunc(typeDrainState, func(context.Context, *framework.Task) error { return nil })
+	if err := e.ensureWorkerConsumers(ctx, typeDrainState); err != nil {
+		_ = stop()
+		return 0, 0, err
+	}
 	consumer := e.names.ConsumerName(typeDrainState, streams.PriorityNormal)
 	start, cpu0 := time.Now(), processCPU()
 	if err := w.Start(ctx); err != nil {
