@@ -88,9 +88,12 @@ func newClusterEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, s
 		}
 		_ = os.RemoveAll(dir)
 	}
+	// A return with an error sets shutdown to nil before this runs: keep
+	// the function to call.
+	cleanup := shutdown
 	defer func() {
 		if err != nil {
-			shutdown()
+			cleanup()
 		}
 	}()
 	c, err = testutil.StartCluster(clusterReplicas, dir)
