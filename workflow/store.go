@@ -96,7 +96,7 @@ func (s *store) load(ctx context.Context, id string) (*Run, error) {
 		}
 		return nil, fmt.Errorf("workflow: read run %s: %w", id, err)
 	}
-	return decodeRun(id, m.Data, m.Sequence)
+	return decodeRecalled(id, m.Data, m.Sequence)
 }
 
 // loadLeader reads the current document of run id from the stream leader,
@@ -140,7 +140,7 @@ func (s *store) loadLeader(ctx context.Context, id string) (*Run, error) {
 	case r.Message == nil:
 		return nil, fmt.Errorf("workflow: read run %s: empty response", id)
 	}
-	return decodeRun(id, r.Message.Data, r.Message.Seq)
+	return decodeRecalled(id, r.Message.Data, r.Message.Seq)
 }
 
 // errCorrupt reports a run document that does not decode or does not pass
@@ -161,6 +161,21 @@ func decodeRun(id string, data []byte, seq uint64) (*Run, error) {
 	}
 	r.Revision = seq
 	return r, nil
+}
+
+// decodeRecalled is decodeRun through the process's document memo (docs):
+// bytes it holds for run id are not decoded again, and bytes it decodes
+// replace them.
+func decodeRecalled(id string, data []byte, seq uint64) (*Run, error) {
+	if r := docs.recall(id, data); r != nil {
+		r.Revision = seq
+		return r, nil
+	}
+	r, err := decodeRun(id, data, seq)
+	if err == nil {
+		docs.remember(id, data, r)
+	}
+	return r, err
 }
 
 // checkRun refuses a document whose ID is not id, or whose steps could not
@@ -204,7 +219,7 @@ func checkRun(id string, r *Run) error {
 // task that made the change is redelivered (see runtime.resend), or by
 // starting the run again ([Client.Start] with the same [WithRunID]).
 func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats.Msg) error {
-	data, err := json.Marshal(r)
+	data, verbatim, err := encodeRun(r)
 	if err != nil {
 		return fmt.Errorf("workflow: encode run %s: %w", r.ID, err)
 	}
@@ -226,6 +241,11 @@ func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats
 		return s.publishErr(r.ID, err)
 	}
 	r.Revision = seq
+	if verbatim && checkRun(r.ID, r) == nil {
+		docs.remember(r.ID, data, r) // decoding data gives r back
+	} else {
+		docs.forget(r.ID)
+	}
 	if len(tasks) > 0 {
 		if err := s.publishTasks(ctx, tasks); err != nil {
 			return fmt.Errorf("%w: run %s: %w", errTasksNotSent, r.ID, err)

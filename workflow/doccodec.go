@@ -1,0 +1,418 @@
+package workflow
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// The run document's codec (decision 032). Every step reads its run's
+// document and writes it back, and encoding/json's reflection was a sixth
+// of a step's CPU. encodeRun writes the bytes json.Marshal would, without
+// reflection; the document memo skips decoding a document whose bytes this
+// process has just written or read.
+
+// encodeRun returns the JSON encoding of r: byte for byte what json.Marshal
+// returns (the tests hold it to that), at a fraction of its cost. verbatim
+// reports that every raw JSON value of r (input, outputs) went into it
+// unchanged, so that decoding the result gives back r exactly.
+func encodeRun(r *Run) (data []byte, verbatim bool, err error) {
+	if !encodableTimes(r) {
+		// Outside what RFC 3339 can write: let encoding/json report it.
+		data, err = json.Marshal(r)
+		return data, false, err
+	}
+	e := runEncoder{b: make([]byte, 0, 256+len(r.Input)+len(r.Steps)*160), verbatim: true}
+	e.run(r)
+	if e.invalid {
+		// A raw value that is not JSON: encoding/json says which.
+		data, err = json.Marshal(r)
+		return data, false, err
+	}
+	return e.b, e.verbatim, nil
+}
+
+// encodableTimes reports whether every time of r is one time.Time's
+// MarshalJSON accepts: a year in [0, 9999] and a zone offset under a day.
+func encodableTimes(r *Run) bool {
+	ok := func(t time.Time) bool {
+		if y := t.Year(); y < 0 || y > 9999 {
+			return false
+		}
+		_, off := t.Zone()
+		return off > -24*3600 && off < 24*3600
+	}
+	if !ok(r.CreatedAt) || !ok(r.UpdatedAt) || !ok(r.EndedAt) {
+		return false
+	}
+	for _, st := range r.Steps {
+		if st != nil && (!ok(st.EnqueuedAt) || !ok(st.StartedAt) || !ok(st.EndedAt) || !ok(st.CompensatedAt)) {
+			return false
+		}
+	}
+	return true
+}
+
+type runEncoder struct {
+	b        []byte
+	verbatim bool
+	invalid  bool // a raw value did not compact
+}
+
+// run writes r with Run's JSON tags, in their order.
+func (e *runEncoder) run(r *Run) {
+	e.b = append(e.b, `{"id":`...)
+	e.str(r.ID)
+	e.b = append(e.b, `,"workflow":`...)
+	e.str(r.Workflow)
+	e.b = append(e.b, `,"status":`...)
+	e.str(string(r.Status))
+	e.emptyRaw(r.Input)
+	if len(r.Input) > 0 {
+		e.b = append(e.b, `,"input":`...)
+		e.raw(r.Input)
+	}
+	if r.Error != "" {
+		e.b = append(e.b, `,"error":`...)
+		e.str(r.Error)
+	}
+	if r.CompensateOnCancel {
+		e.b = append(e.b, `,"compensate_on_cancel":true`...)
+	}
+	e.time(`,"created_at":`, r.CreatedAt, false)
+	e.time(`,"updated_at":`, r.UpdatedAt, false)
+	e.time(`,"ended_at":`, r.EndedAt, true)
+	e.b = append(e.b, `,"steps":`...)
+	if r.Steps == nil {
+		e.b = append(e.b, "null"...)
+	} else {
+		e.b = append(e.b, '[')
+		for i, st := range r.Steps {
+			if i > 0 {
+				e.b = append(e.b, ',')
+			}
+			e.step(st)
+		}
+		e.b = append(e.b, ']')
+	}
+	e.b = append(e.b, '}')
+}
+
+// step writes st with StepStatus's JSON tags, in their order.
+func (e *runEncoder) step(st *StepStatus) {
+	if st == nil {
+		e.b = append(e.b, "null"...)
+		return
+	}
+	e.b = append(e.b, `{"name":`...)
+	e.str(st.Name)
+	if st.After != nil && len(st.After) == 0 {
+		e.verbatim = false // omitted: decodes as nil
+	}
+	if len(st.After) > 0 {
+		e.b = append(e.b, `,"after":[`...)
+		for i, a := range st.After {
+			if i > 0 {
+				e.b = append(e.b, ',')
+			}
+			e.str(a)
+		}
+		e.b = append(e.b, ']')
+	}
+	e.b = append(e.b, `,"state":`...)
+	e.str(string(st.State))
+	if st.Compensable {
+		e.b = append(e.b, `,"compensable":true`...)
+	}
+	e.int(`,"attempts":`, st.Attempts)
+	e.emptyRaw(st.Output)
+	if len(st.Output) > 0 {
+		e.b = append(e.b, `,"output":`...)
+		e.raw(st.Output)
+	}
+	if st.Error != "" {
+		e.b = append(e.b, `,"error":`...)
+		e.str(st.Error)
+	}
+	e.int(`,"completion":`, st.Completion)
+	e.int(`,"compensation_attempts":`, st.CompensationAttempts)
+	if st.CompensationError != "" {
+		e.b = append(e.b, `,"compensation_error":`...)
+		e.str(st.CompensationError)
+	}
+	e.time(`,"enqueued_at":`, st.EnqueuedAt, true)
+	e.time(`,"started_at":`, st.StartedAt, true)
+	e.time(`,"ended_at":`, st.EndedAt, true)
+	e.time(`,"compensated_at":`, st.CompensatedAt, true)
+	e.b = append(e.b, '}')
+}
+
+// emptyRaw notes a raw value that is empty but not nil: it is omitted and
+// decodes as nil.
+func (e *runEncoder) emptyRaw(m json.RawMessage) {
+	if m != nil && len(m) == 0 {
+		e.verbatim = false
+	}
+}
+
+// str writes a JSON string; invalid UTF-8 does not decode back the same.
+func (e *runEncoder) str(s string) {
+	if !utf8.ValidString(s) {
+		e.verbatim = false
+	}
+	e.b = appendJSONString(e.b, s)
+}
+
+// int writes an omitempty int field.
+func (e *runEncoder) int(key string, v int) {
+	if v != 0 {
+		e.b = append(e.b, key...)
+		e.b = strconv.AppendInt(e.b, int64(v), 10)
+	}
+}
+
+// time writes a time field as time.Time's MarshalJSON does (RFC 3339 with
+// nanoseconds); omitZero: the field's omitzero tag.
+func (e *runEncoder) time(key string, t time.Time, omitZero bool) {
+	if omitZero && t.IsZero() {
+		return
+	}
+	if t.Location() != time.UTC {
+		e.verbatim = false // decodes with a fixed zone, not t's location
+	}
+	e.b = append(e.b, key...)
+	e.b = append(e.b, '"')
+	e.b = t.AppendFormat(e.b, time.RFC3339Nano)
+	e.b = append(e.b, '"')
+}
+
+// raw writes a json.RawMessage as json.Marshal does: compacted, with <, >,
+// &, U+2028 and U+2029 escaped. It copies the common case, a value already
+// written that way, without a scan for whitespace.
+func (e *runEncoder) raw(m json.RawMessage) {
+	if isCompactEscaped(m) && json.Valid(m) {
+		e.b = append(e.b, m...)
+		return
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, m); err != nil {
+		e.invalid = true
+		return
+	}
+	e.b = appendHTMLEscape(e.b, buf.Bytes())
+	e.verbatim = false
+}
+
+// isCompactEscaped reports that m holds no byte that compacting or escaping
+// would change: no whitespace outside strings (it is stricter: none at
+// all), no <, >, & and no U+2028 or U+2029 (whose UTF-8 starts with 0xE2).
+func isCompactEscaped(m []byte) bool {
+	for _, c := range m {
+		switch c {
+		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xE2:
+			return false
+		}
+	}
+	return true
+}
+
+// appendHTMLEscape is encoding/json's HTMLEscape on a slice.
+func appendHTMLEscape(dst, src []byte) []byte {
+	start := 0
+	for i, c := range src {
+		if c == '<' || c == '>' || c == '&' {
+			dst = append(dst, src[start:i]...)
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			start = i + 1
+		}
+		if c == 0xE2 && i+2 < len(src) && src[i+1] == 0x80 && src[i+2]&^1 == 0xA8 {
+			dst = append(dst, src[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[src[i+2]&0xF])
+			start = i + len("\u2029")
+		}
+	}
+	return append(dst, src[start:]...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString writes s as a JSON string the way json.Marshal does with
+// its default HTML escaping: <, > and & as \u003c…, control characters as
+// \n-style or \u00XX escapes, invalid UTF-8 as \ufffd, U+2028 and U+2029
+// escaped.
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// cloneRun returns a copy of r that shares no memory with it. Its steps,
+// their dependencies and the raw values share three allocations.
+func cloneRun(r *Run) *Run {
+	c := *r
+	if r.Steps == nil {
+		c.Input = bytes.Clone(r.Input)
+		return &c
+	}
+	raw, after := len(r.Input), 0
+	for _, st := range r.Steps {
+		if st != nil {
+			raw += len(st.Output)
+			after += len(st.After)
+		}
+	}
+	arena := make([]byte, 0, raw)
+	names := make([]string, 0, after)
+	clip := func(b []byte) []byte {
+		if b == nil {
+			return nil
+		}
+		arena = append(arena, b...)
+		return arena[len(arena)-len(b) : len(arena) : len(arena)]
+	}
+	c.Input = clip(r.Input)
+	steps := make([]StepStatus, len(r.Steps))
+	c.Steps = make([]*StepStatus, len(r.Steps))
+	for i, st := range r.Steps {
+		if st == nil {
+			continue
+		}
+		steps[i] = *st
+		cs := &steps[i]
+		cs.Output = clip(st.Output)
+		if st.After != nil {
+			names = append(names, st.After...)
+			cs.After = names[len(names)-len(st.After) : len(names) : len(names)]
+		}
+		c.Steps[i] = cs
+	}
+	return &c
+}
+
+// Limits of the document memo: the number of runs, the bytes of their
+// encoded documents, and the largest document it keeps.
+const (
+	memoRuns     = 4096
+	memoBytes    = 8 << 20
+	memoMaxBytes = 64 << 10
+)
+
+// docMemo remembers, for the runs whose documents this process wrote or
+// read last, the document's bytes and their decoded form. A document read
+// again is decoded only when its bytes differ from the remembered ones, so
+// that a hit gives exactly what decoding would: the memo never decides
+// which document is current (the stream does), only how its bytes decode.
+// It forgets the oldest runs first. It is safe for concurrent use.
+type docMemo struct {
+	mu      sync.Mutex
+	entries map[string]memoEntry
+	order   []string // the runs in entries, oldest first
+	bytes   int
+}
+
+type memoEntry struct {
+	data []byte
+	run  *Run // decoded from data, Revision unset; never handed out
+}
+
+// docs is the process's document memo: documents with equal bytes decode
+// alike in every store of the process.
+var docs = &docMemo{entries: make(map[string]memoEntry)}
+
+// recall returns a copy of the run that data, the document of run id,
+// decodes to, or nil when the memo does not hold those bytes.
+func (m *docMemo) recall(id string, data []byte) *Run {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[id]
+	if !ok || !bytes.Equal(e.data, data) {
+		return nil
+	}
+	return cloneRun(e.run)
+}
+
+// remember records that data, the document of run id, decodes to r. It
+// keeps a copy of r; data must not change afterwards.
+func (m *docMemo) remember(id string, data []byte, r *Run) {
+	if len(data) > memoMaxBytes {
+		m.forget(id)
+		return
+	}
+	c := cloneRun(r)
+	c.Revision = 0
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.entries[id]; ok {
+		m.bytes -= len(old.data)
+	} else {
+		m.order = append(m.order, id)
+	}
+	m.entries[id] = memoEntry{data: data, run: c}
+	m.bytes += len(data)
+	for len(m.order) > memoRuns || m.bytes > memoBytes {
+		oldest := m.order[0]
+		m.order = m.order[1:]
+		m.bytes -= len(m.entries[oldest].data)
+		delete(m.entries, oldest)
+	}
+}
+
+// forget drops run id from the memo.
+func (m *docMemo) forget(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old, ok := m.entries[id]; ok {
+		m.bytes -= len(old.data)
+		delete(m.entries, id)
+		m.order = slices.DeleteFunc(m.order, func(s string) bool { return s == id })
+	}
+}
