@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -357,6 +358,7 @@ type docMemo struct {
 	entries map[string]memoEntry
 	order   []string // the runs in entries, oldest first
 	bytes   int
+	hits    atomic.Int64 // recalls answered, for tests
 }
 
 type memoEntry struct {
@@ -377,6 +379,7 @@ func (m *docMemo) recall(id string, data []byte) *Run {
 	if !ok || !bytes.Equal(e.data, data) {
 		return nil
 	}
+	m.hits.Add(1)
 	return cloneRun(e.run)
 }
 
