@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/jetflow-io/jetflow/internal/jsonw"
 )
 
 // The run document's codec (decision 032). Every step reads its run's
@@ -165,7 +167,7 @@ func (e *runEncoder) str(s string) {
 	if !utf8.ValidString(s) {
 		e.verbatim = false
 	}
-	e.b = appendJSONString(e.b, s)
+	e.b = jsonw.String(e.b, s)
 }
 
 // int writes an omitempty int field.
@@ -186,114 +188,27 @@ func (e *runEncoder) time(key string, t time.Time, omitZero bool) {
 		e.verbatim = false // decodes with a fixed zone, not t's location
 	}
 	e.b = append(e.b, key...)
-	e.b = append(e.b, '"')
-	e.b = t.AppendFormat(e.b, time.RFC3339Nano)
-	e.b = append(e.b, '"')
+	e.b = jsonw.Time(e.b, t)
 }
 
 // raw writes a json.RawMessage as json.Marshal does: compacted, with <, >,
-// &, U+2028 and U+2029 escaped. It copies the common case, a value already
-// written that way, without a scan for whitespace.
+// &, U+2028 and U+2029 escaped. A value that is not JSON marks the encoding
+// invalid; one written differently from m clears verbatim.
 func (e *runEncoder) raw(m json.RawMessage) {
-	if isCompactEscaped(m) && json.Valid(m) {
-		e.b = append(e.b, m...)
-		return
+	c := []byte(m)
+	if bytes.ContainsAny(m, " \t\n\r") || !json.Valid(m) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, m); err != nil {
+			e.invalid = true
+			return
+		}
+		c = buf.Bytes()
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, m); err != nil {
-		e.invalid = true
-		return
+	n := len(e.b)
+	e.b = jsonw.Raw(e.b, c)
+	if !bytes.Equal(e.b[n:], m) {
+		e.verbatim = false
 	}
-	e.b = appendHTMLEscape(e.b, buf.Bytes())
-	e.verbatim = false
-}
-
-// isCompactEscaped reports that m holds no byte that compacting or escaping
-// would change: no whitespace outside strings (it is stricter: none at
-// all), no <, >, & and no U+2028 or U+2029 (whose UTF-8 starts with 0xE2).
-func isCompactEscaped(m []byte) bool {
-	for _, c := range m {
-		switch c {
-		case ' ', '\t', '\n', '\r', '<', '>', '&', 0xE2:
-			return false
-		}
-	}
-	return true
-}
-
-// appendHTMLEscape is encoding/json's HTMLEscape on a slice.
-func appendHTMLEscape(dst, src []byte) []byte {
-	start := 0
-	for i, c := range src {
-		if c == '<' || c == '>' || c == '&' {
-			dst = append(dst, src[start:i]...)
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			start = i + 1
-		}
-		if c == 0xE2 && i+2 < len(src) && src[i+1] == 0x80 && src[i+2]&^1 == 0xA8 {
-			dst = append(dst, src[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[src[i+2]&0xF])
-			start = i + len("\u2029")
-		}
-	}
-	return append(dst, src[start:]...)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString writes s as a JSON string the way json.Marshal does with
-// its default HTML escaping: <, > and & as \u003c…, control characters as
-// \n-style or \u00XX escapes, invalid UTF-8 as \ufffd, U+2028 and U+2029
-// escaped.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // cloneRun returns a copy of r that shares no memory with it. Its steps,

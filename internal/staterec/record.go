@@ -1,10 +1,10 @@
 package staterec
 
 import (
-	"bytes"
-	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/jetflow-io/jetflow/internal/jsonw"
 )
 
 // Record is what a task state record holds, as package framework's
@@ -25,15 +25,15 @@ type Record struct {
 // every task.
 func (r *Record) AppendJSON(b []byte) []byte {
 	b = append(b, `{"id":`...)
-	b = AppendString(b, r.ID)
+	b = jsonw.String(b, r.ID)
 	if r.Type != "" {
 		b = append(b, `,"type":`...)
-		b = AppendString(b, r.Type)
+		b = jsonw.String(b, r.Type)
 	}
 	b = append(b, `,"priority":`...)
-	b = AppendString(b, r.Priority)
+	b = jsonw.String(b, r.Priority)
 	b = append(b, `,"state":`...)
-	b = AppendString(b, r.State)
+	b = jsonw.String(b, r.State)
 	if r.Attempt != 0 {
 		b = append(b, `,"attempt":`...)
 		b = strconv.AppendInt(b, int64(r.Attempt), 10)
@@ -44,11 +44,11 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	}
 	if r.Error != "" {
 		b = append(b, `,"error":`...)
-		b = AppendString(b, r.Error)
+		b = jsonw.String(b, r.Error)
 	}
 	if r.Schedule != "" {
 		b = append(b, `,"schedule":`...)
-		b = AppendString(b, r.Schedule)
+		b = jsonw.String(b, r.Schedule)
 	}
 	if r.Sequence != 0 {
 		b = append(b, `,"seq":`...)
@@ -66,35 +66,14 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	} {
 		if !f.t.IsZero() {
 			b = append(b, f.name...)
-			b = AppendTime(b, f.t)
+			b = jsonw.Time(b, f.t)
 		}
 	}
 	b = append(b, `,"updated_at":`...)
-	b = AppendTime(b, r.UpdatedAt)
+	b = jsonw.Time(b, r.UpdatedAt)
 	if len(r.Result) > 0 {
 		b = append(b, `,"result":`...)
-		b = appendRaw(b, r.Result)
+		b = jsonw.Raw(b, r.Result)
 	}
 	return append(b, '}')
-}
-
-// appendRaw appends the raw JSON value v as encoding/json does: with <, >,
-// &, U+2028 and U+2029 escaped inside strings. A value from json.Marshal
-// has them escaped already and is appended as is.
-func appendRaw(b, v []byte) []byte {
-	escape := false
-	for _, c := range v {
-		// 0xE2 starts U+2028 and U+2029 (and other characters, escaped
-		// as encoding/json would: not at all).
-		if c == '<' || c == '>' || c == '&' || c == 0xE2 {
-			escape = true
-			break
-		}
-	}
-	if !escape {
-		return append(b, v...)
-	}
-	var buf bytes.Buffer
-	json.HTMLEscape(&buf, v)
-	return append(b, buf.Bytes()...)
 }

@@ -1,12 +1,10 @@
 package staterec
 
 import (
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -124,36 +122,4 @@ func Key(id string) string {
 
 func keySafe(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
-}
-
-// AppendString appends s as a JSON string. Strings of plain printable
-// ASCII are copied; anything else goes through encoding/json.
-func AppendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, err := json.Marshal(s)
-			if err != nil {
-				return append(b, `""`...)
-			}
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-// AppendTime appends t as a JSON string in RFC 3339 with nanoseconds.
-func AppendTime(b []byte, t time.Time) []byte {
-	if y := t.Year(); y < 0 || y > 9999 {
-		q, err := t.MarshalJSON()
-		if err != nil {
-			return append(b, `""`...)
-		}
-		return append(b, q...)
-	}
-	b = append(b, '"')
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"')
 }
