@@ -201,6 +201,13 @@ func (e *env) drainJetflowRun(ctx context.Context) (runResult, error) {
 // -concurrency, and -prefetch if given), from Start to the n-th acknowledged
 // task.
 func (e *env) drainJetflowTimed(ctx context.Context, taskType string, n int) (runResult, error) {
+	return e.drainJetflowServing(ctx, taskType, n, streams.Priorities[:])
+}
+
+// drainJetflowServing is drainJetflowTimed with a worker that serves
+// taskType at prios only (framework.WithServedPriorities), so that only their
+// consumers exist.
+func (e *env) drainJetflowServing(ctx context.Context, taskType string, n int, prios []streams.Priority) (runResult, error) {
 	var done atomic.Int64
 	finished := make(chan struct{})
 	w, stop, err := e.newWorker(framework.WithStateTracking(false), framework.WithHooks(framework.Hooks{
@@ -217,8 +224,11 @@ func (e *env) drainJetflowTimed(ctx context.Context, taskType string, n int) (ru
 	if e.cfg.prefetch > 0 {
 		hopts = append(hopts, framework.WithPrefetch(e.cfg.prefetch))
 	}
+	if len(prios) < streams.NumPriorities {
+		hopts = append(hopts, framework.WithServedPriorities(prios...))
+	}
 	w.HandleFunc(taskType, func(context.Context, *framework.Task) error { return nil }, hopts...)
-	if err := e.ensureWorkerConsumers(ctx, taskType); err != nil {
+	if err := e.ensureWorkerConsumers(ctx, taskType, prios...); err != nil {
 		_ = stop()
 		return runResult{}, err
 	}

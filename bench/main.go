@@ -103,6 +103,8 @@ const (
 	figUnique         = "unique"
 	figRateLimitCost  = "ratelimit_cost"
 	figOrdering       = "ordering"
+	// The drain with the consumers of other task types on the stream.
+	figDrainTypes = "drain_types"
 	// Fair-baseline figures: sequential enqueue, latency under load, the
 	// drain against a standalone server over TCP, and (with -big) the
 	// 1,000,000-task backlog.
@@ -126,7 +128,7 @@ const (
 var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority,
 	figEnqueueOne, figLatency10k, figLatency20k, figDrainTCP, figLatency10kTCP, figLatency20kTCP,
 	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster,
-	figUnique, figRateLimitCost, figOrdering, figBacklog}
+	figUnique, figRateLimitCost, figOrdering, figDrainTypes, figBacklog}
 
 // bigFigures run only when -big is given or -only names them.
 var bigFigures = map[string]bool{figBacklog: true}
@@ -157,6 +159,7 @@ type config struct {
 	timeout       time.Duration // bound on any single wait
 
 	oneN    int    // tasks of the enqueue_one figure
+	types   int    // other task types of the drain_types figure
 	url     string // server of the TCP figures; "": a nats-server process the bench starts
 	bigN    int    // tasks of the backlog_1m figure
 	bigRefN int    // tasks of its reference drain
@@ -198,6 +201,7 @@ func defaultConfig() config {
 		criticalEvery: 5 * time.Millisecond,
 		timeout:       2 * time.Minute,
 		oneN:          10000,
+		types:         10,
 		bigN:          1000000,
 		bigRefN:       100000,
 		soakRate:      5000,
@@ -222,6 +226,7 @@ func (c config) quick() config {
 	c.backlog = 2000
 	c.timeout = time.Minute
 	c.oneN = 500
+	c.types = 2
 	c.bigN = 20000
 	c.bigRefN = 2000
 	return c
@@ -247,6 +252,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	rawHeader := fs.String("raw-header", "", `give the raw drain's messages a unique ID header: "msgid" (Nats-Msg-Id, deduplicated like jetflow's) or "id" (a plain header); splits jetflow's overhead from the cost of its task ID (the enqueue figure's raw side always sends a Nats-Msg-Id, enqueue_nodedup's none)`)
 	side := fs.String("side", "", "run only the raw or the jetflow side of drain and enqueue (to profile one of them)")
 	oneN := fs.Int("one-n", def.oneN, "tasks of the enqueue_one figure (sequential enqueues)")
+	types := fs.Int("types", def.types, "other task types whose consumers share the task stream in the drain_types figure")
 	url := fs.String("url", "", "NATS server of the TCP figures (drain_tcp, backlog_1m), for the bench only: it purges its subjects there and creates and deletes a stream RAWDEDUP_TASKS (default: start nats-server "+natsServerVersion+" from PATH, GOBIN or GOPATH/bin)")
 	big := fs.Bool("big", false, "also run backlog_1m: 1,000,000 tasks enqueued by a child process in one call, then drained (several minutes)")
 	enqueueChild := fs.String("enqueue-child", "", "internal: enqueue -n tasks to this server URL and exit (the child process of backlog_1m)")
@@ -287,7 +293,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c.soakOutage, c.soakOpen, c.soakMaxDelay, c.soakWarmup = *soakOutage, *soakOpen, *soakMaxDelay, *soakWarmup
 	c.soakDrain, c.soakWorkers, c.soakReplicas, c.soakHeap = *soakDrain, *soakWorkers, *soakReplicas, *soakHeap
 	if !*quick {
-		c.oneN = *oneN
+		c.oneN, c.types = *oneN, *types
 	}
 	sel, err := parseOnly(*only, *big)
 	if err != nil {
@@ -346,6 +352,8 @@ func (c config) validate() error {
 		return fmt.Errorf("bench: -soak-warmup must be shorter than -soak")
 	case c.n < 1, c.runs < 1, c.concurrency < 1, c.window < 1, c.backlog < 1, c.delayTasks < 1, c.oneN < 1:
 		return fmt.Errorf("bench: -n, -runs, -concurrency, -window, -backlog, -delay-tasks and -one-n must be ≥ 1")
+	case c.types < 0 || c.types > 200:
+		return fmt.Errorf("bench: -types must be 0 to 200")
 	}
 	return nil
 }

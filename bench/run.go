@@ -219,6 +219,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{figUnique, e.runUnique},
 		{figRateLimitCost, e.runRateLimitCost},
 		{figOrdering, e.runOrdering},
+		{figDrainTypes, e.figureDrainTypes},
 		{figBacklog, e.figureBacklog},
 	}
 	for _, f := range figures {
@@ -341,13 +342,17 @@ func (e *env) newWorker(opts ...framework.WorkerOption) (*framework.Worker, func
 }
 
 // ensureWorkerConsumers creates the consumers a worker with the default
-// handler options asks for taskType, one per priority, before a drain's
+// handler options asks for taskType, one per priority (or one per priority
+// of prios, those a worker with framework.WithServedPriorities serves), before a drain's
 // timer starts: the raw drains create theirs before their timer too
 // (drainRawWith), and Start inside the timed part then only looks them up.
 // On a cluster, creating them is a round of the meta group each (about
 // 90 ms for four at R3).
-func (e *env) ensureWorkerConsumers(ctx context.Context, taskType string) error {
-	for _, p := range streams.Priorities {
+func (e *env) ensureWorkerConsumers(ctx context.Context, taskType string, prios ...streams.Priority) error {
+	if len(prios) == 0 {
+		prios = streams.Priorities[:]
+	}
+	for _, p := range prios {
 		if _, err := streams.EnsureConsumer(ctx, e.js, e.names, streams.ConsumerSpec{TaskType: taskType, Priority: p}); err != nil {
 			return err
 		}
