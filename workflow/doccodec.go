@@ -74,15 +74,8 @@ func (e *runEncoder) run(r *Run) {
 	e.str(r.Workflow)
 	e.b = append(e.b, `,"status":`...)
 	e.str(string(r.Status))
-	e.emptyRaw(r.Input)
-	if len(r.Input) > 0 {
-		e.b = append(e.b, `,"input":`...)
-		e.raw(r.Input)
-	}
-	if r.Error != "" {
-		e.b = append(e.b, `,"error":`...)
-		e.str(r.Error)
-	}
+	e.optRaw(`,"input":`, r.Input)
+	e.optStr(`,"error":`, r.Error)
 	if r.CompensateOnCancel {
 		e.b = append(e.b, `,"compensate_on_cancel":true`...)
 	}
@@ -132,21 +125,11 @@ func (e *runEncoder) step(st *StepStatus) {
 		e.b = append(e.b, `,"compensable":true`...)
 	}
 	e.int(`,"attempts":`, st.Attempts)
-	e.emptyRaw(st.Output)
-	if len(st.Output) > 0 {
-		e.b = append(e.b, `,"output":`...)
-		e.raw(st.Output)
-	}
-	if st.Error != "" {
-		e.b = append(e.b, `,"error":`...)
-		e.str(st.Error)
-	}
+	e.optRaw(`,"output":`, st.Output)
+	e.optStr(`,"error":`, st.Error)
 	e.int(`,"completion":`, st.Completion)
 	e.int(`,"compensation_attempts":`, st.CompensationAttempts)
-	if st.CompensationError != "" {
-		e.b = append(e.b, `,"compensation_error":`...)
-		e.str(st.CompensationError)
-	}
+	e.optStr(`,"compensation_error":`, st.CompensationError)
 	e.time(`,"enqueued_at":`, st.EnqueuedAt, true)
 	e.time(`,"started_at":`, st.StartedAt, true)
 	e.time(`,"ended_at":`, st.EndedAt, true)
@@ -154,11 +137,24 @@ func (e *runEncoder) step(st *StepStatus) {
 	e.b = append(e.b, '}')
 }
 
-// emptyRaw notes a raw value that is empty but not nil: it is omitted and
-// decodes as nil.
-func (e *runEncoder) emptyRaw(m json.RawMessage) {
-	if m != nil && len(m) == 0 {
-		e.verbatim = false
+// optRaw writes an omitempty raw value field. A value that is empty but
+// not nil is omitted and decodes as nil, so it clears verbatim.
+func (e *runEncoder) optRaw(key string, m json.RawMessage) {
+	if len(m) == 0 {
+		if m != nil {
+			e.verbatim = false
+		}
+		return
+	}
+	e.b = append(e.b, key...)
+	e.raw(m)
+}
+
+// optStr writes an omitempty string field.
+func (e *runEncoder) optStr(key, s string) {
+	if s != "" {
+		e.b = append(e.b, key...)
+		e.str(s)
 	}
 }
 

@@ -18,9 +18,10 @@ var nastyStrings = []string{
 }
 
 // nastyRaw are JSON values as step functions and callers hand them over:
-// compact or not, with characters json.Marshal escapes.
+// compact or not, with characters json.Marshal escapes; "" is an empty but
+// non-nil value, which json.Marshal omits.
 var nastyRaw = []string{
-	`{}`, `[]`, `null`, `1`, `"s"`, `{"a":1,"b":[true,false,null]}`, `{ "a" : [ 1 , 2 ] }`, "\n[1,\t2]\n",
+	"", `{}`, `[]`, `null`, `1`, `"s"`, `{"a":1,"b":[true,false,null]}`, `{ "a" : [ 1 , 2 ] }`, "\n[1,\t2]\n",
 	`{"html":"<b>&</b>"}`, `"line` + "\u2028" + `"`, `{"nested":{"deep":{"x":"y"}}}`, `-0.5e10`,
 }
 
