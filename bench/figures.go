@@ -188,12 +188,18 @@ func (e *env) compare(ctx context.Context, out io.Writer, figure string, raw, je
 // tracking is off on both: like the raw side, one message per task (the
 // drain_state figure measures tracking).
 func (e *env) drainJetflowRun(ctx context.Context) (runResult, error) {
+	return e.drainJetflowRunAt(ctx, streams.Priorities[:])
+}
+
+// drainJetflowRunAt is drainJetflowRun with a worker that serves the drain's
+// type at prios only (see drainJetflowServing).
+func (e *env) drainJetflowRunAt(ctx context.Context, prios []streams.Priority) (runResult, error) {
 	n := e.cfg.n
 	untracked := framework.WithStateTracking(false)
 	if err := e.enqueueJobsClient(ctx, append([]framework.ClientOption{untracked}, e.jfClientOpts...), typeDrain, n, e.payload); err != nil {
 		return runResult{}, err
 	}
-	return e.drainJetflowTimed(ctx, typeDrain, n)
+	return e.drainJetflowServing(ctx, typeDrain, n, prios)
 }
 
 // drainJetflowTimed times the drain of n pre-enqueued no-op tasks of

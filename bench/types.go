@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -31,17 +30,22 @@ const typeIdle = "bench.idle"
 func (e *env) figureDrainTypes(ctx context.Context, out io.Writer) error {
 	k := e.cfg.types
 	var rawRates, jfRates, oneRates, ratios, oneRatios, rawCPU, jfCPU, oneCPU []float64
-	normal := []streams.Priority{streams.PriorityNormal}
+	all, normal := streams.Priorities[:], []streams.Priority{streams.PriorityNormal}
+	// withIdle runs side on a new task stream that holds the idle types'
+	// consumers at prios.
+	withIdle := func(prios []streams.Priority, side func(context.Context) (runResult, error)) (runResult, error) {
+		return e.fresh(func(ctx context.Context) (runResult, error) {
+			if err := e.ensureIdleTypes(ctx, k, prios); err != nil {
+				return runResult{}, err
+			}
+			return side(ctx)
+		})(ctx)
+	}
 	for r := 1; r <= e.cfg.runs; r++ {
 		var rr, jr, or runResult
 		var err error
 		if e.cfg.side != sideJetflow {
-			rr, err = e.fresh(func(ctx context.Context) (runResult, error) {
-				if err := e.ensureIdleTypes(ctx, k, normal); err != nil {
-					return runResult{}, err
-				}
-				return e.drainRawBoth(ctx, e.cfg.rawHeader)
-			})(ctx)
+			rr, err = withIdle(normal, func(ctx context.Context) (runResult, error) { return e.drainRawBoth(ctx, e.cfg.rawHeader) })
 			if err != nil {
 				return fmt.Errorf("raw run %d: %w", r, err)
 			}
@@ -50,26 +54,13 @@ func (e *env) figureDrainTypes(ctx context.Context, out io.Writer) error {
 			rawRates, rawCPU = append(rawRates, rr.rate), append(rawCPU, usOf(rr.cpu))
 		}
 		if e.cfg.side != sideRaw {
-			jr, err = e.fresh(func(ctx context.Context) (runResult, error) {
-				if err := e.ensureIdleTypes(ctx, k, streams.Priorities[:]); err != nil {
-					return runResult{}, err
-				}
-				return e.drainJetflowRun(ctx)
-			})(ctx)
+			jr, err = withIdle(all, func(ctx context.Context) (runResult, error) { return e.drainJetflowRunAt(ctx, all) })
 			if err != nil {
 				return fmt.Errorf("jetflow run %d: %w", r, err)
 			}
 			e.progress("%s run %d/%d jetflow, %d consumers:  %8.0f tasks/s, %5.1f µs CPU/task",
 				figDrainTypes, r, e.cfg.runs, (k+1)*streams.NumPriorities, jr.rate, usOf(jr.cpu))
-			or, err = e.fresh(func(ctx context.Context) (runResult, error) {
-				if err := e.ensureIdleTypes(ctx, k, normal); err != nil {
-					return runResult{}, err
-				}
-				if err := e.enqueueJobsClient(ctx, []framework.ClientOption{framework.WithStateTracking(false)}, typeDrain, e.cfg.n, e.payload); err != nil {
-					return runResult{}, err
-				}
-				return e.drainJetflowServing(ctx, typeDrain, e.cfg.n, normal)
-			})(ctx)
+			or, err = withIdle(normal, func(ctx context.Context) (runResult, error) { return e.drainJetflowRunAt(ctx, normal) })
 			if err != nil {
 				return fmt.Errorf("jetflow one-priority run %d: %w", r, err)
 			}
