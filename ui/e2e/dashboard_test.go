@@ -93,7 +93,11 @@ type app struct {
 	op      *inspect.Operator
 	web     *httptest.Server
 	decline atomic.Bool // pay.charge fails permanently while set
-	ran     chan string // IDs of pay.charge and mail.send tasks that completed
+	// produced and mailed count the producer's enqueues and failed
+	// enqueues, and the mail.send tasks that completed: what a failed
+	// chart wait reports.
+	produced, produceErrs, mailed atomic.Int64
+	ran                           chan string // IDs of pay.charge and mail.send tasks that completed
 }
 
 func startApp(t *testing.T) *app {
@@ -140,7 +144,15 @@ func startApp(t *testing.T) *app {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		a.ran <- task.ID
+		// The producer's traffic runs until the test stops it: when
+		// nobody has read completions for a while, drop them rather than
+		// block the handler. The tests that wait for a mail.send task
+		// drain the channel first.
+		a.mailed.Add(1)
+		select {
+		case a.ran <- task.ID:
+		default:
+		}
 		return nil
 	}, framework.WithTypeConcurrency(2))
 	w.HandleFunc("pay.charge", func(ctx context.Context, task *framework.Task) error {
@@ -188,20 +200,27 @@ func (a *app) enqueue(t *testing.T, typ string, payload any, opts ...framework.E
 	return info
 }
 
-// produce enqueues mail.send tasks every interval until ctx ends or n are
-// enqueued: live traffic for the charts.
-func (a *app) produce(ctx context.Context, n int, interval time.Duration) {
+// produce enqueues mail.send tasks every interval until ctx ends: live
+// traffic for the charts. A failed enqueue (a publish that timed out while a
+// busy machine stalled) is logged and the next tick tries again, so that the
+// traffic never stops silently.
+func (a *app) produce(ctx context.Context, t *testing.T, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for range n {
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
 		if _, err := a.cl.Enqueue(ctx, "mail.send", map[string]string{"to": "someone@example.com"}); err != nil {
-			return
+			if ctx.Err() == nil {
+				a.produceErrs.Add(1)
+				t.Logf("producer: %v", err)
+			}
+			continue
 		}
+		a.produced.Add(1)
 	}
 }
 
@@ -355,10 +374,16 @@ func TestDashboard(t *testing.T) {
 	})
 	pctx, stopProducer := context.WithCancel(tctx)
 	produced := make(chan struct{})
-	go func() { defer close(produced); a.produce(pctx, 2000, 15*time.Millisecond) }()
+	go func() { defer close(produced); a.produce(pctx, t, 15*time.Millisecond) }()
 	t.Cleanup(func() { stopProducer(); <-produced })
 
 	t.Run("overview", func(t *testing.T) {
+		defer func() {
+			if t.Failed() {
+				t.Logf("mail.send traffic: %d enqueued, %d enqueues failed, %d completed",
+					a.produced.Load(), a.produceErrs.Load(), a.mailed.Load())
+			}
+		}()
 		page(t, ctx, a, "", "overview")
 		waitJS(t, ctx, `document.querySelector('[data-queue="export.csv/normal"] [data-col=waiting]')?.textContent === "7"`, "export.csv waiting 7")
 		// The dead-letter total includes partner.sync's, written while its
