@@ -41,7 +41,7 @@ import (
 var updateScreenshots = flag.Bool("update-screenshots", false, "write a screenshot of every page to docs/screenshots")
 
 // waitLong bounds every wait; a correct run never gets near it.
-const waitLong = 30 * time.Second
+const waitLong = 60 * time.Second
 
 // browserPath finds Chromium.
 func browserPath(t *testing.T) string {
