@@ -93,9 +93,9 @@ type app struct {
 	op      *inspect.Operator
 	web     *httptest.Server
 	decline atomic.Bool // pay.charge fails permanently while set
-	// produced and mailed count the producer's enqueues and failed
-	// enqueues, and the mail.send tasks that completed: what a failed
-	// chart wait reports.
+	// produced, produceErrs and mailed count the producer's enqueues, its
+	// failed enqueues and the mail.send tasks that completed: what a failed
+	// overview reports.
 	produced, produceErrs, mailed atomic.Int64
 	ran                           chan string // IDs of pay.charge and mail.send tasks that completed
 }
@@ -201,9 +201,9 @@ func (a *app) enqueue(t *testing.T, typ string, payload any, opts ...framework.E
 }
 
 // produce enqueues mail.send tasks every interval until ctx ends: live
-// traffic for the charts. A failed enqueue (a publish that timed out while a
-// busy machine stalled) is logged and the next tick tries again, so that the
-// traffic never stops silently.
+// traffic for the charts, however long the pages before them take. A failed
+// enqueue is logged and the next tick tries again, so that the traffic never
+// stops silently.
 func (a *app) produce(ctx context.Context, t *testing.T, interval time.Duration) {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
