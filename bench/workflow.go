@@ -41,6 +41,7 @@ import (
 
 const (
 	wfBenchName    = "bench-chain"
+	wfChainedName  = "bench-chained"
 	wfBenchSteps   = 3
 	wfBenchTask    = "bench.wftask"
 	wfAtomicPrefix = "wfatomic"
@@ -61,6 +62,12 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 	workflow.Step(def, "one", noop)
 	workflow.Step(def, "two", noop, workflow.After("one"))
 	workflow.Step(def, "three", noop, workflow.After("two"))
+	// The same chain with workflow.WithChaining: steps two and three run
+	// on the task of step one.
+	chainedDef := workflow.New(wfChainedName, workflow.WithChaining())
+	workflow.Step(chainedDef, "one", noop)
+	workflow.Step(chainedDef, "two", noop, workflow.After("one"))
+	workflow.Step(chainedDef, "three", noop, workflow.After("two"))
 
 	ratio := func(runs, tasks float64) float64 {
 		if tasks == 0 {
@@ -69,6 +76,7 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 		return runs * wfBenchSteps / tasks
 	}
 	var runRates, taskRates, atomicRunRates, atomicTaskRates, stepCPU, taskCPU, ratios, atomicRatios []float64
+	var chainedRates, chainedRatios, chainedCPU []float64
 	var rawChain, rawChainRatios, rawDocChainRatios, rawAsyncChainRatios, vsDocChain []float64
 	for r := 1; r <= e.cfg.runs; r++ {
 		rc, err := e.rawChainRound(ctx, runs)
@@ -90,6 +98,13 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("runs (%s) run %d: %w", prefix, r, err)
 			}
+			var cr float64
+			var ccpu time.Duration
+			if prefix == streams.DefaultPrefix {
+				if cr, ccpu, err = e.wfRuns(ctx, prefix, chainedDef, runs); err != nil {
+					return fmt.Errorf("chained runs run %d: %w", r, err)
+				}
+			}
 			// The single tasks again after the runs; the faster drain
 			// counts. A drain of 3×runs tasks is short, and one that
 			// lands on a bad moment of the machine would flatter the
@@ -102,6 +117,12 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 				tr, tcpu = tr2, tcpu2
 			}
 			e.progress("workflow run %d/%d %-8s: %8.0f runs/s (%8.0f steps/s), %8.0f tasks/s", r, e.cfg.runs, prefix, rr, rr*wfBenchSteps, tr)
+			if cr > 0 {
+				e.progress("workflow run %d/%d chained : %8.0f runs/s (%8.0f steps/s)", r, e.cfg.runs, cr, cr*wfBenchSteps)
+				chainedRates = append(chainedRates, cr)
+				chainedRatios = append(chainedRatios, ratio(cr, tr))
+				chainedCPU = append(chainedCPU, ccpu.Seconds()*1e6/wfBenchSteps)
+			}
 			if prefix == wfAtomicPrefix {
 				atomicRunRates, atomicTaskRates = append(atomicRunRates, rr), append(atomicTaskRates, tr)
 				atomicRatios = append(atomicRatios, ratio(rr, tr))
@@ -121,7 +142,9 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 		fcpu("step_cpu_us", median(stepCPU)), fcpu("task_cpu_us", median(taskCPU)),
 		frate("raw_chain_steps_per_s", median(rawChain)), fratio("raw_chain_step_ratio", median(rawChainRatios)),
 		fratio("raw_doc_chain_step_ratio", median(rawDocChainRatios)), fratio("raw_async_chain_step_ratio", median(rawAsyncChainRatios)),
-		fratio("doc_chain_ratio", median(vsDocChain)))
+		fratio("doc_chain_ratio", median(vsDocChain)),
+		frate("chained_runs_per_s", median(chainedRates)), fratio("chained_step_ratio", median(chainedRatios)),
+		fcpu("chained_step_cpu_us", median(chainedCPU)))
 	return nil
 }
 
@@ -171,7 +194,7 @@ func (e *env) wfRuns(ctx context.Context, prefix string, def *workflow.Definitio
 	for range e.cfg.concurrency {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) {
-				if _, err := wc.Start(ctx, wfBenchName, nil); err != nil {
+				if _, err := wc.Start(ctx, def.Name(), nil); err != nil {
 					errs <- err
 					return
 				}
@@ -184,7 +207,12 @@ func (e *env) wfRuns(ctx context.Context, prefix string, def *workflow.Definitio
 		return 0, 0, fmt.Errorf("bench: start run: %w", err)
 	}
 	steps := def.Steps()
-	last := workflow.StepTaskType(wfBenchName, steps[len(steps)-1])
+	// A run is over when the task of its last step is acknowledged; with
+	// chaining, that step runs on the task of the first.
+	last := workflow.StepTaskType(def.Name(), steps[len(steps)-1])
+	if def.Name() == wfChainedName {
+		last = workflow.StepTaskType(def.Name(), steps[0])
+	}
 	return e.wfDrain(ctx, prefix, n, last, func(w *framework.Worker) { workflow.Register(w, def) })
 }
 

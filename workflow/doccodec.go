@@ -124,6 +124,9 @@ func (e *runEncoder) step(st *StepStatus) {
 	if st.Compensable {
 		e.b = append(e.b, `,"compensable":true`...)
 	}
+	if st.Chained {
+		e.b = append(e.b, `,"chained":true`...)
+	}
 	e.int(`,"attempts":`, st.Attempts)
 	e.optRaw(`,"output":`, st.Output)
 	e.optStr(`,"error":`, st.Error)

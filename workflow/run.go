@@ -99,6 +99,10 @@ type StepStatus struct {
 	State StepState `json:"state"`
 	// Compensable is true when the step has a compensation.
 	Compensable bool `json:"compensable,omitempty"`
+	// Chained is true when the step was enqueued to run on the task of the
+	// step whose completion made it ready ([WithChaining]), not on a task
+	// of its own.
+	Chained bool `json:"chained,omitempty"`
 	// Attempts counts the step's deliveries so far (the last known).
 	Attempts int `json:"attempts,omitempty"`
 	// Output is the step's output, as JSON (at most the workflow's

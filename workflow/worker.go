@@ -118,26 +118,115 @@ func (rt *runtime) stepHandler(d *Definition, sd *stepDef) framework.HandlerFunc
 		if err != nil {
 			return rt.stepFailed(sctx, t, d, r, sd.name, err)
 		}
-		_, err = rt.store.update(sctx, runID, r, func(r *Run) ([]*nats.Msg, bool, error) {
-			st := r.Step(sd.name)
-			if st == nil || !st.open() {
-				return nil, false, nil
-			}
-			next, comp := r.complete(st, out, t.Attempt, started, time.Now().UTC())
-			tasks := make([]*nats.Msg, 0, len(next)+1)
-			for _, n := range next {
-				tasks = append(tasks, stepTask(rt.names, d, runID, n))
-			}
-			if comp != "" {
-				tasks = append(tasks, compensationTask(rt.names, d, runID, comp))
-			}
-			return tasks, true, nil
-		})
+		r, chained, err := rt.recordDone(sctx, d, sd, r, out, t.Attempt, started)
 		if err != nil {
-			return fmt.Errorf("workflow: record output of step %s of run %s: %w", sd.name, runID, err)
+			return err
 		}
-		return nil
+		return rt.runChain(ctx, sctx, t, d, r, chained)
 	}
+}
+
+// recordDone records the output of step sd and enqueues the steps its
+// completion makes ready, chaining the first it may chain (see
+// [WithChaining]): that one is marked Chained and gets no task. It returns
+// the document as written and the chained step, if any.
+func (rt *runtime) recordDone(ctx context.Context, d *Definition, sd *stepDef, r *Run, out json.RawMessage, attempt int, started time.Time) (*Run, *stepDef, error) {
+	var chained *stepDef
+	id := r.ID
+	r, err := rt.store.update(ctx, id, r, func(r *Run) ([]*nats.Msg, bool, error) {
+		chained = nil
+		st := r.Step(sd.name)
+		if st == nil || !st.open() {
+			return nil, false, nil
+		}
+		next, comp := r.complete(st, out, attempt, started, time.Now().UTC())
+		tasks := make([]*nats.Msg, 0, len(next)+1)
+		for _, n := range next {
+			if nd := d.step(n); chained == nil && nd != nil && d.chain && len(nd.taskOpts) == 0 {
+				chained = nd
+				r.Step(n).Chained = true
+				continue
+			}
+			tasks = append(tasks, stepTask(rt.names, d, r.ID, n))
+		}
+		if comp != "" {
+			tasks = append(tasks, compensationTask(rt.names, d, r.ID, comp))
+		}
+		return tasks, true, nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("workflow: record output of step %s of run %s: %w", sd.name, id, err)
+	}
+	return r, chained, nil
+}
+
+// maxChain is how many steps one task runs in a row after its own; the
+// next one gets a task of its own, so that a long chain does not hold one
+// executor and one task for its whole length.
+const maxChain = 16
+
+// runChain runs the chained step sd, and those each chained step chains in
+// turn, on task t, whose own step completed with document r. Each runs from
+// the document its predecessor wrote, without reading it again. A step that
+// may not run here (the worker is stopping, the chain is long, or the step
+// failed with an error that is not permanent) is handed to a task of its
+// own.
+func (rt *runtime) runChain(ctx, sctx context.Context, t *framework.Task, d *Definition, r *Run, sd *stepDef) error {
+	for depth := 0; sd != nil; depth++ {
+		if depth >= maxChain || ctx.Err() != nil {
+			return rt.handOff(sctx, t, d, r.ID, sd.name, nil)
+		}
+		started := time.Now().UTC()
+		sc := &stepCtx{info: StepInfo{RunID: r.ID, Workflow: d.name, Step: sd.name, Attempt: 1}, run: r, def: d, store: rt.store}
+		out, err := callStep(t, func() (json.RawMessage, error) { return sd.run(withStep(ctx, sc), r.Input) })
+		if err == nil && len(out) > d.maxOutput {
+			err = framework.Permanent(fmt.Errorf("%w: step %q returned %d bytes of JSON, the limit is %d (workflow.WithMaxOutputBytes)",
+				ErrOutputTooLarge, sd.name, len(out), d.maxOutput))
+		}
+		if err != nil {
+			return rt.chainFailed(sctx, t, d, r, sd.name, err)
+		}
+		if r, sd, err = rt.recordDone(sctx, d, sd, r, out, 1, started); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handOff publishes the task of a chained step that will not run on the
+// task that chained it. Its document says it is enqueued, like any step
+// whose task is queued.
+func (rt *runtime) handOff(ctx context.Context, t *framework.Task, d *Definition, runID, step string, cause error) error {
+	if err := rt.store.publishTasks(ctx, []*nats.Msg{stepTask(rt.names, d, runID, step)}); err != nil {
+		// The task that carries the chain comes back and sends it then
+		// (resend).
+		return fmt.Errorf("workflow: hand chained step %s of run %s to a task of its own: %w", step, runID, err)
+	}
+	if cause != nil {
+		t.Logger().Info("jetflow workflow chained step failed; its own task retries it",
+			slog.String("run", runID), slog.String("step", step), slog.Any(framework.LogKeyError, cause))
+	}
+	return nil
+}
+
+// chainFailed handles the failure of a chained step: a run that ended under
+// it skips it, a permanent failure fails it (and the run) for good, and any
+// other error hands it to a task of its own, whose attempts retry it.
+func (rt *runtime) chainFailed(ctx context.Context, t *framework.Task, d *Definition, r *Run, step string, cause error) error {
+	if errors.Is(cause, ErrCancelled) || errors.Is(cause, ErrRunFailed) {
+		if cur, err := rt.store.load(ctx, r.ID); err == nil && cur.Status != RunRunning {
+			return rt.skipAttempt(ctx, t, cur, step, 1)
+		}
+	}
+	if !framework.IsPermanent(cause) {
+		return rt.handOff(ctx, t, d, r.ID, step, cause)
+	}
+	if err := rt.failStep(ctx, d, r.ID, r, step, cause, 1); err != nil {
+		// Not recorded: the carrying task comes back and resend hands the
+		// step to its own task, which fails it again.
+		return fmt.Errorf("workflow: record failure of chained step %s (%v): %w", step, cause, err)
+	}
+	return nil
 }
 
 // read loads run id and its step, and reads again from the stream leader when
@@ -222,13 +311,18 @@ func (rt *runtime) failStep(ctx context.Context, d *Definition, runID string, r 
 
 // skip records that a step will not run because its run is no longer running.
 func (rt *runtime) skip(ctx context.Context, t *framework.Task, r *Run, step string) error {
+	return rt.skipAttempt(ctx, t, r, step, t.Attempt)
+}
+
+// skipAttempt is skip for a step whose attempt is not t's (a chained step).
+func (rt *runtime) skipAttempt(ctx context.Context, t *framework.Task, r *Run, step string, attempt int) error {
 	_, err := rt.store.update(ctx, r.ID, r, func(r *Run) ([]*nats.Msg, bool, error) {
 		st := r.Step(step)
 		if st == nil || !st.open() || r.Status == RunRunning {
 			return nil, false, nil
 		}
 		st.State = StepSkipped
-		st.Attempts = t.Attempt
+		st.Attempts = attempt
 		st.EndedAt = time.Now().UTC()
 		r.UpdatedAt = st.EndedAt
 		return nil, true, nil
@@ -348,7 +442,13 @@ func (rt *runtime) failed(t *framework.Task, cause error) {
 		// compensation task before this last attempt ended.
 		var r *Run
 		if r, err = rt.store.load(ctx, runID); err == nil {
-			err = rt.store.publishTasks(ctx, queuedTasks(rt.names, ref.def, r, "", false))
+			parent := ""
+			if !ref.comp {
+				// The step's task may have recorded its completion, and
+				// chained steps after it, without sending their children.
+				parent = ref.step.name
+			}
+			err = rt.store.publishTasks(ctx, queuedTasks(rt.names, ref.def, r, parent, false))
 		}
 	}
 	if err != nil && !errors.Is(err, ErrRunNotFound) {
@@ -385,15 +485,42 @@ func (rt *runtime) resend(ctx context.Context, t *framework.Task, d *Definition,
 // compensation in progress.
 func queuedTasks(n streams.Names, d *Definition, r *Run, parent string, roots bool) []*nats.Msg {
 	var tasks []*nats.Msg
+	carried := carriedBy(r, parent)
 	for _, s := range r.Steps {
 		switch {
-		case s.State == StepEnqueued && s.Attempts == 0 && ((roots && len(s.After) == 0) || (parent != "" && depends(s, parent))):
+		case s.State == StepEnqueued && s.Attempts == 0 && ((roots && len(s.After) == 0) || (parent != "" && dependsOnAny(s, carried))):
 			tasks = append(tasks, stepTask(n, d, r.ID, s.Name))
 		case s.State == StepCompensating:
 			tasks = append(tasks, compensationTask(n, d, r.ID, s.Name))
 		}
 	}
 	return tasks
+}
+
+// carriedBy returns parent and the chained steps that completed after it,
+// transitively: the steps whose completions the task of parent may have
+// recorded, and so whose children it may have left without their tasks.
+func carriedBy(r *Run, parent string) map[string]bool {
+	if parent == "" {
+		return nil
+	}
+	set := map[string]bool{parent: true}
+	for _, s := range r.Steps { // topological order: parents first
+		if s.Chained && s.State == StepDone && dependsOnAny(s, set) {
+			set[s.Name] = true
+		}
+	}
+	return set
+}
+
+// dependsOnAny reports whether s depends directly on a step of set.
+func dependsOnAny(s *StepStatus, set map[string]bool) bool {
+	for _, a := range s.After {
+		if set[a] {
+			return true
+		}
+	}
+	return false
 }
 
 // callStep runs fn, turning a panic into an error so that the failure is
