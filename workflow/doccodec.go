@@ -259,6 +259,9 @@ const (
 	memoRuns     = 4096
 	memoBytes    = 8 << 20
 	memoMaxBytes = 64 << 10
+	// memoMinAge is how long the memo holds a run before a newer one may
+	// take its place.
+	memoMinAge = 30 * time.Second
 )
 
 // docMemo remembers, for the runs whose documents this process wrote or
@@ -266,18 +269,21 @@ const (
 // again is decoded only when its bytes differ from the remembered ones, so
 // that a hit gives exactly what decoding would: the memo never decides
 // which document is current (the stream does), only how its bytes decode.
-// It forgets the oldest runs first. It is safe for concurrent use.
+// It forgets the oldest runs first (see remember), and the runs whose
+// documents are final when this process writes them. It is safe for concurrent use.
 type docMemo struct {
 	mu      sync.Mutex
 	entries map[string]memoEntry
 	order   []string // the runs in entries, oldest first
 	bytes   int
-	hits    atomic.Int64 // recalls answered, for tests
+	hits    atomic.Int64     // recalls answered, for tests
+	clock   func() time.Time // time.Now when nil; set by tests
 }
 
 type memoEntry struct {
-	data []byte
-	run  *Run // decoded from data, Revision unset; never handed out
+	data  []byte
+	run   *Run      // decoded from data, Revision unset; never handed out
+	added time.Time // when the run entered the memo
 }
 
 // docs is the process's document memo: documents with equal bytes decode
@@ -299,6 +305,12 @@ func (m *docMemo) recall(id string, data []byte) *Run {
 
 // remember records that data, the document of run id, decodes to r. It
 // keeps a copy of r; data must not change afterwards.
+//
+// A full memo makes room by forgetting its oldest runs, but only those it
+// has held for memoMinAge; when the oldest is younger, the new run is not
+// admitted. A worker working through a backlog wider than the memo then
+// keeps the runs it will reach next, instead of each miss evicting the run
+// after it.
 func (m *docMemo) remember(id string, data []byte, r *Run) {
 	if len(data) > memoMaxBytes {
 		m.forget(id)
@@ -306,27 +318,60 @@ func (m *docMemo) remember(id string, data []byte, r *Run) {
 	}
 	c := cloneRun(r)
 	c.Revision = 0
+	now := time.Now()
+	if m.clock != nil {
+		now = m.clock()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.entries[id]; ok {
-		m.bytes -= len(old.data)
-	} else {
-		m.order = append(m.order, id)
+	if old, held := m.entries[id]; held {
+		// Its place in order does not change.
+		m.bytes += len(data) - len(old.data)
+		m.entries[id] = memoEntry{data: data, run: c, added: old.added}
+		for m.bytes > memoBytes && m.evictOldest(now) {
+		}
+		if m.bytes > memoBytes {
+			m.forgetLocked(id)
+		}
+		return
 	}
-	m.entries[id] = memoEntry{data: data, run: c}
+	full := func() bool { return len(m.entries)+1 > memoRuns || m.bytes+len(data) > memoBytes }
+	for full() && m.evictOldest(now) {
+	}
+	if full() {
+		return
+	}
+	m.order = append(m.order, id)
+	m.entries[id] = memoEntry{data: data, run: c, added: now}
 	m.bytes += len(data)
-	for len(m.order) > memoRuns || m.bytes > memoBytes {
-		oldest := m.order[0]
-		m.order = m.order[1:]
-		m.bytes -= len(m.entries[oldest].data)
-		delete(m.entries, oldest)
+}
+
+// evictOldest forgets the oldest run when the memo has held it for
+// memoMinAge, and reports whether it did. m.mu is held.
+func (m *docMemo) evictOldest(now time.Time) bool {
+	if len(m.order) == 0 {
+		return false
 	}
+	oldest := m.order[0]
+	e := m.entries[oldest]
+	if now.Sub(e.added) < memoMinAge {
+		return false
+	}
+	m.order = m.order[1:]
+	m.bytes -= len(e.data)
+	delete(m.entries, oldest)
+	return true
 }
 
 // forget drops run id from the memo.
 func (m *docMemo) forget(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.forgetLocked(id)
+}
+
+// forgetLocked is forget with m.mu held.
+func (m *docMemo) forgetLocked(id string) {
 	if old, ok := m.entries[id]; ok {
 		m.bytes -= len(old.data)
 		delete(m.entries, id)

@@ -3,6 +3,7 @@ package workflow
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -260,5 +261,39 @@ func BenchmarkStepDocument(b *testing.B) {
 				m.remember(base.ID, out, r)
 			}
 		})
+	}
+}
+
+// TestDocMemoKeepsWhatItWillNeed checks the memo's admission: a full memo
+// whose runs are young does not admit a new run (a worker behind a wide
+// backlog keeps the runs it reaches next), one whose oldest run has been
+// held for memoMinAge lets it go for the new one, and a held run's new
+// document replaces its old one in place.
+func TestDocMemoKeepsWhatItWillNeed(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	m := &docMemo{entries: make(map[string]memoEntry), clock: func() time.Time { return now }}
+	r := &Run{ID: "x", Status: RunRunning}
+	data := []byte(`{"id":"x"}`)
+	id := func(i int) string { return fmt.Sprintf("run-%d", i) }
+	for i := range memoRuns {
+		m.remember(id(i), data, r)
+	}
+	m.remember("late", data, r)
+	if m.recall("late", data) != nil || m.recall(id(0), data) == nil || len(m.entries) != memoRuns {
+		t.Fatalf("a full memo of young runs admitted a new one, or dropped its oldest (%d entries)", len(m.entries))
+	}
+	// A held run is updated in place, young or not.
+	newer := []byte(`{"id":"x","v":2}`)
+	m.remember(id(0), newer, r)
+	if m.recall(id(0), newer) == nil || m.recall(id(0), data) != nil {
+		t.Fatal("a held run's new document did not replace its old one")
+	}
+	now = now.Add(memoMinAge)
+	m.remember("late", data, r)
+	if m.recall("late", data) == nil || m.recall(id(0), newer) != nil || m.recall(id(1), data) == nil {
+		t.Fatal("the oldest run, held for memoMinAge, did not make room for the new one")
+	}
+	if len(m.entries) != memoRuns || len(m.order) != len(m.entries) {
+		t.Fatalf("%d entries and %d in order, want %d", len(m.entries), len(m.order), memoRuns)
 	}
 }

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -241,9 +242,11 @@ func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats
 		return s.publishErr(r.ID, err)
 	}
 	r.Revision = seq
-	if verbatim && checkRun(r.ID, r) == nil {
+	if verbatim && !r.Status.Final() && checkRun(r.ID, r) == nil {
 		docs.remember(r.ID, data, r) // decoding data gives r back
 	} else {
+		// A final document is read again rarely (Wait, Status), and a
+		// slot in the memo is better spent on a run still running.
 		docs.forget(r.ID)
 	}
 	if len(tasks) > 0 {
@@ -314,6 +317,14 @@ type pubAck struct {
 }
 
 func parseAck(resp *nats.Msg) (uint64, error) {
+	if seq, ok := scanAck(resp.Data); ok {
+		return seq, nil
+	}
+	return decodeAck(resp)
+}
+
+// decodeAck is parseAck with the JSON decoder.
+func decodeAck(resp *nats.Msg) (uint64, error) {
 	var ack pubAck
 	if err := json.Unmarshal(resp.Data, &ack); err != nil {
 		return 0, fmt.Errorf("invalid publish acknowledgement %q: %w", truncate(string(resp.Data), 200), err)
@@ -325,6 +336,38 @@ func parseAck(resp *nats.Msg) (uint64, error) {
 		return 0, fmt.Errorf("invalid publish acknowledgement %q", truncate(string(resp.Data), 200))
 	}
 	return ack.Seq, nil
+}
+
+// scanAck reads the stream sequence of a plain acknowledgement exactly as
+// the server writes it, {"stream":"<name>","seq":<n>}, without a JSON
+// decoder. It reports false for anything else (errors, domains, duplicates),
+// which parseAck then decodes.
+func scanAck(b []byte) (uint64, bool) {
+	const head = `{"stream":"`
+	if !bytes.HasPrefix(b, []byte(head)) || bytes.Contains(b, []byte(`"error"`)) {
+		return 0, false
+	}
+	b = b[len(head):]
+	end := bytes.IndexByte(b, '"')
+	if end <= 0 || bytes.IndexByte(b[:end], '\\') >= 0 {
+		return 0, false
+	}
+	b, ok := bytes.CutPrefix(b[end:], []byte(`","seq":`))
+	if !ok {
+		return 0, false
+	}
+	var seq uint64
+	n := 0
+	for ; n < len(b) && b[n] >= '0' && b[n] <= '9'; n++ {
+		if n == 19 || (n > 0 && seq == 0) { // too long, or a leading zero
+			return 0, false
+		}
+		seq = seq*10 + uint64(b[n]-'0')
+	}
+	if n == 0 || seq == 0 || n != len(b)-1 || b[n] != '}' {
+		return 0, false
+	}
+	return seq, true
 }
 
 func (s *store) publishErr(id string, err error) error {
