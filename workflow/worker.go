@@ -110,11 +110,7 @@ func (rt *runtime) stepHandler(d *Definition, sd *stepDef) framework.HandlerFunc
 		}
 		started := time.Now().UTC()
 		sc := &stepCtx{info: StepInfo{RunID: runID, Workflow: d.name, Step: sd.name, Attempt: t.Attempt}, run: r, def: d, store: rt.store}
-		out, err := callStep(t, func() (json.RawMessage, error) { return sd.run(withStep(ctx, sc), r.Input) })
-		if err == nil && len(out) > d.maxOutput {
-			err = framework.Permanent(fmt.Errorf("%w: step %q returned %d bytes of JSON, the limit is %d (workflow.WithMaxOutputBytes)",
-				ErrOutputTooLarge, sd.name, len(out), d.maxOutput))
-		}
+		out, err := runStep(ctx, t, d, sd, sc)
 		if err != nil {
 			return rt.stepFailed(sctx, t, d, r, sd.name, err)
 		}
@@ -142,7 +138,7 @@ func (rt *runtime) recordDone(ctx context.Context, d *Definition, sd *stepDef, r
 		next, comp := r.complete(st, out, attempt, started, time.Now().UTC())
 		tasks := make([]*nats.Msg, 0, len(next)+1)
 		for _, n := range next {
-			if nd := d.step(n); chained == nil && nd != nil && d.chain && len(nd.taskOpts) == 0 {
+			if nd := d.step(n); d.chain && chained == nil && nd != nil && len(nd.taskOpts) == 0 {
 				chained = nd
 				r.Step(n).Chained = true
 				continue
@@ -178,11 +174,7 @@ func (rt *runtime) runChain(ctx, sctx context.Context, t *framework.Task, d *Def
 		}
 		started := time.Now().UTC()
 		sc := &stepCtx{info: StepInfo{RunID: r.ID, Workflow: d.name, Step: sd.name, Attempt: 1}, run: r, def: d, store: rt.store}
-		out, err := callStep(t, func() (json.RawMessage, error) { return sd.run(withStep(ctx, sc), r.Input) })
-		if err == nil && len(out) > d.maxOutput {
-			err = framework.Permanent(fmt.Errorf("%w: step %q returned %d bytes of JSON, the limit is %d (workflow.WithMaxOutputBytes)",
-				ErrOutputTooLarge, sd.name, len(out), d.maxOutput))
-		}
+		out, err := runStep(ctx, t, d, sd, sc)
 		if err != nil {
 			return rt.chainFailed(sctx, t, d, r, sd.name, err)
 		}
@@ -521,6 +513,17 @@ func dependsOnAny(s *StepStatus, set map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// runStep runs step sd with sc in its context, and fails it permanently when
+// its output is over the workflow's limit.
+func runStep(ctx context.Context, t *framework.Task, d *Definition, sd *stepDef, sc *stepCtx) (json.RawMessage, error) {
+	out, err := callStep(t, func() (json.RawMessage, error) { return sd.run(withStep(ctx, sc), sc.run.Input) })
+	if err == nil && len(out) > d.maxOutput {
+		err = framework.Permanent(fmt.Errorf("%w: step %q returned %d bytes of JSON, the limit is %d (workflow.WithMaxOutputBytes)",
+			ErrOutputTooLarge, sd.name, len(out), d.maxOutput))
+	}
+	return out, err
 }
 
 // callStep runs fn, turning a panic into an error so that the failure is
