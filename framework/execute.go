@@ -160,7 +160,7 @@ func (w *Worker) settle(ctx context.Context, t *Task, p *pending, err error, too
 	o := Outcome{Err: err, Took: took, Delay: d.Delay, Panicked: errors.Is(err, ErrPanic)}
 	switch d.Action {
 	case settle.Ack:
-		if aerr := p.msg.Ack(); aerr != nil {
+		if aerr := w.ack(t, p); aerr != nil {
 			w.ackFailed(ctx, t, p, "ack", aerr)
 			return
 		}
@@ -224,6 +224,16 @@ func (w *Worker) settle(ctx context.Context, t *Task, p *pending, err error, too
 		o.Action = ActionRetry
 	}
 	w.emitFinished(ctx, t, o)
+}
+
+// ack acknowledges p's message: through the worker's acker for its own
+// deliveries (one goroutine writes the executors' acks, heartbeats.go),
+// directly otherwise.
+func (w *Worker) ack(t *Task, p *pending) error {
+	if pm, ok := p.msg.(*pull.Msg); ok && w.bg.acker != nil {
+		return w.bg.acker.Ack(pm, t.Sequence, p)
+	}
+	return p.msg.Ack()
 }
 
 // maxTermReason bounds the reason sent with a Term.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/heartbeat"
+	"github.com/jetflow-io/jetflow/internal/pull"
 )
 
 // Heartbeats and executors: per-worker machinery instead of per-task timers
@@ -28,6 +29,9 @@ type background struct {
 	once   sync.Once
 	execs  sync.WaitGroup
 	beats  heartbeat.Sweeper[*pending]
+	// acker writes the executors' plain acks from one goroutine
+	// (internal/pull.Acker); nil before Start.
+	acker *pull.Acker[*pending]
 }
 
 func (w *Worker) startBackground() {
@@ -37,6 +41,9 @@ func (w *Worker) startBackground() {
 	}
 	w.bg.beats.Start(heartbeat.Tick(hbs...), w.sched.Each, func(p *pending, err error) {
 		w.ackFailed(context.Background(), nil, p, "in_progress", err)
+	})
+	w.bg.acker = pull.NewAcker(w.nc, func(p *pending, err error) {
+		w.ackFailed(context.Background(), nil, p, "ack", err)
 	})
 	for range w.opts.concurrency {
 		w.bg.execs.Add(1)
@@ -53,6 +60,11 @@ func (w *Worker) stopBackground(idle bool) {
 	w.bg.beats.Stop()
 	if idle {
 		w.bg.execs.Wait()
+	}
+	if w.bg.acker != nil {
+		// The acks of the executions that returned are on the connection
+		// when Shutdown returns; a later one is published by its executor.
+		w.bg.acker.Close()
 	}
 }
 

@@ -29,6 +29,10 @@ type Hooks struct {
 	// retry ([ActionRetry]) or failed for good ([ActionFail]). ctx is the
 	// handler's context. It is not called when the settlement itself could
 	// not be sent (see AckFailed) nor for tasks handed back at shutdown.
+	// An Ack is queued for one goroutine of the worker that writes the
+	// acks of all executors; when the connection refuses a queued Ack (it
+	// closed, or its reconnect buffer is full), Finished has run and
+	// AckFailed follows.
 	Finished func(ctx context.Context, t *Task, o Outcome)
 	// AckFailed is called when an Ack, Nak, InProgress (heartbeat) or Term
 	// could not be sent; op names the operation ("ack", "nak",

@@ -176,3 +176,41 @@ func TestShutdownBeforeStart(t *testing.T) {
 		t.Fatalf("Start after Shutdown = %v, want ErrWorkerClosed", err)
 	}
 }
+
+// TestShutdownWritesQueuedAcks: tasks that finish while Shutdown waits for
+// them queue their acks for the worker's acker; Shutdown returns only once
+// those acks are on the connection, so closing it right after loses none
+// (they would come back after the ack wait).
+func TestShutdownWritesQueuedAcks(t *testing.T) {
+	t.Parallel()
+	const typ, n = "shutdown.acks", 32
+	e := newEnv(t)
+	nc := testutil.Connect(t, e.srv)
+	w, err := framework.NewWorker(nc, framework.WithConcurrency(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	w.HandleFunc(typ, func(context.Context, *framework.Task) error {
+		<-release
+		return nil
+	}, framework.WithAckWait(time.Minute))
+	for range n {
+		e.enqueue(t, typ, nil)
+	}
+	if err := w.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Wait(t, waitLong, "every task running", func() bool { return w.Stats().Running == n })
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Shutdown(context.Background()) }()
+	testutil.Wait(t, waitLong, "the worker stopping", func() bool { return w.Liveness().State == framework.WorkerStopping })
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("Shutdown = %v", err)
+	}
+	nc.Close()
+	if ci := e.waitSettled(t, typ, framework.PriorityNormal); ci.AckFloor.Stream == 0 {
+		t.Fatalf("consumer settled without acks: %+v", ci)
+	}
+}
