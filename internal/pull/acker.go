@@ -49,9 +49,9 @@ type queuedAck[T any] struct {
 }
 
 // NewAcker starts the goroutine of an Acker on nc. failed is called, from
-// that goroutine, for each queued ack the connection refused (its
-// reconnect buffer was full): the task will be redelivered after its ack
-// wait.
+// that goroutine, for each queued ack the connection refused (it closed,
+// or its reconnect buffer was full): the task will be redelivered after
+// its ack wait.
 func NewAcker[T any](nc *nats.Conn, failed func(T, error)) *Acker[T] {
 	a := &Acker[T]{nc: nc, failed: failed, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go a.run()
@@ -111,7 +111,10 @@ func (a *Acker[T]) run() {
 	for range a.wake {
 		batch = a.publish(batch)
 	}
-	a.publish(batch) // queued between the last wake and Close
+	// Every queued ack left a wake token, which range receives before it
+	// sees the channel closed; this finds the queue empty unless that
+	// ever changes.
+	a.publish(batch)
 }
 
 // publish takes the queue (handing batch's array back for the next one)
