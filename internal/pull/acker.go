@@ -2,6 +2,7 @@ package pull
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -76,11 +77,7 @@ func (a *Acker[T]) Ack(m *Msg, seq uint64, v T) error {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
-		if err := a.nc.Publish(m.msg.Reply, ackAckBody); err != nil {
-			return err
-		}
-		m.ackd = true
-		return nil
+		return m.ackLocked(context.Background(), ackAckBody, false, true)
 	}
 	a.queue = append(a.queue, queuedAck[T]{seq: seq, reply: m.msg.Reply, v: v})
 	select {

@@ -2,7 +2,6 @@ package pull_test
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -15,35 +14,11 @@ import (
 )
 
 // fetchAll stores n messages on a fresh server and fetches them all with
-// an iterator; it returns them with a second connection, for the acker,
-// and the consumer.
+// an iterator (newIterOn); it returns them with a second connection, for
+// the acker, and the consumer.
 func fetchAll(t *testing.T, n int) (*nats.Conn, jetstream.Consumer, []*pull.Msg) {
 	t.Helper()
-	s := testutil.RunServer(t)
-	nc := testutil.Connect(t, s)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range n {
-		if _, err := js.Publish(ctx, "s.x", fmt.Appendf(nil, "%d", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cons, err := js.CreateConsumer(ctx, "S", jetstream.ConsumerConfig{Durable: "C", AckPolicy: jetstream.AckExplicitPolicy,
-		MaxAckPending: n, AckWait: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, err := pull.NewIter(nc, "S", "C", func() int { return n }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(it.Stop)
+	s, cons, it := newIterOn(t, n, n)
 	msgs := make([]*pull.Msg, 0, n)
 	for len(msgs) < n {
 		m, err := it.Next(10 * time.Second)

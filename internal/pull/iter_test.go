@@ -19,6 +19,13 @@ import (
 // batch size on a durable consumer of them.
 func newIter(t *testing.T, n, size int) *pull.Iter {
 	t.Helper()
+	_, _, it := newIterOn(t, n, size)
+	return it
+}
+
+// newIterOn is newIter that also returns the server and the consumer.
+func newIterOn(t *testing.T, n, size int) (*testutil.Server, jetstream.Consumer, *pull.Iter) {
+	t.Helper()
 	s := testutil.RunServer(t)
 	nc := testutil.Connect(t, s)
 	js, err := jetstream.New(nc)
@@ -34,7 +41,8 @@ func newIter(t *testing.T, n, size int) *pull.Iter {
 			t.Fatal(err)
 		}
 	}
-	if _, err := js.CreateConsumer(ctx, "S", jetstream.ConsumerConfig{Durable: "C", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+	cons, err := js.CreateConsumer(ctx, "S", jetstream.ConsumerConfig{Durable: "C", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
 		t.Fatal(err)
 	}
 	it, err := pull.NewIter(nc, "S", "C", func() int { return size }, nil)
@@ -42,7 +50,7 @@ func newIter(t *testing.T, n, size int) *pull.Iter {
 		t.Fatal(err)
 	}
 	t.Cleanup(it.Stop)
-	return it
+	return s, cons, it
 }
 
 // tryNext waits for TryNext to return a message.

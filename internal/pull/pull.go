@@ -463,6 +463,11 @@ func (m *Msg) TermWithReason(reason string) error {
 func (m *Msg) ack(ctx context.Context, body []byte, sync, final bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.ackLocked(ctx, body, sync, final)
+}
+
+// ackLocked is ack with m.mu held.
+func (m *Msg) ackLocked(ctx context.Context, body []byte, sync, final bool) error {
 	if m.ackd {
 		return jetstream.ErrMsgAlreadyAckd
 	}
