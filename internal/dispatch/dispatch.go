@@ -36,7 +36,7 @@ type Scheduler[T comparable] struct {
 // proportion to weights; otherwise the highest waiting rank always goes
 // first. grant is called, with the scheduler's lock held, for each item
 // given a slot: resumed says the item was queued with [Scheduler.Resume]
-// (its own goroutine waits for the slot) rather than [Scheduler.Offer].
+// (it was set aside and continues) rather than [Scheduler.Offer].
 func New[T comparable](slots int, weighted bool, weights [Ranks]int, grant func(v T, resumed bool)) *Scheduler[T] {
 	return &Scheduler[T]{free: slots, inflight: make(map[T]struct{}), weights: weights, weighted: weighted, grant: grant}
 }
@@ -154,12 +154,21 @@ func (s *Scheduler[T]) contendedLocked(c *Class) bool {
 // it (it stays among the items [Scheduler.Each] visits); [Scheduler.Resume]
 // queues the item for a slot again, or [Scheduler.Unlend] takes the slot
 // back without waiting.
-func (s *Scheduler[T]) Lend(c *Class) {
+func (s *Scheduler[T]) Lend(c *Class) { s.lend(c, false) }
+
+// LendTake is [Scheduler.Lend], except that the first item it grants that
+// was queued with [Scheduler.Offer] is returned (ok) instead of being
+// passed to grant, as [Scheduler.ReleaseTake] does: the goroutine that set
+// the lending item aside runs it.
+func (s *Scheduler[T]) LendTake(c *Class) (next T, ok bool) { return s.lend(c, true) }
+
+func (s *Scheduler[T]) lend(c *Class, take bool) (next T, ok bool) {
 	s.mu.Lock()
 	s.free++
 	c.free++
-	s.dispatchLocked()
+	next, ok = s.dispatchTakeLocked(take)
 	s.mu.Unlock()
+	return next, ok
 }
 
 // Unlend undoes [Scheduler.Lend], so that a later [Scheduler.Release]

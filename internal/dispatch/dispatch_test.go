@@ -213,6 +213,33 @@ func TestStartNew(t *testing.T) {
 	}
 }
 
+// LendTake hands the lent slot to the first offered item, for the caller
+// to run; a resumed item is granted as usual.
+func TestLendTake(t *testing.T) {
+	t.Parallel()
+	g := &grants{}
+	s := New[string](1, false, [Ranks]int{}, g.grant)
+	c := NewClass(1)
+	s.Offer("held", 2, c)
+	if _, ok := s.LendTake(c); ok {
+		t.Fatal("LendTake with nothing waiting took an item")
+	}
+	s.Resume("held", 2, c) // takes the lent slot back at once
+	s.Offer("next", 2, c)
+	if want := []string{"held", "held*"}; !slices.Equal(g.got, want) {
+		t.Fatalf("granted %v, want %v", g.got, want)
+	}
+	if next, ok := s.LendTake(c); !ok || next != "next" {
+		t.Fatalf("LendTake = %q, %v; want next, true", next, ok)
+	}
+	if want := []string{"held", "held*"}; !slices.Equal(g.got, want) {
+		t.Fatalf("granted %v, want %v: a taken item is not passed to grant", g.got, want)
+	}
+	if s.NumRunning() != 2 {
+		t.Fatalf("running %d, want the lending item and the one it lent to", s.NumRunning())
+	}
+}
+
 // A waiting item that could take the free slot goes before StartNew.
 func TestStartNewYieldsToWaiting(t *testing.T) {
 	t.Parallel()
