@@ -22,14 +22,19 @@ import (
 // run executes p, then, in this goroutine (no hand-off to another
 // executor), the next message of p's pull buffer when nothing waits for the
 // slot (takeBuffered), or the fetched task that releasing the slot grants.
-// Between two tasks it yields the processor once its turn is used
-// (yield.go).
+// A task an extension holds is parked (hold.go) and the fetched task its
+// lent slot is granted to runs next. Between two tasks it yields the
+// processor once its turn is used (yield.go).
 func (w *Worker) run(p *pending) {
 	var tn dispatch.Turn
 	for p != nil {
-		w.execute(p)
+		hold, held := w.execute(p)
 		if tn.Ran(p.ranFrom, p.ranTo) {
 			w.yield()
+		}
+		if held {
+			p = w.park(p, hold)
+			continue
 		}
 		q := w.takeBuffered(p)
 		if q == nil {
@@ -39,9 +44,46 @@ func (w *Worker) run(p *pending) {
 	}
 }
 
-// execute runs one task and settles its outcome. The caller releases its
-// slot.
-func (w *Worker) execute(p *pending) {
+// execute runs one attempt of p and settles its outcome, unless an
+// extension holds it for a rerun in process after hold (held: the caller
+// parks it). The caller releases its slot. A parked task resumes here
+// (p.rerun) with a fresh handler context.
+func (w *Worker) execute(p *pending) (hold time.Duration, held bool) {
+	t := &p.task
+	first := !p.rerun
+	if p.rerun {
+		p.rerun = false
+		if w.stopping() {
+			w.handBack(p, "worker stopping while the task was held")
+			return 0, false
+		}
+	} else if !w.prepare(p) {
+		return 0, false
+	}
+	base := &p.base
+	took, err := w.runOnce(base, p, t, first)
+	if err != nil && !IsPermanent(err) {
+		if d, ok := w.holdFor(t, err); ok {
+			if w.stopping() {
+				w.handBack(p, "worker stopping while the task was held")
+				return 0, false
+			}
+			// Rerun in process later without spending a delivery;
+			// heartbeats keep the task alive meanwhile, and its slot
+			// serves other tasks.
+			t.Logger().Info("jetflow task held in process", slog.Any(LogKeyError, err), slog.Duration("rerun_in", d))
+			return d, true
+		}
+	}
+	w.settle(base, t, p, err, took)
+	return 0, false
+}
+
+// prepare readies the first attempt of p: it fills its task, fails it for
+// good when its due time cannot be trusted, and waits for a due time the
+// server fired early. It returns false when p was settled or handed back
+// instead.
+func (w *Worker) prepare(p *pending) bool {
 	t := &p.task
 	w.fillTask(t, p)
 
@@ -52,7 +94,7 @@ func (w *Worker) execute(p *pending) {
 	// holding a slot until a bogus time.
 	if err := checkDelivered(t, p.msg); err != nil {
 		w.settle(w.hardCtx, t, p, err, 0)
-		return
+		return false
 	}
 	// Never start early: the server may fire a schedule slightly before the
 	// due time.
@@ -65,32 +107,12 @@ func (w *Worker) execute(p *pending) {
 			case <-w.hardCtx.Done():
 				timer.Stop()
 				w.handBack(p, "shutdown before due time")
-				return
+				return false
 			}
 		}
 	}
-
 	p.base = taskCtx{Context: w.hardCtx, Key: taskKey{}, Val: t}
-	base := &p.base
-	var err error
-	var took time.Duration
-	for first := true; ; first = false {
-		took, err = w.runOnce(base, p, t, first)
-		if err == nil || IsPermanent(err) {
-			break
-		}
-		d, ok := w.holdFor(t, err)
-		if !ok {
-			break
-		}
-		// Rerun in process later without spending a delivery; heartbeats
-		// keep the task alive meanwhile, and its slot serves other tasks.
-		t.Logger().Info("jetflow task held in process", slog.Any(LogKeyError, err), slog.Duration("rerun_in", d))
-		if !w.holdAside(p, d) {
-			return // handed back: the worker is stopping
-		}
-	}
-	w.settle(base, t, p, err, took)
+	return true
 }
 
 // runOnce runs the handler once with the type's timeout (handlerctx.go).

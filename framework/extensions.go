@@ -51,8 +51,10 @@ type Plugin struct {
 	Finished func(ctx context.Context, t *Task, o Outcome)
 	// Hold may ask for a failed attempt to be rerun in process after the
 	// returned delay, without spending a delivery (for example while a
-	// circuit breaker is open). The task keeps its slot's place and sends
-	// heartbeats meanwhile; the first plugin that holds wins.
+	// circuit breaker is open). The task is parked meanwhile: its slot
+	// serves other tasks, heartbeats keep it alive, no goroutine waits for
+	// it, and Shutdown hands it back at once. The first plugin that holds
+	// wins.
 	Hold func(t *Task, err error) (time.Duration, bool)
 }
 
@@ -200,49 +202,4 @@ func (w *Worker) AddHooks(h Hooks) {
 	}
 	// The WithHooks entry stays last.
 	w.hooks = append(w.hooks[:len(w.hooks)-1:len(w.hooks)-1], h, w.hooks[len(w.hooks)-1])
-}
-
-// holdAside gives p's slot back for d, so that other tasks run meanwhile,
-// then waits for a slot again. Heartbeats keep p alive all along. It
-// returns false when the worker stops first; p was then handed back.
-func (w *Worker) holdAside(p *pending, d time.Duration) bool {
-	w.sched.Lend(p.tt.slots)
-
-	// takeBack restores the slot accounting the deferred release of
-	// execute expects, then hands p back.
-	takeBack := func(why string) bool {
-		w.sched.Unlend(p.tt.slots)
-		w.handBack(p, why)
-		return false
-	}
-	timer := time.NewTimer(d)
-	select {
-	case <-timer.C:
-	case <-w.stopFetch:
-		timer.Stop()
-		return takeBack("worker stopping while the task was held")
-	}
-	// Queue for a slot like a fetched task; the grant signals p.dispatched
-	// instead of starting a new execution. A task taken directly from a
-	// pull buffer has no channel yet; nothing else touches it while it is
-	// held.
-	if p.dispatched == nil {
-		p.dispatched = make(chan struct{}, 1)
-	}
-	select {
-	case <-p.dispatched: // a stale signal left by awaitDispatch
-	default:
-	}
-	w.sched.Resume(p, p.prio.Rank(), p.tt.slots)
-	select {
-	case <-p.dispatched:
-		return true
-	case <-w.stopFetch:
-		if w.withdraw(p) {
-			return takeBack("worker stopping while the task was held")
-		}
-		<-p.dispatched // dispatched concurrently: the slot is ours
-		w.handBack(p, "worker stopping while the task was held")
-		return false
-	}
 }

@@ -274,13 +274,14 @@ func (w *Worker) offer(p *pending) { w.sched.Offer(p, p.prio.Rank(), p.tt.slots)
 func (w *Worker) withdraw(p *pending) bool { return w.sched.Withdraw(p, p.prio.Rank()) }
 
 // granted is called by the scheduler, under its lock, when p gets a slot:
-// a held task's own goroutine continues it (resumed); a fetched one goes to
-// an idle executor (heartbeats.go) or a goroutine of its own.
+// a parked task resumes (hold.go), a fetched one starts; either runs on an
+// idle executor (heartbeats.go) or a goroutine of its own.
 func (w *Worker) granted(p *pending, resumed bool) {
-	p.dispatched <- struct{}{}
 	if resumed {
+		w.continueExec(p)
 		return
 	}
+	p.dispatched <- struct{}{}
 	w.startExec(p)
 }
 
@@ -288,6 +289,12 @@ func (w *Worker) granted(p *pending, resumed bool) {
 // or a goroutine of its own.
 func (w *Worker) startExec(p *pending) {
 	w.execs.Add(1)
+	w.continueExec(p)
+}
+
+// continueExec runs p, an execution already counted in execs, like
+// startExec.
+func (w *Worker) continueExec(p *pending) {
 	select {
 	case w.bg.execCh <- p:
 	default:
@@ -373,13 +380,18 @@ func (w *Worker) startDirect(tt *typeRunner, prio Priority, f *feed) func(*pull.
 // is done here, outside the scheduler's lock).
 func (w *Worker) releaseNext(p *pending) *pending {
 	next, ok := w.sched.ReleaseTake(p, p.tt.slots)
-	if ok {
-		w.execs.Add(1) // before Done: the count never touches zero between them
-		next.dispatched <- struct{}{}
-	}
+	next = w.taken(next, ok) // before Done: the count never touches zero between them
 	w.execs.Done()
+	return next
+}
+
+// taken does granted's work for next, a fetched task the scheduler handed
+// to the caller (ok) to run in its own goroutine; nil when there is none.
+func (w *Worker) taken(next *pending, ok bool) *pending {
 	if !ok {
 		return nil
 	}
+	w.execs.Add(1)
+	next.dispatched <- struct{}{}
 	return next
 }

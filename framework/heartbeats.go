@@ -18,10 +18,10 @@ import (
 // pull buffer (pull.go watches each iterator).
 //
 // Executors are long-lived goroutines that run dispatched tasks (handed over
-// on an unbuffered channel, so only to an idle one), so a task
-// does not pay for a new goroutine and its stack growth. When all are busy
-// (tasks held aside by a breaker keep theirs) a task gets a goroutine of its
-// own.
+// on an unbuffered channel, so only to an idle one), so a task does not pay
+// for a new goroutine and its stack growth. When all are busy a task gets a
+// goroutine of its own. A task an extension holds is parked and keeps none
+// (hold.go).
 
 type background struct {
 	execCh chan *pending

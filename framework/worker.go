@@ -48,6 +48,7 @@ type Worker struct {
 	state atomic.Int32 // workerNew, workerRunning, workerStopping
 
 	stopFetch   chan struct{} // closed: stop pulling
+	held        parking       // tasks an extension set aside (hold.go)
 	stopOnce    sync.Once
 	hardCtx     context.Context // handler contexts; cancelled at the shutdown deadline
 	hardCancel  context.CancelFunc
@@ -106,8 +107,8 @@ type pending struct {
 	prio Priority
 	msg  jetstream.Msg
 	// dispatched receives once when a slot is granted: set for a task that
-	// is offered to the scheduler or held aside, nil for one taken directly
-	// from a pull buffer (takeBuffered), which never waits for a grant.
+	// is offered to the scheduler, nil for one taken directly from a pull
+	// buffer (takeBuffered), which never waits for a grant.
 	dispatched chan struct{}
 	// src is the fetcher's feed the task came from, nil for a task of a
 	// rescued or closing pull buffer.
@@ -119,6 +120,9 @@ type pending struct {
 	// ranFrom and ranTo are when the handler last started and returned
 	// (zero if it never ran): the executor's turn (yield.go).
 	ranFrom, ranTo time.Time
+	// rerun is set while the task is parked (hold.go): its next execution
+	// reruns the handler rather than starting the task.
+	rerun bool
 
 	// Owned by the execution (execute.go), allocated with the pending task
 	// rather than one by one: the task, the context that carries it, and
@@ -415,6 +419,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		first = true
 		w.state.Store(workerStopping)
 		close(w.stopFetch)
+		w.stopParked()
 	})
 	if !first {
 		select {
