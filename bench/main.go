@@ -40,7 +40,9 @@
 //	RESULT backlog_1m tasks=1000000 enqueue_per_s=… enqueue_peak_rss_mb=… drain_per_s=… drain_ratio_to_100k=…  (with -big)
 //
 // With -soak DURATION the bench runs only the soak, against a three-node
-// embedded cluster with R3 streams (or the cluster at -url): a mix of tasks
+// cluster with R3 streams: three nats-server processes it starts (or three
+// servers in process with -soak-servers embedded, or the cluster at -url),
+// so that its RSS figures are jetflow's side alone: a mix of tasks
 // (four priorities, delayed, failing once, poison, calling a dependency
 // through a circuit breaker with an outage in the middle) at -soak-rate per
 // second, sampled every -soak-interval into a CSV under -soak-dir, then
@@ -183,6 +185,7 @@ type config struct {
 	soakWorkers  int           // workers, each on its own connection
 	soakReplicas int           // replicas of the topology ensured on -url
 	soakHeap     string        // write a heap profile here when the load ends
+	soakServers  string        // without -url: "process" (three nats-server processes) or "embedded"
 }
 
 func defaultConfig() config {
@@ -213,6 +216,7 @@ func defaultConfig() config {
 		soakDrain:     5 * time.Minute,
 		soakWorkers:   2,
 		soakReplicas:  3,
+		soakServers:   soakServersProcess,
 	}
 }
 
@@ -270,6 +274,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	soakWorkers := fs.Int("soak-workers", def.soakWorkers, "workers of the soak, each on its own connection (with -concurrency each)")
 	soakReplicas := fs.Int("soak-replicas", def.soakReplicas, "replicas of the topology the soak ensures on -url")
 	soakHeap := fs.String("soak-heapprofile", "", "write a heap profile (in use after a GC) to this file when the soak's load ends, before the drain")
+	soakServers := fs.String("soak-servers", def.soakServers, `the soak's cluster without -url: "process", three nats-server processes the bench starts (a go install'ed binary, as the TCP figures use), so that the RSS figures are jetflow's alone; or "embedded", three servers in the bench process`)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -293,6 +298,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c.soak, c.soakRate, c.soakDir, c.soakInterval = *soak, *soakRate, *soakDir, *soakInterval
 	c.soakOutage, c.soakOpen, c.soakMaxDelay, c.soakWarmup = *soakOutage, *soakOpen, *soakMaxDelay, *soakWarmup
 	c.soakDrain, c.soakWorkers, c.soakReplicas, c.soakHeap = *soakDrain, *soakWorkers, *soakReplicas, *soakHeap
+	c.soakServers = *soakServers
 	if !*quick {
 		c.oneN, c.types = *oneN, *types
 	}
@@ -343,6 +349,8 @@ func (c config) validate() error {
 		return fmt.Errorf("bench: -prefetch must be 0 (default) to 256")
 	case c.soak < 0:
 		return fmt.Errorf("bench: -soak must be a positive duration")
+	case c.soakServers != soakServersProcess && c.soakServers != soakServersEmbedded:
+		return fmt.Errorf("bench: -soak-servers %q: want %s or %s", c.soakServers, soakServersProcess, soakServersEmbedded)
 	case c.soak > 0 && (c.soakRate < 1 || c.soakInterval <= 0 || c.soakOpen <= 0 || c.soakDrain <= 0 || c.soakWorkers < 1 || c.soakReplicas < 1):
 		return fmt.Errorf("bench: -soak-rate, -soak-interval, -soak-open, -soak-drain, -soak-workers and -soak-replicas must be positive")
 	case c.soak > 0 && (c.soakOutage < 0 || c.soakOutage >= c.soak):

@@ -55,6 +55,8 @@ type env struct {
 	url    string      // set: connections go over TCP to url, not in-process to srv
 	server *standalone // the nats-server process behind url, if the bench started it
 	tcp    *env        // the env of the TCP figures, created at first use
+	// servers are the nats-server processes behind url the soak started.
+	servers []*standalone
 
 	cluster *testutil.Cluster // the embedded cluster behind srv, if any
 }

@@ -38,6 +38,12 @@ const (
 // soakCSV is the file name of the soak's time series under -soak-dir.
 const soakCSV = "soak.csv"
 
+// The soak's clusters without -url (-soak-servers).
+const (
+	soakServersProcess  = "process"  // three nats-server processes the bench starts
+	soakServersEmbedded = "embedded" // three servers in the bench process
+)
+
 // soakKind is what a soak task does; it is a pure function of the task's
 // index ([soakRun.kindOf]), so nothing per task is stored but two bits.
 type soakKind uint8
@@ -88,6 +94,7 @@ type soakSample struct {
 	backlog     int64 // the consumers' pending and unacknowledged messages
 	lat         soakLatencies
 	rssMB       float64
+	serversMB   float64 // the RSS of the nats-server processes the bench started, 0 otherwise
 	heapMB      float64 // Go heap in use now
 	liveMB      float64 // Go heap live after the last garbage collection
 	goroutines  int
@@ -157,20 +164,39 @@ func runSoak(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	return s.run(ctx, filepath.Join(dir, soakCSV), stdout)
 }
 
-// newSoakEnv returns the env of the soak: a new three-node embedded cluster,
-// or the cluster at -url, with the topology ensured at -soak-replicas (3 for
-// the embedded cluster) and the soak's subjects purged.
+// newSoakEnv returns the env of the soak: the cluster at -url, else three
+// new nats-server processes (-soak-servers process, the default: the
+// bench process then holds jetflow's side alone, and the servers' RSS is
+// sampled apart) or a three-node embedded cluster (-soak-servers
+// embedded), with the topology ensured at -soak-replicas (3 for the
+// embedded cluster) and the soak's subjects purged.
 func newSoakEnv(ctx context.Context, cfg config, stderr io.Writer) (*env, func(), error) {
 	var e *env
 	var shutdown func()
+	var servers []*standalone
+	if cfg.url == "" && cfg.soakServers == soakServersProcess {
+		bin, err := findNATSServer()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w (or run the soak in process with -soak-servers %s)", err, soakServersEmbedded)
+		}
+		if servers, err = startCluster(ctx, bin, 3, stderr); err != nil {
+			return nil, nil, err
+		}
+		urls := make([]string, len(servers))
+		for i, s := range servers {
+			urls[i] = s.url
+		}
+		cfg.url = strings.Join(urls, ",")
+		fmt.Fprintf(stderr, "bench: soak: three %s processes on %s\n", bin, cfg.url)
+	}
 	if cfg.url == "" {
 		var err error
 		if e, shutdown, err = newClusterEnv(ctx, cfg, stderr); err != nil {
 			return nil, nil, err
 		}
 	} else {
-		e = &env{cfg: cfg, stderr: stderr, names: streams.MustNames(""), url: cfg.url}
-		fail := func(err error) (*env, func(), error) { e.close(); return nil, nil, err }
+		e = &env{cfg: cfg, stderr: stderr, names: streams.MustNames(""), url: cfg.url, servers: servers}
+		fail := func(err error) (*env, func(), error) { e.close(); stopAll(servers); return nil, nil, err }
 		var err error
 		if e.admin, err = e.connect(); err != nil {
 			return fail(err)
@@ -178,7 +204,9 @@ func newSoakEnv(ctx context.Context, cfg config, stderr io.Writer) (*env, func()
 		if e.js, err = jetstream.New(e.admin); err != nil {
 			return fail(fmt.Errorf("bench: jetstream: %w", err))
 		}
-		if _, err := streams.Ensure(ctx, e.js, streams.Config{Storage: jetstream.FileStorage, Replicas: cfg.soakReplicas}); err != nil {
+		top := topology // purges allowed: the soak purges its subjects below
+		top.Replicas = cfg.soakReplicas
+		if _, err := streams.Ensure(ctx, e.js, top); err != nil {
 			return fail(fmt.Errorf("bench: ensure R%d topology on %s: %w", cfg.soakReplicas, cfg.url, err))
 		}
 		if err := framework.EnsureBuckets(ctx, e.js); err != nil {
@@ -187,7 +215,7 @@ func newSoakEnv(ctx context.Context, cfg config, stderr io.Writer) (*env, func()
 		if e.stream, err = e.js.Stream(ctx, e.names.TaskStream()); err != nil {
 			return fail(fmt.Errorf("bench: task stream: %w", err))
 		}
-		shutdown = e.close
+		shutdown = func() { e.close(); stopAll(servers) }
 	}
 	// Leftovers of an interrupted soak on a shared server.
 	dlq, err := e.js.Stream(ctx, e.names.DLQStream())
@@ -296,7 +324,7 @@ func (s *soakRun) run(ctx context.Context, csvPath string, stdout io.Writer) (er
 		if loading && smp.at > warmup {
 			total.merge(&smp.lat)
 		}
-		samples = append(samples, memPoint{at: smp.at, load: smp.load, rssMB: smp.rssMB, liveMB: smp.liveMB, goroutines: smp.goroutines})
+		samples = append(samples, memPoint{at: smp.at, load: smp.load, rssMB: smp.rssMB, serversMB: smp.serversMB, liveMB: smp.liveMB, goroutines: smp.goroutines})
 		s.progress("%s", smp.summary())
 		if err := out.Write(smp.row()); err != nil {
 			return fmt.Errorf("bench: soak csv: %w", err)
@@ -387,6 +415,7 @@ func (s *soakRun) run(ctx context.Context, csvPath string, stdout io.Writer) (er
 
 	rssStart, rssEnd := memWindows(samples, warmup, loadTime, func(p memPoint) float64 { return p.rssMB })
 	liveStart, liveEnd := memWindows(samples, warmup, loadTime, func(p memPoint) float64 { return p.liveMB })
+	srvStart, srvEnd := memWindows(samples, warmup, loadTime, func(p memPoint) float64 { return p.serversMB })
 	growth := 0.0
 	if rssStart > 0 {
 		growth = (rssEnd - rssStart) / rssStart * 100
@@ -421,6 +450,9 @@ func (s *soakRun) run(ctx context.Context, csvPath string, stdout io.Writer) (er
 		fint("goroutines_start", first.goroutines),
 		fint("goroutines_end", last.goroutines),
 		fcpu("warmup_s", warmup.Seconds()),
+	}
+	if len(s.e.servers) > 0 {
+		pairs = append(pairs, fcpu("servers_rss_start_mb", srvStart), fcpu("servers_rss_end_mb", srvEnd))
 	}
 	printResult(stdout, figSoak, pairs...)
 	s.progress("time series in %s", csvPath)

@@ -21,6 +21,7 @@ type memPoint struct {
 	at         time.Duration
 	load       bool
 	rssMB      float64
+	serversMB  float64 // the nats-server processes' RSS, 0 when in process or unknown
 	liveMB     float64
 	goroutines int
 }

@@ -175,6 +175,7 @@ func (s *soakRun) sample(ctx context.Context, loading bool) soakSample {
 		}
 	}
 	smp.rssMB = float64(rss()) / (1 << 20)
+	smp.serversMB = float64(rssOf(s.e.servers)) / (1 << 20)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	smp.heapMB = float64(ms.HeapInuse) / (1 << 20)
@@ -191,7 +192,7 @@ func (s *soakRun) sample(ctx context.Context, loading bool) soakSample {
 // when the interval had no sample.
 var soakHeader = []string{"elapsed_s", "load", "outage", "sent", "sent_per_s", "succeeded", "dead", "outstanding", "backlog",
 	"critical_p50_ms", "critical_p99_ms", "high_p50_ms", "high_p99_ms", "normal_p50_ms", "normal_p99_ms",
-	"low_p50_ms", "low_p99_ms", "all_p50_ms", "all_p99_ms", "delay_p99_ms", "dep_p99_ms", "rss_mb", "heap_mb", "live_mb", "goroutines"}
+	"low_p50_ms", "low_p99_ms", "all_p50_ms", "all_p99_ms", "delay_p99_ms", "dep_p99_ms", "rss_mb", "heap_mb", "live_mb", "goroutines", "servers_rss_mb"}
 
 func (smp *soakSample) row() []string {
 	b := func(v bool) string {
@@ -215,7 +216,8 @@ func (smp *soakSample) row() []string {
 	}
 	r = append(r, q(&smp.lat.all, 50), q(&smp.lat.all, 99), q(&smp.lat.delay, 99), q(&smp.lat.dep, 99),
 		strconv.FormatFloat(smp.rssMB, 'f', 1, 64), strconv.FormatFloat(smp.heapMB, 'f', 1, 64),
-		strconv.FormatFloat(smp.liveMB, 'f', 1, 64), strconv.Itoa(smp.goroutines))
+		strconv.FormatFloat(smp.liveMB, 'f', 1, 64), strconv.Itoa(smp.goroutines),
+		strconv.FormatFloat(smp.serversMB, 'f', 1, 64))
 	return r
 }
 

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestSoakSmoke runs a short soak at a low rate on its own embedded
@@ -20,7 +23,7 @@ func TestSoakSmoke(t *testing.T) {
 	dir := t.TempDir()
 	cfg, err := parseFlags([]string{"-soak", "14s", "-soak-rate", "300", "-soak-interval", "2s", "-soak-outage", "6s",
 		"-soak-open", "2s", "-soak-max-delay", "3s", "-soak-warmup", "4s", "-soak-workers", "1", "-soak-drain", "1m",
-		"-soak-dir", dir}, &bytes.Buffer{})
+		"-soak-dir", dir, "-soak-servers", soakServersEmbedded}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatalf("parse flags: %v", err)
 	}
@@ -179,5 +182,58 @@ func TestMemWindows(t *testing.T) {
 	}
 	if rss() == 0 {
 		t.Error("rss() = 0")
+	}
+}
+
+// TestStartCluster starts the soak's default cluster, three nats-server
+// processes, and checks that they form a JetStream cluster that takes an
+// R3 stream and that their RSS can be read. It needs a nats-server binary
+// (go install github.com/nats-io/nats-server/v2@v2.15.2); without one the
+// soak's default refuses to start, saying so.
+func TestStartCluster(t *testing.T) {
+	bin, err := findNATSServer()
+	if err != nil {
+		t.Skipf("no nats-server binary: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	servers, err := startCluster(ctx, bin, 3, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopAll(servers)
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = s.url
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The meta leader is elected a moment after the servers accept
+	// connections; a request before that gets no answer.
+	for {
+		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = js.CreateStream(actx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3, Storage: jetstream.FileStorage})
+		acancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		t.Logf("create the stream (retrying): %v", err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("create an R3 stream on %v: %v", urls, err)
+	}
+	if _, err := js.Publish(ctx, "r3.x", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if n := rssOf(servers); n < 1<<20 {
+		t.Fatalf("the servers' RSS reads %d bytes", n)
 	}
 }

@@ -140,8 +140,10 @@ func (e *env) drainStateJetflow(ctx context.Context, mode stateMode) (float64, t
 		return 0, 0, err
 	}
 	consumer := e.names.ConsumerName(typeDrainState, streams.PriorityNormal)
+	prof := startTimedProfile()
 	start, cpu0 := time.Now(), processCPU()
 	if err := w.Start(ctx); err != nil {
+		stopTimedProfile(prof)
 		_ = stop()
 		return 0, 0, err
 	}
@@ -151,6 +153,7 @@ func (e *env) drainStateJetflow(ctx context.Context, mode stateMode) (float64, t
 		werr = e.waitStateSeq(ctx, seq, "the worker's state records")
 	}
 	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	stopTimedProfile(prof)
 	unwatch()
 	if err := errors.Join(werr, stop()); err != nil {
 		return 0, 0, err

@@ -66,18 +66,34 @@ func findNATSServer() (string, error) {
 // startStandalone starts nats-server from binary with JetStream and a file
 // store in a new temporary directory, and waits until it accepts
 // connections.
-func startStandalone(ctx context.Context, binary string, stderr io.Writer) (_ *standalone, err error) {
-	out, err := exec.CommandContext(ctx, binary, "--version").Output()
-	if err != nil {
-		return nil, fmt.Errorf("bench: %s --version: %w", binary, err)
-	}
-	if v := strings.TrimSpace(string(out)); !strings.HasSuffix(v, natsServerVersion) {
-		fmt.Fprintf(stderr, "bench: warning: %s is %q, the figures are meant for %s\n", binary, v, natsServerVersion)
+func startStandalone(ctx context.Context, binary string, stderr io.Writer) (*standalone, error) {
+	if err := checkServerVersion(ctx, binary, stderr); err != nil {
+		return nil, err
 	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
+	return startServer(ctx, binary, port)
+}
+
+// checkServerVersion warns when binary is not the release the figures are
+// meant for.
+func checkServerVersion(ctx context.Context, binary string, stderr io.Writer) error {
+	out, err := exec.CommandContext(ctx, binary, "--version").Output()
+	if err != nil {
+		return fmt.Errorf("bench: %s --version: %w", binary, err)
+	}
+	if v := strings.TrimSpace(string(out)); !strings.HasSuffix(v, natsServerVersion) {
+		fmt.Fprintf(stderr, "bench: warning: %s is %q, the figures are meant for %s\n", binary, v, natsServerVersion)
+	}
+	return nil
+}
+
+// startServer starts nats-server from binary on 127.0.0.1:port with
+// JetStream, a file store in a new temporary directory and the extra
+// arguments, and waits until it accepts connections.
+func startServer(ctx context.Context, binary string, port int, extra ...string) (_ *standalone, err error) {
 	s := &standalone{exit: make(chan error, 1)}
 	if s.dir, err = os.MkdirTemp("", "jetflow-bench-tcp-"); err != nil {
 		return nil, fmt.Errorf("bench: store dir: %w", err)
@@ -88,7 +104,8 @@ func startStandalone(ctx context.Context, binary string, stderr io.Writer) (_ *s
 		}
 	}()
 	s.url = "nats://127.0.0.1:" + strconv.Itoa(port)
-	s.cmd = exec.Command(binary, "-js", "-sd", s.dir, "-a", "127.0.0.1", "-p", strconv.Itoa(port))
+	args := append([]string{"-js", "-sd", s.dir, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}, extra...)
+	s.cmd = exec.Command(binary, args...)
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: start %s: %w", binary, err)
 	}
@@ -112,6 +129,60 @@ func startStandalone(ctx context.Context, binary string, stderr io.Writer) (_ *s
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// startCluster starts a cluster of n nats-server processes from binary on
+// free ports of 127.0.0.1, routed to each other, and returns them once each
+// accepts connections (JetStream needs a moment more to elect its meta
+// leader: the first API calls wait for it).
+func startCluster(ctx context.Context, binary string, n int, stderr io.Writer) (_ []*standalone, err error) {
+	if err := checkServerVersion(ctx, binary, stderr); err != nil {
+		return nil, err
+	}
+	ports := make([]int, 2*n) // client ports, then cluster ports
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	routes := make([]string, n)
+	for i := range n {
+		routes[i] = "nats://127.0.0.1:" + strconv.Itoa(ports[n+i])
+	}
+	var servers []*standalone
+	defer func() {
+		if err != nil {
+			stopAll(servers)
+		}
+	}()
+	for i := range n {
+		s, err := startServer(ctx, binary, ports[i], "--server_name", "bench-n"+strconv.Itoa(i+1),
+			"--cluster_name", "bench", "--cluster", routes[i], "--routes", strings.Join(routes, ","))
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, s)
+	}
+	return servers, nil
+}
+
+// stopAll stops the servers.
+func stopAll(servers []*standalone) {
+	for _, s := range servers {
+		s.stop()
+	}
+}
+
+// rssOf returns the summed resident set size of the servers' processes in
+// bytes (0 where it cannot be read).
+func rssOf(servers []*standalone) uint64 {
+	var sum uint64
+	for _, s := range servers {
+		if s.cmd != nil && s.cmd.Process != nil {
+			sum += procRSS("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/status")
+		}
+	}
+	return sum
 }
 
 // stop ends the server process and removes its store.
