@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/testutil"
 )
 
 // TestSoakSmoke runs a short soak at a low rate on its own embedded
@@ -217,19 +219,15 @@ func TestStartCluster(t *testing.T) {
 	}
 	// The meta leader is elected a moment after the servers accept
 	// connections; a request before that gets no answer.
-	for {
+	testutil.Wait(t, time.Minute, "an R3 stream on the three servers", func() bool {
 		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = js.CreateStream(actx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3, Storage: jetstream.FileStorage})
-		acancel()
-		if err == nil || ctx.Err() != nil {
-			break
+		defer acancel()
+		_, err := js.CreateStream(actx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3, Storage: jetstream.FileStorage})
+		if err != nil {
+			t.Logf("create the stream (retrying): %v", err)
 		}
-		t.Logf("create the stream (retrying): %v", err)
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("create an R3 stream on %v: %v", urls, err)
-	}
+		return err == nil
+	})
 	if _, err := js.Publish(ctx, "r3.x", []byte("x")); err != nil {
 		t.Fatal(err)
 	}

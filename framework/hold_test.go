@@ -24,6 +24,23 @@ func useHold(w *framework.Worker, d time.Duration) {
 	}})
 }
 
+// holdingWorker starts a worker of concurrency 4 whose handler of
+// taskType records each call in seen and fails with errHeld, held for d
+// every time. The test shuts it down itself.
+func (e *env) holdingWorker(t *testing.T, taskType string, d time.Duration, seen *calls) *framework.Worker {
+	t.Helper()
+	w := e.worker(t, framework.WithConcurrency(4))
+	useHold(w, d)
+	w.HandleFunc(taskType, func(_ context.Context, task *framework.Task) error {
+		seen.add(task.ID)
+		return errHeld
+	})
+	if err := w.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // calls counts a handler's calls per task ID.
 type calls struct {
 	mu sync.Mutex
@@ -55,15 +72,7 @@ func TestParkedTasksKeepNoGoroutine(t *testing.T) {
 	e := newEnv(t)
 	const n = 400
 	var seen calls
-	w := e.worker(t, framework.WithConcurrency(4))
-	useHold(w, time.Hour)
-	w.HandleFunc("hold.outage", func(_ context.Context, task *framework.Task) error {
-		seen.add(task.ID)
-		return errHeld
-	})
-	if err := w.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	w := e.holdingWorker(t, "hold.outage", time.Hour, &seen)
 	// The first tasks held, the worker's services all run: count from there.
 	const first = 8
 	for i := range first {
@@ -161,15 +170,7 @@ func TestShutdownWhileTasksBounce(t *testing.T) {
 	e := newEnv(t)
 	const n = 50
 	var seen calls
-	w := e.worker(t, framework.WithConcurrency(4))
-	useHold(w, time.Millisecond)
-	w.HandleFunc("hold.bounce", func(_ context.Context, task *framework.Task) error {
-		seen.add(task.ID)
-		return errHeld
-	})
-	if err := w.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	w := e.holdingWorker(t, "hold.bounce", time.Millisecond, &seen)
 	for i := range n {
 		e.enqueue(t, "hold.bounce", i)
 	}
