@@ -2,7 +2,6 @@ package framework
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/jetflow-io/jetflow/internal/asyncpub"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/internal/staterec"
@@ -32,6 +32,9 @@ type Client struct {
 	// taskStream is the task stream's name, shared by the TaskInfos of
 	// EnqueueMany.
 	taskStream string
+	// ackTimeout bounds the wait for an acknowledgement of EnqueueMany
+	// (asyncAckTimeout; tests shorten it).
+	ackTimeout time.Duration
 
 	unique uniqueStore // handle on the unique bucket (unique.go)
 }
@@ -50,7 +53,7 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("framework: jetstream: %w", err)
 	}
-	c := &Client{nc: nc, js: js, opts: o, names: o.names, taskStream: o.names.TaskStream()}
+	c := &Client{nc: nc, js: js, opts: o, names: o.names, taskStream: o.names.TaskStream(), ackTimeout: asyncAckTimeout}
 	c.installClientState()
 	return c, nil
 }
@@ -192,15 +195,20 @@ func (c *Client) EnqueueSeq(ctx context.Context, seq iter.Seq[TaskSpec], report 
 // once per job, in order, from one goroutine at a time. n is the number of
 // jobs when known, -1 otherwise.
 func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec], n int, report func(int, TaskInfo, error)) {
-	// One goroutine settles the acknowledgements in publish order as they
-	// arrive; a settled message and its future are garbage at once. The
-	// channel is as deep as the window, so the publisher waits when the
-	// settler falls behind (a smaller batch needs no more than itself).
-	// Failures before the publish go through the same channel, so that
-	// report keeps the jobs' order.
+	// The publishes go through a window of their own (internal/asyncpub):
+	// one subscription for the call, acknowledgements matched by sequence,
+	// no future or timer per message. One goroutine settles them in
+	// publish order as they arrive; a settled message is garbage at once.
+	// The window and the settler's queue are as deep as WithMaxPending (a
+	// smaller batch needs no more than itself). Failures before the publish
+	// go through the same queue, so that report keeps the jobs' order.
 	depth := c.opts.maxPending
 	if n >= 0 && n < depth {
 		depth = n
+	}
+	win, openErr := asyncpub.Open(c.nc, depth, c.ackTimeout, c.taskStream)
+	if openErr == nil {
+		defer win.Close()
 	}
 	pending := make(chan pendingPublish, depth)
 	settled := make(chan struct{})
@@ -211,7 +219,7 @@ func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec]
 				report(p.index, TaskInfo{}, p.err)
 				continue
 			}
-			info, err := c.settle(ctx, p)
+			info, err := c.settle(ctx, win, p)
 			report(p.index, info, err)
 		}
 	}()
@@ -233,11 +241,10 @@ func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec]
 			continue
 		}
 		traced := c.traceEnqueue(ctx, msg, info) // enqueue_trace.go
-		f, err := c.js.PublishMsgAsync(msg)
-		for errors.Is(err, jetstream.ErrTooManyStalledMsgs) && ctx.Err() == nil {
-			// The window stayed full for the stall wait (200 ms): nothing
-			// was sent; keep waiting for a free slot while ctx lasts.
-			f, err = c.js.PublishMsgAsync(msg)
+		err = openErr
+		var sent uint64
+		if err == nil {
+			sent, err = win.Publish(ctx, msg)
 		}
 		if err != nil {
 			err = c.publishErr(info, err)
@@ -245,7 +252,7 @@ func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec]
 			pending <- pendingPublish{index: i, err: err}
 			continue
 		}
-		pending <- pendingPublish{index: i, info: info, future: f, traced: traced}
+		pending <- pendingPublish{index: i, info: info, msg: msg, seq: sent, traced: traced}
 	}
 	close(pending)
 	<-settled
@@ -283,44 +290,47 @@ func (c *Client) taskSubject(p Priority, taskType string, subjects workSubjects)
 
 // pendingPublish is a job of EnqueueMany or EnqueueSeq on its way to its
 // report: an asynchronous publish awaiting its acknowledgement (the job's
-// index, its TaskInfo as built, its future), or a job that failed before it
-// was sent (err).
+// index, its TaskInfo as built, its message and sequence in the window), or
+// a job that failed before it was sent (err).
 type pendingPublish struct {
 	index  int
 	info   TaskInfo
-	future jetstream.PubAckFuture
+	msg    *nats.Msg
+	seq    uint64
 	traced func(TaskInfo, error) // reports the result to the enqueue tracers
 	err    error
 }
 
-// settle waits for the acknowledgement of p and returns its completed
-// TaskInfo, or the error that kept it from being stored. A publish the
-// stream could not take (for example during a leader election) is retried
-// with the same message and task ID.
-func (c *Client) settle(ctx context.Context, p pendingPublish) (TaskInfo, error) {
+// settle waits for the acknowledgement of p in win and returns its
+// completed TaskInfo, or the error that kept it from being stored. A publish
+// the stream could not take (for example during a leader election) or whose
+// acknowledgement did not come is retried with the same message and task
+// ID, which the stream drops if the first one was stored.
+func (c *Client) settle(ctx context.Context, win *asyncpub.Window, p pendingPublish) (TaskInfo, error) {
 	info := p.info
-	var ack *jetstream.PubAck
-	select {
-	case ack = <-p.future.Ok():
-	case err := <-p.future.Err():
-		if natserr.Transient(err) {
-			ack, err = c.publish(ctx, p.future.Msg())
-		}
-		if err != nil {
-			err = c.publishErr(info, err)
-			p.traced(info, err)
-			return TaskInfo{}, err
-		}
-	case <-ctx.Done():
+	ack, err := win.Wait(ctx, p.seq)
+	if err != nil && ctx.Err() != nil {
 		err := fmt.Errorf("framework: enqueue %s %s: acknowledgement not received (retry with the same ID): %w", info.Type, info.ID, ctx.Err())
 		p.traced(info, err)
 		return TaskInfo{}, err
 	}
-	info.Stream, info.Sequence, info.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
+	if err != nil && natserr.Transient(err) {
+		p.msg.Reply = ""
+		var pa *jetstream.PubAck
+		if pa, err = c.publish(ctx, p.msg); err == nil {
+			ack = asyncpub.Ack{Stream: pa.Stream, Seq: pa.Sequence, Duplicate: pa.Duplicate}
+		}
+	}
+	if err != nil {
+		err = c.publishErr(info, err)
+		p.traced(info, err)
+		return TaskInfo{}, err
+	}
+	info.Stream, info.Sequence, info.Duplicate = ack.Stream, ack.Seq, ack.Duplicate
 	if info.Stream == c.taskStream {
 		info.Stream = c.taskStream // one shared copy, not one per acknowledgement
 	}
-	info.ID = seqID(info.ID, ack.Sequence)
+	info.ID = seqID(info.ID, ack.Seq)
 	c.enqueued(ctx, info)
 	p.traced(info, nil)
 	return info, nil

@@ -6,8 +6,12 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/testutil"
 )
 
 // probePayload is a payload whose encoding (done by EnqueueMany just before
@@ -115,4 +119,75 @@ func TestEnqueueSeqReportsAsItGoes(t *testing.T) {
 	if max := lag.Load(); max > 2*window+2 {
 		t.Fatalf("a job was encoded while %d earlier jobs were unreported, want at most %d", max, 2*window+2)
 	}
+}
+
+// TestEnqueueManyLostAcknowledgements loses the acknowledgements of a window
+// of publishes on the way (the server stores the jobs, the client hears
+// nothing), then breaks the connection. EnqueueMany publishes each of those
+// jobs again with its task ID once its wait for the acknowledgement ends;
+// the stream drops the copies as duplicates, and every job is reported
+// stored, exactly once.
+func TestEnqueueManyLostAcknowledgements(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testutil.WithListen())
+	proxy := testutil.NewProxy(t, e.srv.Addr().String())
+	nc, err := nats.Connect(proxy.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	const window, n, muteAt = 16, 400, 100
+	var settled atomic.Int64
+	muted := make(chan struct{})
+	cl, err := framework.NewClient(nc, framework.WithMaxPending(window), framework.WithStateTracking(false),
+		framework.WithHooks(framework.Hooks{Enqueued: func(context.Context, framework.TaskInfo) {
+			if settled.Add(1) == muteAt {
+				proxy.Mute()
+				close(muted)
+			}
+		}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.SetAckTimeoutForTest(300 * time.Millisecond)
+	jobs := make([]framework.TaskSpec, n)
+	for i := range jobs {
+		jobs[i] = framework.TaskSpec{Type: "many.lost", Payload: i}
+	}
+	type result struct {
+		infos []framework.TaskInfo
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		infos, err := cl.EnqueueMany(t.Context(), jobs)
+		done <- result{infos, err}
+	}()
+	<-muted
+	// The window fills up with jobs that are stored but unacknowledged.
+	testutil.Wait(t, 30*time.Second, "the unacknowledged jobs to be stored", func() bool { return e.taskStreamMsgs(t) >= muteAt+window })
+	proxy.Cut()
+	proxy.Restore()
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	seqs := make(map[uint64]bool, n)
+	dups := 0
+	for i, info := range res.infos {
+		if info.Sequence == 0 || seqs[info.Sequence] {
+			t.Fatalf("job %d: %+v (sequence missing or reported twice)", i, info)
+		}
+		seqs[info.Sequence] = true
+		if info.Duplicate {
+			dups++
+		}
+	}
+	if got := e.taskStreamMsgs(t); got != n {
+		t.Fatalf("%d tasks stored, want %d", got, n)
+	}
+	if dups == 0 {
+		t.Fatal("no job was published again: no acknowledgement was lost")
+	}
+	t.Logf("%d jobs published again after their acknowledgement was lost", dups)
 }

@@ -38,3 +38,7 @@ func (w *Worker) PullSizeAtForTest(taskType string, prio Priority, now time.Time
 // StartedDirectForTest returns how many tasks w started from a pull
 // buffer's subscription, without its fetch loop (fetch.go, startDirect).
 func (w *Worker) StartedDirectForTest() uint64 { return w.stats.startedDirect.Load() }
+
+// SetAckTimeoutForTest shortens the wait of c's EnqueueMany and EnqueueSeq
+// for an acknowledgement before they publish the job again.
+func (c *Client) SetAckTimeoutForTest(d time.Duration) { c.ackTimeout = d }

@@ -26,7 +26,9 @@
 // [NewProxy] puts a TCP proxy between a client and a server listening on
 // loopback ([WithListen]); [Proxy.Cut] drops the client's connection and
 // refuses new ones until [Proxy.Restore], to test what happens when a worker
-// loses the network and comes back.
+// loses the network and comes back. [Proxy.Mute] loses only what the server
+// sends (replies, acknowledgements) while the client's messages still reach
+// it, until the next Cut.
 //
 // # Connections and waiting
 //

@@ -3,9 +3,9 @@ package testutil
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // Proxy is a TCP proxy on loopback between clients and a server, used to cut
@@ -14,10 +14,15 @@ import (
 // connected through it sees a network failure and keeps trying to reconnect,
 // as it would across a real outage.
 //
+// [Proxy.Mute] silences the server instead: what the clients send still
+// reaches it, but nothing it sends reaches them (replies and
+// acknowledgements are lost on the way) until the next Cut.
+//
 // A Proxy is safe for concurrent use.
 type Proxy struct {
 	l      net.Listener
 	target string
+	muted  atomic.Bool
 
 	mu     sync.Mutex
 	cut    bool
@@ -68,7 +73,14 @@ func (p *Proxy) Cut() {
 	for c := range conns {
 		_ = c.Close()
 	}
+	p.muted.Store(false)
 }
+
+// Mute drops everything the server sends to the clients from now on, while
+// what they send still reaches it, until [Proxy.Cut]: a publish is stored
+// but its acknowledgement is lost. The connections stay up; a client sees
+// nothing until its own timeouts or the Cut.
+func (p *Proxy) Mute() { p.muted.Store(true) }
 
 // Restore lets connections through again after [Proxy.Cut].
 func (p *Proxy) Restore() {
@@ -125,15 +137,27 @@ func (p *Proxy) accept() {
 		p.conns[out] = struct{}{}
 		p.wg.Add(2)
 		p.mu.Unlock()
-		go p.pipe(out, in)
-		go p.pipe(in, out)
+		go p.pipe(out, in, false)
+		go p.pipe(in, out, true)
 	}
 }
 
-// pipe copies src to dst until either side fails, then closes both.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst until either side fails, then closes both; toClient
+// is the direction that Mute silences.
+func (p *Proxy) pipe(dst, src net.Conn, toClient bool) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !(toClient && p.muted.Load()) {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	_ = dst.Close()
 	_ = src.Close()
 	p.mu.Lock()

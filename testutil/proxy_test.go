@@ -51,3 +51,44 @@ func TestProxyCutAndRestore(t *testing.T) {
 		t.Fatalf("request after restore: %v", err)
 	}
 }
+
+// A muted proxy passes what the client sends and drops what the server
+// sends, until the next Cut.
+func TestProxyMute(t *testing.T) {
+	t.Parallel()
+	srv := testutil.RunServer(t, testutil.WithListen())
+	p := testutil.NewProxy(t, srv.Addr().String())
+	nc, err := nats.Connect(p.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	direct := testutil.Connect(t, srv)
+	heard := make(chan string, 8)
+	sub, err := direct.Subscribe("echo", func(m *nats.Msg) {
+		heard <- string(m.Data)
+		_ = m.Respond(m.Data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := direct.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	p.Mute()
+	if _, err := nc.Request("echo", []byte("a"), 300*time.Millisecond); err == nil {
+		t.Fatal("a reply came through a muted proxy")
+	}
+	if got := testutil.Recv(t, heard, 10*time.Second, "the request reaches the server"); got != "a" {
+		t.Fatalf("server heard %q", got)
+	}
+
+	p.Cut()
+	p.Restore()
+	testutil.Wait(t, 10*time.Second, "a reply after the cut", func() bool {
+		_, err := nc.Request("echo", []byte("b"), time.Second)
+		return err == nil
+	})
+}

@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/asyncpub"
 	"github.com/jetflow-io/jetflow/internal/retry"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
@@ -44,6 +44,7 @@ type store struct {
 	js    jetstream.JetStream
 	nc    *nats.Conn
 	names streams.Names
+	runs  string // the run stream's name, which acknowledgements share
 
 	defs map[string]*Definition // for each workflow's retention
 
@@ -52,7 +53,7 @@ type store struct {
 }
 
 func newStore(js jetstream.JetStream, names streams.Names, defs map[string]*Definition) *store {
-	return &store{js: js, nc: js.Conn(), names: names, defs: defs}
+	return &store{js: js, nc: js.Conn(), names: names, runs: names.RunStream(), defs: defs}
 }
 
 // retention returns how long a final document of workflow wf is kept.
@@ -236,7 +237,7 @@ func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats
 	resp, err := s.nc.RequestMsgWithContext(ctx, doc)
 	var seq uint64
 	if err == nil {
-		seq, err = parseAck(resp)
+		seq, err = s.parseAck(resp)
 	}
 	if err != nil {
 		return s.publishErr(r.ID, err)
@@ -310,64 +311,11 @@ func (s *store) awaitAck(ctx context.Context, f jetstream.PubAckFuture, tick <-c
 // was closed while it waits for acknowledgements.
 const closedCheckInterval = 100 * time.Millisecond
 
-type pubAck struct {
-	Stream string              `json:"stream"`
-	Seq    uint64              `json:"seq"`
-	Error  *jetstream.APIError `json:"error,omitempty"`
-}
-
-func parseAck(resp *nats.Msg) (uint64, error) {
-	if seq, ok := scanAck(resp.Data); ok {
-		return seq, nil
-	}
-	return decodeAck(resp)
-}
-
-// decodeAck is parseAck with the JSON decoder.
-func decodeAck(resp *nats.Msg) (uint64, error) {
-	var ack pubAck
-	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return 0, fmt.Errorf("invalid publish acknowledgement %q: %w", truncate(string(resp.Data), 200), err)
-	}
-	if ack.Error != nil {
-		return 0, ack.Error
-	}
-	if ack.Stream == "" || ack.Seq == 0 {
-		return 0, fmt.Errorf("invalid publish acknowledgement %q", truncate(string(resp.Data), 200))
-	}
-	return ack.Seq, nil
-}
-
-// scanAck reads the stream sequence of a plain acknowledgement exactly as
-// the server writes it, {"stream":"<name>","seq":<n>}, without a JSON
-// decoder. It reports false for anything else (errors, domains, duplicates),
-// which parseAck then decodes.
-func scanAck(b []byte) (uint64, bool) {
-	const head = `{"stream":"`
-	if !bytes.HasPrefix(b, []byte(head)) || bytes.Contains(b, []byte(`"error"`)) {
-		return 0, false
-	}
-	b = b[len(head):]
-	end := bytes.IndexByte(b, '"')
-	if end <= 0 || bytes.IndexByte(b[:end], '\\') >= 0 {
-		return 0, false
-	}
-	b, ok := bytes.CutPrefix(b[end:], []byte(`","seq":`))
-	if !ok {
-		return 0, false
-	}
-	var seq uint64
-	n := 0
-	for ; n < len(b) && b[n] >= '0' && b[n] <= '9'; n++ {
-		if n == 19 || (n > 0 && seq == 0) { // too long, or a leading zero
-			return 0, false
-		}
-		seq = seq*10 + uint64(b[n]-'0')
-	}
-	if n == 0 || seq == 0 || n != len(b)-1 || b[n] != '}' {
-		return 0, false
-	}
-	return seq, true
+// parseAck reads the acknowledgement of a document write: its sequence in
+// the run stream, or the server's error.
+func (s *store) parseAck(resp *nats.Msg) (uint64, error) {
+	ack, err := asyncpub.ParseAck(resp, s.runs)
+	return ack.Seq, err
 }
 
 func (s *store) publishErr(id string, err error) error {
