@@ -275,8 +275,10 @@ func WithMiddleware(mw ...Middleware) WorkerOption {
 	})
 }
 
-// WithMaxPending bounds the unacknowledged publishes of [Client.EnqueueMany].
-// Clients only. Default 4096.
+// WithMaxPending bounds the unacknowledged publishes of [Client.EnqueueMany]
+// and [Client.EnqueueSeq]: each call publishes through a window of this many
+// messages, on a reply subscription of its own (under the connection's inbox
+// prefix), and waits while the window is full. Clients only. Default 4096.
 func WithMaxPending(n int) ClientOption {
 	return clientOnly(func(o *options) error {
 		if n < 1 {

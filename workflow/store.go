@@ -383,10 +383,3 @@ func (s *store) update(ctx context.Context, id string, r *Run, fn mutation) (*Ru
 		r = nil
 	}
 }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
