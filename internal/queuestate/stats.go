@@ -63,6 +63,10 @@ type StatsConfig[K comparable] struct {
 	TargetOf func(subject string) (K, bool)
 }
 
+// afterScheduleInfo runs between the count of the schedule stream and its
+// scan; tests set it to store schedules in that window.
+var afterScheduleInfo = func() {}
+
 // Stats reads the load of every queue of stream: the consumers (one paged
 // request), the delayed tasks per queue (batched direct gets, a thousand
 // per round trip, because a schedule's subject does not carry its type),
@@ -115,10 +119,15 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		return nil, err
 	}
 	out.Scheduled += len(si.State.Subjects)
+	afterScheduleInfo()
+	// The scan stops at the last sequence the count saw: a schedule stored
+	// after it (a task moving out of the delay stream, already counted
+	// there) must not be taken off a count it is not in.
+	last := si.State.LastSeq
 	if len(si.State.Subjects) > 0 {
 		schedPrefix := strings.TrimSuffix(cfg.Schedules, ">")
 		seen := 0
-		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Schedules, 0, 0, time.Time{}, 1000,
+		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Schedules, 0, last, time.Time{}, 1000,
 			func(m jsapi.Stored) (bool, error) {
 				seen++
 				if seen > cfg.MaxScheduled {
@@ -144,7 +153,7 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	}
 	out.Cron = len(ci.State.Subjects)
 	if out.Cron > 0 {
-		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Crons, 0, 0, time.Time{}, 1000,
+		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Crons, 0, ci.State.LastSeq, time.Time{}, 1000,
 			func(m jsapi.Stored) (bool, error) {
 				if out.junk(m, cfg.MaxJunk) {
 					out.Cron--
