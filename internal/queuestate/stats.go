@@ -63,9 +63,10 @@ type StatsConfig[K comparable] struct {
 	TargetOf func(subject string) (K, bool)
 }
 
-// afterScheduleInfo runs between the count of the schedule stream and its
-// scan; tests set it to store schedules in that window.
-var afterScheduleInfo = func() {}
+// afterCount runs between a count of the schedule stream's subjects that
+// match filter and the scan of those subjects; tests set it to store
+// messages in that window.
+var afterCount = func(filter string) {}
 
 // Stats reads the load of every queue of stream: the consumers (one paged
 // request), the delayed tasks per queue (batched direct gets, a thousand
@@ -119,15 +120,14 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		return nil, err
 	}
 	out.Scheduled += len(si.State.Subjects)
-	afterScheduleInfo()
-	// The scan stops at the last sequence the count saw: a schedule stored
+	afterCount(cfg.Schedules)
+	// Each scan stops at the last sequence its count saw: a message stored
 	// after it (a task moving out of the delay stream, already counted
-	// there) must not be taken off a count it is not in.
-	last := si.State.LastSeq
+	// there, or junk) must not be taken off a count it is not in.
 	if len(si.State.Subjects) > 0 {
 		schedPrefix := strings.TrimSuffix(cfg.Schedules, ">")
 		seen := 0
-		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Schedules, 0, last, time.Time{}, 1000,
+		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Schedules, 0, si.State.LastSeq, time.Time{}, 1000,
 			func(m jsapi.Stored) (bool, error) {
 				seen++
 				if seen > cfg.MaxScheduled {
@@ -152,6 +152,7 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		return nil, err
 	}
 	out.Cron = len(ci.State.Subjects)
+	afterCount(cfg.Crons)
 	if out.Cron > 0 {
 		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Crons, 0, ci.State.LastSeq, time.Time{}, 1000,
 			func(m jsapi.Stored) (bool, error) {
