@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,9 @@ func TestEnqueueRejectsBadOptions(t *testing.T) {
 		{"reserved header", framework.WithHeader("Nats-Msg-Id", "x"), framework.ErrInvalidOption},
 		{"own header", framework.WithHeader("jetflow-id", "x"), framework.ErrInvalidOption},
 		{"empty header", framework.WithHeader("", "x"), framework.ErrInvalidOption},
+		// A schedule cannot hold it (the server's clock wraps).
+		{"due after 2262", framework.At(time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)), framework.ErrInvalidOption},
+		{"delay past 2262", framework.In(time.Duration(math.MaxInt64)), framework.ErrInvalidOption},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

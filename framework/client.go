@@ -393,6 +393,10 @@ func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, s
 	if cfg.delay > 0 {
 		due = now.Add(cfg.delay)
 	}
+	if due.After(taskmsg.MaxDue) {
+		return nil, TaskInfo{}, fmt.Errorf("%w: due time %s is after %s, the last time a schedule can hold",
+			ErrInvalidOption, due.UTC().Format(time.RFC3339), taskmsg.MaxDue.Format(time.RFC3339))
+	}
 	delayed := due.After(now)
 	id := cfg.id
 	// Without dedup an immediate task's ID is its stream sequence, filled in

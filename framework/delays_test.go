@@ -51,6 +51,12 @@ func TestDelayMoverRejectsInvalidDelayedTasks(t *testing.T) {
 		{id: "bad-prio", target: "jetflow.fired.urgent." + typ, due: due, wantType: "_invalid", wantErr: "Jetflow-Schedule-Target"},
 		{id: "no-target", due: due, wantType: "_invalid", wantErr: "Jetflow-Schedule-Target"},
 		{id: "bad-due", target: target, due: "tomorrow", wantType: typ, wantErr: "Jetflow-Scheduled-For"},
+		// Past due times run now, including those the server cannot hold
+		// (the zero time is no schedule; before 1678 its clock wraps).
+		{id: "zero-due", target: target, due: "0001-01-01T00:00:00Z"},
+		{id: "ancient-due", target: target, due: "1500-01-01T00:00:00Z"},
+		// After 2262 the server's clock wraps too: it would fire now.
+		{id: "far-due", target: target, due: "3000-01-01T00:00:00Z", wantType: typ, wantErr: "the last time a schedule can hold"},
 		{id: "thief", target: target, due: due, taskID: "victim", wantType: typ, wantErr: "names task thief"},
 		// Fits the server's limit as published, not with the schedule's
 		// headers (filled in below).
@@ -92,7 +98,7 @@ func TestDelayMoverRejectsInvalidDelayedTasks(t *testing.T) {
 		dead = e.deadLetters(t)
 		mu.Lock()
 		defer mu.Unlock()
-		return len(dead) == 6 && ran["ok"] == 1 && ran["status"] == 1
+		return len(dead) == 7 && ran["ok"] == 1 && ran["status"] == 1 && ran["zero-due"] == 1 && ran["ancient-due"] == 1
 	})
 	byID := map[string]dlq.Record{}
 	for _, d := range dead {
@@ -110,14 +116,14 @@ func TestDelayMoverRejectsInvalidDelayedTasks(t *testing.T) {
 			t.Errorf("%s: dead letter type %q reason %q error %q; want %s, invalid, %q", c.id, d.Type, d.Reason, d.LastError, c.wantType, c.wantErr)
 		}
 	}
-	if st := w.Stats(); st.DelaysMoved != 2 || st.DelaysRejected != 6 {
-		t.Errorf("Stats: moved %d, rejected %d; want 2 and 6", st.DelaysMoved, st.DelaysRejected)
+	if st := w.Stats(); st.DelaysMoved != 4 || st.DelaysRejected != 7 {
+		t.Errorf("Stats: moved %d, rejected %d; want 4 and 7", st.DelaysMoved, st.DelaysRejected)
 	}
 	testutil.Wait(t, waitLong, "empty streams", func() bool { return e.taskStreamMsgs(t) == 0 })
 	mu.Lock()
 	defer mu.Unlock()
-	if len(ran) != 2 {
-		t.Errorf("ran %v, want only ok and status", ran)
+	if len(ran) != 4 {
+		t.Errorf("ran %v, want only ok, status, zero-due and ancient-due", ran)
 	}
 }
 

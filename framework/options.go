@@ -348,7 +348,9 @@ func In(d time.Duration) EnqueueOption {
 }
 
 // At schedules the task for t, using the server's message schedules (see
-// [In]). A time not in the future means now.
+// [In]). A time not in the future means now. A due time after
+// 2262-04-11, which a schedule cannot hold (the server keeps it in Unix
+// nanoseconds), is an [ErrInvalidOption] at enqueue, for At and [In] alike.
 func At(t time.Time) EnqueueOption {
 	return func(c *enqueueConfig) error { c.at = t; c.delay = 0; return nil }
 }

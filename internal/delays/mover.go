@@ -279,6 +279,16 @@ func (m *Mover) schedule(msg jetstream.Msg, r *Rejected) (*nats.Msg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("header %s %s is not an RFC 3339 time", taskmsg.HeaderScheduledFor, cut(v))
 	}
+	if due.After(taskmsg.MaxDue) {
+		return nil, fmt.Errorf("header %s %s is after %s, the last time a schedule can hold",
+			taskmsg.HeaderScheduledFor, cut(v), taskmsg.MaxDue.Format(time.RFC3339))
+	}
+	if now := time.Now(); due.Before(now) {
+		// A past due time means now. The server cannot hold every past
+		// time: the zero time is no schedule at all (it would never
+		// fire), and before 1678 its nanosecond clock wraps.
+		due = now
+	}
 	sched := taskmsg.DelayedSchedule(m.topo.ScheduleSubject(id), target, id, due, h, msg.Data())
 	if max := m.nc.MaxPayload(); max > 0 && taskmsg.Size(sched) > max {
 		return nil, fmt.Errorf("%d bytes with its schedule headers, the server accepts at most %d", taskmsg.Size(sched), max)

@@ -1,6 +1,7 @@
 package taskmsg
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -124,6 +125,10 @@ func DelayedSchedule(subject, target, id string, due time.Time, h map[string][]s
 	hdr[HeaderScheduledFor] = []string{at}
 	return &nats.Msg{Subject: subject, Data: data, Header: hdr}
 }
+
+// MaxDue is the last due time a server's message schedule can hold: the
+// server keeps a schedule's time in Unix nanoseconds, which wrap after it.
+var MaxDue = time.Unix(0, math.MaxInt64).UTC()
 
 // FormatTime formats t as jetflow's time headers do: RFC 3339 with
 // nanoseconds, in UTC.
