@@ -73,7 +73,7 @@ func (d *Queue) replayMsg(dl *Record) (*nats.Msg, framework.TaskInfo, error) {
 		h.Set(HeaderPreviousError, deadletter.Text(dl.LastError, MaxErrorLen))
 	}
 	subject := d.names.TaskSubject(prio, taskType)
-	if s, ok := orderedSubject(d.names, taskType, h); ok {
+	if s, ok := orderedSubject(d.names, taskType, dl.OriginalSubject, h); ok {
 		subject = s // an ordered task goes back to its key's queue (see framework.Ordered)
 	}
 	msg := &nats.Msg{Subject: subject, Header: h, Data: dl.Payload}
@@ -227,8 +227,14 @@ func (d *Queue) ReplayFilter(ctx context.Context, f Filter, progress func(done, 
 func hasNatsPrefix(k string) bool { return len(k) >= 5 && strings.EqualFold(k[:5], "nats-") }
 
 // orderedSubject returns the slot subject a record of an ordered task
-// replays to, or false when h carries no valid ordering key.
-func orderedSubject(names streams.Names, taskType string, h nats.Header) (string, bool) {
+// replays to, or false when h carries no valid ordering key or the task was
+// not consumed from a slot subject of taskType (original): an ordering key
+// header on a task of another subject is whatever its producer wrote, and
+// following it would send the replay where no consumer of the type reads.
+func orderedSubject(names streams.Names, taskType, original string, h nats.Header) (string, bool) {
+	if typ, _, err := names.ParseOrderedSubject(original); err != nil || typ != taskType {
+		return "", false
+	}
 	vs := h[framework.HeaderOrderingKey]
 	if len(vs) == 0 || ordering.ValidateKey(vs[0]) != nil {
 		return "", false

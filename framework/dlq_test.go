@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/dlq"
@@ -559,6 +560,39 @@ func TestDeadLetterReplayRoundTrip(t *testing.T) {
 	}
 	if n := e.dlqStreamMsgs(t, dlqNames.DLQStream(), ""); n != 0 {
 		t.Errorf("%d dead letters left, want 0", n)
+	}
+}
+
+// A task of an unordered type whose producer gave it an ordering key header
+// (published by hand on its work subject) replays to its work subject, where
+// its workers read, not to the slot subject the header names, where none
+// does.
+func TestDeadLetterReplayIgnoresForgedOrderingKey(t *testing.T) {
+	t.Parallel()
+	const typ = "dlq.forged.key"
+	e := newEnv(t)
+	w := e.worker(t)
+	var runs atomic.Int32
+	replayed := make(chan string, 1)
+	w.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
+		if runs.Add(1) == 1 {
+			return framework.Permanent(errors.New("rejected"))
+		}
+		replayed <- task.ID
+		return nil
+	})
+	startWorker(t, w)
+	e.publishRaw(t, "jetflow.task.normal."+typ, nats.Header{framework.HeaderTaskID: {"forged-1"}, framework.HeaderOrderingKey: {"k"}}, []byte("{}"))
+	rec := e.waitDeadLetters(t, 1)[0]
+	info, err := dlq.New(e.cl).Replay(t.Context(), rec.Seq)
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	if info.Subject != "jetflow.task.normal."+typ {
+		t.Errorf("replayed to %s, want the task's work subject", info.Subject)
+	}
+	if id := testutil.Recv(t, replayed, waitLong, "the replayed task"); id != "forged-1" {
+		t.Errorf("replayed task %s", id)
 	}
 }
 
