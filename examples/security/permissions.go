@@ -110,6 +110,7 @@ func workerPermissions(n streams.Names, inbox string, types ...string) *server.P
 		"$JS.API.DIRECT.GET." + tasks,
 		"$JS.API.STREAM.MSG.DELETE." + tasks,
 		"$JS.API.CONSUMER.LIST." + tasks,
+		"$JS.API.CONSUMER.INFO." + tasks + ".*", // the router confirms a dead task with its consumer
 		"$JS.API.CONSUMER.INFO." + adv + ".dlq-router",
 		"$JS.API.CONSUMER.CREATE." + adv + ".dlq-router",
 		"$JS.API.CONSUMER.CREATE." + adv + ".dlq-router.>",

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -171,7 +172,7 @@ func (c *Core) handleAdvisory(ctx context.Context, m jetstream.Msg) {
 		c.acked(m, "ack", m.Ack())
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, jsapi.DefaultTimeout)
+	rctx, cancel := context.WithTimeout(ctx, 2*jsapi.DefaultTimeout+ReconcileGrace)
 	err := c.routeAdvisory(rctx, adv)
 	cancel()
 	if err != nil {
@@ -183,7 +184,11 @@ func (c *Core) handleAdvisory(ctx context.Context, m jetstream.Msg) {
 			attempt = int(md.NumDelivered)
 		}
 		delay := advisoryRetry.Delay(attempt)
-		c.log.Warn("jetflow dead-letter router could not route a task; retrying", slog.Uint64("stream_seq", adv.StreamSeq),
+		log := c.log.Warn
+		if errors.Is(err, errAwaited) {
+			log = c.log.Debug // common: the consumer has not moved past the task yet
+		}
+		log("jetflow dead-letter router could not route a task; retrying", slog.Uint64("stream_seq", adv.StreamSeq),
 			slog.String("consumer", adv.Consumer), slog.Duration("retry_in", delay), slog.Any(logKeyError, err))
 		c.acked(m, "nak", m.NakWithDelay(delay))
 		return
@@ -204,21 +209,35 @@ func (c *Core) acked(m jetstream.Msg, op string, err error) {
 		slog.String("subject", m.Subject()), slog.Any(logKeyError, err))
 }
 
+// errAwaited reports an advisory's task that its consumer may still await
+// an acknowledgement for: the advisory is tried again later.
+var errAwaited = errors.New("its consumer may still await its acknowledgement")
+
 // routeAdvisory routes the task an advisory names, if it is still in the
-// task stream and is the task the advisory was about.
+// task stream, is the task the advisory was about, and its consumer's state
+// confirms that it reached its max deliveries.
+//
+// An advisory is a message like any other: whoever may publish on the
+// advisory subjects can forge one, naming any sequence. So the router takes
+// from it only which task to look at, and asks the task's consumer, as the
+// reconciler does (see reconciler): a task the consumer has not delivered is
+// not dead (the advisory is dropped); one it may still await an ack for (in
+// flight, waiting for a redelivery, or dead but with the ack floor not yet
+// past it) is looked at again later (errAwaited). A confirmed task is routed
+// only if it is still stored a grace period after the confirmation: the
+// server moves the ack floor a moment before it deletes an acknowledged
+// task, so a task acknowledged at the moment of the confirmation would pass
+// it, and is gone by then.
 func (c *Core) routeAdvisory(ctx context.Context, adv dlqAdvisory) error {
-	var found *jsapi.Stored
-	_, err := jsapi.DirectGet(ctx, c.nc, c.topo.TaskStream, jsapi.GetRequest{Seq: adv.StreamSeq}, func(m jsapi.Stored) error {
-		found = &m
-		return nil
-	})
+	found, err := c.storedTask(ctx, adv.StreamSeq)
 	if err != nil {
 		return err
 	}
 	if found == nil {
 		return nil // routed already
 	}
-	if _, _, consumer, ok := c.topo.Work(found.Subject); !ok || consumer != adv.Consumer {
+	_, _, consumer, ok := c.topo.Work(found.Subject)
+	if !ok || consumer != adv.Consumer {
 		// Not a jetflow task consumer's message: not ours to move.
 		c.log.Warn("jetflow dead-letter router: max-delivered message left in place", slog.Uint64("stream_seq", adv.StreamSeq),
 			slog.String("subject", found.Subject), slog.String("consumer", adv.Consumer))
@@ -231,7 +250,63 @@ func (c *Core) routeAdvisory(ctx context.Context, adv dlqAdvisory) error {
 			slog.Time("advisory_time", adv.Time), slog.Time("message_time", found.Time))
 		return nil
 	}
-	return c.routeStored(ctx, *found, int(adv.Deliveries), routedByRouter)
+	ci, err := c.js.Consumer(ctx, c.topo.TaskStream, consumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		// Nobody can confirm it; the task is stranded, and reported so.
+		c.log.Warn("jetflow dead-letter router: advisory of a consumer that does not exist ignored",
+			slog.Uint64("stream_seq", adv.StreamSeq), slog.String("consumer", consumer))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("framework: consumer %s: %w", consumer, err)
+	}
+	info := ci.CachedInfo()
+	switch {
+	case found.Seq > info.Delivered.Stream:
+		c.log.Warn("jetflow dead-letter router: advisory of a task its consumer has not delivered ignored",
+			slog.Uint64("stream_seq", adv.StreamSeq), slog.String("consumer", consumer),
+			slog.Uint64("delivered_stream_seq", info.Delivered.Stream))
+		return nil
+	case found.Seq > info.AckFloor.Stream && info.NumAckPending > 0:
+		return errAwaited
+	}
+	if h := confirmedHook.Load(); h != nil {
+		(*h)(found.Seq)
+	}
+	if !retry.Sleep(ctx, ReconcileGrace) {
+		return ctx.Err()
+	}
+	again, err := c.storedTask(ctx, found.Seq)
+	if err != nil || again == nil || !again.Time.Equal(found.Time) {
+		return err // acknowledged after all (nil), or try again
+	}
+	return c.routeStored(ctx, *again, int(adv.Deliveries), routedByRouter)
+}
+
+// confirmedHook, when set, is called when routeAdvisory has confirmed a task,
+// before its grace period.
+var confirmedHook atomic.Pointer[func(seq uint64)]
+
+// SetConfirmedHookForTest makes every router call f with the sequence of
+// each task it confirms, before the grace period after which it looks
+// again (nil: none). For tests that act in that window.
+func SetConfirmedHookForTest(f func(seq uint64)) {
+	if f == nil {
+		confirmedHook.Store(nil)
+		return
+	}
+	confirmedHook.Store(&f)
+}
+
+// storedTask returns the task stored at seq in the task stream, nil when
+// there is none.
+func (c *Core) storedTask(ctx context.Context, seq uint64) (*jsapi.Stored, error) {
+	var found *jsapi.Stored
+	_, err := jsapi.DirectGet(ctx, c.nc, c.topo.TaskStream, jsapi.GetRequest{Seq: seq}, func(m jsapi.Stored) error {
+		found = &m
+		return nil
+	})
+	return found, err
 }
 
 // RunReconciler runs a reconciliation pass every interval (with ±10 %

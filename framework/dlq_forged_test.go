@@ -1,0 +1,146 @@
+package framework_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/deadletter"
+	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+// forgeMaxDeliveries publishes a max-deliveries advisory for the task at seq
+// of (typ, normal), as anyone allowed to publish on the advisory subjects
+// can; the advisory stream stores it like the server's own.
+func (e *env) forgeMaxDeliveries(t *testing.T, typ string, seq uint64) {
+	t.Helper()
+	consumer := dlqNames.ConsumerName(typ, framework.PriorityNormal)
+	adv, err := json.Marshal(map[string]any{
+		"type": "io.nats.jetstream.advisory.v1.max_deliver", "stream": dlqNames.TaskStream(),
+		"consumer": consumer, "stream_seq": seq, "deliveries": 25,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.nc.Publish("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+dlqNames.TaskStream()+"."+consumer, adv); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// routerConsumer returns the state of the dead-letter router's consumer
+// (nil until it exists).
+func (e *env) routerConsumer(t *testing.T) *jetstream.ConsumerInfo {
+	t.Helper()
+	c, err := e.js.Consumer(t.Context(), dlqNames.AdvisoryStream(), "dlq-router")
+	if err != nil {
+		return nil
+	}
+	ci, err := c.Info(t.Context())
+	if err != nil {
+		return nil
+	}
+	return ci
+}
+
+// Forged max-deliveries advisories route nothing. One names a task its
+// consumer has not delivered yet: dropped. The other names a task in
+// flight: looked at again until the task is acknowledged (and gone). Both
+// tasks run once and nothing is dead-lettered.
+func TestDeadLetterRouterIgnoresForgedAdvisories(t *testing.T) {
+	t.Parallel()
+	const waiting, busy = "dlq.forged.waiting", "dlq.forged.busy"
+	e := newEnv(t)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	var busyRuns atomic.Int32
+	w := e.worker(t)
+	w.HandleFunc(busy, func(context.Context, *framework.Task) error {
+		busyRuns.Add(1)
+		started <- struct{}{}
+		<-release
+		return nil
+	})
+	startWorker(t, w)
+	inFlight := e.enqueue(t, busy, nil, framework.WithID("busy-1"))
+	testutil.Recv(t, started, waitLong, "the busy task's start")
+
+	// The waiting type's consumer exists, but nobody pulls from it yet.
+	if _, err := streams.EnsureConsumer(t.Context(), e.js, dlqNames, streams.ConsumerSpec{TaskType: waiting}); err != nil {
+		t.Fatal(err)
+	}
+	undelivered := e.enqueue(t, waiting, nil, framework.WithID("waiting-1"))
+
+	e.forgeMaxDeliveries(t, waiting, undelivered.Sequence)
+	e.forgeMaxDeliveries(t, busy, inFlight.Sequence)
+	// The first one acknowledged, the second looked at twice (or, wrongly,
+	// routed).
+	testutil.Wait(t, waitLong, "the router to look at the in-flight task twice", func() bool {
+		ci := e.routerConsumer(t)
+		return ci != nil && ci.NumPending == 0 && ci.NumAckPending <= 1 && ci.NumRedelivered >= 1 ||
+			len(e.deadLetters(t)) > 0
+	})
+	if dls := e.deadLetters(t); len(dls) != 0 {
+		t.Fatalf("forged advisories dead-lettered %d tasks: %+v", len(dls), dls[0])
+	}
+
+	close(release)
+	ran := make(chan string, 1)
+	w2 := e.worker(t)
+	w2.HandleFunc(waiting, func(_ context.Context, task *framework.Task) error {
+		ran <- task.ID
+		return nil
+	})
+	startWorker(t, w2)
+	if id := testutil.Recv(t, ran, waitLong, "the waiting task's run"); id != "waiting-1" {
+		t.Errorf("ran %s", id)
+	}
+	testutil.Wait(t, waitLong, "both tasks done", func() bool { return e.taskStreamMsgs(t) == 0 })
+	e.waitRouterIdle(t)
+	if dls := e.deadLetters(t); len(dls) != 0 {
+		t.Errorf("forged advisories dead-lettered %d tasks: %+v", len(dls), dls[0])
+	}
+	if n := busyRuns.Load(); n != 1 {
+		t.Errorf("the busy task ran %d times, want 1", n)
+	}
+}
+
+// A task the router has confirmed dead is routed only if it is still stored
+// a grace period later: the server moves its consumer's ack floor a moment
+// before it deletes an acknowledged task, so a forged advisory could
+// otherwise catch one in that moment. Here the task is deleted right after
+// its confirmation, as an acknowledged one would be: nothing is routed.
+//
+// Not parallel: the hook is the package's, seen by every router.
+func TestDeadLetterRouterLooksAgainAfterConfirming(t *testing.T) {
+	e := newEnv(t)
+	dead := dieWithoutDeadLetters(t, e, "dlq.lookagain", 1)[0]
+	confirmed := make(chan uint64, 1)
+	deadletter.SetConfirmedHookForTest(func(seq uint64) {
+		s, err := e.js.Stream(context.Background(), dlqNames.TaskStream())
+		if err == nil {
+			err = s.DeleteMsg(context.Background(), seq)
+		}
+		if err != nil {
+			t.Errorf("delete the confirmed task: %v", err)
+		}
+		select {
+		case confirmed <- seq:
+		default:
+		}
+	})
+	t.Cleanup(func() { deadletter.SetConfirmedHookForTest(nil) })
+	w := e.worker(t)
+	w.HandleFunc("dlq.other", noopHandler)
+	startWorker(t, w)
+	if seq := testutil.Recv(t, confirmed, waitLong, "the confirmation"); seq != dead.Sequence {
+		t.Errorf("confirmed %d, want %d", seq, dead.Sequence)
+	}
+	e.waitRouterIdle(t)
+	if dls := e.deadLetters(t); len(dls) != 0 {
+		t.Errorf("%d dead letters of a task deleted before its routing, want 0", len(dls))
+	}
+}
