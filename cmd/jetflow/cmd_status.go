@@ -47,7 +47,7 @@ func statusCommands() []*command {
 					return err
 				}
 				if f.watch && !c.json {
-					fmt.Fprint(c.stdout, "\x1b[H\x1b[2J") // home, clear screen
+					fmt.Fprint(c.rawStdout, "\x1b[H\x1b[2J") // home, clear screen
 				}
 				if c.json {
 					if f.watch {

@@ -71,9 +71,13 @@ func commands() []*command {
 
 // cli is the state one invocation shares between its parts.
 type cli struct {
-	stdout, stderr io.Writer
-	conn           connFlags
-	json           bool
+	// stdout and stderr make control characters visible (termSafe): what
+	// the CLI prints comes from the wire. rawStdout and rawStderr are for
+	// the CLI's own escape sequences (status --watch, progress lines).
+	stdout, stderr       io.Writer
+	rawStdout, rawStderr io.Writer
+	conn                 connFlags
+	json                 bool
 	// stderrTerminal makes progress redraw one line.
 	stderrTerminal bool
 }
@@ -87,7 +91,10 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 
 // run executes one command line and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := &cli{stdout: stdout, stderr: stderr}
+	safeOut, safeErr := &termSafe{w: stdout}, &termSafe{w: stderr}
+	defer safeOut.flush()
+	defer safeErr.flush()
+	c := &cli{stdout: safeOut, stderr: safeErr, rawStdout: stdout, rawStderr: stderr}
 	if f, ok := stderr.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
 			c.stderrTerminal = true

@@ -62,6 +62,16 @@ func (c *cli) printJSON(v any) error {
 
 func marshalCompact(v any) ([]byte, error) { return json.Marshal(v) }
 
+// safe returns s with its control characters made visible, as c.stdout
+// writes them (termSafe), for text written to the raw writers.
+func (c *cli) safe(s string) string {
+	var b strings.Builder
+	t := &termSafe{w: &b}
+	_, _ = t.Write([]byte(s))
+	t.flush()
+	return b.String()
+}
+
 // table writes aligned columns.
 type table struct{ w *tabwriter.Writer }
 
@@ -166,7 +176,7 @@ func (p *progress) update(done, total int) {
 	}
 	line := fmt.Sprintf("%s%s %d/%d", bar, p.verb, done, total)
 	if p.c.stderrTerminal {
-		fmt.Fprintf(p.c.stderr, "\r%s", line)
+		fmt.Fprintf(p.c.rawStderr, "\r%s", p.c.safe(line))
 	} else {
 		fmt.Fprintln(p.c.stderr, line)
 	}
