@@ -56,7 +56,10 @@ const RequestHeader = "X-Jetflow-Request"
 // their JSON API under "/api/", and queue gauges in the Prometheus text
 // format at "/metrics". Mount it under any path with [http.StripPrefix];
 // the pages use relative URLs. It does no authentication: wrap it in the
-// embedding application's own. The handler is safe for concurrent use.
+// embedding application's own. Served without any, check the request's
+// Host as `jetflow ui` does (DNS rebinding makes a page on another site,
+// its name resolved again to the dashboard's address, same-origin with it).
+// The handler is safe for concurrent use.
 //
 // New needs no topology to exist; pages report what is missing.
 func New(nc *nats.Conn, opts Options) (http.Handler, error) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -21,14 +22,16 @@ import (
 
 func serveCommands() []*command {
 	var ui struct {
-		listen   string
-		readOnly bool
+		listen     string
+		readOnly   bool
+		allowHosts string
 	}
 	var dev struct {
-		store  string
-		port   int
-		listen string
-		noUI   bool
+		store      string
+		port       int
+		listen     string
+		noUI       bool
+		allowHosts string
 	}
 	return []*command{
 		{
@@ -37,6 +40,7 @@ func serveCommands() []*command {
 			flags: func(fs *flag.FlagSet, c *cli) {
 				fs.StringVar(&ui.listen, "listen", "127.0.0.1:8233", "HTTP address to listen on")
 				fs.BoolVar(&ui.readOnly, "read-only", false, "no replay, purge, pause or resume from the dashboard")
+				fs.StringVar(&ui.allowHosts, "allow-host", "", "comma-separated host names the dashboard answers besides localhost, IP addresses and the --listen host")
 			},
 			run: func(ctx context.Context, c *cli, args []string) error {
 				if len(args) > 0 {
@@ -47,7 +51,7 @@ func serveCommands() []*command {
 					return err
 				}
 				defer s.Close()
-				return serveDashboard(ctx, c, s.nc, ui.listen, ui.readOnly)
+				return serveDashboard(ctx, c, s.nc, ui.listen, ui.readOnly, ui.allowHosts)
 			},
 		},
 		{
@@ -58,6 +62,7 @@ func serveCommands() []*command {
 				fs.IntVar(&dev.port, "port", 4222, "NATS client port on 127.0.0.1 (-1: a free port)")
 				fs.StringVar(&dev.listen, "listen", "127.0.0.1:8233", "dashboard HTTP address")
 				fs.BoolVar(&dev.noUI, "no-ui", false, "do not serve the dashboard")
+				fs.StringVar(&dev.allowHosts, "allow-host", "", "comma-separated host names the dashboard answers besides localhost, IP addresses and the --listen host")
 			},
 			run: func(ctx context.Context, c *cli, args []string) error {
 				if len(args) > 0 {
@@ -109,7 +114,7 @@ func serveCommands() []*command {
 					<-ctx.Done()
 					return nil
 				}
-				return serveDashboard(ctx, c, nc, dev.listen, false)
+				return serveDashboard(ctx, c, nc, dev.listen, false, dev.allowHosts)
 			},
 		},
 	}
@@ -122,8 +127,9 @@ func defaultDevStore() string {
 	return filepath.Join(os.TempDir(), "jetflow-dev")
 }
 
-// serveDashboard serves the dashboard on addr until ctx ends.
-func serveDashboard(ctx context.Context, c *cli, nc *nats.Conn, addr string, readOnly bool) error {
+// serveDashboard serves the dashboard on addr until ctx ends, to requests
+// for the hosts hostGuard lets through.
+func serveDashboard(ctx context.Context, c *cli, nc *nats.Conn, addr string, readOnly bool, allowHosts string) error {
 	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	h, err := dashboardHandler(nc, c.conn.prefix, readOnly, logger)
 	if err != nil {
@@ -133,7 +139,8 @@ func serveDashboard(ctx context.Context, c *cli, nc *nats.Conn, addr string, rea
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pass --listen HOST:PORT)", addr, err)
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	listenHost, _, _ := net.SplitHostPort(addr)
+	hs := &http.Server{Handler: hostGuard(h, listenHost, allowHosts), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
 	host, port, _ := net.SplitHostPort(l.Addr().String())
@@ -160,4 +167,37 @@ func serveDashboard(ctx context.Context, c *cli, nc *nats.Conn, addr string, rea
 		return err
 	}
 	return nil
+}
+
+// hostGuard answers 403 to a request whose Host is a name other than
+// localhost, the listen host and the allowed ones (comma-separated). The
+// dashboard has no login: it is meant for a loopback address. A page on
+// another site cannot call it (its mutations need a header a cross-origin
+// request cannot send), except through DNS rebinding: its name, resolved
+// again to 127.0.0.1, makes the page same-origin with the dashboard, and
+// the browser then sends the page's own name as the Host. So names are
+// checked; an IP address is always accepted (rebinding needs a name).
+func hostGuard(h http.Handler, listenHost, allowHosts string) http.Handler {
+	allowed := map[string]bool{"localhost": true}
+	if listenHost != "" {
+		allowed[strings.ToLower(listenHost)] = true
+	}
+	for _, a := range strings.Split(allowHosts, ",") {
+		if a = strings.ToLower(strings.TrimSpace(a)); a != "" {
+			allowed[a] = true
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if hp, _, err := net.SplitHostPort(host); err == nil {
+			host = hp
+		}
+		host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+		if net.ParseIP(host) == nil && !allowed[host] {
+			http.Error(w, fmt.Sprintf("jetflow dashboard: host %q is not one it serves (start it with --allow-host %s to allow it)",
+				host, host), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

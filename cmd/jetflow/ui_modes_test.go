@@ -78,3 +78,54 @@ func TestDevDashboard(t *testing.T) {
 		t.Fatalf("dev exit %d: %s", r.code, r.stderr)
 	}
 }
+
+// TestUIRefusesOtherHosts answers only requests for localhost, an IP
+// address, the listen host and --allow-host names: a page whose name was
+// rebound to 127.0.0.1 is same-origin with the dashboard, so its requests
+// carry the dashboard's custom header, but they name the page's host.
+func TestUIRefusesOtherHosts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	out, stop := start(t, "-s", e.url, "ui", "--listen", "127.0.0.1:0", "--allow-host", "ops.example")
+	base := dashboardURL(t, out)
+	port := base[strings.LastIndexByte(base, ':')+1:]
+	do := func(method, path, host string) int {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, base+path, strings.NewReader(`{"all":true}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("X-Jetflow-Request", "1")
+		req.Header.Set("Origin", "http://"+host)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		method, path, host string
+		want               int
+	}{
+		{http.MethodGet, "/", "attacker.example:" + port, http.StatusForbidden},
+		{http.MethodGet, "/api/overview", "attacker.example:" + port, http.StatusForbidden},
+		{http.MethodPost, "/api/dlq/purge", "attacker.example:" + port, http.StatusForbidden},
+		{http.MethodPost, "/api/dlq/purge", "Attacker.Example.", http.StatusForbidden},
+		{http.MethodGet, "/", "localhost:" + port, http.StatusOK},
+		{http.MethodGet, "/", "127.0.0.1:" + port, http.StatusOK},
+		{http.MethodGet, "/", "[::1]:" + port, http.StatusOK},
+		{http.MethodGet, "/", "OPS.example:" + port, http.StatusOK},
+		{http.MethodPost, "/api/dlq/purge", "localhost:" + port, http.StatusOK},
+	} {
+		if got := do(c.method, c.path, c.host); got != c.want {
+			t.Errorf("%s %s for Host %s: %d, want %d", c.method, c.path, c.host, got, c.want)
+		}
+	}
+	if r := stop(); r.code != exitOK {
+		t.Fatalf("ui exit %d: %s", r.code, r.stderr)
+	}
+}
