@@ -6,7 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/deadletter"
+	"github.com/jetflow-io/jetflow/internal/delays"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
@@ -32,6 +34,14 @@ func (d *Queue) MoveStranded(ctx context.Context, grace time.Duration) (int, err
 			continue
 		}
 		prio, typ, _ := strings.Cut(strings.TrimPrefix(s.Subject, prefix), ".")
+		if !strings.HasPrefix(s.Subject, prefix) {
+			// A slot subject of ordered tasks (which have no priority), or
+			// junk under it: no slot a partition reads, no type.
+			prio, typ = framework.PriorityNormal.String(), delays.RejectedType
+			if t, _, err := d.names.ParseOrderedSubject(s.Subject); err == nil {
+				typ = t
+			}
+		}
 		err := jsapi.Scan(ctx, d.nc, stream, s.Subject, 0, 0, time.Time{}, 100, func(m jsapi.Stored) (bool, error) {
 			if m.Time.After(cutoff) {
 				return false, nil

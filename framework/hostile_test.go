@@ -307,12 +307,21 @@ func TestStrandedTasksAreReported(t *testing.T) {
 		}
 		return nil
 	})
+	w.HandleFunc("stranded.ord", noopHandler, framework.WithOrdering(framework.Ordering{Partitions: 4}))
 	startWorker(t, w)
 	defer close(block)
 	e.enqueue(t, "stranded.served", 1)
 	e.enqueue(t, "stranded.nobody", 1)
 	e.enqueue(t, "stranded.nobody", 2)
 	e.publishRaw(t, "jetflow.task.low.Upper.Case", nil, []byte(`{}`))
+	// Slot subjects of ordered tasks that no partition reads: a slot out of
+	// range, no slot at all, a type nobody serves.
+	e.publishRaw(t, "jetflow.ord.stranded.ord.999", nil, []byte(`{}`))
+	e.publishRaw(t, "jetflow.ord.stranded.ord", nil, []byte(`{}`))
+	e.publishRaw(t, "jetflow.ord.ord.nobody.3", nil, []byte(`{}`))
+	wantType := map[string]string{
+		"jetflow.ord.stranded.ord.999": "_invalid", "jetflow.ord.stranded.ord": "_invalid", "jetflow.ord.ord.nobody.3": "ord.nobody",
+	}
 	got, err := inspect.New(e.cl).Stranded(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -320,6 +329,9 @@ func TestStrandedTasksAreReported(t *testing.T) {
 	want := map[string]uint64{
 		dlqNames.TaskSubject(framework.PriorityNormal, "stranded.nobody"): 2,
 		"jetflow.task.low.Upper.Case":                                     1,
+		"jetflow.ord.stranded.ord.999":                                    1,
+		"jetflow.ord.stranded.ord":                                        1,
+		"jetflow.ord.ord.nobody.3":                                        1,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Stranded = %+v, want the subjects %v", got, want)
@@ -334,13 +346,16 @@ func TestStrandedTasksAreReported(t *testing.T) {
 		t.Errorf("MoveStranded(1h) = %d, %v; want 0", n, err)
 	}
 	n, err := dlq.New(e.cl).MoveStranded(t.Context(), 0)
-	if err != nil || n != 3 {
-		t.Fatalf("MoveStranded(0) = %d, %v; want 3", n, err)
+	if err != nil || n != 6 {
+		t.Fatalf("MoveStranded(0) = %d, %v; want 6", n, err)
 	}
-	for _, d := range e.waitDeadLetters(t, 3) {
+	for _, d := range e.waitDeadLetters(t, 6) {
 		if d.Reason != dlq.ReasonStranded || want[d.OriginalSubject] == 0 || d.RoutedBy != "operator" ||
 			!strings.Contains(d.LastError, d.OriginalSubject) {
 			t.Errorf("record %+v", d)
+		}
+		if typ, ok := wantType[d.OriginalSubject]; ok && d.Type != typ {
+			t.Errorf("record of %s: type %q, want %q", d.OriginalSubject, d.Type, typ)
 		}
 	}
 	if got, err := inspect.New(e.cl).Stranded(t.Context()); err != nil || len(got) != 0 {

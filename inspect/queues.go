@@ -140,11 +140,11 @@ type StrandedSubject struct {
 // MaxStrandedSubjects bounds how many subjects [Operator.Stranded] reports.
 const MaxStrandedSubjects = 1000
 
-// Stranded reports the work subjects of the task stream that hold tasks
-// but match no consumer's filter, oldest first, at most
-// [MaxStrandedSubjects]. A subject whose consumer exists but has no running
+// Stranded reports the work subjects of the task stream, the slot subjects
+// of ordered tasks included, that hold tasks but match no consumer's
+// filter, oldest first, at most [MaxStrandedSubjects]. A subject whose consumer exists but has no running
 // worker is not stranded: [Operator.QueueStats] counts its tasks as
-// pending. Cost: one stream info request, one consumer listing, and one
+// pending. Cost: two stream info requests, one consumer listing, and one
 // direct get per stranded subject.
 func (i *Operator) Stranded(ctx context.Context) ([]StrandedSubject, error) {
 	stream, err := i.js.Stream(ctx, i.names.TaskStream())
@@ -154,7 +154,8 @@ func (i *Operator) Stranded(ctx context.Context) ([]StrandedSubject, error) {
 		}
 		return nil, fmt.Errorf("inspect: stranded tasks: %w", err)
 	}
-	subs, err := queuestate.Stranded(ctx, i.nc, stream, i.names.TaskStream(), i.names.TaskWildcard(), MaxStrandedSubjects)
+	subs, err := queuestate.Stranded(ctx, i.nc, stream, i.names.TaskStream(),
+		[]string{i.names.TaskWildcard(), i.names.OrderedWildcard()}, MaxStrandedSubjects)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: stranded tasks: %w", err)
 	}

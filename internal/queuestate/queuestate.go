@@ -3,6 +3,7 @@ package queuestate
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -97,15 +98,20 @@ type Subject struct {
 	Age     time.Duration
 }
 
-// Stranded reports the subjects of stream (named streamName) under wildcard
-// that hold tasks but match no consumer's filter, oldest first, at most max.
-func Stranded(ctx context.Context, nc *nats.Conn, stream jetstream.Stream, streamName, wildcard string,
+// Stranded reports the subjects of stream (named streamName) under the
+// wildcards that hold tasks but match no consumer's filter, oldest first, at
+// most max.
+func Stranded(ctx context.Context, nc *nats.Conn, stream jetstream.Stream, streamName string, wildcards []string,
 	max int) ([]Subject, error) {
-	si, err := stream.Info(ctx, jetstream.WithSubjectFilter(wildcard))
-	if err != nil {
-		return nil, err
+	subjects := make(map[string]uint64)
+	for _, wildcard := range wildcards {
+		si, err := stream.Info(ctx, jetstream.WithSubjectFilter(wildcard))
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(subjects, si.State.Subjects)
 	}
-	if len(si.State.Subjects) == 0 {
+	if len(subjects) == 0 {
 		return nil, nil
 	}
 	var filters []string
@@ -121,7 +127,7 @@ func Stranded(ctx context.Context, nc *nats.Conn, stream jetstream.Stream, strea
 	}
 	now := time.Now()
 	var out []Subject
-	for subj, n := range si.State.Subjects {
+	for subj, n := range subjects {
 		if n == 0 || slices.ContainsFunc(filters, func(f string) bool { return SubjectMatches(f, subj) }) {
 			continue
 		}
