@@ -3,11 +3,14 @@ package framework_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/streams"
@@ -142,5 +145,59 @@ func TestDeadLetterRouterLooksAgainAfterConfirming(t *testing.T) {
 	e.waitRouterIdle(t)
 	if dls := e.deadLetters(t); len(dls) != 0 {
 		t.Errorf("%d dead letters of a task deleted before its routing, want 0", len(dls))
+	}
+}
+
+// An ordered task whose worker dies in its last attempt reaches its max
+// deliveries with no record written: the router routes it from the
+// advisory, as it does a task of a work subject (the partition consumer's
+// name, which depends on the partition count, is checked against the slot
+// subject), and a replay sends it back to its key's slot.
+func TestDeadLetterRouterRoutesOrderedTasks(t *testing.T) {
+	t.Parallel()
+	const typ = "dlq.ordered.crash"
+	e := newEnv(t)
+	ordering := framework.WithOrdering(framework.Ordering{Partitions: 4})
+	nc := testutil.Connect(t, e.srv)
+	w, err := framework.NewWorker(nc, framework.WithDeadLetterRouter(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := make(chan struct{})
+	w.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
+		if task.Attempt == task.MaxAttempts {
+			nc.Close() // the worker dies mid-task
+			close(crashed)
+			return errors.New("never recorded")
+		}
+		return errors.New("boom")
+	}, framework.WithMaxAttempts(2), framework.WithAckWait(300*time.Millisecond), dlqFast, ordering)
+	startWorker(t, w)
+	info := e.enqueue(t, typ, "payload", framework.WithID("ord-crash-1"), framework.Ordered("k1"))
+	testutil.Recv(t, crashed, waitLong, "last attempt")
+
+	ran := make(chan string, 1)
+	rw := e.worker(t)
+	rw.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
+		ran <- task.ID
+		return nil
+	}, framework.WithMaxAttempts(2), framework.WithAckWait(300*time.Millisecond), ordering)
+	startWorker(t, rw)
+
+	d := e.waitDeadLetters(t, 1)[0]
+	if d.RoutedBy != "router" || d.Reason != dlq.ReasonMaxDeliveries || d.TaskID != "ord-crash-1" ||
+		d.OriginalSeq != info.Sequence || d.Type != typ {
+		t.Errorf("record %+v", d)
+	}
+	testutil.Wait(t, waitLong, "task removed from the task stream", func() bool { return e.taskStreamMsgs(t) == 0 })
+	rinfo, err := dlq.New(e.cl).Replay(t.Context(), d.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rinfo.Subject != info.Subject {
+		t.Errorf("replayed to %s, want the key's slot %s", rinfo.Subject, info.Subject)
+	}
+	if id := testutil.Recv(t, ran, waitLong, "the replayed task"); id != "ord-crash-1" {
+		t.Errorf("ran %s", id)
 	}
 }

@@ -16,5 +16,21 @@ func DeadLetterTopology(n Names) deadletter.Topology {
 			}
 			return typ, p.String(), n.ConsumerName(typ, p), true
 		},
+		Ordered: func(subject string) (string, bool) {
+			typ, _, err := n.ParseOrderedSubject(subject)
+			return typ, err == nil
+		},
+		ReadsSlot: func(subject, consumer string) bool {
+			typ, slot, err := n.ParseOrderedSubject(subject)
+			if err != nil {
+				return false
+			}
+			for partitions := 1; partitions <= OrderedSlots; partitions *= 2 {
+				if n.OrderedConsumerName(typ, partitions, slot%partitions) == consumer {
+					return true
+				}
+			}
+			return false
+		},
 	}
 }

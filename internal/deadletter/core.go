@@ -32,6 +32,27 @@ type Topology struct {
 	// and the durable name of the consumer serving it; ok is false for any
 	// other subject.
 	Work func(subject string) (taskType, priority, consumer string, ok bool)
+	// Ordered parses a slot subject of ordered tasks into its task type;
+	// ok is false for any other subject.
+	Ordered func(subject string) (taskType string, ok bool)
+	// ReadsSlot reports whether consumer is the name of the partition
+	// consumer that reads slot subject subject, under any partition count.
+	ReadsSlot func(subject, consumer string) bool
+}
+
+// task returns the task type and priority of a task stored on subject, a
+// work subject or a slot subject of ordered tasks (which have the normal
+// priority).
+func (t Topology) task(subject string) (taskType, priority string, ok bool) {
+	if typ, prio, _, ok := t.Work(subject); ok {
+		return typ, prio, true
+	}
+	if t.Ordered != nil {
+		if typ, ok := t.Ordered(subject); ok {
+			return typ, "normal", true
+		}
+	}
+	return "", "", false
 }
 
 // Core is what the worker side, the router, the reconciler and the
@@ -379,7 +400,7 @@ const (
 // deduplication ID and the errors bucket's "dead" key keep a second router
 // from writing a second record, and a task already deleted is not an error.
 func (c *Core) routeStored(ctx context.Context, m jsapi.Stored, deliveries int, routedBy string) error {
-	taskType, prio, _, ok := c.topo.Work(m.Subject)
+	taskType, prio, ok := c.topo.task(m.Subject)
 	if !ok {
 		return fmt.Errorf("framework: %q is not a work subject", m.Subject)
 	}

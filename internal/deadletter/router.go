@@ -237,6 +237,11 @@ func (c *Core) routeAdvisory(ctx context.Context, adv dlqAdvisory) error {
 		return nil // routed already
 	}
 	_, _, consumer, ok := c.topo.Work(found.Subject)
+	if !ok && c.topo.ReadsSlot != nil && c.topo.ReadsSlot(found.Subject, adv.Consumer) {
+		// An ordered task: its partition consumer's name depends on the
+		// partition count, which only the advisory names (checked here).
+		consumer, ok = adv.Consumer, true
+	}
 	if !ok || consumer != adv.Consumer {
 		// Not a jetflow task consumer's message: not ours to move.
 		c.log.Warn("jetflow dead-letter router: max-delivered message left in place", slog.Uint64("stream_seq", adv.StreamSeq),
