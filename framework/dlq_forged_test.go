@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/dlq"
@@ -199,5 +202,20 @@ func TestDeadLetterRouterRoutesOrderedTasks(t *testing.T) {
 	}
 	if id := testutil.Recv(t, ran, waitLong, "the replayed task"); id != "ord-crash-1" {
 		t.Errorf("ran %s", id)
+	}
+}
+
+// A dead count a producer wrote in the task's headers does not wrap the
+// record's count to a negative number.
+func TestDeadLetterCountFromTheWireDoesNotWrap(t *testing.T) {
+	t.Parallel()
+	const typ = "dlq.deadcount"
+	e := newEnv(t)
+	w := e.worker(t)
+	w.HandleFunc(typ, func(context.Context, *framework.Task) error { return framework.Permanent(errors.New("no")) })
+	startWorker(t, w)
+	e.publishRaw(t, "jetflow.task.normal."+typ, nats.Header{dlq.HeaderDeadCount: {strconv.Itoa(math.MaxInt)}}, []byte("{}"))
+	if d := e.waitDeadLetters(t, 1)[0]; d.DeadCount != math.MaxInt {
+		t.Errorf("dead count %d, want %d", d.DeadCount, math.MaxInt)
 	}
 }

@@ -69,8 +69,9 @@ type Core struct {
 	// router.
 	AckErrors *atomic.Uint64
 
-	mu      sync.Mutex
-	handles map[string]jetstream.Stream
+	mu        sync.Mutex
+	handles   map[string]jetstream.Stream
+	consumers map[string]consumerState // the router's memo (recentConsumer)
 }
 
 // NewCore returns a core writing and reading the records of topo on nc.
@@ -284,6 +285,9 @@ func (c *Core) recordMsg(s deadSource) *nats.Msg {
 	deadCount := 1
 	if n, err := strconv.Atoi(s.header.Get(HeaderDeadCount)); err == nil && n > 0 {
 		deadCount = n + 1
+		if deadCount < n {
+			deadCount = n // the task's header is a producer's: no wrap to negative
+		}
 	}
 	lastErr, lastAttempt, lastAt := s.lastErr, s.lastErrAttempt, s.lastFailure
 	if lastErr == "" && s.hist.last != nil {

@@ -65,7 +65,7 @@ func routerConsumerConfig() jetstream.ConsumerConfig {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait:       30 * time.Second,
 		MaxDeliver:    -1,
-		MaxAckPending: 1024,
+		MaxAckPending: 4096, // tasks confirmed dead wait routerGrace unacknowledged
 	}
 }
 
@@ -122,7 +122,7 @@ func (c *Core) routeAdvisories(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("framework: dead-letter router: %w", err)
 	}
-	var wg sync.WaitGroup
+	var wg, later sync.WaitGroup
 	for range routers {
 		wg.Add(1)
 		go func() {
@@ -130,7 +130,7 @@ func (c *Core) routeAdvisories(ctx context.Context) error {
 			for {
 				select {
 				case m := <-msgs:
-					c.handleAdvisory(rctx, m)
+					c.handleAdvisory(rctx, m, &later)
 				case <-rctx.Done():
 					return
 				}
@@ -144,6 +144,7 @@ func (c *Core) routeAdvisories(ctx context.Context) error {
 	rcancel()
 	cc.Stop()
 	wg.Wait()
+	later.Wait()
 	<-cc.Closed()
 	return err
 }
@@ -152,7 +153,7 @@ func (c *Core) routeAdvisories(ctx context.Context) error {
 // acknowledges the advisory; on failure it asks for a later redelivery.
 // Termination advisories are acknowledged: a worker terminates a task only
 // after writing its record.
-func (c *Core) handleAdvisory(ctx context.Context, m jetstream.Msg) {
+func (c *Core) handleAdvisory(ctx context.Context, m jetstream.Msg, later *sync.WaitGroup) {
 	switch subj := m.Subject(); {
 	case strings.HasPrefix(subj, advisoryMaxDeliveries):
 	case strings.HasPrefix(subj, advisoryTerminated):
@@ -172,9 +173,33 @@ func (c *Core) handleAdvisory(ctx context.Context, m jetstream.Msg) {
 		c.acked(m, "ack", m.Ack())
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, 2*jsapi.DefaultTimeout+ReconcileGrace)
-	err := c.routeAdvisory(rctx, adv)
+	rctx, cancel := context.WithTimeout(ctx, jsapi.DefaultTimeout)
+	found, err := c.confirmAdvisory(rctx, adv)
 	cancel()
+	if err != nil || found == nil {
+		c.settleAdvisory(ctx, m, adv, err)
+		return
+	}
+	// Confirmed: look again after the grace period, without holding one of
+	// the routers meanwhile (a burst of dead tasks would otherwise be
+	// routed at routers per grace period). The advisory stays unacknowledged
+	// until then; the router consumer's MaxAckPending bounds these waits.
+	later.Add(1)
+	go func() {
+		defer later.Done()
+		if !retry.Sleep(ctx, routerGrace) {
+			return // stopping: another router gets it after the ack wait
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*jsapi.DefaultTimeout)
+		err := c.routeConfirmed(rctx, *found, adv)
+		cancel()
+		c.settleAdvisory(ctx, m, adv, err)
+	}()
+}
+
+// settleAdvisory acknowledges advisory m after its task was handled, or
+// asks for a later redelivery when err says it could not be.
+func (c *Core) settleAdvisory(ctx context.Context, m jetstream.Msg, adv dlqAdvisory, err error) {
 	if err != nil {
 		if ctx.Err() != nil {
 			return // stopping: another router gets it after the ack wait
@@ -209,13 +234,21 @@ func (c *Core) acked(m jetstream.Msg, op string, err error) {
 		slog.String("subject", m.Subject()), slog.Any(logKeyError, err))
 }
 
+// routerGrace is the time between the router's confirmation of a task and
+// its second look (confirmAdvisory). The gap it covers, between the ack
+// floor passing an acknowledged task and the task's deletion, is one of
+// milliseconds; it costs every routed task as much latency, and a burst
+// of them a rate of the router consumer's MaxAckPending per routerGrace.
+const routerGrace = 250 * time.Millisecond
+
 // errAwaited reports an advisory's task that its consumer may still await
 // an acknowledgement for: the advisory is tried again later.
 var errAwaited = errors.New("its consumer may still await its acknowledgement")
 
-// routeAdvisory routes the task an advisory names, if it is still in the
+// confirmAdvisory returns the task an advisory names if it is still in the
 // task stream, is the task the advisory was about, and its consumer's state
-// confirms that it reached its max deliveries.
+// confirms that it reached its max deliveries; nil when there is nothing to
+// route. routeConfirmed routes it after a grace period.
 //
 // An advisory is a message like any other: whoever may publish on the
 // advisory subjects can forge one, naming any sequence. So the router takes
@@ -224,17 +257,14 @@ var errAwaited = errors.New("its consumer may still await its acknowledgement")
 // not dead (the advisory is dropped); one it may still await an ack for (in
 // flight, waiting for a redelivery, or dead but with the ack floor not yet
 // past it) is looked at again later (errAwaited). A confirmed task is routed
-// only if it is still stored a grace period after the confirmation: the
+// only if it is still stored routerGrace after the confirmation: the
 // server moves the ack floor a moment before it deletes an acknowledged
 // task, so a task acknowledged at the moment of the confirmation would pass
 // it, and is gone by then.
-func (c *Core) routeAdvisory(ctx context.Context, adv dlqAdvisory) error {
+func (c *Core) confirmAdvisory(ctx context.Context, adv dlqAdvisory) (*jsapi.Stored, error) {
 	found, err := c.storedTask(ctx, adv.StreamSeq)
-	if err != nil {
-		return err
-	}
-	if found == nil {
-		return nil // routed already
+	if err != nil || found == nil {
+		return nil, err // nil, nil: routed already
 	}
 	_, _, consumer, ok := c.topo.Work(found.Subject)
 	if !ok && c.topo.ReadsSlot != nil && c.topo.ReadsSlot(found.Subject, adv.Consumer) {
@@ -246,41 +276,100 @@ func (c *Core) routeAdvisory(ctx context.Context, adv dlqAdvisory) error {
 		// Not a jetflow task consumer's message: not ours to move.
 		c.log.Warn("jetflow dead-letter router: max-delivered message left in place", slog.Uint64("stream_seq", adv.StreamSeq),
 			slog.String("subject", found.Subject), slog.String("consumer", adv.Consumer))
-		return nil
+		return nil, nil
 	}
 	if !adv.Time.IsZero() && found.Time.After(adv.Time.Add(time.Minute)) {
 		// Stored after the advisory was emitted: the sequence was reused by
 		// a recreated task stream, this is another task.
 		c.log.Warn("jetflow dead-letter router: stale advisory ignored", slog.Uint64("stream_seq", adv.StreamSeq),
 			slog.Time("advisory_time", adv.Time), slog.Time("message_time", found.Time))
-		return nil
+		return nil, nil
+	}
+	if info := c.recentConsumer(consumer); info != nil && deadIn(info, found.Seq) {
+		// A burst of dead tasks of one consumer shares one request: what
+		// confirmed a task stays true (the ack floor only moves up, and a
+		// dead task is not delivered again), and the second look catches
+		// one acknowledged since.
+		return c.confirmed(found), nil
 	}
 	ci, err := c.js.Consumer(ctx, c.topo.TaskStream, consumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		// Nobody can confirm it; the task is stranded, and reported so.
 		c.log.Warn("jetflow dead-letter router: advisory of a consumer that does not exist ignored",
 			slog.Uint64("stream_seq", adv.StreamSeq), slog.String("consumer", consumer))
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("framework: consumer %s: %w", consumer, err)
+		return nil, fmt.Errorf("framework: consumer %s: %w", consumer, err)
 	}
 	info := ci.CachedInfo()
+	c.rememberConsumer(consumer, info)
 	switch {
 	case found.Seq > info.Delivered.Stream:
 		c.log.Warn("jetflow dead-letter router: advisory of a task its consumer has not delivered ignored",
 			slog.Uint64("stream_seq", adv.StreamSeq), slog.String("consumer", consumer),
 			slog.Uint64("delivered_stream_seq", info.Delivered.Stream))
-		return nil
+		return nil, nil
 	case found.Seq > info.AckFloor.Stream && info.NumAckPending > 0:
-		return errAwaited
+		return nil, errAwaited
 	}
+	return c.confirmed(found), nil
+}
+
+// confirmed returns found, a task confirmed dead, after calling the test
+// hook.
+func (c *Core) confirmed(found *jsapi.Stored) *jsapi.Stored {
 	if h := confirmedHook.Load(); h != nil {
 		(*h)(found.Seq)
 	}
-	if !retry.Sleep(ctx, ReconcileGrace) {
-		return ctx.Err()
+	return found
+}
+
+// deadIn reports whether info, a task consumer's state, shows the task at
+// seq delivered and no longer awaited: max-delivered, if still stored.
+func deadIn(info *jetstream.ConsumerInfo, seq uint64) bool {
+	return seq <= info.Delivered.Stream && (seq <= info.AckFloor.Stream || info.NumAckPending == 0)
+}
+
+// consumerMemo is how long the router reuses a task consumer's state.
+const consumerMemo = 100 * time.Millisecond
+
+// recentConsumer returns the state of consumer read less than consumerMemo
+// ago, or nil.
+func (c *Core) recentConsumer(name string) *jetstream.ConsumerInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.consumers[name]; ok && time.Since(e.at) < consumerMemo {
+		return e.info
 	}
+	return nil
+}
+
+// rememberConsumer keeps info, consumer's state read now, for
+// recentConsumer; the entries of other consumers that are too old go.
+func (c *Core) rememberConsumer(name string, info *jetstream.ConsumerInfo) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if c.consumers == nil {
+		c.consumers = make(map[string]consumerState)
+	}
+	for k, e := range c.consumers {
+		if now.Sub(e.at) >= consumerMemo {
+			delete(c.consumers, k)
+		}
+	}
+	c.consumers[name] = consumerState{info: info, at: now}
+}
+
+type consumerState struct {
+	info *jetstream.ConsumerInfo
+	at   time.Time
+}
+
+// routeConfirmed routes found, a task confirmed by confirmAdvisory, if it
+// is still stored: an acknowledged task is gone by then.
+func (c *Core) routeConfirmed(ctx context.Context, found jsapi.Stored, adv dlqAdvisory) error {
 	again, err := c.storedTask(ctx, found.Seq)
 	if err != nil || again == nil || !again.Time.Equal(found.Time) {
 		return err // acknowledged after all (nil), or try again
@@ -288,8 +377,8 @@ func (c *Core) routeAdvisory(ctx context.Context, adv dlqAdvisory) error {
 	return c.routeStored(ctx, *again, int(adv.Deliveries), routedByRouter)
 }
 
-// confirmedHook, when set, is called when routeAdvisory has confirmed a task,
-// before its grace period.
+// confirmedHook, when set, is called when confirmAdvisory has confirmed a
+// task, before its grace period.
 var confirmedHook atomic.Pointer[func(seq uint64)]
 
 // SetConfirmedHookForTest makes every router call f with the sequence of
