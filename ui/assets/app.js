@@ -159,7 +159,7 @@ function series(kind) {
     out.push({ name: k, pts });
   }
   // Only queues that moved, the busiest first, at most the palette's size.
-  const peak = (s) => Math.max(0, ...s.pts.map((p) => p[1]));
+  const peak = (s) => s.pts.reduce((m, p) => Math.max(m, p[1]), 0);
   return out.filter((s) => peak(s) > 0).sort((a, b) => peak(b) - peak(a)).slice(0, palette.length)
     .sort((a, b) => a.name.localeCompare(b.name));
 }
@@ -203,7 +203,7 @@ pages.overview = {
     const totals = ov.queues.reduce((a, q) => {
       a.waiting += q.waiting; a.inflight += q.in_flight; return a;
     }, { waiting: 0, inflight: 0 });
-    const oldest = Math.max(0, ...ov.queues.map((q) => q.oldest_waiting_seconds || 0));
+    const oldest = ov.queues.reduce((m, q) => Math.max(m, q.oldest_waiting_seconds || 0), 0); // no spread: any number of queues
     const card = (id, label, value) => el("div", { class: "card", id: "card-" + id },
       el("div", { class: "label", text: label }), el("div", { class: "value", "data-value": value, text: typeof value === "number" ? fmtNum(value) : value }));
     const idle = (q) => !q.waiting && !q.in_flight && !q.scheduled && !q.delivered && !q.paused;
@@ -579,7 +579,9 @@ async function workflowRun(id) {
 function route() {
   const raw = location.hash.replace(/^#\/?/, "");
   const [path, query] = raw.split("?");
-  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  const parts = path.split("/").filter(Boolean).map((p) => {
+    try { return decodeURIComponent(p); } catch { return p; } // a malformed link: show it as typed
+  });
   const name = parts[0] && pages[parts[0]] ? parts[0] : "overview";
   return { name, arg: parts.slice(1).join("/"), query: new URLSearchParams(query || "") };
 }

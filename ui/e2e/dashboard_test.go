@@ -511,6 +511,16 @@ func TestDashboard(t *testing.T) {
 		screenshot(t, ctx, "task")
 	})
 
+	t.Run("malformed link", func(t *testing.T) {
+		// A fragment that is not valid percent-encoding still routes (it
+		// used to throw before any page rendered, leaving "Loading…").
+		page(t, ctx, a, "", "overview")
+		if err := chromedp.Do(ctx, chromedp.Navigate(a.web.URL+"/ops/#/task/%E0%A4")); err != nil {
+			t.Fatal(err)
+		}
+		waitJS(t, ctx, `document.getElementById("main").dataset.page === "task"`, "the task page of a malformed link")
+	})
+
 	t.Run("scheduled", func(t *testing.T) {
 		page(t, ctx, a, "scheduled", "scheduled")
 		waitJS(t, ctx, `document.querySelectorAll("tr[data-task]").length === 2`, "two scheduled tasks")
