@@ -219,3 +219,39 @@ func TestDeadLetterCountFromTheWireDoesNotWrap(t *testing.T) {
 		t.Errorf("dead count %d, want %d", d.DeadCount, math.MaxInt)
 	}
 }
+
+// The reconciler finds ordered tasks whose max-deliveries advisory was
+// lost, as it does the tasks of work subjects: their partition consumers
+// read slot subjects.
+func TestDeadLetterReconcilerRoutesOrderedTasks(t *testing.T) {
+	t.Parallel()
+	const typ, n = "dlq.ordered.lost", 3
+	e := newEnv(t)
+	w := e.worker(t, framework.WithDeadLetters(false))
+	w.HandleFunc(typ, func(context.Context, *framework.Task) error { return errBoom },
+		framework.WithMaxAttempts(2), dlqFast, framework.WithOrdering(framework.Ordering{Partitions: 2}))
+	startWorker(t, w)
+	want := make(map[uint64]bool)
+	for i := range n {
+		want[e.enqueue(t, typ, i, framework.Ordered("key-"+strconv.Itoa(i))).Sequence] = true
+	}
+	testutil.Wait(t, waitLong, "max-deliveries advisories", func() bool { return e.maxDeliveryAdvisories(t) >= n })
+	adv, err := e.js.Stream(t.Context(), dlqNames.AdvisoryStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adv.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if routed, err := dlq.New(e.cl).Reconcile(t.Context()); err != nil || routed != n {
+		t.Fatalf("Reconcile = %d, %v; want %d", routed, err, n)
+	}
+	for _, d := range e.deadLetters(t) {
+		if !want[d.OriginalSeq] || d.RoutedBy != "reconciler" || d.Type != typ || d.Deliveries != 2 {
+			t.Errorf("record %+v", d)
+		}
+	}
+	if got := e.taskStreamMsgs(t); got != 0 {
+		t.Errorf("task stream holds %d messages, want 0", got)
+	}
+}

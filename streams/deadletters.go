@@ -8,7 +8,8 @@ import "github.com/jetflow-io/jetflow/internal/deadletter"
 func DeadLetterTopology(n Names) deadletter.Topology {
 	return deadletter.Topology{
 		TaskStream: n.TaskStream(), DLQStream: n.DLQStream(), AdvisoryStream: n.AdvisoryStream(),
-		ErrorsBucket: n.ErrorsBucket(), TaskWildcard: n.TaskWildcard(), DLQSubject: n.DLQSubject,
+		ErrorsBucket: n.ErrorsBucket(), TaskWildcard: n.TaskWildcard(), OrderedWildcard: n.OrderedWildcard(),
+		DLQSubject: n.DLQSubject,
 		Work: func(subject string) (string, string, string, bool) {
 			p, typ, err := n.ParseTaskSubject(subject)
 			if err != nil {

@@ -24,8 +24,9 @@ import (
 // and writes. Package framework fills it from streams.Names.
 type Topology struct {
 	TaskStream, DLQStream, AdvisoryStream, ErrorsBucket string
-	// TaskWildcard matches every work subject.
-	TaskWildcard string
+	// TaskWildcard matches every work subject, OrderedWildcard every slot
+	// subject of ordered tasks.
+	TaskWildcard, OrderedWildcard string
 	// DLQSubject is the subject of the records of a task type.
 	DLQSubject func(taskType string) string
 	// Work parses a work subject into its task type, its priority's name

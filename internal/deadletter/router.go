@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -481,11 +482,17 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	info, err := ts.Info(ctx, jetstream.WithSubjectFilter(c.topo.TaskWildcard))
-	if err != nil {
-		return 0, fmt.Errorf("framework: reconcile: task stream info: %w", err)
+	counts := make(map[string]uint64)
+	for _, wildcard := range []string{c.topo.TaskWildcard, c.topo.OrderedWildcard} {
+		if wildcard == "" {
+			continue
+		}
+		info, err := ts.Info(ctx, jetstream.WithSubjectFilter(wildcard))
+		if err != nil {
+			return 0, fmt.Errorf("framework: reconcile: task stream info: %w", err)
+		}
+		maps.Copy(counts, info.State.Subjects)
 	}
-	counts := info.State.Subjects
 	var infos []*jetstream.ConsumerInfo
 	lister := ts.ListConsumers(ctx)
 	for ci := range lister.Info() {
@@ -498,9 +505,9 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 	routed := 0
 	var errs []error
 	for _, ci := range infos {
-		filter := ci.Config.FilterSubject
-		if _, _, _, ok := c.topo.Work(filter); !ok {
-			continue // not a task consumer
+		filters := c.taskFilters(ci.Config)
+		if filters == nil {
+			continue // not a task consumer, or one whose tasks never die
 		}
 		prev := r.prev[ci.Name]
 		if !prev.created.Equal(ci.Created) {
@@ -508,7 +515,10 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 		}
 		// Stored tasks that are neither undelivered nor pending: leftovers
 		// (up to races between the two snapshots).
-		extra := int64(counts[filter]) - int64(ci.NumPending) - int64(ci.NumAckPending)
+		extra := -int64(ci.NumPending) - int64(ci.NumAckPending)
+		for _, f := range filters {
+			extra += int64(counts[f])
+		}
 		if extra <= 0 && len(prev.seqs) == 0 {
 			continue
 		}
@@ -517,22 +527,31 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 			bound = ci.Delivered.Stream
 		}
 		cur := reconcileCands{created: ci.Created, seqs: make(map[uint64]struct{})}
-		err := jsapi.Scan(ctx, c.nc, c.topo.TaskStream, filter, 1, max(bound, prev.max), time.Time{}, 256,
-			func(m jsapi.Stored) (bool, error) {
-				if _, ok := prev.seqs[m.Seq]; ok {
-					if err := c.routeStored(ctx, m, ci.Config.MaxDeliver, routedByReconciler); err != nil {
-						errs = append(errs, err)
-						cur.add(m.Seq) // try again next pass
-					} else {
-						routed++
+		var err error
+		for _, filter := range filters {
+			if counts[filter] == 0 {
+				continue // nothing stored: no candidate, and no previous one left
+			}
+			err = jsapi.Scan(ctx, c.nc, c.topo.TaskStream, filter, 1, max(bound, prev.max), time.Time{}, 256,
+				func(m jsapi.Stored) (bool, error) {
+					if _, ok := prev.seqs[m.Seq]; ok {
+						if err := c.routeStored(ctx, m, ci.Config.MaxDeliver, routedByReconciler); err != nil {
+							errs = append(errs, err)
+							cur.add(m.Seq) // try again next pass
+						} else {
+							routed++
+						}
+						return true, nil
+					}
+					if m.Seq <= bound && len(cur.seqs) < reconcileCap {
+						cur.add(m.Seq)
 					}
 					return true, nil
-				}
-				if m.Seq <= bound && len(cur.seqs) < reconcileCap {
-					cur.add(m.Seq)
-				}
-				return true, nil
-			})
+				})
+			if err != nil {
+				break
+			}
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("framework: reconcile %s: %w", ci.Name, err))
 			cur = prev // keep what we knew
@@ -543,6 +562,25 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 	}
 	r.prev = next
 	return routed, errors.Join(errs...)
+}
+
+// taskFilters returns the subjects a task consumer of config reads: its
+// work subject, or the slot subjects of an ordered task type's partition
+// consumer. It returns nil for any other consumer, and for one that never
+// gives up on a task (MaxDeliver below 1: no task of it dies).
+func (c *Core) taskFilters(config jetstream.ConsumerConfig) []string {
+	if _, _, _, ok := c.topo.Work(config.FilterSubject); ok {
+		return []string{config.FilterSubject}
+	}
+	if config.FilterSubject != "" || len(config.FilterSubjects) == 0 || config.MaxDeliver < 1 || c.topo.ReadsSlot == nil {
+		return nil
+	}
+	for _, f := range config.FilterSubjects {
+		if !c.topo.ReadsSlot(f, config.Durable) {
+			return nil
+		}
+	}
+	return config.FilterSubjects
 }
 
 func (cs *reconcileCands) add(seq uint64) {
