@@ -83,7 +83,7 @@ func RunServer(tb TB, opts ...ServerOption) *Server {
 }
 
 // StartServer starts an embedded nats-server with the given options and waits
-// up to 10 s for it to accept connections. Callers own the returned server and
+// up to [ReadyTimeout] for it to accept connections. Callers own the returned server and
 // must call [ShutdownServer]. Programs (for example the quickstart) use it
 // directly; tests should prefer [RunServer].
 func StartServer(o *server.Options) (*server.Server, error) {
@@ -95,12 +95,18 @@ func StartServer(o *server.Options) (*server.Server, error) {
 		return nil, fmt.Errorf("testutil: new server: %w", err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(ReadyTimeout) {
 		s.Shutdown()
-		return nil, fmt.Errorf("testutil: nats-server not ready after 10s")
+		return nil, fmt.Errorf("testutil: nats-server not ready after %v", ReadyTimeout)
 	}
 	return s, nil
 }
+
+// ReadyTimeout bounds [StartServer]'s wait for a server to accept
+// connections. A node of a cluster with JetStream has taken more than 10 s
+// on a busy 2-core machine running other tests; the wait ends as soon as the
+// server is ready.
+const ReadyTimeout = time.Minute
 
 // ShutdownServer stops s and waits for it to finish.
 func ShutdownServer(s *server.Server) {
