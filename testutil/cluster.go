@@ -33,8 +33,9 @@ type Cluster struct {
 }
 
 // DefaultClusterWait bounds how long the cluster helpers wait for a meta
-// leader, a stream or consumer leader, or a node to be current.
-const DefaultClusterWait = 30 * time.Second
+// leader, a stream or consumer leader, or a node to be current (each ends as
+// soon as the cluster is: the bound is for a busy machine).
+const DefaultClusterWait = time.Minute
 
 // GlobalAccount is the account that clients without configured accounts use.
 // The leader helpers of [Cluster] look streams and consumers up in it.
