@@ -161,21 +161,7 @@ func TestDeadLetterRouterRoutesOrderedTasks(t *testing.T) {
 	const typ = "dlq.ordered.crash"
 	e := newEnv(t)
 	ordering := framework.WithOrdering(framework.Ordering{Partitions: 4})
-	nc := testutil.Connect(t, e.srv)
-	w, err := framework.NewWorker(nc, framework.WithDeadLetterRouter(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crashed := make(chan struct{})
-	w.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
-		if task.Attempt == task.MaxAttempts {
-			nc.Close() // the worker dies mid-task
-			close(crashed)
-			return errors.New("never recorded")
-		}
-		return errors.New("boom")
-	}, framework.WithMaxAttempts(2), framework.WithAckWait(300*time.Millisecond), dlqFast, ordering)
-	startWorker(t, w)
+	crashed := dieInLastAttempt(t, e, typ, framework.WithMaxAttempts(2), framework.WithAckWait(300*time.Millisecond), ordering)
 	info := e.enqueue(t, typ, "payload", framework.WithID("ord-crash-1"), framework.Ordered("k1"))
 	testutil.Recv(t, crashed, waitLong, "last attempt")
 

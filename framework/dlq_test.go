@@ -207,21 +207,7 @@ func TestDeadLetterAfterWorkerLosesConnection(t *testing.T) {
 	t.Parallel()
 	const typ = "dlq.crash"
 	e := newEnv(t)
-	nc := testutil.Connect(t, e.srv)
-	w, err := framework.NewWorker(nc, framework.WithDeadLetterRouter(false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crashed := make(chan struct{})
-	w.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
-		if task.Attempt == task.MaxAttempts {
-			nc.Close() // the worker dies mid-task
-			close(crashed)
-			return errors.New("never recorded")
-		}
-		return fmt.Errorf("boom %d", task.Attempt)
-	}, framework.WithMaxAttempts(3), framework.WithAckWait(300*time.Millisecond), dlqFast)
-	startWorker(t, w)
+	crashed := dieInLastAttempt(t, e, typ, framework.WithMaxAttempts(3), framework.WithAckWait(300*time.Millisecond))
 	info := e.enqueue(t, typ, "payload", framework.WithID("crash-1"))
 	testutil.Recv(t, crashed, waitLong, "last attempt")
 
@@ -251,6 +237,30 @@ func TestDeadLetterAfterWorkerLosesConnection(t *testing.T) {
 	if n := len(e.deadLetters(t)); n != 1 {
 		t.Errorf("%d dead letters, want 1", n)
 	}
+}
+
+// dieInLastAttempt starts a worker without a router that serves typ with
+// opts: its attempts fail with "boom <attempt>", and in the last one the
+// worker dies (its connection closes), so no record is written. The channel
+// closes then.
+func dieInLastAttempt(t *testing.T, e *env, typ string, opts ...framework.HandlerOption) <-chan struct{} {
+	t.Helper()
+	nc := testutil.Connect(t, e.srv)
+	w, err := framework.NewWorker(nc, framework.WithDeadLetterRouter(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := make(chan struct{})
+	w.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
+		if task.Attempt == task.MaxAttempts {
+			nc.Close() // the worker dies mid-task
+			close(crashed)
+			return errors.New("never recorded")
+		}
+		return fmt.Errorf("boom %d", task.Attempt)
+	}, append([]framework.HandlerOption{dlqFast}, opts...)...)
+	startWorker(t, w)
+	return crashed
 }
 
 // dieWithoutDeadLetters makes n tasks of typ reach their max deliveries in a

@@ -142,9 +142,9 @@ const MaxStrandedSubjects = 1000
 
 // Stranded reports the work subjects of the task stream, the slot subjects
 // of ordered tasks included, that hold tasks but match no consumer's
-// filter, oldest first, at most [MaxStrandedSubjects]. A subject whose consumer exists but has no running
-// worker is not stranded: [Operator.QueueStats] counts its tasks as
-// pending. Cost: two stream info requests, one consumer listing, and one
+// filter, oldest first, at most [MaxStrandedSubjects]. A subject whose
+// consumer exists but has no running worker is not stranded:
+// [Operator.QueueStats] counts its tasks as pending. Cost: two stream info requests, one consumer listing, and one
 // direct get per stranded subject.
 func (i *Operator) Stranded(ctx context.Context) ([]StrandedSubject, error) {
 	stream, err := i.js.Stream(ctx, i.names.TaskStream())

@@ -62,16 +62,6 @@ func (c *cli) printJSON(v any) error {
 
 func marshalCompact(v any) ([]byte, error) { return json.Marshal(v) }
 
-// safe returns s with its control characters made visible, as c.stdout
-// writes them (termSafe), for text written to the raw writers.
-func (c *cli) safe(s string) string {
-	var b strings.Builder
-	t := &termSafe{w: &b}
-	_, _ = t.Write([]byte(s))
-	t.flush()
-	return b.String()
-}
-
 // table writes aligned columns.
 type table struct{ w *tabwriter.Writer }
 
@@ -176,7 +166,7 @@ func (p *progress) update(done, total int) {
 	}
 	line := fmt.Sprintf("%s%s %d/%d", bar, p.verb, done, total)
 	if p.c.stderrTerminal {
-		fmt.Fprintf(p.c.rawStderr, "\r%s", p.c.safe(line))
+		fmt.Fprintf(p.c.rawStderr, "\r%s", line) // the CLI's own text; \r redraws the line
 	} else {
 		fmt.Fprintln(p.c.stderr, line)
 	}

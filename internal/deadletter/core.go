@@ -77,7 +77,8 @@ type Core struct {
 
 // NewCore returns a core writing and reading the records of topo on nc.
 func NewCore(nc *nats.Conn, js jetstream.JetStream, topo Topology, log *slog.Logger) *Core {
-	return &Core{nc: nc, js: js, topo: topo, log: log, handles: make(map[string]jetstream.Stream)}
+	return &Core{nc: nc, js: js, topo: topo, log: log, handles: make(map[string]jetstream.Stream),
+		consumers: make(map[string]consumerState)}
 }
 
 // Topology returns the core's topology.

@@ -286,7 +286,7 @@ func (c *Core) confirmAdvisory(ctx context.Context, adv dlqAdvisory) (*jsapi.Sto
 			slog.Time("advisory_time", adv.Time), slog.Time("message_time", found.Time))
 		return nil, nil
 	}
-	if info := c.recentConsumer(consumer); info != nil && deadIn(info, found.Seq) {
+	if info := c.recentConsumer(consumer); info != nil && found.Seq <= deadBound(info) {
 		// A burst of dead tasks of one consumer shares one request: what
 		// confirmed a task stays true (the ack floor only moves up, and a
 		// dead task is not delivered again), and the second look catches
@@ -311,7 +311,7 @@ func (c *Core) confirmAdvisory(ctx context.Context, adv dlqAdvisory) (*jsapi.Sto
 			slog.Uint64("stream_seq", adv.StreamSeq), slog.String("consumer", consumer),
 			slog.Uint64("delivered_stream_seq", info.Delivered.Stream))
 		return nil, nil
-	case found.Seq > info.AckFloor.Stream && info.NumAckPending > 0:
+	case found.Seq > deadBound(info):
 		return nil, errAwaited
 	}
 	return c.confirmed(found), nil
@@ -326,10 +326,14 @@ func (c *Core) confirmed(found *jsapi.Stored) *jsapi.Stored {
 	return found
 }
 
-// deadIn reports whether info, a task consumer's state, shows the task at
-// seq delivered and no longer awaited: max-delivered, if still stored.
-func deadIn(info *jetstream.ConsumerInfo, seq uint64) bool {
-	return seq <= info.Delivered.Stream && (seq <= info.AckFloor.Stream || info.NumAckPending == 0)
+// deadBound returns the last sequence that info, a task consumer's state,
+// shows delivered and no longer awaited (see reconciler): a task stored at
+// or below it is max-delivered.
+func deadBound(info *jetstream.ConsumerInfo) uint64 {
+	if info.NumAckPending == 0 {
+		return info.Delivered.Stream
+	}
+	return info.AckFloor.Stream
 }
 
 // consumerMemo is how long the router reuses a task consumer's state.
@@ -352,9 +356,6 @@ func (c *Core) rememberConsumer(name string, info *jetstream.ConsumerInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()
-	if c.consumers == nil {
-		c.consumers = make(map[string]consumerState)
-	}
 	for k, e := range c.consumers {
 		if now.Sub(e.at) >= consumerMemo {
 			delete(c.consumers, k)
@@ -522,10 +523,7 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 		if extra <= 0 && len(prev.seqs) == 0 {
 			continue
 		}
-		bound := ci.AckFloor.Stream
-		if ci.NumAckPending == 0 {
-			bound = ci.Delivered.Stream
-		}
+		bound := deadBound(ci)
 		cur := reconcileCands{created: ci.Created, seqs: make(map[uint64]struct{})}
 		var err error
 		for _, filter := range filters {
