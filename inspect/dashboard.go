@@ -231,7 +231,9 @@ func (i *Operator) queueErr(op, taskType string, p framework.Priority, err error
 // BreakerRecords returns the latest state change of each dependency's
 // circuit breaker that any worker reported to the breaker bucket, sorted by
 // dependency. It is empty when no worker declared a dependency (the bucket
-// does not exist). An open record whose Until has passed means the breaker
+// does not exist). Keys that do not name a valid dependency
+// ([streams.ValidateDependency]) and values that are not records are
+// skipped. An open record whose Until has passed means the breaker
 // lets probes through again; the next record tells how they went.
 func (i *Operator) BreakerRecords(ctx context.Context) ([]breaker.Record, error) {
 	kv, err := i.js.KeyValue(ctx, i.names.BreakerBucket())
@@ -247,6 +249,12 @@ func (i *Operator) BreakerRecords(ctx context.Context) ([]breaker.Record, error)
 	}
 	var out []breaker.Record
 	for k := range keys.Keys() {
+		if streams.ValidateDependency(k) != nil {
+			// Not a dependency's key: stored by another tool, and one that
+			// nats.go refuses to read (a '@', a non-ASCII byte) would fail
+			// the whole listing.
+			continue
+		}
 		e, err := kv.Get(ctx, k)
 		if err != nil {
 			if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {

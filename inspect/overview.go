@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,8 +87,11 @@ type StreamOverview struct {
 // Overview is a snapshot of every queue, for dashboards and the CLI's
 // status command. See [Operator.Overview].
 type Overview struct {
-	// Queues are sorted by type, then priority (highest first).
-	Queues []QueueOverview `json:"queues"`
+	// Queues are sorted by type, then priority (highest first). Stranded
+	// queues are listed up to [MaxStrandedSubjects], those holding most
+	// tasks first; StrandedOmitted counts the others.
+	Queues          []QueueOverview `json:"queues"`
+	StrandedOmitted int             `json:"stranded_omitted,omitempty"`
 	// Dead counts dead letters per task type; DeadTotal sums them.
 	Dead      map[string]uint64 `json:"dead"`
 	DeadTotal uint64            `json:"dead_total"`
@@ -104,7 +108,8 @@ type Overview struct {
 // and serving consumer, flags stranded work subjects (tasks that no
 // consumer serves), and describes the streams with their cluster leaders
 // and replica currency. It combines [Operator.QueueStats] and
-// [Operator.QueueActivity] with one stream info request, and on a cluster
+// [Operator.QueueActivity] with one stream info request, one direct get
+// per stranded subject (at most [MaxStrandedSubjects]), and on a cluster
 // one more consumer listing for the consumers' leaders.
 func (i *Operator) Overview(ctx context.Context) (*Overview, error) {
 	qs, err := i.QueueStats(ctx)
@@ -152,6 +157,14 @@ func (i *Operator) Overview(ctx context.Context) (*Overview, error) {
 	if err != nil {
 		return nil, i.opErr("overview", err)
 	}
+	// Any publisher can spread tasks over as many subjects as it likes;
+	// each listed one costs a direct get. Keep those holding most tasks.
+	type strandedSubject struct {
+		subject string
+		qk
+		n uint64
+	}
+	var stranded []strandedSubject
 	for subj, n := range si.State.Subjects {
 		p, typ, err := i.names.ParseTaskSubject(subj)
 		if err != nil {
@@ -160,9 +173,22 @@ func (i *Operator) Overview(ctx context.Context) (*Overview, error) {
 		if r := rows[qk{typ, p}]; r != nil && r.Consumer != "" {
 			continue
 		}
-		r := row(typ, p)
-		r.Waiting, r.Stranded = n, true
-		_, err = jsapi.DirectGet(ctx, i.nc, i.names.TaskStream(), jsapi.GetRequest{NextFor: subj}, func(m jsapi.Stored) error {
+		stranded = append(stranded, strandedSubject{subj, qk{typ, p}, n})
+	}
+	slices.SortFunc(stranded, func(a, b strandedSubject) int {
+		if c := cmp.Compare(b.n, a.n); c != 0 {
+			return c
+		}
+		return strings.Compare(a.subject, b.subject)
+	})
+	if len(stranded) > MaxStrandedSubjects {
+		out.StrandedOmitted = len(stranded) - MaxStrandedSubjects
+		stranded = stranded[:MaxStrandedSubjects]
+	}
+	for _, s := range stranded {
+		r := row(s.typ, s.prio)
+		r.Waiting, r.Stranded = s.n, true
+		_, err = jsapi.DirectGet(ctx, i.nc, i.names.TaskStream(), jsapi.GetRequest{NextFor: s.subject}, func(m jsapi.Stored) error {
 			r.OldestWaiting = m.Time
 			return nil
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -41,7 +42,9 @@ type QueueStats struct {
 	// Queues lists the (type, priority) pairs that have a consumer or
 	// scheduled tasks, sorted by type then priority (highest first).
 	Queues []QueueStat
-	// Dead counts dead letters per task type.
+	// Dead counts dead letters per task type. Records on subjects that
+	// name no valid task type (stored there by another tool) are not
+	// counted.
 	Dead map[string]uint64
 	// Scheduled counts all delayed tasks; Cron counts repeating schedules.
 	Scheduled int
@@ -89,8 +92,9 @@ func (i *Operator) QueueStats(ctx context.Context) (*QueueStats, error) {
 		QueueOf: func(ci *jetstream.ConsumerInfo) (queue, bool) {
 			typ := ci.Config.Metadata[streams.MetaTaskType]
 			p, err := streams.ParsePriority(ci.Config.Metadata[streams.MetaPriority])
-			if typ == "" || err != nil {
-				// Not a jetflow queue consumer; derive from its filter if possible.
+			if streams.ValidateTaskType(typ) != nil || err != nil {
+				// Not a jetflow queue consumer (or metadata another tool
+				// wrote); derive from its filter if possible.
 				if p, typ, err = i.names.ParseTaskSubject(ci.Config.FilterSubject); err != nil {
 					return queue{}, false
 				}
@@ -105,6 +109,9 @@ func (i *Operator) QueueStats(ctx context.Context) (*QueueStats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect: queue stats: %w", err)
 	}
+	// Any publisher on the dead-letter subjects chooses the type token;
+	// these types become metric labels and table rows.
+	maps.DeleteFunc(snap.Dead, func(typ string, _ uint64) bool { return streams.ValidateTaskType(typ) != nil })
 	out := &QueueStats{Dead: snap.Dead, Scheduled: snap.Scheduled, Cron: snap.Cron, ScheduledTruncated: snap.Truncated,
 		Junk: snap.Junk, JunkSubjects: snap.JunkSubjects, Taken: taken}
 	for k, q := range snap.Queues {

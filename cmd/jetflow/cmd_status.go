@@ -115,6 +115,9 @@ func printStatus(c *cli, o *inspect.Overview, url string) error {
 		if stranded > 0 {
 			fmt.Fprintf(c.stdout, "\n%d stranded queue(s): tasks on a work subject that no consumer serves never run; start a worker that registers the type at that priority\n", stranded)
 		}
+		if o.StrandedOmitted > 0 {
+			fmt.Fprintf(c.stdout, "%d more stranded subject(s) not listed (at most %d are)\n", o.StrandedOmitted, inspect.MaxStrandedSubjects)
+		}
 		if idle > 0 {
 			fmt.Fprintf(c.stdout, "\n%d queue(s) with waiting tasks and no pull request: are the workers running and connected?\n", idle)
 		}
