@@ -34,6 +34,7 @@ package jetflowotel
 import (
 	"context"
 	"crypto/sha256"
+	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel"
@@ -43,6 +44,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/workflow"
 )
 
@@ -169,7 +171,7 @@ func (tr *Tracing) Middleware() framework.Middleware {
 				AttrAttempt.Int(t.Attempt), AttrMaxAttempts.Int(t.MaxAttempts),
 			}
 			opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-			if run := t.Header(workflow.HeaderRun); run != "" {
+			if run := t.Header(workflow.HeaderRun); validRunID(run) {
 				attrs = append(attrs, AttrWorkflowRunID.String(run))
 				opts = append(opts, trace.WithLinks(RunLink(run)))
 			}
@@ -189,6 +191,16 @@ func (tr *Tracing) Middleware() framework.Middleware {
 			return err
 		})
 	}
+}
+
+// validRunID reports whether a Jetflow-Run header holds a run ID a workflow
+// client could have written ([workflow.WithRunID]: 1 to
+// [workflow.MaxRunIDLen] bytes of A-Z a-z 0-9 _ - =). Any publisher can set
+// the header: a value of tens of kilobytes would be copied into every
+// attempt span and its link, and bytes that are not UTF-8 cannot be
+// exported as OTLP (protobuf) strings.
+func validRunID(id string) bool {
+	return len(id) <= workflow.MaxRunIDLen && !strings.Contains(id, ":") && streams.ValidateID(id) == nil
 }
 
 // Instrument adds the hooks that end each attempt's span with its outcome

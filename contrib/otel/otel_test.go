@@ -3,10 +3,13 @@ package jetflowotel_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -240,6 +243,32 @@ func TestWorkflowStepsLinkedToRun(t *testing.T) {
 		}
 		if len(s.Links) != 1 || s.Links[0].SpanContext.TraceID() != want.TraceID() || s.Links[0].SpanContext.SpanID() != want.SpanID() {
 			t.Errorf("step %s: links %+v", step, s.Links)
+		}
+	}
+}
+
+// TestHostileRunHeaderIgnored publishes tasks whose Jetflow-Run header was
+// not written by a workflow client (too long, bytes a run ID cannot hold):
+// their attempt spans carry neither the run attribute nor a link.
+func TestHostileRunHeaderIgnored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.worker(t, func(w *framework.Worker) {
+		w.HandleFunc("plain.job", func(ctx context.Context, task *framework.Task) error { return nil })
+	})
+	runs := []string{strings.Repeat("r", 32<<10), "run\xff\xfe", "two words"}
+	js := e.cl.JetStream()
+	for i, run := range runs {
+		m := nats.NewMsg(e.cl.Names().TaskSubject(framework.PriorityNormal, "plain.job"))
+		m.Header[workflow.HeaderRun] = []string{run}
+		m.Header.Set(framework.HeaderTaskID, fmt.Sprintf("hostile-%d", i))
+		if _, err := js.PublishMsg(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range e.spans(t, "jetflow process plain.job", len(runs)) {
+		if v := attr(s, jetflowotel.AttrWorkflowRunID); v.Type() != attribute.INVALID || len(s.Links) != 0 {
+			t.Errorf("task %s: run attribute of %d bytes, %d links", attr(s, jetflowotel.AttrTaskID).AsString(), len(v.AsString()), len(s.Links))
 		}
 	}
 }
