@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -44,7 +45,9 @@ const maxRegisterConflicts = 8
 // nothing and keeps the schedule's timing, so every process of an
 // application may register its schedules at start-up: concurrent
 // registrations leave exactly one schedule, and a tick fires one task.
-// Replacing a definition restarts an "@every" interval.
+// A stored schedule is identical only if everything it fires with (spec,
+// zone, target, payload, headers) is d's: one changed by another tool is
+// replaced. Replacing a definition restarts an "@every" interval.
 //
 // The definition is validated before anything is stored; errors wrap
 // [ErrInvalid] and say what is wrong. Other errors:
@@ -70,7 +73,7 @@ func (s *Manager) Register(ctx context.Context, d Definition) (Result, error) {
 		// first (and only: schedules roll up) message of the subject.
 		var expect uint64
 		if last != nil {
-			if last.Header.Get(taskmsg.HeaderScheduleHash) == hash {
+			if last.Header.Get(taskmsg.HeaderScheduleHash) == hash && sameSchedule(*last, msg) {
 				return Unchanged, nil
 			}
 			expect = last.Seq
@@ -207,6 +210,28 @@ func (s *Manager) build(d Definition) (*nats.Msg, string, error) {
 		}
 	}
 	return msg, hash, nil
+}
+
+// sameSchedule reports whether stored holds the schedule msg stores: the
+// same payload, the same values of every header msg sets, and no other
+// custom header. The fingerprint header alone proves nothing: anyone who
+// can publish on the schedule's subject can copy it onto a schedule that
+// fires another task, which Register would then keep.
+func sameSchedule(stored jsapi.Stored, msg *nats.Msg) bool {
+	if !bytes.Equal(stored.Data, msg.Data) {
+		return false
+	}
+	for k, vs := range msg.Header {
+		if k != jetstream.ExpectedLastSubjSeqHeader && !slices.Equal(stored.Header[k], vs) {
+			return false
+		}
+	}
+	for k := range stored.Header {
+		if _, ok := msg.Header[k]; !ok && !taskmsg.ReservedHeader(k) && k != "Status" && k != "Description" {
+			return false
+		}
+	}
+	return true
 }
 
 // info decodes a stored schedule message.

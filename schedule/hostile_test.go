@@ -1,0 +1,101 @@
+package schedule_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/schedule"
+	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+// TestRegisterRestoresTamperedSchedule replaces a registered schedule, as
+// another tool could, with one that fires another task on another spec but
+// keeps the stored definition's fingerprint header: registering the
+// definition again restores it instead of trusting the header.
+func TestRegisterRestoresTamperedSchedule(t *testing.T) {
+	t.Parallel()
+	srv := testutil.RunServer(t)
+	nc, js := testutil.JetStream(t, srv)
+	ctx := t.Context()
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := framework.NewClient(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := schedule.New(cl)
+	def := schedule.Definition{Name: "nightly", Spec: "0 30 2 * * *", Type: "reports.build", Payload: map[string]int{"days": 1},
+		Headers: map[string]string{"Tenant": "acme"}}
+	if res, err := m.Register(ctx, def); err != nil || res != schedule.Created {
+		t.Fatalf("register: %v %v", res, err)
+	}
+	orig, err := m.Get(ctx, "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, cl.Names().ScheduleStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := stream.GetLastMsgForSubject(ctx, orig.Subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := cl.Names()
+	for _, tamper := range []func(*nats.Msg){
+		func(msg *nats.Msg) {
+			msg.Header.Set(jetstream.ScheduleHeader, "@every 1s")
+			msg.Header.Set(jetstream.ScheduleTargetHeader, names.FiredSubject(framework.PriorityCritical, "payments.refund"))
+		},
+		func(msg *nats.Msg) { msg.Data = []byte(`{"days":3650}`) },
+		func(msg *nats.Msg) { msg.Header.Set("Tenant", "other") },
+		func(msg *nats.Msg) { msg.Header.Set("X-Extra", "1") },
+	} {
+		msg := nats.NewMsg(orig.Subject)
+		for k, vs := range stored.Header {
+			msg.Header[k] = append([]string(nil), vs...)
+		}
+		msg.Header.Del(jetstream.ExpectedLastSubjSeqHeader)
+		msg.Data = stored.Data
+		tamper(msg)
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := m.Register(ctx, def); err != nil || res != schedule.Updated {
+			t.Errorf("register over a tampered schedule: %v %v, want updated", res, err)
+		}
+		got, err := m.Get(ctx, "nightly")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec != orig.Spec || got.Target != orig.Target || string(got.Payload) != string(orig.Payload) ||
+			len(got.Headers) != 1 || got.Headers["Tenant"] != "acme" {
+			t.Errorf("after register: spec %q target %q payload %s headers %v", got.Spec, got.Target, got.Payload, got.Headers)
+		}
+	}
+	if res, err := m.Register(ctx, def); err != nil || res != schedule.Unchanged {
+		t.Errorf("register again: %v %v, want unchanged", res, err)
+	}
+	// A schedule the server fired is still the one registered.
+	tick := schedule.Definition{Name: "tick", Spec: "@every 1s", Type: "ticks.run"}
+	if res, err := m.Register(ctx, tick); err != nil || res != schedule.Created {
+		t.Fatalf("register tick: %v %v", res, err)
+	}
+	tasks, err := js.Stream(ctx, names.TaskStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Wait(t, time.Minute, "a fired tick", func() bool {
+		si, err := tasks.Info(ctx, jetstream.WithSubjectFilter(names.TaskSubject(framework.PriorityNormal, "ticks.run")))
+		return err == nil && si.State.Msgs > 0
+	})
+	if res, err := m.Register(ctx, tick); err != nil || res != schedule.Unchanged {
+		t.Errorf("register tick after it fired: %v %v, want unchanged", res, err)
+	}
+}
