@@ -155,7 +155,7 @@ func (c *Client) resendRoots(ctx context.Context, d *Definition, id string, in j
 	if err != nil {
 		return err
 	}
-	if r.Workflow != d.name || r.Status != RunRunning || !bytes.Equal(r.Input, in) {
+	if r.Workflow != d.name || r.Status != RunRunning || !bytes.Equal(r.Input, in) || checkDefinition(d, r) != nil {
 		return nil
 	}
 	return c.store.publishTasks(ctx, queuedTasks(c.names, d, r, "", true))
@@ -239,7 +239,9 @@ func WithReason(reason string) CancelOption {
 // With [WithCompensation], calling Cancel again on a run it already put in
 // compensation re-sends the compensation task in progress and returns nil:
 // retry it that way when it failed after the run was marked (the document
-// and the task are two writes).
+// and the task are two writes). A run whose document does not match the
+// workflow's definition (its steps or compensations differ) is not
+// cancelled with compensation: Cancel returns an error and changes nothing.
 func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) error {
 	if err := validateRunID(id); err != nil {
 		return err
@@ -255,6 +257,9 @@ func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) er
 		if r.Status == RunCompensating && r.CompensateOnCancel && cfg.compensate && c.defs[r.Workflow] != nil {
 			// Cancelled with compensation before: make sure the
 			// compensation in progress has its task (see resendRoots).
+			if err := checkDefinition(c.defs[r.Workflow], r); err != nil {
+				return nil, false, err
+			}
 			resend = true
 			return nil, false, nil
 		}
@@ -264,6 +269,12 @@ func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) er
 		d := c.defs[r.Workflow]
 		if cfg.compensate && d == nil {
 			return nil, false, fmt.Errorf("%w: %q: cancelling with compensation needs the definition", ErrUnknownWorkflow, r.Workflow)
+		}
+		if cfg.compensate {
+			// The document chooses the compensation tasks to send.
+			if err := checkDefinition(d, r); err != nil {
+				return nil, false, err
+			}
 		}
 		comp := r.cancel(cfg.reason, cfg.compensate, time.Now().UTC())
 		if comp == "" {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,6 +204,44 @@ func checkRun(id string, r *Run) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// errMismatch reports a run document that a task of a workflow may not act
+// on: a run of another workflow, or one whose steps are not the
+// definition's (see checkDefinition). It never gets better by reading it
+// again.
+var errMismatch = errors.New("workflow: run document does not match the workflow definition")
+
+// checkDefinition refuses a document that is not a run of d as d declares
+// it: the run of another workflow, a step d does not declare or one listed
+// twice, dependencies other than the step's, or a compensation the step
+// does not have. The document chooses the tasks a commit sends: a step or
+// compensation outside d would get a task type that no worker consumes,
+// which stays in the task stream for good, and a task of d acting on
+// another workflow's run would run d's step on that run's input. A run
+// started before its definition changed fails this check too (changing the
+// steps of a workflow with runs in flight is not supported).
+func checkDefinition(d *Definition, r *Run) error {
+	if r.Workflow != d.name {
+		return fmt.Errorf("%w: run %s is a run of workflow %q, not %q", errMismatch, r.ID, r.Workflow, d.name)
+	}
+	seen := make([]bool, len(d.steps)) // by declaration
+	for _, st := range r.Steps {
+		sd := d.step(st.Name)
+		switch {
+		case sd == nil:
+			return fmt.Errorf("%w: run %s has a step %q that workflow %s does not declare", errMismatch, r.ID, st.Name, d.name)
+		case seen[sd.declaration]:
+			// Only the first would ever settle: the run could not end.
+			return fmt.Errorf("%w: run %s lists step %q twice", errMismatch, r.ID, st.Name)
+		case !slices.Equal(st.After, sd.after):
+			return fmt.Errorf("%w: run %s: step %q runs after %q, workflow %s declares %q", errMismatch, r.ID, st.Name, st.After, d.name, sd.after)
+		case (st.Compensable || st.State == StepCompensating) && sd.compensate == nil:
+			return fmt.Errorf("%w: run %s: step %q has no compensation in workflow %s", errMismatch, r.ID, st.Name, d.name)
+		}
+		seen[sd.declaration] = true
 	}
 	return nil
 }

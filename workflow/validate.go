@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // Validate reports every problem of the definition as a *[DefinitionError]
@@ -193,10 +194,25 @@ func decode(data json.RawMessage, v any) error {
 	return json.Unmarshal(data, v)
 }
 
-// errString returns err's message, or "".
+// maxErrorBytes bounds an error message recorded in a run document, like
+// the error of a task state record. Errors often quote what an external
+// service answered; a document over the server's max payload could not
+// record the failure at all, and the run would stay running.
+const maxErrorBytes = 1024
+
+// errString returns err's message cut to maxErrorBytes without splitting a
+// UTF-8 character, or "".
 func errString(err error) string {
 	if err == nil {
 		return ""
 	}
-	return err.Error()
+	s := err.Error()
+	if len(s) <= maxErrorBytes {
+		return s
+	}
+	n := maxErrorBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -88,7 +88,7 @@ func (rt *runtime) stepHandler(d *Definition, sd *stepDef) framework.HandlerFunc
 		defer cancel()
 		// A step whose task exists is at least enqueued: a document saying
 		// otherwise is a replica lagging behind.
-		r, st, err := rt.read(sctx, runID, sd.name, func(st *StepStatus) bool { return st.State == StepPending })
+		r, st, err := rt.read(sctx, d, runID, sd.name, func(st *StepStatus) bool { return st.State == StepPending })
 		if err != nil {
 			return loadErr(t, err)
 		}
@@ -129,7 +129,7 @@ func (rt *runtime) stepHandler(d *Definition, sd *stepDef) framework.HandlerFunc
 func (rt *runtime) recordDone(ctx context.Context, d *Definition, sd *stepDef, r *Run, out json.RawMessage, attempt int, started time.Time) (*Run, *stepDef, error) {
 	var chained *stepDef
 	id := r.ID
-	r, err := rt.store.update(ctx, id, r, func(r *Run) ([]*nats.Msg, bool, error) {
+	r, err := rt.update(ctx, d, id, r, func(r *Run) ([]*nats.Msg, bool, error) {
 		chained = nil
 		st := r.Step(sd.name)
 		if st == nil || !st.open() {
@@ -221,10 +221,12 @@ func (rt *runtime) chainFailed(ctx context.Context, t *framework.Task, d *Defini
 	return nil
 }
 
-// read loads run id and its step, and reads again from the stream leader when
-// the run is missing or stale reports that the step's state cannot be current
-// (see store.loadLeader).
-func (rt *runtime) read(ctx context.Context, id, step string, stale func(*StepStatus) bool) (*Run, *StepStatus, error) {
+// read loads run id of workflow d and its step, and reads again from the
+// stream leader when the run is missing or stale reports that the step's
+// state cannot be current (see store.loadLeader). A document that does not
+// match d is refused with an error wrapping errMismatch (see
+// checkDefinition).
+func (rt *runtime) read(ctx context.Context, d *Definition, id, step string, stale func(*StepStatus) bool) (*Run, *StepStatus, error) {
 	// The run ID comes from the task (a header anyone who may enqueue can
 	// set): it becomes a subject.
 	if err := validateRunID(id); err != nil {
@@ -232,6 +234,9 @@ func (rt *runtime) read(ctx context.Context, id, step string, stale func(*StepSt
 	}
 	r, err := rt.store.load(ctx, id)
 	if err == nil {
+		if err := checkDefinition(d, r); err != nil {
+			return nil, nil, err
+		}
 		st := r.Step(step)
 		if st == nil || !stale(st) {
 			return r, st, nil
@@ -242,7 +247,22 @@ func (rt *runtime) read(ctx context.Context, id, step string, stale func(*StepSt
 	if r, err = rt.store.loadLeader(ctx, id); err != nil {
 		return nil, nil, err
 	}
+	if err := checkDefinition(d, r); err != nil {
+		return nil, nil, err
+	}
 	return r, r.Step(step), nil
+}
+
+// update is store.update for a change made by a task of workflow d: a
+// document that does not match d, as read again after a conflicting write,
+// is refused with an error wrapping errMismatch.
+func (rt *runtime) update(ctx context.Context, d *Definition, id string, r *Run, fn mutation) (*Run, error) {
+	return rt.store.update(ctx, id, r, func(r *Run) ([]*nats.Msg, bool, error) {
+		if err := checkDefinition(d, r); err != nil {
+			return nil, false, err
+		}
+		return fn(r)
+	})
 }
 
 // stepFailed records a failed attempt of a step. A final failure (permanent
@@ -287,7 +307,7 @@ func (rt *runtime) stepFailed(ctx context.Context, t *framework.Task, d *Definit
 // failStep records the final failure of step and starts compensating if the
 // run was running. It does nothing when the step is already settled.
 func (rt *runtime) failStep(ctx context.Context, d *Definition, runID string, r *Run, step string, cause error, attempt int) error {
-	_, err := rt.store.update(ctx, runID, r, func(r *Run) ([]*nats.Msg, bool, error) {
+	_, err := rt.update(ctx, d, runID, r, func(r *Run) ([]*nats.Msg, bool, error) {
 		st := r.Step(step)
 		if st == nil || !st.open() {
 			return nil, false, nil
@@ -336,7 +356,7 @@ func (rt *runtime) compensationHandler(d *Definition, sd *stepDef) framework.Han
 		defer cancel()
 		// A compensation whose task exists follows a completed step: a
 		// document saying the step is merely done may be a lagging replica.
-		r, st, err := rt.read(sctx, runID, sd.name, func(st *StepStatus) bool { return st.State == StepDone })
+		r, st, err := rt.read(sctx, d, runID, sd.name, func(st *StepStatus) bool { return st.State == StepDone })
 		if err != nil {
 			return loadErr(t, err)
 		}
@@ -382,7 +402,7 @@ func (rt *runtime) compensationHandler(d *Definition, sd *stepDef) framework.Han
 // settleCompensation records the outcome of a step's compensation (cause nil:
 // compensated) and starts the next compensation, or ends the run.
 func (rt *runtime) settleCompensation(ctx context.Context, d *Definition, runID string, r *Run, step string, cause error, attempt int) error {
-	_, err := rt.store.update(ctx, runID, r, func(r *Run) ([]*nats.Msg, bool, error) {
+	_, err := rt.update(ctx, d, runID, r, func(r *Run) ([]*nats.Msg, bool, error) {
 		st := r.Step(step)
 		if st == nil || st.State != StepCompensating {
 			return nil, false, nil
@@ -434,6 +454,9 @@ func (rt *runtime) failed(t *framework.Task, cause error) {
 		// compensation task before this last attempt ended.
 		var r *Run
 		if r, err = rt.store.load(ctx, runID); err == nil {
+			err = checkDefinition(ref.def, r)
+		}
+		if err == nil {
 			parent := ""
 			if !ref.comp {
 				// The step's task may have recorded its completion, and
@@ -443,7 +466,9 @@ func (rt *runtime) failed(t *framework.Task, cause error) {
 			err = rt.store.publishTasks(ctx, queuedTasks(rt.names, ref.def, r, parent, false))
 		}
 	}
-	if err != nil && !errors.Is(err, ErrRunNotFound) {
+	if err != nil && !errors.Is(err, ErrRunNotFound) && !errors.Is(err, errMismatch) {
+		// A document that does not match the task's workflow is not the
+		// task's to record: its handler refused it already.
 		t.Logger().Error("jetflow workflow could not record a failed task; the run may be stuck",
 			slog.String("run", runID), slog.Any(framework.LogKeyError, err))
 	}
@@ -567,7 +592,7 @@ func runIDOf(t *framework.Task) string {
 }
 
 func loadErr(t *framework.Task, err error) error {
-	if errors.Is(err, errCorrupt) || errors.Is(err, ErrInvalidOption) {
+	if errors.Is(err, errCorrupt) || errors.Is(err, errMismatch) || errors.Is(err, ErrInvalidOption) {
 		return framework.Permanent(err)
 	}
 	if errors.Is(err, ErrRunNotFound) && t.Attempt >= missingRunAttempts {
