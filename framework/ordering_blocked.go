@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/ordering"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -29,7 +31,7 @@ func ensureOrderingBucket(ctx context.Context, js jetstream.JetStream, names str
 
 // blockGate wraps the handler of an ordered type that blocks on dead
 // letters.
-func blockGate(kv jetstream.KeyValue, taskType string, log *slog.Logger, next Handler) Handler {
+func blockGate(kv jetstream.KeyValue, nc *nats.Conn, names streams.Names, taskType string, log *slog.Logger, next Handler) Handler {
 	b := ordering.NewBlocker(kv, taskType, log)
 	return HandlerFunc(func(ctx context.Context, t *Task) error {
 		key := t.Header(HeaderOrderingKey)
@@ -51,6 +53,9 @@ func blockGate(kv jetstream.KeyValue, taskType string, log *slog.Logger, next Ha
 		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrHandlerTimeout) {
 			return err // the worker is stopping: hand it back
 		}
+		if !onSlot(ctx, nc, names, taskType, t) {
+			return err // not an ordered task after all: dead-letter it
+		}
 		// Failed for good: block the key instead of dead-lettering.
 		rec := ordering.Blocked{Type: taskType, TaskID: t.ID, Key: key, Error: truncate(err.Error(), 1024),
 			Since: time.Now().UTC(), Attempts: t.Attempt}
@@ -59,6 +64,30 @@ func blockGate(kv jetstream.KeyValue, taskType string, log *slog.Logger, next Ha
 			slog.String("ordering_key", key), slog.Any(LogKeyError, err))
 		return &ordering.HoldError{Cause: rec.Error}
 	})
+}
+
+// onSlot reports whether task t of taskType was stored on one of the
+// type's slot subjects, that is, whether it is an ordered task. Anyone may
+// set the ordering key header on a task of the type's ordinary subjects,
+// where blocking would hold it on a consumer that the type's other tasks
+// share. The stored subject is read back (a round trip on the rare path of
+// a task that failed for good) from the server's own headers of a direct
+// get, which a producer cannot forge. When it cannot be read, t counts as
+// ordered: blocking keeps the promise made to ordered tasks, and an
+// operator can resolve it.
+func onSlot(ctx context.Context, nc *nats.Conn, names streams.Names, taskType string, t *Task) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var subject string
+	n, err := jsapi.DirectGet(ctx, nc, t.Stream, jsapi.GetRequest{Seq: t.Sequence}, func(m jsapi.Stored) error {
+		subject = m.Subject
+		return nil
+	})
+	if err != nil || n == 0 {
+		return true
+	}
+	typ, _, err := names.ParseOrderedSubject(subject)
+	return err == nil && typ == taskType
 }
 
 // prepareBlocking installs the gates of the ordered types that block.
@@ -74,7 +103,7 @@ func prepareBlocking(ctx context.Context, w *Worker) error {
 				return err
 			}
 		}
-		tt.handler = blockGate(kv, tt.name, w.log, tt.handler)
+		tt.handler = blockGate(kv, w.nc, w.names, tt.name, w.log, tt.handler)
 	}
 	return nil
 }

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
@@ -405,5 +408,134 @@ func TestOrderedBlockOnDeadLetter(t *testing.T) {
 	}
 	if err := ins.ResolveBlocked(t.Context(), "order.block", after, inspect.ResolveRetry); !errors.Is(err, framework.ErrNotFound) {
 		t.Fatalf("resolving a task that is not blocked: %v", err)
+	}
+}
+
+// Task IDs may hold ':' (workflow tasks' do), which KV keys may not: a
+// blocked task with such an ID still gets its record, so that it is listed
+// and can be resolved, instead of holding its key for good with nothing an
+// operator can resolve.
+func TestOrderedBlockOnDeadLetterIDOutsideKVKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var mu sync.Mutex
+	runs := map[int]int{}
+	w := e.worker(t)
+	framework.Handle(w, "order.blockid", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
+		mu.Lock()
+		runs[ev.N]++
+		mu.Unlock()
+		if ev.N == 0 {
+			return errors.New("declined")
+		}
+		return nil
+	}, framework.WithOrdering(framework.Ordering{Partitions: 1, BlockOnDeadLetter: true}), framework.WithMaxAttempts(1))
+	startWorker(t, w)
+	ins := inspect.New(e.cl)
+	// Two IDs that one escaping of ':' must keep apart.
+	other := e.enqueue(t, "order.blockid", orderEvent{Key: "j", N: 2}, framework.Ordered("j"), framework.WithID("run=3A1")).ID
+	id := e.enqueue(t, "order.blockid", orderEvent{Key: "k", N: 0}, framework.Ordered("k"), framework.WithID("run:1")).ID
+	e.enqueue(t, "order.blockid", orderEvent{Key: "k", N: 1}, framework.Ordered("k"))
+	testutil.Wait(t, waitLong, "task "+id+" blocked", func() bool {
+		bs, err := ins.BlockedTasks(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(bs) == 1 && bs[0].TaskID == id && bs[0].Key == "k" && bs[0].Error == "declined"
+	})
+	if err := ins.ResolveBlocked(t.Context(), "order.blockid", other, inspect.ResolveSkip); !errors.Is(err, framework.ErrNotFound) {
+		t.Fatalf("resolving %s, which is not blocked: %v", other, err)
+	}
+	if err := ins.ResolveBlocked(t.Context(), "order.blockid", id, inspect.ResolveSkip); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Wait(t, waitLong, "the task after the skipped one ran", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return runs[1] == 1
+	})
+	dls, _, err := dlq.New(e.cl).List(t.Context(), dlq.Filter{Type: "order.blockid"}, dlq.Page{})
+	if err != nil || len(dls) != 1 || dls[0].TaskID != id {
+		t.Fatalf("dead letters %+v, %v; want the skipped task %s", dls, err, id)
+	}
+}
+
+// A blocked record is a KV value anyone with access to the ordering bucket
+// can write. One that the operator's list would skip as invalid (here: of
+// another type) must not hold its task either, or the task's partition
+// stays blocked with nothing listed to resolve: it is removed and the task
+// runs.
+func TestOrderedInvalidBlockedRecordDoesNotHold(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var mu sync.Mutex
+	runs := 0
+	w := e.worker(t)
+	framework.Handle(w, "order.forged", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs++
+		if task.Attempt == 1 {
+			return errors.New("try again")
+		}
+		return nil
+	}, framework.WithOrdering(framework.Ordering{Partitions: 1, BlockOnDeadLetter: true}), framework.WithMaxAttempts(3),
+		framework.WithBackoff(framework.BackoffPolicy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond, Randomization: -1}))
+	startWorker(t, w)
+	kv, err := e.js.KeyValue(t.Context(), e.cl.Names().OrderingBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, rec := range map[string]string{
+		"order.forged.t1": `{"type":"other","id":"t1","key":"k","error":"forged"}`,
+		"order.forged.t2": `{"type":"order.forged","id":"t2","key":"","error":"forged"}`,
+	} {
+		if _, err := kv.Put(t.Context(), key, []byte(rec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.enqueue(t, "order.forged", orderEvent{Key: "k", N: 1}, framework.Ordered("k"), framework.WithID("t1"))
+	e.enqueue(t, "order.forged", orderEvent{Key: "k", N: 2}, framework.Ordered("k"), framework.WithID("t2"))
+	testutil.Wait(t, waitLong, "both tasks ran on their second attempt", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return runs == 4
+	})
+	if bs, err := inspect.New(e.cl).BlockedTasks(t.Context()); err != nil || len(bs) != 0 {
+		t.Fatalf("blocked tasks %+v, %v; want none", bs, err)
+	}
+}
+
+// The ordering key header is the producer's to set on any task: on a task
+// that did not come through an ordered subject it is no ordering key, and
+// such a task that fails for good is dead-lettered as usual instead of
+// blocking (held on the type's ordinary consumer, where enough of them
+// would leave no room for the type's other tasks).
+func TestOrderingHeaderOnPlainTaskDoesNotBlock(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := e.worker(t)
+	framework.Handle(w, "order.plain", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
+		return framework.Permanent(errors.New("declined"))
+	}, framework.WithOrdering(framework.Ordering{Partitions: 1, BlockOnDeadLetter: true}), framework.WithMaxAttempts(1))
+	startWorker(t, w)
+	msg := &nats.Msg{Subject: "jetflow.task.normal.order.plain", Data: []byte(`{"key":"k","n":1}`), Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, "plain-1")
+	msg.Header.Set(framework.HeaderOrderingKey, "k")
+	// The server's own headers name the stored subject; a copy the
+	// producer stored does not.
+	msg.Header.Set("Nats-Subject", "jetflow.ord.order.plain.0")
+	if _, err := e.js.PublishMsg(t.Context(), msg); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Wait(t, waitLong, "the task dead-lettered", func() bool {
+		dls, _, err := dlq.New(e.cl).List(t.Context(), dlq.Filter{Type: "order.plain"}, dlq.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(dls) == 1 && dls[0].TaskID == "plain-1"
+	})
+	if bs, err := inspect.New(e.cl).BlockedTasks(t.Context()); err != nil || len(bs) != 0 {
+		t.Fatalf("blocked tasks %+v, %v; want none", bs, err)
 	}
 }

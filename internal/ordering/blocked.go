@@ -15,6 +15,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/staterec"
 )
 
 const (
@@ -43,8 +44,11 @@ type Blocked struct {
 	Resolution string    `json:"resolution,omitempty"`
 }
 
-// BlockedKey is the bucket key of a blocked task.
-func BlockedKey(taskType, id string) string { return taskType + "." + id }
+// BlockedKey is the bucket key of a blocked task: its type and its ID
+// escaped like a state key (task IDs may hold ':', which KV keys may not;
+// a record that cannot be written would leave the task holding its key with
+// nothing to resolve).
+func BlockedKey(taskType, id string) string { return taskType + "." + staterec.Key(id) }
 
 // EnsureBucket creates the ordering bucket (stored like the task stream) if
 // needed and returns it.
@@ -122,8 +126,11 @@ func (b *Blocker) Before(ctx context.Context, id string, attempt int) (v Verdict
 		}
 		return Fail, "", fmt.Errorf("framework: read blocked record: %w", err) // retried with backoff
 	default:
+		// Held only on a record the operator's list shows (see
+		// Rules.validBlocked): a task held on one it skips could not be
+		// resolved.
 		var rec Blocked
-		if json.Unmarshal(e.Value(), &rec) != nil || rec.TaskID != id {
+		if json.Unmarshal(e.Value(), &rec) != nil || rec.TaskID != id || rec.Type != b.taskType || ValidateKey(rec.Key) != nil {
 			b.log.Warn("jetflow invalid blocked-task record; removing it", slog.String(logKeyTaskID, id))
 			_ = b.kv.Purge(ctx, rk, jetstream.LastRevision(e.Revision()))
 			break
