@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,7 +64,12 @@ func Unique(period time.Duration) EnqueueOption {
 		if period < MinUniquePeriod {
 			return fmt.Errorf("%w: unique period %v, want ≥ %v", ErrInvalidOption, period, MinUniquePeriod)
 		}
-		c.unique.period = (period + time.Second - 1).Truncate(time.Second)
+		// Round up, unless that would wrap the longest periods around
+		// into the past.
+		if period <= math.MaxInt64-time.Second {
+			period += time.Second - 1
+		}
+		c.unique.period = period.Truncate(time.Second)
 		return nil
 	}
 }

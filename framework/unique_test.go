@@ -3,6 +3,7 @@ package framework_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -174,5 +175,24 @@ func TestUniqueForgedHeadersReleaseNothing(t *testing.T) {
 	}
 	if again := e.enqueue(t, "unique.victim", nil, framework.Unique(time.Hour), framework.UniqueKey("v")); !again.Duplicate || again.ID != victim.ID {
 		t.Fatalf("forged headers released the victim's reservation: %+v", again)
+	}
+}
+
+// The longest periods hold too: rounding a period up to whole seconds must
+// not wrap it around into the past, which would leave a reservation of a
+// second instead of the period asked for.
+func TestUniqueLongestPeriod(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	info, err := e.cl.Enqueue(t.Context(), "unique.long", nil, framework.Unique(time.Duration(math.MaxInt64)))
+	if err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	rs, err := inspect.New(e.cl).UniqueReservations(t.Context(), "unique.long")
+	if err != nil || len(rs) != 1 || rs[0].TaskID != info.ID {
+		t.Fatalf("reservations %+v, %v; want the one of %s", rs, err, info.ID)
+	}
+	if min := time.Now().Add(100 * 365 * 24 * time.Hour); rs[0].Until.Before(min) {
+		t.Errorf("reservation until %v, want after %v", rs[0].Until, min)
 	}
 }
