@@ -224,8 +224,9 @@ func WithCompensation() CancelOption {
 	return func(c *cancelConfig) { c.compensate = true }
 }
 
-// WithReason records why the run was cancelled in its Error field. Default
-// "cancelled".
+// WithReason records why the run was cancelled in its Error field, at most
+// 1,024 bytes (Cancel refuses a longer one with [ErrInvalidOption]).
+// Default "cancelled".
 func WithReason(reason string) CancelOption {
 	return func(c *cancelConfig) { c.reason = reason }
 }
@@ -251,6 +252,9 @@ func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) er
 		if o != nil {
 			o(&cfg)
 		}
+	}
+	if len(cfg.reason) > maxErrorBytes {
+		return fmt.Errorf("%w: cancel reason of %d bytes, the limit is %d", ErrInvalidOption, len(cfg.reason), maxErrorBytes)
 	}
 	var resend bool
 	r, err := c.store.update(ctx, id, nil, func(r *Run) ([]*nats.Msg, bool, error) {

@@ -17,10 +17,11 @@ import (
 
 // Run documents and the run header of workflow tasks come from the wire:
 // anyone who may publish on the run subjects or enqueue tasks can write
-// them. A document with a null step, a step name that is no valid name, or
-// an ID that is not its subject's, and a task whose run header is no valid
-// run ID, fail their task for good (no retries) instead of crashing the
-// worker or re-sending tasks on subjects the document chose.
+// them. A document with a null step, a step name that is no valid name, an
+// ID that is not its subject's or a completion out of range, and a task
+// whose run header is no valid run ID, fail their task for good (no
+// retries) instead of crashing the worker or re-sending tasks on subjects
+// the document chose.
 func TestHostileRunDocumentsFailTheirTask(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -31,6 +32,7 @@ func TestHostileRunDocumentsFailTheirTask(t *testing.T) {
 		"h1": `{"id":"h1","workflow":"repair","status":"running","input":` + in + `,"steps":[null]}`,
 		"h2": `{"id":"other","workflow":"repair","status":"running","input":` + in + `,"steps":[{"name":"a","state":"enqueued"},{"name":"b","after":["a"],"state":"pending"}]}`,
 		"h3": `{"id":"h3","workflow":"repair","status":"running","input":` + in + `,"steps":[{"name":"a","state":"done","output":1,"completion":1},{"name":"b","after":["a"],"state":"pending"},{"name":"x.>","after":["a"],"state":"enqueued"}]}`,
+		"h4": `{"id":"h4","workflow":"repair","status":"running","input":` + in + `,"steps":[{"name":"a","state":"enqueued"},{"name":"b","after":["a"],"state":"pending","completion":9223372036854775807}]}`,
 	}
 	for id, doc := range docs {
 		if _, err := e.js.Publish(t.Context(), "jetflow.wf."+id, []byte(doc)); err != nil {
@@ -57,7 +59,7 @@ func TestHostileRunDocumentsFailTheirTask(t *testing.T) {
 			return next.Handle(ctx, t)
 		})
 	}
-	for i, id := range []string{"h1", "h2", "h3", "*"} {
+	for i, id := range []string{"h1", "h2", "h3", "h4", "*"} {
 		task := &nats.Msg{Subject: "jetflow.task.normal." + workflow.StepTaskType("repair", "a"), Header: nats.Header{}}
 		task.Header.Set(jetstream.MsgIDHeader, "hostile-"+string(rune('0'+i)))
 		task.Header.Set(workflow.HeaderRun, id)
@@ -68,7 +70,7 @@ func TestHostileRunDocumentsFailTheirTask(t *testing.T) {
 	w, _ := e.worker(t, []*workflow.Definition{d}, hooks, framework.WithMiddleware(redelivered))
 	startWorker(t, w)
 
-	want := map[string]bool{"h1": true, "h2": true, "h3": true, "*": true}
+	want := map[string]bool{"h1": true, "h2": true, "h3": true, "h4": true, "*": true}
 	timeout := time.After(waitLong)
 	for len(want) > 0 {
 		select {

@@ -204,6 +204,15 @@ func checkRun(id string, r *Run) error {
 				return err
 			}
 		}
+		// Completions number the steps that completed, 1 to n; the next
+		// is one more than the largest (a huge one would wrap and reorder
+		// the compensations).
+		if st.Completion < 0 || st.Completion > len(r.Steps) {
+			return fmt.Errorf("step %s: completion %d out of 0..%d", st.Name, st.Completion, len(r.Steps))
+		}
+		if st.Attempts < 0 || st.CompensationAttempts < 0 {
+			return fmt.Errorf("step %s: negative attempt count", st.Name)
+		}
 	}
 	return nil
 }

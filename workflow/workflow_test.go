@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -537,6 +538,10 @@ func TestCancel(t *testing.T) {
 
 		id := start(t, c, "cancel", nil)
 		testutil.Recv(t, started, waitLong, "step a started")
+		// A reason longer than an error may be is refused and changes nothing.
+		if err := c.Cancel(t.Context(), id, workflow.WithReason(strings.Repeat("x", 1025))); !errors.Is(err, workflow.ErrInvalidOption) {
+			t.Fatalf("Cancel with a 1,025-byte reason: %v, want ErrInvalidOption", err)
+		}
 		if err := c.Cancel(t.Context(), id, workflow.WithReason("customer changed their mind")); err != nil {
 			t.Fatal(err)
 		}
