@@ -88,3 +88,50 @@ func TestListShowsLastRevision(t *testing.T) {
 		t.Errorf("List running = %d runs (%v), want none: the run's last revision says failed", len(only), err)
 	}
 }
+
+// List keeps the documents of the newest runs only; a run whose document it
+// dropped while scanning, and that ends up among the newest because newer
+// runs' last revisions do not match, is read again. The stream here keeps
+// five revisions per run (a limit raised by hand), so the scan sees the
+// runs replaced.
+func TestListReadsAgainARunItDropped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	d := workflow.New("dropped")
+	workflow.Step(d, "one", func(ctx context.Context, in int) (int, error) { return in, nil })
+	c := e.client(t, d)
+	s, err := e.js.Stream(ctx, "JETFLOW_RUNS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.MaxMsgsPerSubject = 5
+	if _, err := e.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 3 {
+		id, err := c.Start(ctx, "dropped", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	// The two newest runs complete (as revisions on top of their documents):
+	// only the oldest is running.
+	for _, id := range []string{ids[2], ids[1]} {
+		doc, err := s.GetLastMsgForSubject(ctx, "jetflow.wf."+id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := strings.Replace(string(doc.Data), `"status":"running"`, `"status":"completed"`, 1)
+		if _, err := e.js.Publish(ctx, "jetflow.wf."+id, []byte(done)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, truncated, err := c.List(ctx, workflow.RunFilter{Status: workflow.RunRunning, Limit: 1})
+	if err != nil || truncated || len(runs) != 1 || runs[0].ID != ids[0] || runs[0].Status != workflow.RunRunning {
+		t.Fatalf("List running, limit 1 = %d runs (%v, truncated %v), want run %s", len(runs), err, truncated, ids[0])
+	}
+}
