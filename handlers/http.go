@@ -71,8 +71,9 @@ func retryableStatus(code int) bool {
 //
 //   - 408, 425, 429 and 5xx: an *[HTTPError], retried with backoff and
 //     counted as a breaker failure; on 429 and 503 a Retry-After header (in
-//     seconds or as a date) becomes [framework.RetryAfterErr], so the retry
-//     waits as long as the dependency asked. On 429 with Retry-After, a
+//     seconds or as a date, at most a year away; a longer one is ignored)
+//     becomes [framework.RetryAfterErr], so the retry waits as long as the
+//     dependency asked. On 429 with Retry-After, a
 //     dependency with a cluster-wide rate limit
 //     ([ratelimit.WithDependency]) is also paused for every worker
 //     ([ratelimit.Throttle]).
@@ -168,16 +169,27 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs < 0 || secs > int64((365*24*time.Hour)/time.Second) {
+		if secs < 0 || secs > int64(maxRetryAfter/time.Second) {
 			return 0, false
 		}
 		return time.Duration(secs) * time.Second, true
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
+		// The bound of delay-seconds applies to a date too: a dependency
+		// answering "Dec 31 9999" would otherwise park the task, and the
+		// dependency's rate limit, for the longest duration Go has.
+		d := t.Sub(now)
+		if d > maxRetryAfter {
+			return 0, false
+		}
+		return max(d, 0), true
 	}
 	return 0, false
 }
+
+// maxRetryAfter is the longest Retry-After honoured; a longer one is ignored
+// and the task retries with its backoff.
+const maxRetryAfter = 365 * 24 * time.Hour
 
 // redact returns the request URL without user info, query or fragment,
 // which may carry secrets.

@@ -146,6 +146,8 @@ func TestDoHTTPRetryAfter(t *testing.T) {
 		{"429 date", "/status/429?retry-after=" + urlEscape(date), 90 * time.Second, 3 * time.Second},
 		{"429 without header", "/status/429", 0, 0},
 		{"503 garbage", "/status/503?retry-after=soon", 0, 0},
+		{"503 seconds beyond a year", "/status/503?retry-after=31536001", 0, 0},
+		{"503 date beyond a year", "/status/503?retry-after=" + urlEscape("Fri, 31 Dec 9999 23:59:59 GMT"), 0, 0},
 		{"500 ignores it", "/status/500?retry-after=7", 0, 0},
 	}
 	for _, tc := range tests {
