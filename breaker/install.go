@@ -62,7 +62,11 @@ type installed struct {
 // dependency ([WithDependencies]) or a breaker was declared, the worker
 // joins the breaker bucket: a breaker that opens pauses the consumers of
 // the types that declared its dependency, in every worker, until it lets
-// probes through. Every hook set of w ([framework.WithHooks],
+// probes through. A report from another worker pauses this worker's
+// consumers for at most this worker's own open timeout, and opens breakers
+// of at most 256 dependencies this worker neither declared nor used (the
+// reports are records of the breaker bucket, which anyone allowed to write
+// it fills). Every hook set of w ([framework.WithHooks],
 // [framework.Worker.AddHooks]) hears state changes through its
 // BreakerStateChanged field.
 //
@@ -99,12 +103,13 @@ func Install(w *framework.Worker, opts ...Option) (*Registry, error) {
 			}
 			return out
 		},
-		ForceOpen: func(dep string) error {
-			b, err := x.reg.get(dep)
-			if err == nil {
-				b.forceOpen()
+		ForceOpen: func(dep string) (time.Duration, error) {
+			b, err := x.reg.getRemote(dep)
+			if err != nil {
+				return 0, err
 			}
-			return err
+			b.forceOpen()
+			return b.settings.OpenTimeout, nil
 		},
 		Log: c.log, LogKeyDep: framework.LogKeyDependency, LogKeyErr: framework.LogKeyError,
 	}

@@ -27,9 +27,16 @@ type Registry struct {
 	log      *slog.Logger
 	notify   func(dep string, ev circuit.Event) // set by a worker (circuit.Cluster); nil otherwise
 
-	mu sync.Mutex // serialises creation
-	m  sync.Map   // dependency → *breaker
+	mu     sync.Mutex // serialises creation
+	m      sync.Map   // dependency → *breaker
+	remote int        // breakers created on remote reports (getRemote); under mu
 }
+
+// maxRemoteBreakers bounds the breakers a registry creates on other
+// workers' reports for dependencies it has neither declared nor used: their
+// names are the keys of the breaker bucket, which whoever may write it
+// chooses, and each would cost memory and a metrics series for good.
+const maxRemoteBreakers = 256
 
 // Option configures a registry: [New] or [Install].
 type Option func(*config) error
@@ -118,7 +125,13 @@ func newRegistry(c *config) *Registry {
 }
 
 // get returns the breaker of dep, creating it on first use.
-func (r *Registry) get(dep string) (*breaker, error) {
+func (r *Registry) get(dep string) (*breaker, error) { return r.lookup(dep, false) }
+
+// getRemote is get for a dependency another worker reported open: it
+// creates at most maxRemoteBreakers breakers in all.
+func (r *Registry) getRemote(dep string) (*breaker, error) { return r.lookup(dep, true) }
+
+func (r *Registry) lookup(dep string, remote bool) (*breaker, error) {
 	if b, ok := r.m.Load(dep); ok {
 		return b.(*breaker), nil
 	}
@@ -129,6 +142,16 @@ func (r *Registry) get(dep string) (*breaker, error) {
 	defer r.mu.Unlock()
 	if b, ok := r.m.Load(dep); ok {
 		return b.(*breaker), nil
+	}
+	if remote {
+		if r.remote >= maxRemoteBreakers {
+			return nil, fmt.Errorf("breaker: %d breakers already opened on other workers' reports; %s ignored", r.remote, dep)
+		}
+		r.remote++
+		if r.remote == maxRemoteBreakers {
+			r.log.Warn("jetflow opened breakers for as many dependencies as it takes from other workers' reports; reports of further dependencies this worker never used are ignored",
+				slog.Int("limit", maxRemoteBreakers))
+		}
 	}
 	b := r.newBreaker(dep)
 	r.m.Store(dep, b)

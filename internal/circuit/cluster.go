@@ -84,9 +84,10 @@ type Cluster struct {
 	// Consumers returns the durable consumers of a task type, every
 	// priority.
 	Consumers func(taskType string) []string
-	// ForceOpen opens the local breaker of dep on a remote report; an
-	// error (dep is no valid name) drops the report.
-	ForceOpen func(dep string) error
+	// ForceOpen opens the local breaker of dep on a remote report and
+	// returns its open timeout, which bounds the pause the report asks
+	// for; an error (dep is no valid name) drops the report.
+	ForceOpen func(dep string) (time.Duration, error)
 	// Log receives the cluster's problems; LogKeyDep and LogKeyErr are
 	// the attribute keys of a dependency and an error.
 	Log                  *slog.Logger
@@ -236,7 +237,8 @@ func (c *Cluster) remote(ctx context.Context, e jetstream.KeyValueEntry) {
 	if rec.Worker == c.ID || rec.State != Open || !rec.Until.After(time.Now()) {
 		return
 	}
-	if err := c.ForceOpen(e.Key()); err != nil {
+	timeout, err := c.ForceOpen(e.Key())
+	if err != nil {
 		return
 	}
 	var mine []string
@@ -245,7 +247,15 @@ func (c *Cluster) remote(ctx context.Context, e jetstream.KeyValueEntry) {
 			mine = append(mine, name)
 		}
 	}
-	c.pause(ctx, e.Key(), mine, rec.Until)
+	// Anyone who may write the bucket chooses Until: a record open until
+	// the year 9999 would stop the dependency's task types for good. Our
+	// breaker lets probes through after its own open timeout; the pause
+	// ends then too.
+	until := rec.Until
+	if limit := time.Now().Add(timeout); until.After(limit) {
+		until = limit
+	}
+	c.pause(ctx, e.Key(), mine, until)
 }
 
 // HoldFor is how long to set aside a task refused by a breaker open until

@@ -1,0 +1,108 @@
+package breaker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jetflow-io/jetflow/breaker"
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+// TestBreakerForgedOpenUntilIsBounded writes a breaker record, as anyone
+// allowed to write the bucket could, that says the dependency is open until
+// the year 9999: the worker opens its breaker and pauses the dependency's
+// consumers, but no longer than its own open timeout.
+func TestBreakerForgedOpenUntilIsBounded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const dep = "ledger"
+	// Long enough that the pause cannot end before the test looks at it.
+	settings := breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: 10 * time.Minute}
+	w := e.worker(t, []breaker.Option{breaker.WithSettings(dep, settings)})
+	w.HandleFunc("acct.refund", func(context.Context, *framework.Task) error { return nil },
+		breaker.WithDependencies(dep))
+	startWorker(t, w)
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	kv, err := e.JS.KeyValue(ctx, streams.MustNames("").BreakerBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := json.Marshal(map[string]any{"dependency": dep, "state": "open", "since": time.Now().UTC(),
+		"until": time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), "worker": "forged"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, dep, forged); err != nil {
+		t.Fatal(err)
+	}
+	names := streams.MustNames("")
+	c, err := e.JS.Consumer(ctx, names.TaskStream(), names.ConsumerName("acct.refund", framework.PriorityNormal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var remaining time.Duration
+	testutil.Wait(t, time.Minute, "the refund consumer paused", func() bool {
+		ci, err := c.Info(ctx)
+		if err != nil || !ci.Paused {
+			return false
+		}
+		remaining = ci.PauseRemaining
+		return true
+	})
+	if remaining > settings.OpenTimeout {
+		t.Fatalf("consumer paused for %v by a forged record, want at most the open timeout (%v)", remaining, settings.OpenTimeout)
+	}
+}
+
+// TestBreakerForgedRecordsOfUnknownDependencies fills the breaker bucket with
+// open records of dependencies no worker uses, as anyone allowed to write
+// it could: the worker creates a bounded number of breakers for them, and
+// still opens the breaker of a dependency it declared.
+func TestBreakerForgedRecordsOfUnknownDependencies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const dep = "ledger"
+	w := e.worker(t, []breaker.Option{breaker.WithSettings(dep, breaker.Settings{OpenTimeout: 10 * time.Minute})})
+	w.HandleFunc("acct.refund", func(context.Context, *framework.Task) error { return nil },
+		breaker.WithDependencies(dep))
+	startWorker(t, w)
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	kv, err := e.JS.KeyValue(ctx, streams.MustNames("").BreakerBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(name string) {
+		t.Helper()
+		rec, err := json.Marshal(map[string]any{"dependency": name, "state": "open", "since": time.Now().UTC(),
+			"until": time.Now().Add(time.Hour).UTC(), "worker": "forged"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, name, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const forged = 300
+	for i := range forged {
+		put(fmt.Sprintf("forged-%04d", i))
+	}
+	put(dep) // read after the others: the bucket's watcher delivers in order
+	testutil.Wait(t, time.Minute, "the declared breaker opened", func() bool {
+		in, _ := breaker.Of(w).State(dep)
+		return in.State == framework.BreakerOpen && in.Remote
+	})
+	// 256 breakers at most for reports of unknown dependencies, and the
+	// declared one.
+	if n := len(breaker.Of(w).States()); n > 256+1 {
+		t.Fatalf("%d breakers after %d forged records, want at most %d", n, forged, 256+1)
+	}
+}
