@@ -108,6 +108,7 @@ func workerPermissions(n streams.Names, inbox string, types ...string) *server.P
 		"$JS.API.DIRECT.GET." + kvStream(n.ErrorsBucket()),
 		"$JS.API.DIRECT.GET." + kvStream(n.ErrorsBucket()) + ".>",
 		"$JS.API.DIRECT.GET." + tasks,
+		"$JS.API.DIRECT.GET." + n.DLQStream(), // a task's "dead" mark counts only if its record is there
 		"$JS.API.STREAM.MSG.DELETE." + tasks,
 		"$JS.API.CONSUMER.LIST." + tasks,
 		"$JS.API.CONSUMER.INFO." + tasks + ".*", // the router confirms a dead task with its consumer

@@ -240,7 +240,40 @@ func (c *Core) history(ctx context.Context, seq uint64, taskID string) (failureH
 	if errors.Is(err, jsapi.ErrNoStream) {
 		return h, nil
 	}
-	return h, err
+	if err != nil || !h.dead {
+		return h, err
+	}
+	// Whoever may publish on the bucket's subjects can write a "dead" key,
+	// and a task taken for dead-lettered is deleted without a record. The
+	// key counts only when the record it names is the task's. Unconfirmed
+	// (the record is not the task's, or could not be read), the caller
+	// writes the record again: its deduplication ID drops it within the
+	// duplicate window, and a second record beats a lost task.
+	ok, err := c.recordOf(ctx, h.deadSeq, seq, taskID)
+	if err != nil || !ok {
+		attrs := []any{slog.String(logKeyTaskID, taskID), slog.Uint64("dlq_seq", h.deadSeq)}
+		if err != nil {
+			attrs = append(attrs, slog.Any(logKeyError, err))
+		}
+		c.log.Warn("jetflow ignores a dead-letter mark it cannot match with the task's record", attrs...)
+		h.dead, h.deadSeq = false, 0
+	}
+	return h, nil
+}
+
+// recordOf reports whether the record at dlqSeq of the dead-letter stream
+// is the one of the task with taskID at seq of the task stream.
+func (c *Core) recordOf(ctx context.Context, dlqSeq, seq uint64, taskID string) (bool, error) {
+	if dlqSeq == 0 {
+		return false, nil
+	}
+	found := false
+	_, err := jsapi.DirectGet(ctx, c.nc, c.topo.DLQStream, jsapi.GetRequest{Seq: dlqSeq}, func(m jsapi.Stored) error {
+		found = m.Header.Get(taskmsg.HeaderTaskID) == taskID &&
+			m.Header.Get(HeaderOriginalSeq) == strconv.FormatUint(seq, 10)
+		return nil
+	})
+	return found, err
 }
 
 // deadSource is what a record is built from.
