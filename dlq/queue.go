@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -53,6 +55,10 @@ const scanBatch = 256
 const (
 	DefaultPageLimit = 100
 	MaxPageLimit     = 1000
+	// MaxPageBytes bounds the payloads and headers of one page: a page
+	// ends early, with a cursor, once its records hold that many bytes.
+	// It always holds at least one record.
+	MaxPageBytes = 16 << 20
 )
 
 // Filter selects dead-letter records. The zero value selects all;
@@ -125,6 +131,9 @@ func (d *Queue) scan(ctx context.Context, f Filter, after, to uint64, batch int,
 	if err != nil {
 		return err
 	}
+	if after == math.MaxUint64 {
+		return nil // no sequence above it; after+1 would wrap to the first record
+	}
 	from, start := after+1, time.Time{}
 	if after == 0 && !f.From.IsZero() {
 		from, start = 0, f.From
@@ -144,7 +153,9 @@ func (d *Queue) scan(ctx context.Context, f Filter, after, to uint64, batch int,
 
 // List returns one page of the records matching f, oldest first, and the
 // cursor of the next page (its [Page.After]), or 0 when there are
-// no more records.
+// no more records. A page holds up to [Page.Limit] records, fewer when
+// their sizes reach [MaxPageBytes]: records are as large as the server's
+// max payload, and a thousand of them would not fit an operator's memory.
 func (d *Queue) List(ctx context.Context, f Filter, p Page) ([]Record, uint64, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -159,9 +170,11 @@ func (d *Queue) List(ctx context.Context, f Filter, p Page) ([]Record, uint64, e
 	}
 	var out []Record
 	var next uint64
+	var size int64
 	err := d.scan(ctx, f, p.After, 0, batch, func(dl *Record, m jsapi.Stored) (bool, error) {
 		out = append(out, *dl)
-		if len(out) < limit {
+		size += taskmsg.Size(&nats.Msg{Header: m.Header, Data: m.Data})
+		if len(out) < limit && size < MaxPageBytes {
 			return true, nil
 		}
 		if m.NumPending > 0 {

@@ -77,6 +77,14 @@ func (d *Queue) replayMsg(dl *Record) (*nats.Msg, framework.TaskInfo, error) {
 		subject = s // an ordered task goes back to its key's queue (see framework.Ordered)
 	}
 	msg := &nats.Msg{Subject: subject, Header: h, Data: dl.Payload}
+	if limit := d.nc.MaxPayload(); limit > 0 && taskmsg.Size(msg) > limit {
+		// A record filled up to the max payload (any publisher on the
+		// dead-letter subjects can write one) leaves no room for the
+		// replay's headers. The client refuses the publish, which would
+		// stop a bulk replay at this record.
+		return nil, framework.TaskInfo{}, fmt.Errorf("dlq: dead letter %d: its replay would be %d bytes, over the server's max payload of %d; it cannot be replayed",
+			dl.Seq, taskmsg.Size(msg), limit)
+	}
 	return msg, framework.TaskInfo{ID: id, Type: taskType, Priority: prio, Subject: subject}, nil
 }
 
@@ -128,8 +136,9 @@ func (d *Queue) ReplayAll(ctx context.Context, progress func(done, total int)) (
 // records examined and the number in the scanned range when the replay
 // started (records of f's type, stored after f.From); done ends below total
 // when records disappeared meanwhile. A record that cannot be replayed (no
-// payload) is skipped and reported in the error; a publish that fails stops
-// the replay, and the records not yet replayed stay.
+// payload, or too large once the replay's headers are added) is skipped and
+// reported in the error; a publish that fails stops the replay, and the
+// records not yet replayed stay.
 func (d *Queue) ReplayFilter(ctx context.Context, f Filter, progress func(done, total int)) (int, error) {
 	last, total, err := d.scanRange(ctx, f, "replay")
 	if err != nil {
