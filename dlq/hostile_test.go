@@ -190,3 +190,47 @@ func TestListAfterLastPossibleCursor(t *testing.T) {
 		t.Fatalf("List after MaxUint64 = %d records, next %d, %v; want none", len(recs), next, err)
 	}
 }
+
+// TestReplayIDCannotBeForeseen publishes, as any producer on the task
+// subjects could, a task under the deduplication ID a replay of a record
+// would have if it were derived from the record's sequence alone: the
+// replay is not dropped as its duplicate (which would delete the record and
+// lose the task), and the task stream holds the record's task.
+func TestReplayIDCannotBeForeseen(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	names := streams.MustNames("")
+	const typ = "acct.refund"
+	rec := &nats.Msg{Subject: names.DLQSubject(typ), Header: nats.Header{}, Data: []byte(`{"order":42}`)}
+	rec.Header.Set(framework.HeaderTaskID, "refund-42")
+	rec.Header.Set(dlq.HeaderType, typ)
+	rec.Header.Set(dlq.HeaderPriority, "normal")
+	rec.Header.Set(dlq.HeaderReason, string(dlq.ReasonPermanent))
+	ack, err := e.JS.PublishMsg(ctx, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := &nats.Msg{Subject: names.TaskSubject(framework.PriorityNormal, typ), Header: nats.Header{}, Data: []byte(`{"order":0}`)}
+	forged.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("replay-%s-%d", names.DLQStream(), ack.Sequence))
+	forged.Header.Set(framework.HeaderTaskID, "forged")
+	if _, err := e.JS.PublishMsg(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	info, err := dlq.New(e.Client).Replay(ctx, ack.Sequence)
+	if err != nil || info.Duplicate {
+		t.Fatalf("Replay = %+v, %v; want the record's task enqueued, not dropped as a duplicate", info, err)
+	}
+	s, err := e.JS.Stream(ctx, names.TaskStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetMsg(ctx, info.Sequence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := m.Header.Get(framework.HeaderTaskID); id != "refund-42" || string(m.Data) != `{"order":42}` {
+		t.Fatalf("task at the replay's sequence: ID %q, payload %s; want the record's", id, m.Data)
+	}
+}

@@ -2,6 +2,9 @@ package dlq
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -32,9 +35,21 @@ func isReplayDropped(k string) bool {
 	return deadletter.IsRecordHeader(k)
 }
 
-// replayMsgID is the deduplication ID of the replay of record seq.
-func (d *Queue) replayMsgID(seq uint64) string {
-	return "replay-" + d.names.DLQStream() + "-" + strconv.FormatUint(seq, 10)
+// replayMsgID is the deduplication ID of the replay of dl:
+// "replay-<dlq stream>-<seq>-<digest>". The same record always gets the same
+// ID, so replays racing each other or repeated after a failure enqueue it
+// once. The digest covers when the record was stored (to the nanosecond)
+// and its payload: a producer who cannot read the dead-letter stream cannot
+// foresee the ID. With the sequence alone, one could publish a task under a
+// record's replay ID first; the replay would then be dropped as a duplicate
+// and the record deleted, the task lost.
+func (d *Queue) replayMsgID(dl *Record) string {
+	h := sha256.New()
+	var stamp [8]byte
+	binary.BigEndian.PutUint64(stamp[:], uint64(dl.Time.UnixNano()))
+	h.Write(stamp[:])
+	h.Write(dl.Payload)
+	return "replay-" + d.names.DLQStream() + "-" + strconv.FormatUint(dl.Seq, 10) + "-" + hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // replayMsg builds the task that replays dl: same ID, type, priority,
@@ -64,7 +79,7 @@ func (d *Queue) replayMsg(dl *Record) (*nats.Msg, framework.TaskInfo, error) {
 		id = nuid.Next()
 	}
 	deadCount := max(dl.DeadCount, 1)
-	h.Set(jetstream.MsgIDHeader, d.replayMsgID(dl.Seq))
+	h.Set(jetstream.MsgIDHeader, d.replayMsgID(dl))
 	h.Set(framework.HeaderTaskID, id)
 	h.Set(HeaderReplayedFromSeq, strconv.FormatUint(dl.Seq, 10))
 	h.Set(HeaderReplayedAt, taskmsg.FormatTime(time.Now()))
@@ -97,7 +112,8 @@ func (d *Queue) replayMsg(dl *Record) (*nats.Msg, framework.TaskInfo, error) {
 // Replaying a record twice enqueues it once: the second call finds no
 // record ([framework.ErrNotFound]); calls racing each other, or a call repeated after
 // one that failed between enqueueing and deleting, publish with the same
-// deduplication ID ("replay-<dlq stream>-<seq>"), which the task stream
+// deduplication ID ("replay-<dlq stream>-<seq>-<digest>", see
+// replayMsgID), which the task stream
 // drops within its duplicate window (framework.TaskInfo.Duplicate is then true).
 func (d *Queue) Replay(ctx context.Context, seq uint64) (framework.TaskInfo, error) {
 	dl, err := d.Get(ctx, seq)
