@@ -234,3 +234,34 @@ func TestReplayIDCannotBeForeseen(t *testing.T) {
 		t.Fatalf("task at the replay's sequence: ID %q, payload %s; want the record's", id, m.Data)
 	}
 }
+
+// TestReplayRefusesInvalidTaskID stores, as any publisher on the dead-letter
+// subjects could, a record whose task ID no jetflow record carries (a
+// wildcard token, a space): its replay is refused with an error and the
+// record stays, rather than enqueueing a task under that ID.
+func TestReplayRefusesInvalidTaskID(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	names := streams.MustNames("")
+	const typ = "acct.refund"
+	for _, id := range []string{"a.>", "two words"} {
+		rec := &nats.Msg{Subject: names.DLQSubject(typ), Header: nats.Header{}, Data: []byte(`{}`)}
+		rec.Header.Set(framework.HeaderTaskID, id)
+		rec.Header.Set(dlq.HeaderType, typ)
+		rec.Header.Set(dlq.HeaderPriority, "normal")
+		rec.Header.Set(dlq.HeaderReason, string(dlq.ReasonPermanent))
+		ack, err := e.JS.PublishMsg(ctx, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := dlq.New(e.Client)
+		if info, err := q.Replay(ctx, ack.Sequence); err == nil {
+			t.Errorf("Replay of a record with task ID %q = %+v, want an error", id, info)
+		}
+		if _, err := q.Get(ctx, ack.Sequence); err != nil {
+			t.Errorf("record with task ID %q after the refused replay: %v", id, err)
+		}
+	}
+}

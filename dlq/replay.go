@@ -77,6 +77,11 @@ func (d *Queue) replayMsg(dl *Record) (*nats.Msg, framework.TaskInfo, error) {
 	id := dl.TaskID
 	if id == "" {
 		id = nuid.Next()
+	} else if err := streams.ValidateID(id); err != nil {
+		// jetflow writes records with valid IDs only (an invalid one on
+		// the wire becomes "seq-<n>"): this record was written by another
+		// publisher, and its ID would fail the task again.
+		return nil, framework.TaskInfo{}, fmt.Errorf("dlq: dead letter %d names no valid task ID: %w", dl.Seq, err)
 	}
 	deadCount := max(dl.DeadCount, 1)
 	h.Set(jetstream.MsgIDHeader, d.replayMsgID(dl))
