@@ -21,14 +21,15 @@ import (
 )
 
 // forgeMaxDeliveries publishes a max-deliveries advisory for the task at seq
-// of (typ, normal), as anyone allowed to publish on the advisory subjects
-// can; the advisory stream stores it like the server's own.
-func (e *env) forgeMaxDeliveries(t *testing.T, typ string, seq uint64) {
+// of (typ, normal) that counts deliveries, as anyone allowed to publish on
+// the advisory subjects can; the advisory stream stores it like the
+// server's own.
+func (e *env) forgeMaxDeliveries(t *testing.T, typ string, seq, deliveries uint64) {
 	t.Helper()
 	consumer := dlqNames.ConsumerName(typ, framework.PriorityNormal)
 	adv, err := json.Marshal(map[string]any{
 		"type": "io.nats.jetstream.advisory.v1.max_deliver", "stream": dlqNames.TaskStream(),
-		"consumer": consumer, "stream_seq": seq, "deliveries": 25,
+		"consumer": consumer, "stream_seq": seq, "deliveries": deliveries,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -80,8 +81,8 @@ func TestDeadLetterRouterIgnoresForgedAdvisories(t *testing.T) {
 	}
 	undelivered := e.enqueue(t, waiting, nil, framework.WithID("waiting-1"))
 
-	e.forgeMaxDeliveries(t, waiting, undelivered.Sequence)
-	e.forgeMaxDeliveries(t, busy, inFlight.Sequence)
+	e.forgeMaxDeliveries(t, waiting, undelivered.Sequence, 25)
+	e.forgeMaxDeliveries(t, busy, inFlight.Sequence, 25)
 	// The first one acknowledged, the second looked at twice (or, wrongly,
 	// routed).
 	testutil.Wait(t, waitLong, "the router to look at the in-flight task twice", func() bool {
@@ -239,5 +240,31 @@ func TestDeadLetterReconcilerRoutesOrderedTasks(t *testing.T) {
 	}
 	if got := e.taskStreamMsgs(t); got != 0 {
 		t.Errorf("task stream holds %d messages, want 0", got)
+	}
+}
+
+// An advisory can name a task that is truly dead and still lie about how
+// often it was delivered: the record counts at most the consumer's
+// MaxDeliver.
+func TestDeadLetterDeliveriesFromTheAdvisoryAreBounded(t *testing.T) {
+	t.Parallel()
+	const typ = "dlq.deliveries.forged"
+	e := newEnv(t)
+	dead := dieWithoutDeadLetters(t, e, typ, 1)[0]
+	// The server's advisory goes; a forged one with a huge count takes its
+	// place.
+	adv, err := e.js.Stream(t.Context(), dlqNames.AdvisoryStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adv.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.forgeMaxDeliveries(t, typ, dead.Sequence, 1<<62)
+	router := e.worker(t)
+	router.HandleFunc("dlq.deliveries.other", func(context.Context, *framework.Task) error { return nil })
+	startWorker(t, router)
+	if d := e.waitDeadLetters(t, 1)[0]; d.OriginalSeq != dead.Sequence || d.RoutedBy != "router" || d.Deliveries != 2 {
+		t.Errorf("record %+v, want the task's, routed by the router, with 2 deliveries (its MaxDeliver)", d)
 	}
 }

@@ -175,7 +175,7 @@ func (c *Core) handleAdvisory(ctx context.Context, m jetstream.Msg, later *sync.
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, jsapi.DefaultTimeout)
-	found, err := c.confirmAdvisory(rctx, adv)
+	found, err := c.confirmAdvisory(rctx, &adv)
 	cancel()
 	if err != nil || found == nil {
 		c.settleAdvisory(ctx, m, adv, err)
@@ -262,7 +262,7 @@ var errAwaited = errors.New("its consumer may still await its acknowledgement")
 // server moves the ack floor a moment before it deletes an acknowledged
 // task, so a task acknowledged at the moment of the confirmation would pass
 // it, and is gone by then.
-func (c *Core) confirmAdvisory(ctx context.Context, adv dlqAdvisory) (*jsapi.Stored, error) {
+func (c *Core) confirmAdvisory(ctx context.Context, adv *dlqAdvisory) (*jsapi.Stored, error) {
 	found, err := c.storedTask(ctx, adv.StreamSeq)
 	if err != nil || found == nil {
 		return nil, err // nil, nil: routed already
@@ -291,7 +291,7 @@ func (c *Core) confirmAdvisory(ctx context.Context, adv dlqAdvisory) (*jsapi.Sto
 		// confirmed a task stays true (the ack floor only moves up, and a
 		// dead task is not delivered again), and the second look catches
 		// one acknowledged since.
-		return c.confirmed(found), nil
+		return c.confirmed(found, adv, info), nil
 	}
 	ci, err := c.js.Consumer(ctx, c.topo.TaskStream, consumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -314,12 +314,17 @@ func (c *Core) confirmAdvisory(ctx context.Context, adv dlqAdvisory) (*jsapi.Sto
 	case found.Seq > deadBound(info):
 		return nil, errAwaited
 	}
-	return c.confirmed(found), nil
+	return c.confirmed(found, adv, info), nil
 }
 
-// confirmed returns found, a task confirmed dead, after calling the test
-// hook.
-func (c *Core) confirmed(found *jsapi.Stored) *jsapi.Stored {
+// confirmed returns found, a task confirmed dead by its consumer's info,
+// after calling the test hook. The advisory's delivery count goes into the
+// record: whoever published the advisory chose it, so it is bounded by the
+// consumer's MaxDeliver, which a dead task reached.
+func (c *Core) confirmed(found *jsapi.Stored, adv *dlqAdvisory, info *jetstream.ConsumerInfo) *jsapi.Stored {
+	if md := info.Config.MaxDeliver; md > 0 && adv.Deliveries > uint64(md) {
+		adv.Deliveries = uint64(md)
+	}
 	if h := confirmedHook.Load(); h != nil {
 		(*h)(found.Seq)
 	}
