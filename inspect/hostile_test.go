@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -127,5 +128,63 @@ func TestOverviewBoundsStrandedSubjects(t *testing.T) {
 	if stranded != inspect.MaxStrandedSubjects || ov.StrandedOmitted != extra+1 || !busy {
 		t.Errorf("%d stranded queues listed, %d omitted, busy one listed %v; want %d, %d, true",
 			stranded, ov.StrandedOmitted, busy, inspect.MaxStrandedSubjects, extra+1)
+	}
+}
+
+// TestQueueStatsBoundUnservedQueues stores delayed tasks of more distinct
+// types than [inspect.MaxUnservedQueues], none served, and dead letters of
+// as many types, as any producer could: each listing holds at most that
+// many (rows and metric series), and the counts of the others are kept.
+func TestQueueStatsBoundUnservedQueues(t *testing.T) {
+	t.Parallel()
+	cl := setup(t)
+	ctx := t.Context()
+	js, names := cl.JetStream(), cl.Names()
+	const extra = 5
+	n := inspect.MaxUnservedQueues + extra
+	jobs := make([]framework.TaskSpec, n)
+	for i := range jobs {
+		jobs[i] = framework.TaskSpec{Type: fmt.Sprintf("later.t%d", i), Options: []framework.EnqueueOption{framework.In(time.Hour)}}
+	}
+	if _, err := cl.EnqueueMany(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := js.PublishAsync(names.DLQSubject(fmt.Sprintf("dead.t%d", i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 { // the type with most records is listed
+		if _, err := js.PublishAsync(names.DLQSubject("dead.busy"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	st, err := inspect.New(cl).QueueStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduled := 0
+	for _, q := range st.Queues {
+		scheduled += q.Scheduled
+	}
+	if len(st.Queues) != inspect.MaxUnservedQueues || scheduled+st.UnlistedScheduled != n || st.UnlistedScheduled != extra || st.Scheduled != n {
+		t.Errorf("%d queues listed holding %d delayed tasks, %d unlisted, %d in all; want %d queues, %d unlisted, %d in all",
+			len(st.Queues), scheduled, st.UnlistedScheduled, st.Scheduled, inspect.MaxUnservedQueues, extra, n)
+	}
+	if len(st.Dead) != inspect.MaxUnservedQueues || st.Dead["dead.busy"] != 3 || st.UnlistedDead != extra+1 {
+		t.Errorf("dead letters of %d types listed (dead.busy: %d), %d unlisted; want %d types, 3, %d",
+			len(st.Dead), st.Dead["dead.busy"], st.UnlistedDead, inspect.MaxUnservedQueues, extra+1)
+	}
+	ov, err := inspect.New(cl).Overview(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint64(n + 3); ov.DeadTotal != want {
+		t.Errorf("overview counts %d dead letters in all, want %d", ov.DeadTotal, want)
 	}
 }

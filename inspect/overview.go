@@ -92,7 +92,9 @@ type Overview struct {
 	// tasks first; StrandedOmitted counts the others.
 	Queues          []QueueOverview `json:"queues"`
 	StrandedOmitted int             `json:"stranded_omitted,omitempty"`
-	// Dead counts dead letters per task type; DeadTotal sums them.
+	// Dead counts dead letters per task type, of at most
+	// [MaxUnservedQueues] types (those with most); DeadTotal sums every
+	// type's, the unlisted ones' too.
 	Dead      map[string]uint64 `json:"dead"`
 	DeadTotal uint64            `json:"dead_total"`
 	// Scheduled counts every delayed task; Cron counts repeating schedules.
@@ -120,7 +122,7 @@ func (i *Operator) Overview(ctx context.Context) (*Overview, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Overview{Dead: qs.Dead, Scheduled: qs.Scheduled, Cron: qs.Cron, Taken: qs.Taken}
+	out := &Overview{Dead: qs.Dead, DeadTotal: qs.UnlistedDead, Scheduled: qs.Scheduled, Cron: qs.Cron, Taken: qs.Taken}
 	for _, n := range qs.Dead {
 		out.DeadTotal += n
 	}

@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,6 +59,13 @@ type QueueStats struct {
 	// JunkSubjects names up to [MaxJunkSubjects] of their subjects.
 	Junk         int
 	JunkSubjects []string
+	// Queues without a consumer that have delayed tasks, and types with
+	// dead letters, are named by whoever published those: at most
+	// [MaxUnservedQueues] of each are listed (the dead-letter types with
+	// most records). UnlistedScheduled and UnlistedDead count the delayed
+	// tasks and dead letters of the others.
+	UnlistedScheduled int
+	UnlistedDead      uint64
 	// Taken is when the snapshot was taken.
 	Taken time.Time
 }
@@ -65,6 +73,12 @@ type QueueStats struct {
 // MaxScheduledScan bounds how many delayed tasks [Operator.QueueStats]
 // reads to count them per queue.
 const MaxScheduledScan = 100_000
+
+// MaxUnservedQueues bounds the queues that [Operator.QueueStats] lists
+// without a consumer (known from their delayed tasks only), and the task
+// types it lists dead letters of: each becomes table rows and metric
+// series.
+const MaxUnservedQueues = 1000
 
 // QueueStats returns the load of every queue: pending and in-flight counts
 // from the consumers (one paged request), delayed tasks per queue (read
@@ -88,7 +102,7 @@ func (i *Operator) QueueStats(ctx context.Context) (*QueueStats, error) {
 		TaskStream: i.names.TaskStream(), ScheduleStream: i.names.ScheduleStream(), DLQStream: i.names.DLQStream(),
 		Schedules: i.names.ScheduleSubject(">"), Crons: i.names.CronSubject(">"), DLQPrefix: i.names.DLQSubject(""),
 		DelayStream: i.names.DelayStream(), Delays: i.names.DelaySubject(">"),
-		MaxScheduled: MaxScheduledScan, MaxJunk: MaxJunkSubjects,
+		MaxScheduled: MaxScheduledScan, MaxJunk: MaxJunkSubjects, MaxQueues: MaxUnservedQueues,
 		QueueOf: func(ci *jetstream.ConsumerInfo) (queue, bool) {
 			typ := ci.Config.Metadata[streams.MetaTaskType]
 			p, err := streams.ParsePriority(ci.Config.Metadata[streams.MetaPriority])
@@ -113,7 +127,20 @@ func (i *Operator) QueueStats(ctx context.Context) (*QueueStats, error) {
 	// these types become metric labels and table rows.
 	maps.DeleteFunc(snap.Dead, func(typ string, _ uint64) bool { return streams.ValidateTaskType(typ) != nil })
 	out := &QueueStats{Dead: snap.Dead, Scheduled: snap.Scheduled, Cron: snap.Cron, ScheduledTruncated: snap.Truncated,
-		Junk: snap.Junk, JunkSubjects: snap.JunkSubjects, Taken: taken}
+		Junk: snap.Junk, JunkSubjects: snap.JunkSubjects, UnlistedScheduled: snap.UnlistedScheduled, Taken: taken}
+	if len(out.Dead) > MaxUnservedQueues {
+		types := slices.Collect(maps.Keys(out.Dead))
+		slices.SortFunc(types, func(a, b string) int {
+			if c := cmp.Compare(out.Dead[b], out.Dead[a]); c != 0 {
+				return c
+			}
+			return strings.Compare(a, b)
+		})
+		for _, typ := range types[MaxUnservedQueues:] {
+			out.UnlistedDead += out.Dead[typ]
+			delete(out.Dead, typ)
+		}
+	}
 	for k, q := range snap.Queues {
 		out.Queues = append(out.Queues, QueueStat{Type: k.typ, Priority: k.prio, Pending: q.Pending, InFlight: q.InFlight,
 			Redelivered: q.Redelivered, Scheduled: q.Scheduled, Paused: q.Paused, PausedUntil: q.PausedUntil})

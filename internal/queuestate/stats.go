@@ -39,6 +39,9 @@ type Snapshot[K comparable] struct {
 	// schedules; JunkSubjects names up to StatsConfig.MaxJunk of them.
 	Junk         int
 	JunkSubjects []string
+	// UnlistedScheduled counts the delayed tasks of queues left out of
+	// Queues past StatsConfig.MaxQueues.
+	UnlistedScheduled int
 }
 
 // StatsConfig names what [Stats] reads and how it recognises queues.
@@ -54,8 +57,9 @@ type StatsConfig[K comparable] struct {
 	// ("<prefix>.dlq.").
 	Schedules, Crons, DLQPrefix string
 	// MaxScheduled bounds the delayed tasks read; MaxJunk the junk
-	// subjects named.
-	MaxScheduled, MaxJunk int
+	// subjects named; MaxQueues the queues listed that have delayed tasks
+	// but no consumer (0: no bound).
+	MaxScheduled, MaxJunk, MaxQueues int
 	// QueueOf identifies the queue of a consumer, false for a consumer that
 	// is not a queue's.
 	QueueOf func(ci *jetstream.ConsumerInfo) (K, bool)
@@ -84,6 +88,21 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 		}
 		return q
 	}
+	// A queue known only from its delayed tasks is named by whoever
+	// enqueued them: at most MaxQueues of those are listed.
+	var scheduledOnly int
+	scheduled := func(k K) {
+		if q := out.Queues[k]; q != nil {
+			q.Scheduled++
+			return
+		}
+		if cfg.MaxQueues > 0 && scheduledOnly >= cfg.MaxQueues {
+			out.UnlistedScheduled++
+			return
+		}
+		scheduledOnly++
+		queue(k).Scheduled++
+	}
 	lister := stream.ListConsumers(ctx)
 	for ci := range lister.Info() {
 		k, ok := cfg.QueueOf(ci)
@@ -107,7 +126,7 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	// schedule stream (count them, then read their targets). A mover stores
 	// a schedule before it removes its delayed task, so a task moving
 	// between the two reads is seen twice, and counted once, never missed.
-	moving, err := out.delays(ctx, nc, js, cfg, queue)
+	moving, err := out.delays(ctx, nc, js, cfg, scheduled)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +158,7 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 					return true, nil
 				}
 				if k, ok := cfg.TargetOf(m.Header.Get(jetstream.ScheduleTargetHeader)); ok {
-					queue(k).Scheduled++
+					scheduled(k)
 				}
 				return true, nil
 			})
@@ -186,7 +205,7 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 // delays counts the delayed tasks still in the delay stream (a missing
 // stream holds none) as scheduled, and returns their IDs; one without a
 // valid target is junk.
-func (s *Snapshot[K]) delays(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg StatsConfig[K], queue func(K) *Load) (map[string]bool, error) {
+func (s *Snapshot[K]) delays(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg StatsConfig[K], scheduled func(K)) (map[string]bool, error) {
 	if cfg.DelayStream == "" {
 		return nil, nil
 	}
@@ -212,7 +231,7 @@ func (s *Snapshot[K]) delays(ctx context.Context, nc *nats.Conn, js jetstream.Je
 		if k, ok := cfg.TargetOf(m.Header.Get(taskmsg.HeaderScheduleTarget)); ok {
 			ids[strings.TrimPrefix(m.Subject, prefix)] = true
 			s.Scheduled++
-			queue(k).Scheduled++
+			scheduled(k)
 			return true, nil
 		}
 		s.Junk++
