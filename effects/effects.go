@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jetflow-io/jetflow/framework"
 	ledger "github.com/jetflow-io/jetflow/internal/effects"
 	"github.com/jetflow-io/jetflow/internal/staterec"
+	"github.com/jetflow-io/jetflow/internal/textcut"
 )
 
 // MaxValueBytes is the largest JSON value [OnceValue] records. A
@@ -196,15 +196,7 @@ func runOnce(ctx context.Context, key string, fn func(ctx context.Context) (json
 const maxErrorText = 1024
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 character.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+func truncate(s string, n int) string { return textcut.Cut(s, n) }
 
 // effectKey is the KV key of effect key of task id: "<id>.<key>", both
 // escaped like state keys.

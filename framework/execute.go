@@ -7,12 +7,12 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jetflow-io/jetflow/internal/dispatch"
 	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/settle"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
+	"github.com/jetflow-io/jetflow/internal/textcut"
 )
 
 // Execution: a dispatched task waits for its due time, runs its handler
@@ -220,7 +220,7 @@ func (w *Worker) settle(ctx context.Context, t *Task, p *pending, err error, too
 			log.Error("jetflow task failed on its last attempt", slog.Any(LogKeyError, err), slog.Int("max_attempts", t.MaxAttempts))
 		}
 		if d.Term {
-			if terr := p.msg.TermWithReason(truncateUTF8(err.Error(), maxTermReason)); terr != nil {
+			if terr := p.msg.TermWithReason(truncate(err.Error(), maxTermReason)); terr != nil {
 				w.ackFailed(ctx, t, p, "term", terr)
 			}
 		} else if nerr := p.msg.Nak(); nerr != nil {
@@ -319,16 +319,4 @@ func (w *Worker) fillTask(t *Task, p *pending) {
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 character.
-func truncate(s string, n int) string { return truncateUTF8(s, n) }
-
-// truncateUTF8 cuts s to at most n bytes without splitting a UTF-8
-// character.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+func truncate(s string, n int) string { return textcut.Cut(s, n) }

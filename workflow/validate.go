@@ -6,7 +6,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/jetflow-io/jetflow/internal/textcut"
 )
 
 // Validate reports every problem of the definition as a *[DefinitionError]
@@ -206,13 +207,5 @@ func errString(err error) string {
 	if err == nil {
 		return ""
 	}
-	s := err.Error()
-	if len(s) <= maxErrorBytes {
-		return s
-	}
-	n := maxErrorBytes
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return textcut.Cut(err.Error(), maxErrorBytes)
 }

@@ -2,7 +2,8 @@ package deadletter
 
 import (
 	"strings"
-	"unicode/utf8"
+
+	"github.com/jetflow-io/jetflow/internal/textcut"
 )
 
 // Header names of a dead-letter record. A record is a message on
@@ -114,11 +115,7 @@ func Text(s string, n int) string {
 		return clean
 	}
 	const ellipsis = "…"
-	cut := max(n-len(ellipsis), 0)
-	for cut > 0 && !utf8.RuneStart(clean[cut]) {
-		cut--
-	}
-	return clean[:cut] + ellipsis
+	return textcut.Cut(clean, n-len(ellipsis)) + ellipsis
 }
 
 // isRecordHeader reports whether k is a header a record sets itself; copies
