@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
@@ -34,14 +36,7 @@ func TestBreakerForgedOpenUntilIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forged, err := json.Marshal(map[string]any{"dependency": dep, "state": "open", "since": time.Now().UTC(),
-		"until": time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), "worker": "forged"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Put(ctx, dep, forged); err != nil {
-		t.Fatal(err)
-	}
+	putOpen(t, ctx, kv, dep, time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))
 	names := streams.MustNames("")
 	c, err := e.JS.Consumer(ctx, names.TaskStream(), names.ConsumerName("acct.refund", framework.PriorityNormal))
 	if err != nil {
@@ -80,17 +75,7 @@ func TestBreakerForgedRecordsOfUnknownDependencies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	put := func(name string) {
-		t.Helper()
-		rec, err := json.Marshal(map[string]any{"dependency": name, "state": "open", "since": time.Now().UTC(),
-			"until": time.Now().Add(time.Hour).UTC(), "worker": "forged"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := kv.Put(ctx, name, rec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(name string) { putOpen(t, ctx, kv, name, time.Now().Add(time.Hour)) }
 	const forged = 300
 	for i := range forged {
 		put(fmt.Sprintf("forged-%04d", i))
@@ -104,5 +89,19 @@ func TestBreakerForgedRecordsOfUnknownDependencies(t *testing.T) {
 	// declared one.
 	if n := len(breaker.Of(w).States()); n > 256+1 {
 		t.Fatalf("%d breakers after %d forged records, want at most %d", n, forged, 256+1)
+	}
+}
+
+// putOpen stores a record of another worker saying dep's breaker is open
+// until until, as anyone allowed to write the breaker bucket can.
+func putOpen(t *testing.T, ctx context.Context, kv jetstream.KeyValue, dep string, until time.Time) {
+	t.Helper()
+	rec, err := json.Marshal(map[string]any{"dependency": dep, "state": "open", "since": time.Now().UTC(),
+		"until": until.UTC(), "worker": "forged"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, dep, rec); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -20,6 +20,17 @@ import (
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
+// forgedRecord is a dead-letter record of typ for task id, a permanent
+// failure, as any publisher on the dead-letter subjects can store one.
+func forgedRecord(typ, id string, data []byte) *nats.Msg {
+	m := &nats.Msg{Subject: streams.MustNames("").DLQSubject(typ), Header: nats.Header{}, Data: data}
+	m.Header.Set(framework.HeaderTaskID, id)
+	m.Header.Set(dlq.HeaderType, typ)
+	m.Header.Set(dlq.HeaderPriority, "normal")
+	m.Header.Set(dlq.HeaderReason, string(dlq.ReasonPermanent))
+	return m
+}
+
 // TestReplayAllSkipsRecordTooLargeToReplay stores, as any publisher on the
 // dead-letter subjects could, a record that fills the server's max payload
 // between two ordinary ones: the replay's own headers do not fit, so the
@@ -29,16 +40,8 @@ func TestReplayAllSkipsRecordTooLargeToReplay(t *testing.T) {
 	e := testenv.New(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	names := streams.MustNames("")
-	const typ = "acct.refund"
 	record := func(id string, size int) *nats.Msg {
-		m := &nats.Msg{Subject: names.DLQSubject(typ), Header: nats.Header{}}
-		m.Header.Set(framework.HeaderTaskID, id)
-		m.Header.Set(dlq.HeaderType, typ)
-		m.Header.Set(dlq.HeaderPriority, "normal")
-		m.Header.Set(dlq.HeaderReason, string(dlq.ReasonPermanent))
-		m.Data = []byte(`"` + strings.Repeat("x", max(size-2, 0)) + `"`)
-		return m
+		return forgedRecord("acct.refund", id, []byte(`"`+strings.Repeat("x", max(size-2, 0))+`"`))
 	}
 	// The big record's headers and payload make exactly the max payload.
 	framing := len("NATS/1.0\r\n\r\n")
@@ -203,12 +206,7 @@ func TestReplayIDCannotBeForeseen(t *testing.T) {
 	defer cancel()
 	names := streams.MustNames("")
 	const typ = "acct.refund"
-	rec := &nats.Msg{Subject: names.DLQSubject(typ), Header: nats.Header{}, Data: []byte(`{"order":42}`)}
-	rec.Header.Set(framework.HeaderTaskID, "refund-42")
-	rec.Header.Set(dlq.HeaderType, typ)
-	rec.Header.Set(dlq.HeaderPriority, "normal")
-	rec.Header.Set(dlq.HeaderReason, string(dlq.ReasonPermanent))
-	ack, err := e.JS.PublishMsg(ctx, rec)
+	ack, err := e.JS.PublishMsg(ctx, forgedRecord(typ, "refund-42", []byte(`{"order":42}`)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,15 +242,8 @@ func TestReplayRefusesInvalidTaskID(t *testing.T) {
 	e := testenv.New(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	names := streams.MustNames("")
-	const typ = "acct.refund"
 	for _, id := range []string{"a.>", "two words"} {
-		rec := &nats.Msg{Subject: names.DLQSubject(typ), Header: nats.Header{}, Data: []byte(`{}`)}
-		rec.Header.Set(framework.HeaderTaskID, id)
-		rec.Header.Set(dlq.HeaderType, typ)
-		rec.Header.Set(dlq.HeaderPriority, "normal")
-		rec.Header.Set(dlq.HeaderReason, string(dlq.ReasonPermanent))
-		ack, err := e.JS.PublishMsg(ctx, rec)
+		ack, err := e.JS.PublishMsg(ctx, forgedRecord("acct.refund", id, []byte(`{}`)))
 		if err != nil {
 			t.Fatal(err)
 		}

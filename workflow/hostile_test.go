@@ -89,20 +89,7 @@ func TestHostileRunDocumentsFailTheirTask(t *testing.T) {
 	// The worker still runs workflows, and nothing was enqueued on the
 	// subject h3's document named.
 	c := e.client(t, d)
-	if r := wait(t, c, start(t, c, "repair", order{ID: "ok"})); r.Status != workflow.RunCompleted {
-		t.Fatalf("run after the hostile ones: %s (%s)", r.Status, r.Error)
-	}
-	s, err := e.js.Stream(t.Context(), "JETFLOW_TASKS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter("jetflow.task.>"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for subj := range info.State.Subjects {
-		t.Errorf("task left on %s", subj)
-	}
+	stillRunsNothingLeft(t, e, c)
 }
 
 // A run document is only acted on by the tasks of its own workflow, and only
@@ -219,20 +206,7 @@ func TestHostileRunDocumentsOutsideTheDefinition(t *testing.T) {
 	}
 	// The worker still runs workflows, and no task was left on a subject
 	// that no consumer covers.
-	if r := wait(t, c, start(t, c, "repair", order{ID: "ok"})); r.Status != workflow.RunCompleted {
-		t.Fatalf("run after the hostile ones: %s (%s)", r.Status, r.Error)
-	}
-	s, err := e.js.Stream(t.Context(), "JETFLOW_TASKS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter("jetflow.task.>"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for subj := range info.State.Subjects {
-		t.Errorf("task left on %s", subj)
-	}
+	stillRunsNothingLeft(t, e, c)
 }
 
 // Errors often carry what an external service answered (a response body):
@@ -271,5 +245,26 @@ func TestHugeStepErrorsAreRecorded(t *testing.T) {
 	}
 	if st := r.Step("b"); !strings.Contains(st.Error, "declined: xxx") || len(st.Error) > 4096 {
 		t.Errorf("step b's error is %d bytes (%.40q…)", len(st.Error), st.Error)
+	}
+}
+
+// stillRunsNothingLeft checks, after hostile runs, that the worker still
+// runs a repair workflow to its end and that no task is left in the task
+// stream (none on a subject no consumer covers).
+func stillRunsNothingLeft(t *testing.T, e *env, c *workflow.Client) {
+	t.Helper()
+	if r := wait(t, c, start(t, c, "repair", order{ID: "ok"})); r.Status != workflow.RunCompleted {
+		t.Fatalf("run after the hostile ones: %s (%s)", r.Status, r.Error)
+	}
+	s, err := e.js.Stream(t.Context(), "JETFLOW_TASKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter("jetflow.task.>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for subj := range info.State.Subjects {
+		t.Errorf("task left on %s", subj)
 	}
 }
