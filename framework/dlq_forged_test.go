@@ -223,13 +223,7 @@ func TestDeadLetterReconcilerRoutesOrderedTasks(t *testing.T) {
 		want[e.enqueue(t, typ, i, framework.Ordered("key-"+strconv.Itoa(i))).Sequence] = true
 	}
 	testutil.Wait(t, waitLong, "max-deliveries advisories", func() bool { return e.maxDeliveryAdvisories(t) >= n })
-	adv, err := e.js.Stream(t.Context(), dlqNames.AdvisoryStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := adv.Purge(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	e.purgeAdvisories(t)
 	if routed, err := dlq.New(e.cl).Reconcile(t.Context()); err != nil || routed != n {
 		t.Fatalf("Reconcile = %d, %v; want %d", routed, err, n)
 	}
@@ -253,13 +247,7 @@ func TestDeadLetterDeliveriesFromTheAdvisoryAreBounded(t *testing.T) {
 	dead := dieWithoutDeadLetters(t, e, typ, 1)[0]
 	// The server's advisory goes; a forged one with a huge count takes its
 	// place.
-	adv, err := e.js.Stream(t.Context(), dlqNames.AdvisoryStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := adv.Purge(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	e.purgeAdvisories(t)
 	e.forgeMaxDeliveries(t, typ, dead.Sequence, 1<<62)
 	router := e.worker(t)
 	router.HandleFunc("dlq.deliveries.other", func(context.Context, *framework.Task) error { return nil })

@@ -324,13 +324,7 @@ func TestDeadLetterReconcilerRoutesLostAdvisories(t *testing.T) {
 	const n = 15
 	e := newEnv(t)
 	infos := dieWithoutDeadLetters(t, e, "dlq.lost", n)
-	adv, err := e.js.Stream(t.Context(), dlqNames.AdvisoryStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := adv.Purge(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	e.purgeAdvisories(t)
 
 	dl := dlq.New(e.cl)
 	routed, err := dl.Reconcile(t.Context())
@@ -394,13 +388,7 @@ func TestDeadLetterReconcilerLeavesLiveTasks(t *testing.T) {
 		e.enqueue(t, typ, i)
 	}
 	testutil.Wait(t, waitLong, "3 advisories", func() bool { return e.maxDeliveryAdvisories(t) >= 3 })
-	adv, err := e.js.Stream(t.Context(), dlqNames.AdvisoryStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := adv.Purge(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	e.purgeAdvisories(t)
 	// A router-enabled worker reconciling every 100 ms, besides explicit calls.
 	rw := e.worker(t, framework.WithReconcileInterval(100*time.Millisecond))
 	rw.HandleFunc("dlq.other", noopHandler)
@@ -467,13 +455,7 @@ func TestDeadLetterReconcilerBelowAckFloor(t *testing.T) {
 		dead[e.enqueue(t, typ, i).Sequence] = true
 	}
 	testutil.Wait(t, waitLong, "3 advisories", func() bool { return e.maxDeliveryAdvisories(t) >= 3 })
-	adv, err := e.js.Stream(t.Context(), dlqNames.AdvisoryStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := adv.Purge(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	e.purgeAdvisories(t)
 	e.enqueue(t, typ, "ok")
 	testutil.Recv(t, acked, waitLong, "ok task")
 	okSettled := e.waitSettled(t, typ, framework.PriorityNormal)
@@ -925,5 +907,18 @@ func TestDeadLetterRouterKeepsCronTaskID(t *testing.T) {
 		if !strings.HasPrefix(d.TaskID, "cron-dying-") || !seen[d.TaskID] {
 			t.Errorf("dead letter %d has task ID %q, want the tick's ID the worker saw (%v)", d.Seq, d.TaskID, seen)
 		}
+	}
+}
+
+// purgeAdvisories empties the advisory stream: the advisories of dead tasks
+// are lost, as when the stream was full or the router's server was down.
+func (e *env) purgeAdvisories(t *testing.T) {
+	t.Helper()
+	adv, err := e.js.Stream(t.Context(), dlqNames.AdvisoryStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := adv.Purge(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }
