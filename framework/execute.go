@@ -293,6 +293,7 @@ func (w *Worker) fillTask(t *Task, p *pending) {
 		Headers:     p.msg.Headers(),
 		Payload:     p.msg.Data(),
 		Stream:      w.taskStream,
+		subject:     p.msg.Subject(),
 		Attempt:     1,
 		baseLogger:  w.log,
 		worker:      w,

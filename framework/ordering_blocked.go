@@ -6,10 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/ordering"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -31,7 +29,7 @@ func ensureOrderingBucket(ctx context.Context, js jetstream.JetStream, names str
 
 // blockGate wraps the handler of an ordered type that blocks on dead
 // letters.
-func blockGate(kv jetstream.KeyValue, nc *nats.Conn, names streams.Names, taskType string, log *slog.Logger, next Handler) Handler {
+func blockGate(kv jetstream.KeyValue, names streams.Names, taskType string, log *slog.Logger, next Handler) Handler {
 	b := ordering.NewBlocker(kv, taskType, log)
 	return HandlerFunc(func(ctx context.Context, t *Task) error {
 		key := t.Header(HeaderOrderingKey)
@@ -53,7 +51,7 @@ func blockGate(kv jetstream.KeyValue, nc *nats.Conn, names streams.Names, taskTy
 		if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrHandlerTimeout) {
 			return err // the worker is stopping: hand it back
 		}
-		if !onSlot(ctx, nc, names, taskType, t) {
+		if !onSlot(names, taskType, t) {
 			return err // not an ordered task after all: dead-letter it
 		}
 		// Failed for good: block the key instead of dead-lettering.
@@ -70,23 +68,10 @@ func blockGate(kv jetstream.KeyValue, nc *nats.Conn, names streams.Names, taskTy
 // type's slot subjects, that is, whether it is an ordered task. Anyone may
 // set the ordering key header on a task of the type's ordinary subjects,
 // where blocking would hold it on a consumer that the type's other tasks
-// share. The stored subject is read back (a round trip on the rare path of
-// a task that failed for good) from the server's own headers of a direct
-// get, which a producer cannot forge. When it cannot be read, t counts as
-// ordered: blocking keeps the promise made to ordered tasks, and an
-// operator can resolve it.
-func onSlot(ctx context.Context, nc *nats.Conn, names streams.Names, taskType string, t *Task) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	var subject string
-	n, err := jsapi.DirectGet(ctx, nc, t.Stream, jsapi.GetRequest{Seq: t.Sequence}, func(m jsapi.Stored) error {
-		subject = m.Subject
-		return nil
-	})
-	if err != nil || n == 0 {
-		return true
-	}
-	typ, _, err := names.ParseOrderedSubject(subject)
+// share. The subject comes from the delivery, which the server sets: a
+// producer cannot forge it.
+func onSlot(names streams.Names, taskType string, t *Task) bool {
+	typ, _, err := names.ParseOrderedSubject(t.subject)
 	return err == nil && typ == taskType
 }
 
@@ -103,7 +88,7 @@ func prepareBlocking(ctx context.Context, w *Worker) error {
 				return err
 			}
 		}
-		tt.handler = blockGate(kv, w.nc, w.names, tt.name, w.log, tt.handler)
+		tt.handler = blockGate(kv, w.names, tt.name, w.log, tt.handler)
 	}
 	return nil
 }

@@ -522,8 +522,8 @@ func TestOrderingHeaderOnPlainTaskDoesNotBlock(t *testing.T) {
 	msg := &nats.Msg{Subject: "jetflow.task.normal.order.plain", Data: []byte(`{"key":"k","n":1}`), Header: nats.Header{}}
 	msg.Header.Set(jetstream.MsgIDHeader, "plain-1")
 	msg.Header.Set(framework.HeaderOrderingKey, "k")
-	// The server's own headers name the stored subject; a copy the
-	// producer stored does not.
+	// The delivery names the stored subject; a header claiming a slot
+	// subject does not count.
 	msg.Header.Set("Nats-Subject", "jetflow.ord.order.plain.0")
 	if _, err := e.js.PublishMsg(t.Context(), msg); err != nil {
 		t.Fatal(err)

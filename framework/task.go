@@ -81,6 +81,7 @@ type Task struct {
 	worker     *Worker
 	state      *staterec.Attempt // state tracking: result, delayed "running" record (state_tracking.go)
 	wireErr    error             // the message's ID headers are invalid (wire.go)
+	subject    string            // the subject it was stored on, from its delivery (set by the server)
 }
 
 // Header returns the first value of a header, or "".
