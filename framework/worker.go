@@ -103,26 +103,28 @@ type typeRunner struct {
 // pending is one fetched message, from the moment it leaves the pull buffer
 // until its outcome is settled.
 type pending struct {
-	tt   *typeRunner
-	prio Priority
-	msg  jetstream.Msg
+	tt  *typeRunner
+	msg jetstream.Msg
 	// dispatched receives once when a slot is granted: set for a task that
 	// is offered to the scheduler, nil for one taken directly from a pull
 	// buffer (takeBuffered), which never waits for a grant.
 	dispatched chan struct{}
 	// src is the fetcher's feed the task came from, nil for a task of a
 	// rescued or closing pull buffer.
-	src     *feed
-	settled atomic.Bool // set by whoever acks/naks/terms first
+	src *feed
 	// lastBeat is when the server last heard of this delivery (receipt or
 	// InProgress), in Unix nanoseconds; the heartbeat sweeper reads it.
 	lastBeat atomic.Int64
 	// ranFrom and ranTo are when the handler last started and returned
 	// (zero if it never ran): the executor's turn (yield.go).
 	ranFrom, ranTo time.Time
+	// prio, rerun and settled share one word (a pending task is allocated
+	// for every task: its size class counts).
+	prio Priority
 	// rerun is set while the task is parked (hold.go): its next execution
 	// reruns the handler rather than starting the task.
-	rerun bool
+	rerun   bool
+	settled atomic.Bool // set by whoever acks/naks/terms first
 
 	// Owned by the execution (execute.go), allocated with the pending task
 	// rather than one by one: the task, the context that carries it, and
