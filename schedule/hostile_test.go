@@ -1,6 +1,8 @@
 package schedule_test
 
 import (
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -97,5 +99,85 @@ func TestRegisterRestoresTamperedSchedule(t *testing.T) {
 	})
 	if res, err := m.Register(ctx, tick); err != nil || res != schedule.Unchanged {
 		t.Errorf("register tick after it fired: %v %v, want unchanged", res, err)
+	}
+}
+
+// TestRemoveTakesTheNamesListReports stores schedules on cron subjects
+// Register would refuse (dotted, non-ASCII), as the nats CLI can: List
+// reports them and Remove deletes each by the name List gave. A name that
+// would match other subjects (a wildcard, an empty token, a space) is
+// refused and deletes nothing.
+func TestRemoveTakesTheNamesListReports(t *testing.T) {
+	t.Parallel()
+	srv := testutil.RunServer(t)
+	nc, js := testutil.JetStream(t, srv)
+	ctx := t.Context()
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := framework.NewClient(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := schedule.New(cl)
+	if _, err := m.Register(ctx, schedule.Definition{Name: "nightly", Spec: "0 30 2 * * *", Type: "reports.build"}); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := m.Get(ctx, "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, cl.Names().ScheduleStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := stream.GetLastMsgForSubject(ctx, orig.Subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := []string{"legacy.report", "zürich", "a.b.c"}
+	for _, name := range odd {
+		msg := nats.NewMsg(cl.Names().CronSubject(name))
+		for k, vs := range stored.Header {
+			msg.Header[k] = append([]string(nil), vs...)
+		}
+		msg.Header.Del(jetstream.ExpectedLastSubjSeqHeader)
+		if _, err := js.PublishMsg(ctx, msg); err != nil {
+			t.Fatalf("store %s: %v", name, err)
+		}
+	}
+	listed := func() []string {
+		t.Helper()
+		list, err := m.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, s := range list {
+			names = append(names, s.Name)
+		}
+		return names
+	}
+	if got, want := listed(), []string{"a.b.c", "legacy.report", "nightly", "zürich"}; !slices.Equal(got, want) {
+		t.Fatalf("listed %q, want %q", got, want)
+	}
+	for _, bad := range []string{"", ">", "*", "a.*", "a.>", "legacy..report", ".nightly", "nightly.", "a b", "a\tb", "a\x00b", "\xff"} {
+		if err := m.Remove(ctx, bad); !errors.Is(err, schedule.ErrInvalid) {
+			t.Errorf("remove %q: %v, want ErrInvalid", bad, err)
+		}
+	}
+	if got := listed(); len(got) != 4 {
+		t.Fatalf("a refused remove deleted schedules: %q left", got)
+	}
+	for _, name := range odd {
+		if err := m.Remove(ctx, name); err != nil {
+			t.Errorf("remove %s: %v", name, err)
+		}
+		if err := m.Remove(ctx, name); !errors.Is(err, framework.ErrNotFound) {
+			t.Errorf("remove %s again: %v, want ErrNotFound", name, err)
+		}
+	}
+	if got := listed(); !slices.Equal(got, []string{"nightly"}) {
+		t.Fatalf("after removing the odd names: %q", got)
 	}
 }

@@ -3,11 +3,14 @@ package schedule
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -142,10 +145,14 @@ func (s *Manager) List(ctx context.Context) ([]Info, error) {
 	return out, nil
 }
 
-// Remove deletes the schedule called name: it fires no more. It returns an
-// error wrapping [framework.ErrNotFound] when there is no such schedule.
+// Remove deletes the schedule called name: it fires no more. name is one
+// [Manager.Register] accepts or, for a schedule stored by other means (the
+// nats CLI, an older tool), any name [Manager.List] reports, dots included,
+// as long as it names a single subject: no wildcard, empty token, space or
+// control character. It returns an error wrapping [framework.ErrNotFound]
+// when there is no such schedule.
 func (s *Manager) Remove(ctx context.Context, name string) error {
-	if err := streams.ValidateID(name); err != nil {
+	if err := validateStoredName(name); err != nil {
 		return fmt.Errorf("%w: name: %w", ErrInvalid, err)
 	}
 	n, err := jsapi.PurgeSubject(ctx, s.nc, s.names.ScheduleStream(), s.names.CronSubject(name))
@@ -154,6 +161,38 @@ func (s *Manager) Remove(ctx context.Context, name string) error {
 	}
 	if n == 0 {
 		return fmt.Errorf("%w: schedule %s", framework.ErrNotFound, name)
+	}
+	return nil
+}
+
+// maxStoredName bounds the names [Manager.Remove] takes beyond the ones
+// Register accepts.
+const maxStoredName = 1024
+
+// validateStoredName checks that name, as List reports a schedule stored
+// without Register, names exactly one cron subject, so that purging it
+// cannot purge others: Register's names, or dotted tokens none of which is
+// empty, with no wildcard character ('*', '>'), space or control character.
+func validateStoredName(name string) error {
+	if streams.ValidateID(name) == nil {
+		return nil
+	}
+	if name == "" {
+		return errors.New("empty")
+	}
+	if len(name) > maxStoredName {
+		return fmt.Errorf("%d bytes, the limit is %d", len(name), maxStoredName)
+	}
+	if !utf8.ValidString(name) {
+		return fmt.Errorf("%q is not UTF-8", name)
+	}
+	for i, r := range name {
+		if r == '*' || r == '>' || unicode.IsSpace(r) || unicode.IsControl(r) {
+			return fmt.Errorf("%q contains %q at byte %d: it would not name a single subject", name, r, i)
+		}
+	}
+	if slices.Contains(strings.Split(name, "."), "") {
+		return fmt.Errorf("%q has an empty token", name)
 	}
 	return nil
 }
