@@ -61,7 +61,7 @@ func (s *soakRun) drive(ctx, sendCtx context.Context, cl *framework.Client) {
 func (s *soakRun) send(ctx context.Context, cl *framework.Client, from, to uint64) {
 	jobs := make([]framework.TaskSpec, 0, to-from)
 	idxs := make([]uint64, 0, to-from)
-	sent := time.Since(s.t0)
+	sent, wall := time.Since(s.t0), time.Now()
 	for i := from; i < to; i++ {
 		d := drawTask(i, s.cfg.soakMaxDelay)
 		p := soakPayload{idx: i, sent: sent}
@@ -69,7 +69,9 @@ func (s *soakRun) send(ctx context.Context, cl *framework.Client, from, to uint6
 		opts := []framework.EnqueueOption{framework.WithID(s.runID + "-" + strconv.FormatUint(i, 10)), framework.WithPriority(d.priority)}
 		switch d.kind {
 		case kindDelayed:
-			p.due = sent + d.delay
+			// At most the task's Scheduled-For: In adds the delay to a
+			// later now.
+			p.due = wall.Add(d.delay).UnixNano()
 			opts = append(opts, framework.In(d.delay))
 		case kindDep:
 			typ = soakTypeDep

@@ -158,7 +158,7 @@ func mustQ(h *histogram, p float64) time.Duration { d, _ := h.quantile(p); retur
 
 func TestSoakPayload(t *testing.T) {
 	t.Parallel()
-	p := soakPayload{idx: 42, sent: 1500 * time.Millisecond, due: 3 * time.Second}
+	p := soakPayload{idx: 42, sent: 1500 * time.Millisecond, due: time.Date(2026, 12, 3, 15, 0, 0, 1, time.UTC).UnixNano()}
 	got, err := parseSoakPayload(p.encode(), 100)
 	if err != nil || got != p {
 		t.Fatalf("round trip: %+v, %v", got, err)

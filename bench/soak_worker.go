@@ -61,12 +61,17 @@ func (s *soakRun) startWorkers(ctx context.Context) (stop func() error, err erro
 	return stop, nil
 }
 
-// soakPayload is what a soak task carries: its index, when it was sent and
-// when it is due (0 for immediate tasks), both offsets from the start of
-// the load in nanoseconds, as "idx,sent,due".
+// soakPayload is what a soak task carries, as "idx,sent,due": its index;
+// when it was sent, an offset from the start of the load in nanoseconds
+// (the monotonic clock: latencies of immediate tasks); and when it is due,
+// in Unix nanoseconds, 0 for immediate tasks. The due time is on the wall
+// clock, as the server's schedules and the worker's hold are: a wall clock
+// that the system slews against the monotonic one (this machine's ran 5 ms
+// per second ahead) would otherwise make a 60 s delay look 300 ms early.
 type soakPayload struct {
-	idx       uint64
-	sent, due time.Duration
+	idx  uint64
+	sent time.Duration
+	due  int64
 }
 
 func (p soakPayload) encode() []byte {
@@ -74,7 +79,7 @@ func (p soakPayload) encode() []byte {
 	b = append(b, ',')
 	b = strconv.AppendInt(b, int64(p.sent), 10)
 	b = append(b, ',')
-	return strconv.AppendInt(b, int64(p.due), 10)
+	return strconv.AppendInt(b, p.due, 10)
 }
 
 func parseSoakPayload(b []byte, capacity uint64) (soakPayload, error) {
@@ -91,7 +96,7 @@ func parseSoakPayload(b []byte, capacity uint64) (soakPayload, error) {
 	if idx >= capacity {
 		return soakPayload{}, fmt.Errorf("bench: soak payload %q: index out of range", b)
 	}
-	return soakPayload{idx: idx, sent: time.Duration(sent), due: time.Duration(due)}, nil
+	return soakPayload{idx: idx, sent: time.Duration(sent), due: due}, nil
 }
 
 var (
@@ -112,10 +117,11 @@ func (s *soakRun) handleTask(_ context.Context, t *framework.Task) error {
 	if t.Attempt == 1 {
 		s.mu.Lock()
 		if p.due > 0 {
-			if now < p.due {
+			late := time.Duration(time.Now().UnixNano() - p.due)
+			if late < 0 {
 				s.early.Add(1)
 			}
-			s.cur.delay.add(now - p.due)
+			s.cur.delay.add(late)
 		} else {
 			s.cur.start[priorityIndex(t.Priority)].add(now - p.sent)
 			s.cur.all.add(now - p.sent)

@@ -181,3 +181,33 @@ func TestCancelUnknownAndInvalidID(t *testing.T) {
 		t.Fatalf("Cancel(bad.id) = %v, want ErrInvalidID", err)
 	}
 }
+
+// TestDelayedTaskWaitsForASlowWallClock runs a worker whose wall clock
+// runs at half speed, as one a time daemon slews back does: the wait for a
+// delayed task's due time is on a timer (the monotonic clock), so a single
+// wait ends before the wall clock reaches the due time. The worker reads
+// the wall clock again after each wait and starts the task only once it is
+// due.
+func TestDelayedTaskWaitsForASlowWallClock(t *testing.T) {
+	t.Parallel()
+	const typ = "delay.slowclock"
+	e := newEnv(t)
+	w := e.worker(t)
+	base := time.Now()
+	slow := func() time.Time { return base.Add(time.Since(base) / 2) }
+	w.SetWallClockForTest(slow)
+	started := make(chan time.Time, 1)
+	w.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
+		started <- slow()
+		return nil
+	})
+	startWorker(t, w)
+	info := e.enqueue(t, typ, nil, framework.In(300*time.Millisecond))
+	at := testutil.Recv(t, started, waitLong, "the delayed task's start")
+	if at.Before(info.ScheduledFor) {
+		t.Fatalf("started %v before its due time on the worker's wall clock", info.ScheduledFor.Sub(at))
+	}
+	if st := w.Stats(); st.HeldEarly != 1 {
+		t.Errorf("Stats.HeldEarly = %d, want 1 (the task was held once, however many waits it took)", st.HeldEarly)
+	}
+}

@@ -97,10 +97,13 @@ func (w *Worker) prepare(p *pending) bool {
 		return false
 	}
 	// Never start early: the server may fire a schedule slightly before the
-	// due time.
-	if !t.ScheduledFor.IsZero() {
-		if wait := time.Until(t.ScheduledFor); wait > 0 {
-			w.stats.heldEarly.Add(1)
+	// due time. The due time is on the wall clock and timers run on the
+	// monotonic one, so the wall clock is read again after each wait: one
+	// the system slows down (a slewing time daemon) has not reached the due
+	// time when the timer fires.
+	if wait := w.untilDue(t); wait > 0 {
+		w.stats.heldEarly.Add(1)
+		for ; wait > 0; wait = w.untilDue(t) {
 			timer := time.NewTimer(wait)
 			select {
 			case <-timer.C:
@@ -113,6 +116,18 @@ func (w *Worker) prepare(p *pending) bool {
 	}
 	p.base = taskCtx{Context: w.hardCtx, Key: taskKey{}, Val: t}
 	return true
+}
+
+// untilDue is how long t's due time is ahead of the wall clock (0 or less
+// for an immediate task or one that is due).
+func (w *Worker) untilDue(t *Task) time.Duration {
+	if t.ScheduledFor.IsZero() {
+		return 0
+	}
+	if w.wallHook != nil {
+		return t.ScheduledFor.Sub(w.wallHook())
+	}
+	return time.Until(t.ScheduledFor)
 }
 
 // runOnce runs the handler once with the type's timeout (handlerctx.go).

@@ -24,6 +24,10 @@ func (w *Worker) PullResizesForTest(taskType string) uint64 {
 // they yield between tasks (yield.go). Call it before Start.
 func (w *Worker) SetYieldForTest(f func()) { w.yieldHook = f }
 
+// SetWallClockForTest makes w compare delayed tasks' due times with f
+// instead of the wall clock (execute.go, untilDue). Call it before Start.
+func (w *Worker) SetWallClockForTest(f func() time.Time) { w.wallHook = f }
+
 // PullSizeAtForTest returns the batch the next pull request of (taskType,
 // prio) would ask for at now (pullsize.go); 0 for an unknown type.
 func (w *Worker) PullSizeAtForTest(taskType string, prio Priority, now time.Time) int {

@@ -36,6 +36,9 @@ type Worker struct {
 	// yieldHook replaces the executors' runtime.Gosched between tasks in
 	// tests (yield.go).
 	yieldHook func()
+	// wallHook replaces the wall clock that a delayed task's due time is
+	// compared with, in tests (execute.go, untilDue).
+	wallHook func() time.Time
 	// lastStart is when a task of each priority last started (pullsize.go).
 	lastStart *pull.Starts
 
