@@ -21,34 +21,10 @@ import (
 // definition again restores it instead of trusting the header.
 func TestRegisterRestoresTamperedSchedule(t *testing.T) {
 	t.Parallel()
-	srv := testutil.RunServer(t)
-	nc, js := testutil.JetStream(t, srv)
-	ctx := t.Context()
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := framework.NewClient(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := schedule.New(cl)
 	def := schedule.Definition{Name: "nightly", Spec: "0 30 2 * * *", Type: "reports.build", Payload: map[string]int{"days": 1},
 		Headers: map[string]string{"Tenant": "acme"}}
-	if res, err := m.Register(ctx, def); err != nil || res != schedule.Created {
-		t.Fatalf("register: %v %v", res, err)
-	}
-	orig, err := m.Get(ctx, "nightly")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := js.Stream(ctx, cl.Names().ScheduleStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored, err := stream.GetLastMsgForSubject(ctx, orig.Subject)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := registered(t, def)
+	ctx, js, cl, m, orig := t.Context(), e.js, e.cl, e.m, e.info
 	names := cl.Names()
 	for _, tamper := range []func(*nats.Msg){
 		func(msg *nats.Msg) {
@@ -59,12 +35,7 @@ func TestRegisterRestoresTamperedSchedule(t *testing.T) {
 		func(msg *nats.Msg) { msg.Header.Set("Tenant", "other") },
 		func(msg *nats.Msg) { msg.Header.Set("X-Extra", "1") },
 	} {
-		msg := nats.NewMsg(orig.Subject)
-		for k, vs := range stored.Header {
-			msg.Header[k] = append([]string(nil), vs...)
-		}
-		msg.Header.Del(jetstream.ExpectedLastSubjSeqHeader)
-		msg.Data = stored.Data
+		msg := e.storedCopy(orig.Subject)
 		tamper(msg)
 		if _, err := js.PublishMsg(ctx, msg); err != nil {
 			t.Fatal(err)
@@ -109,40 +80,11 @@ func TestRegisterRestoresTamperedSchedule(t *testing.T) {
 // refused and deletes nothing.
 func TestRemoveTakesTheNamesListReports(t *testing.T) {
 	t.Parallel()
-	srv := testutil.RunServer(t)
-	nc, js := testutil.JetStream(t, srv)
-	ctx := t.Context()
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := framework.NewClient(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := schedule.New(cl)
-	if _, err := m.Register(ctx, schedule.Definition{Name: "nightly", Spec: "0 30 2 * * *", Type: "reports.build"}); err != nil {
-		t.Fatal(err)
-	}
-	orig, err := m.Get(ctx, "nightly")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := js.Stream(ctx, cl.Names().ScheduleStream())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored, err := stream.GetLastMsgForSubject(ctx, orig.Subject)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := registered(t, schedule.Definition{Name: "nightly", Spec: "0 30 2 * * *", Type: "reports.build"})
+	ctx, js, cl, m := t.Context(), e.js, e.cl, e.m
 	odd := []string{"legacy.report", "zürich", "a.b.c"}
 	for _, name := range odd {
-		msg := nats.NewMsg(cl.Names().CronSubject(name))
-		for k, vs := range stored.Header {
-			msg.Header[k] = append([]string(nil), vs...)
-		}
-		msg.Header.Del(jetstream.ExpectedLastSubjSeqHeader)
-		if _, err := js.PublishMsg(ctx, msg); err != nil {
+		if _, err := js.PublishMsg(ctx, e.storedCopy(cl.Names().CronSubject(name))); err != nil {
 			t.Fatalf("store %s: %v", name, err)
 		}
 	}
@@ -180,4 +122,58 @@ func TestRemoveTakesTheNamesListReports(t *testing.T) {
 	if got := listed(); !slices.Equal(got, []string{"nightly"}) {
 		t.Fatalf("after removing the odd names: %q", got)
 	}
+}
+
+// scheduleEnv is a server with jetflow's topology and one registered
+// schedule, as the tests that tamper with stored schedules start.
+type scheduleEnv struct {
+	js     jetstream.JetStream
+	cl     *framework.Client
+	m      *schedule.Manager
+	info   schedule.Info           // the registered schedule
+	stored *jetstream.RawStreamMsg // its stored message
+}
+
+// registered starts a server, ensures the topology and registers def.
+func registered(t *testing.T, def schedule.Definition) *scheduleEnv {
+	t.Helper()
+	srv := testutil.RunServer(t)
+	nc, js := testutil.JetStream(t, srv)
+	ctx := t.Context()
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := framework.NewClient(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := schedule.New(cl)
+	if res, err := m.Register(ctx, def); err != nil || res != schedule.Created {
+		t.Fatalf("register: %v %v", res, err)
+	}
+	info, err := m.Get(ctx, def.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, cl.Names().ScheduleStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := stream.GetLastMsgForSubject(ctx, info.Subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &scheduleEnv{js: js, cl: cl, m: m, info: info, stored: stored}
+}
+
+// storedCopy returns the registered schedule's message (headers and
+// payload) for subject, as another tool would publish it.
+func (e *scheduleEnv) storedCopy(subject string) *nats.Msg {
+	msg := nats.NewMsg(subject)
+	for k, vs := range e.stored.Header {
+		msg.Header[k] = append([]string(nil), vs...)
+	}
+	msg.Header.Del(jetstream.ExpectedLastSubjSeqHeader)
+	msg.Data = e.stored.Data
+	return msg
 }
