@@ -92,11 +92,63 @@ func TestBreakerForgedRecordsOfUnknownDependencies(t *testing.T) {
 	}
 }
 
-// putOpen stores a record of another worker saying dep's breaker is open
-// until until, as anyone allowed to write the breaker bucket can.
+// TestBreakerForgedOpenedLongAgoIsIgnored writes a record saying that the
+// dependency's breaker opened an hour ago and stays open until the year
+// 9999, as anyone allowed to write the bucket could. Every worker that
+// starts reads it first (the watcher delivers the latest record of each
+// key); by the worker's own open timeout (10 minutes) that open period
+// ended long ago, so its breaker stays closed and its consumers run. A
+// current record of another dependency, written after it, opens that
+// dependency's breaker and pauses its consumers: the worker read both.
+func TestBreakerForgedOpenedLongAgoIsIgnored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const old, current = "ledger", "mailer"
+	settings := breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: 10 * time.Minute}
+	w := e.worker(t, []breaker.Option{breaker.WithSettings(old, settings), breaker.WithSettings(current, settings)})
+	noop := func(context.Context, *framework.Task) error { return nil }
+	w.HandleFunc("acct.refund", noop, breaker.WithDependencies(old))
+	w.HandleFunc("mail.send", noop, breaker.WithDependencies(current))
+	startWorker(t, w)
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	names := streams.MustNames("")
+	kv, err := e.JS.KeyValue(ctx, names.BreakerBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	putOpenSince(t, ctx, kv, old, time.Now().Add(-time.Hour), time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))
+	putOpen(t, ctx, kv, current, time.Now().Add(time.Hour))
+	paused := func(taskType string) bool {
+		ci, err := e.JS.Consumer(ctx, names.TaskStream(), names.ConsumerName(taskType, framework.PriorityNormal))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ci.CachedInfo().Paused
+	}
+	testutil.Wait(t, time.Minute, "the current report's consumer paused", func() bool { return paused("mail.send") })
+	if in, _ := breaker.Of(w).State(old); in.State != framework.BreakerClosed {
+		t.Errorf("breaker %s is %v after a record of an open period that ended long ago, want closed", old, in.State)
+	}
+	if paused("acct.refund") {
+		t.Errorf("consumer of %s paused by a record of an open period that ended long ago", old)
+	}
+}
+
+// putOpen stores a record of another worker saying dep's breaker opened
+// now and is open until until, as anyone allowed to write the breaker
+// bucket can.
 func putOpen(t *testing.T, ctx context.Context, kv jetstream.KeyValue, dep string, until time.Time) {
 	t.Helper()
-	rec, err := json.Marshal(map[string]any{"dependency": dep, "state": "open", "since": time.Now().UTC(),
+	putOpenSince(t, ctx, kv, dep, time.Now(), until)
+}
+
+// putOpenSince stores a record of another worker saying dep's breaker
+// opened at since and is open until until.
+func putOpenSince(t *testing.T, ctx context.Context, kv jetstream.KeyValue, dep string, since, until time.Time) {
+	t.Helper()
+	rec, err := json.Marshal(map[string]any{"dependency": dep, "state": "open", "since": since.UTC(),
 		"until": until.UTC(), "worker": "forged"})
 	if err != nil {
 		t.Fatal(err)

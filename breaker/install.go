@@ -103,13 +103,17 @@ func Install(w *framework.Worker, opts ...Option) (*Registry, error) {
 			}
 			return out
 		},
-		ForceOpen: func(dep string) (time.Duration, error) {
+		OpenTimeout: func(dep string) (time.Duration, error) {
 			b, err := x.reg.getRemote(dep)
 			if err != nil {
 				return 0, err
 			}
-			b.forceOpen()
 			return b.settings.OpenTimeout, nil
+		},
+		ForceOpen: func(dep string) {
+			if b, err := x.reg.getRemote(dep); err == nil {
+				b.forceOpen()
+			}
 		},
 		Log: c.log, LogKeyDep: framework.LogKeyDependency, LogKeyErr: framework.LogKeyError,
 	}

@@ -84,10 +84,12 @@ type Cluster struct {
 	// Consumers returns the durable consumers of a task type, every
 	// priority.
 	Consumers func(taskType string) []string
-	// ForceOpen opens the local breaker of dep on a remote report and
-	// returns its open timeout, which bounds the pause the report asks
-	// for; an error (dep is no valid name) drops the report.
-	ForceOpen func(dep string) (time.Duration, error)
+	// OpenTimeout returns the open timeout of the local breaker of dep,
+	// which bounds the open period a remote report asks for; an error (dep
+	// is no valid name) drops the report.
+	OpenTimeout func(dep string) (time.Duration, error)
+	// ForceOpen opens the local breaker of dep on a remote report.
+	ForceOpen func(dep string)
 	// Log receives the cluster's problems; LogKeyDep and LogKeyErr are
 	// the attribute keys of a dependency and an error.
 	Log                  *slog.Logger
@@ -237,25 +239,45 @@ func (c *Cluster) remote(ctx context.Context, e jetstream.KeyValueEntry) {
 	if rec.Worker == c.ID || rec.State != Open || !rec.Until.After(time.Now()) {
 		return
 	}
-	timeout, err := c.ForceOpen(e.Key())
+	timeout, err := c.OpenTimeout(e.Key())
 	if err != nil {
 		return
 	}
+	until, ok := reportedOpen(rec, timeout, time.Now())
+	if !ok {
+		return
+	}
+	c.ForceOpen(e.Key())
 	var mine []string
 	for _, name := range c.consumersOf(e.Key()) {
 		if !slices.Contains(rec.Consumers, name) {
 			mine = append(mine, name)
 		}
 	}
-	// Anyone who may write the bucket chooses Until: a record open until
-	// the year 9999 would stop the dependency's task types for good. Our
-	// breaker lets probes through after its own open timeout; the pause
-	// ends then too.
+	c.pause(ctx, e.Key(), mine, until)
+}
+
+// reportedOpen returns when the open period that rec reports ends by this
+// worker's open timeout, and whether that is after now. Anyone who may
+// write the bucket chooses the record's times: a record open until the
+// year 9999 would stop the dependency's task types for good, and one that
+// began long ago would pause them again at every worker start (the watcher
+// delivers the latest record first). So the period ends at Until, but no
+// later than timeout after Since (Since in the future counts as now); a
+// record without Since reports nothing.
+func reportedOpen(rec Record, timeout time.Duration, now time.Time) (time.Time, bool) {
+	if rec.Since.IsZero() {
+		return time.Time{}, false
+	}
+	since := rec.Since
+	if since.After(now) {
+		since = now
+	}
 	until := rec.Until
-	if limit := time.Now().Add(timeout); until.After(limit) {
+	if limit := since.Add(timeout); until.After(limit) {
 		until = limit
 	}
-	c.pause(ctx, e.Key(), mine, until)
+	return until, until.After(now)
 }
 
 // HoldFor is how long to set aside a task refused by a breaker open until
