@@ -92,22 +92,34 @@ func TestBreakerForgedRecordsOfUnknownDependencies(t *testing.T) {
 	}
 }
 
-// TestBreakerForgedOpenedLongAgoIsIgnored writes a record saying that the
-// dependency's breaker opened an hour ago and stays open until the year
-// 9999, as anyone allowed to write the bucket could. Every worker that
-// starts reads it first (the watcher delivers the latest record of each
-// key); by the worker's own open timeout (10 minutes) that open period
-// ended long ago, so its breaker stays closed and its consumers run. A
-// current record of another dependency, written after it, opens that
-// dependency's breaker and pauses its consumers: the worker read both.
+// TestBreakerForgedOpenedLongAgoIsIgnored writes records saying that a
+// dependency's breaker opened an hour ago, and another's opens in a year,
+// both open until the year 9999, as anyone allowed to write the bucket
+// could. Every worker that starts reads them first (the watcher delivers
+// the latest record of each key). By the worker's own open timeout (10
+// minutes) the first open period ended long ago, and the second begins
+// too far ahead of the worker's clock to be another worker's: the breakers
+// stay closed and the consumers run. A current record of a third
+// dependency, written after them, opens its breaker and pauses its
+// consumers: the worker read all three.
 func TestBreakerForgedOpenedLongAgoIsIgnored(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const old, current = "ledger", "mailer"
+	forged := map[string]time.Time{ // dependency → the forged record's since
+		"ledger": time.Now().Add(-time.Hour),
+		"fx":     time.Now().AddDate(1, 0, 0),
+	}
+	const current = "mailer"
 	settings := breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: 10 * time.Minute}
-	w := e.worker(t, []breaker.Option{breaker.WithSettings(old, settings), breaker.WithSettings(current, settings)})
+	bo := []breaker.Option{breaker.WithSettings(current, settings)}
+	for dep := range forged {
+		bo = append(bo, breaker.WithSettings(dep, settings))
+	}
+	w := e.worker(t, bo)
 	noop := func(context.Context, *framework.Task) error { return nil }
-	w.HandleFunc("acct.refund", noop, breaker.WithDependencies(old))
+	for dep := range forged {
+		w.HandleFunc("acct."+dep, noop, breaker.WithDependencies(dep))
+	}
 	w.HandleFunc("mail.send", noop, breaker.WithDependencies(current))
 	startWorker(t, w)
 
@@ -118,7 +130,9 @@ func TestBreakerForgedOpenedLongAgoIsIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	putOpenSince(t, ctx, kv, old, time.Now().Add(-time.Hour), time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))
+	for dep, since := range forged {
+		putOpenSince(t, ctx, kv, dep, since, time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))
+	}
 	putOpen(t, ctx, kv, current, time.Now().Add(time.Hour))
 	paused := func(taskType string) bool {
 		ci, err := e.JS.Consumer(ctx, names.TaskStream(), names.ConsumerName(taskType, framework.PriorityNormal))
@@ -128,11 +142,13 @@ func TestBreakerForgedOpenedLongAgoIsIgnored(t *testing.T) {
 		return ci.CachedInfo().Paused
 	}
 	testutil.Wait(t, time.Minute, "the current report's consumer paused", func() bool { return paused("mail.send") })
-	if in, _ := breaker.Of(w).State(old); in.State != framework.BreakerClosed {
-		t.Errorf("breaker %s is %v after a record of an open period that ended long ago, want closed", old, in.State)
-	}
-	if paused("acct.refund") {
-		t.Errorf("consumer of %s paused by a record of an open period that ended long ago", old)
+	for dep, since := range forged {
+		if in, _ := breaker.Of(w).State(dep); in.State != framework.BreakerClosed {
+			t.Errorf("breaker %s is %v after a record of an open period since %v, want closed", dep, in.State, since)
+		}
+		if paused("acct." + dep) {
+			t.Errorf("consumer of %s paused by a record of an open period since %v", dep, since)
+		}
 	}
 }
 

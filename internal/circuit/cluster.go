@@ -257,16 +257,22 @@ func (c *Cluster) remote(ctx context.Context, e jetstream.KeyValueEntry) {
 	c.pause(ctx, e.Key(), mine, until)
 }
 
+// maxClockSkew is how far ahead of this worker's clock the start of a
+// reported open period may be: another worker's clock may run a little
+// ahead.
+const maxClockSkew = time.Minute
+
 // reportedOpen returns when the open period that rec reports ends by this
 // worker's open timeout, and whether that is after now. Anyone who may
 // write the bucket chooses the record's times: a record open until the
 // year 9999 would stop the dependency's task types for good, and one that
-// began long ago would pause them again at every worker start (the watcher
-// delivers the latest record first). So the period ends at Until, but no
-// later than timeout after Since (Since in the future counts as now); a
-// record without Since reports nothing.
+// began long ago, or begins in the far future, would pause them again at
+// every worker start (the watcher delivers the latest record first). So
+// the period ends at Until, but no later than timeout after Since, where a
+// Since up to maxClockSkew ahead counts as now; a record without Since, or
+// with one further ahead, reports nothing.
 func reportedOpen(rec Record, timeout time.Duration, now time.Time) (time.Time, bool) {
-	if rec.Since.IsZero() {
+	if rec.Since.IsZero() || rec.Since.After(now.Add(maxClockSkew)) {
 		return time.Time{}, false
 	}
 	since := rec.Since
