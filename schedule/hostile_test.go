@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/testenv"
 	"github.com/jetflow-io/jetflow/schedule"
-	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -137,16 +137,8 @@ type scheduleEnv struct {
 // registered starts a server, ensures the topology and registers def.
 func registered(t *testing.T, def schedule.Definition) *scheduleEnv {
 	t.Helper()
-	srv := testutil.RunServer(t)
-	nc, js := testutil.JetStream(t, srv)
-	ctx := t.Context()
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := framework.NewClient(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := testenv.New(t)
+	ctx, js, cl := t.Context(), env.JS, env.Client
 	m := schedule.New(cl)
 	if res, err := m.Register(ctx, def); err != nil || res != schedule.Created {
 		t.Fatalf("register: %v %v", res, err)
