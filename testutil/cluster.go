@@ -76,7 +76,43 @@ func StartCluster(n int, dir string, opts ...ServerOption) (*Cluster, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("testutil: cluster store directory must be set (the default is shared under %s)", os.TempDir())
 	}
-	ports, err := freePorts(n)
+	// The ports are picked before the nodes start, so that every node can
+	// route to every other; a socket elsewhere on the machine can take one
+	// in between. The node then fails to listen: start again on new ports
+	// and clean stores.
+	return startClusterRetrying(n, dir, opts, freePorts)
+}
+
+// startClusterRetrying is [StartCluster] with the port reservation passed
+// in, so that a test can hand it a taken port.
+func startClusterRetrying(n int, dir string, opts []ServerOption, reserve func(int) ([]int, error)) (*Cluster, error) {
+	var err error
+	for range clusterStartAttempts {
+		var c *Cluster
+		c, err = startCluster(n, dir, opts, reserve)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, ErrServerFatal) {
+			return nil, err
+		}
+		for i := range n {
+			if rerr := os.RemoveAll(nodeStore(dir, i)); rerr != nil {
+				return nil, fmt.Errorf("testutil: cluster store: %w", rerr)
+			}
+		}
+	}
+	return nil, err
+}
+
+// clusterStartAttempts bounds how often [StartCluster] starts over on new
+// ports after a node could not listen.
+const clusterStartAttempts = 3
+
+func nodeStore(dir string, i int) string { return filepath.Join(dir, fmt.Sprintf("n%d", i+1)) }
+
+func startCluster(n int, dir string, opts []ServerOption, reserve func(int) ([]int, error)) (*Cluster, error) {
+	ports, err := reserve(n)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +122,7 @@ func StartCluster(n int, dir string, opts ...ServerOption) (*Cluster, error) {
 	}
 	c := &Cluster{name: "jetflow", nodes: make([]*Server, n), opts: make([]*server.Options, n)}
 	for i := range n {
-		store := filepath.Join(dir, fmt.Sprintf("n%d", i+1))
+		store := nodeStore(dir, i)
 		if err := os.MkdirAll(store, 0o700); err != nil {
 			c.Shutdown()
 			return nil, fmt.Errorf("testutil: cluster store: %w", err)
@@ -129,8 +165,8 @@ func StartCluster(n int, dir string, opts ...ServerOption) (*Cluster, error) {
 }
 
 // freePorts reserves n distinct loopback ports by listening on port 0, then
-// releases them for the servers. Another process could take one in between;
-// the window is a few milliseconds.
+// releases them for the servers. Another socket can take one before its node
+// listens; [StartCluster] then starts over.
 func freePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
 	defer func() {

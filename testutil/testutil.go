@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -86,6 +87,10 @@ func RunServer(tb TB, opts ...ServerOption) *Server {
 // up to [ReadyTimeout] for it to accept connections. Callers own the returned server and
 // must call [ShutdownServer]. Programs (for example the quickstart) use it
 // directly; tests should prefer [RunServer].
+//
+// A server that cannot start (for example because its client or cluster
+// port is taken) fails at once with the server's own reason, which wraps
+// [ErrServerFatal].
 func StartServer(o *server.Options) (*server.Server, error) {
 	if o.StoreDir == "" {
 		return nil, fmt.Errorf("testutil: StoreDir must be set (the default is shared under %s)", os.TempDir())
@@ -94,13 +99,52 @@ func StartServer(o *server.Options) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("testutil: new server: %w", err)
 	}
+	// The server reports a failed listener through its logger's Fatalf and
+	// then never becomes ready; catch it rather than wait out ReadyTimeout.
+	fl := &fatalLogger{fatal: make(chan string, 1)}
+	s.SetLoggerV2(fl, false, false, false)
 	go s.Start()
-	if !s.ReadyForConnections(ReadyTimeout) {
-		s.Shutdown()
-		return nil, fmt.Errorf("testutil: nats-server not ready after %v", ReadyTimeout)
+	deadline := time.Now().Add(ReadyTimeout)
+	for {
+		if s.ReadyForConnections(100 * time.Millisecond) {
+			return s, nil
+		}
+		select {
+		case msg := <-fl.fatal:
+			ShutdownServer(s)
+			return nil, fmt.Errorf("testutil: nats-server failed to start: %s: %w", msg, ErrServerFatal)
+		default:
+		}
+		if time.Now().After(deadline) {
+			ShutdownServer(s)
+			return nil, fmt.Errorf("testutil: nats-server not ready after %v", ReadyTimeout)
+		}
 	}
-	return s, nil
 }
+
+// ErrServerFatal marks a [StartServer] error the server itself reported as
+// fatal, such as a port it could not listen on.
+var ErrServerFatal = errors.New("testutil: fatal server error")
+
+// fatalLogger drops the server's log lines but keeps the first fatal one:
+// the nats-server binary would exit on it, the embedded server only stops
+// starting.
+type fatalLogger struct {
+	fatal chan string
+}
+
+func (l *fatalLogger) Fatalf(format string, v ...any) {
+	select {
+	case l.fatal <- fmt.Sprintf(format, v...):
+	default:
+	}
+}
+
+func (*fatalLogger) Noticef(string, ...any) {}
+func (*fatalLogger) Warnf(string, ...any)   {}
+func (*fatalLogger) Errorf(string, ...any)  {}
+func (*fatalLogger) Debugf(string, ...any)  {}
+func (*fatalLogger) Tracef(string, ...any)  {}
 
 // ReadyTimeout bounds [StartServer]'s wait for a server to accept
 // connections. A node of a cluster with JetStream has taken more than 10 s
