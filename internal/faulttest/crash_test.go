@@ -69,9 +69,37 @@ jetstream { store_dir: %q, max_mem_store: 256MB, max_file_store: 1GB }
 cluster { name: jetflow-proc, listen: 127.0.0.1:%d, routes: [%s] }
 `
 
+// startProcCluster starts n nats-server processes joined by routes and
+// waits until JetStream answers on each. Its ports are picked before the
+// processes start, so that each can route to every other; a socket elsewhere
+// on the machine can take one in between. That node then exits: the cluster
+// starts over on new ports.
 func startProcCluster(t *testing.T, n int) *procCluster {
 	t.Helper()
-	pc := &procCluster{bin: buildNATSServer(t)}
+	bin := buildNATSServer(t)
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		pc := newProcCluster(t, bin, n)
+		for i := range n {
+			pc.start(t, i)
+		}
+		if pc.waitReady(t) {
+			return pc
+		}
+		if attempt == attempts {
+			t.Fatalf("process cluster: a node could not listen on its ports in %d attempts", attempts)
+		}
+		for i := range pc.procs {
+			pc.kill(i)
+		}
+	}
+}
+
+// newProcCluster writes the configuration of n nodes on freshly reserved
+// ports and stores; it starts nothing.
+func newProcCluster(t *testing.T, bin string, n int) *procCluster {
+	t.Helper()
+	pc := &procCluster{bin: bin}
 	ports := freeLoopbackPorts(t, 2*n)
 	var routes []string
 	for i := range n {
@@ -102,10 +130,6 @@ func startProcCluster(t *testing.T, n int) *procCluster {
 			}
 		}
 	})
-	for i := range n {
-		pc.start(t, i)
-	}
-	pc.waitReady(t)
 	return pc
 }
 
@@ -142,11 +166,18 @@ func (pc *procCluster) connect(t *testing.T, opts ...nats.Option) *nats.Conn {
 	return nc
 }
 
-// waitReady waits until JetStream answers on every node.
-func (pc *procCluster) waitReady(t *testing.T) {
+// waitReady waits until JetStream answers on every node. It returns false
+// when a node exited because a port of its was taken, and fails the test
+// when one exited for another reason.
+func (pc *procCluster) waitReady(t *testing.T) bool {
 	t.Helper()
+	portTaken := false
 	for i, u := range pc.urls {
 		testutil.Wait(t, time.Minute, "JetStream ready on "+pc.names[i], func() bool {
+			if pc.exitedEarly(t) {
+				portTaken = true
+				return true
+			}
 			nc, err := nats.Connect(u, nats.MaxReconnects(0))
 			if err != nil {
 				return false
@@ -161,7 +192,32 @@ func (pc *procCluster) waitReady(t *testing.T) {
 			_, err = js.AccountInfo(ctx)
 			return err == nil
 		})
+		if portTaken {
+			return false
+		}
 	}
+	return true
+}
+
+// exitedEarly reports whether a node has exited because it could not
+// listen on a port, and fails the test when one exited for another reason.
+func (pc *procCluster) exitedEarly(t *testing.T) bool {
+	t.Helper()
+	for i, exited := range pc.exited {
+		if pc.procs[i] == nil {
+			continue
+		}
+		select {
+		case err := <-exited:
+			pc.procs[i] = nil
+			if strings.Contains(pc.logs[i].String(), "address already in use") {
+				return true
+			}
+			t.Fatalf("nats-server %s exited while starting: %v", pc.names[i], err)
+		default:
+		}
+	}
+	return false
 }
 
 func (pc *procCluster) index(name string) int {
