@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -233,5 +235,50 @@ func TestStartCluster(t *testing.T) {
 	}
 	if n := rssOf(servers); n < 1<<20 {
 		t.Fatalf("the servers' RSS reads %d bytes", n)
+	}
+}
+
+// TestStartServerOnTakenPort: a nats-server whose port another socket
+// holds exits, and startServer says so (errExitedAtStart) instead of taking
+// the other socket for the server; withFreshPorts then starts again.
+func TestStartServerOnTakenPort(t *testing.T) {
+	bin, err := findNATSServer()
+	if err != nil {
+		t.Skipf("no nats-server binary: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s, err := startServer(ctx, bin, taken, "--server_name", "taken")
+	if err == nil {
+		s.stop()
+		t.Fatal("started on a taken port")
+	}
+	if !errors.Is(err, errExitedAtStart) {
+		t.Fatalf("error %v, want errExitedAtStart", err)
+	}
+
+	calls := 0
+	s, err = withFreshPorts(func() (*standalone, error) {
+		calls++
+		port := taken
+		if calls > 1 {
+			if port, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		return startServer(ctx, bin, port, "--server_name", "fresh")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	if calls != 2 {
+		t.Errorf("%d starts, want 2", calls)
 	}
 }

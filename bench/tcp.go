@@ -70,12 +70,39 @@ func startStandalone(ctx context.Context, binary string, stderr io.Writer) (*sta
 	if err := checkServerVersion(ctx, binary, stderr); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	return startServer(ctx, binary, port)
+	return withFreshPorts(func() (*standalone, error) {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		return startServer(ctx, binary, port, "--server_name", "bench-standalone")
+	})
 }
+
+// startAttempts bounds how often a server or cluster is started again on new
+// ports after a process exited at start.
+const startAttempts = 3
+
+// withFreshPorts calls start, which picks its ports before starting
+// nats-server, until a start does not end in errExitedAtStart: a socket
+// elsewhere on the machine can take a picked port before the server listens,
+// and the server then exits.
+func withFreshPorts[T any](start func() (T, error)) (T, error) {
+	var (
+		v   T
+		err error
+	)
+	for range startAttempts {
+		if v, err = start(); !errors.Is(err, errExitedAtStart) {
+			break
+		}
+	}
+	return v, err
+}
+
+// errExitedAtStart marks a nats-server process that exited before it
+// accepted connections, most often because a port of its was taken.
+var errExitedAtStart = errors.New("bench: nats-server exited at start")
 
 // checkServerVersion warns when binary is not the release the figures are
 // meant for.
@@ -92,8 +119,19 @@ func checkServerVersion(ctx context.Context, binary string, stderr io.Writer) er
 
 // startServer starts nats-server from binary on 127.0.0.1:port with
 // JetStream, a file store in a new temporary directory and the extra
-// arguments, and waits until it accepts connections.
+// arguments, which must name the server ("--server_name"), and waits until
+// it accepts connections: a server of that name, not another that took the
+// port.
 func startServer(ctx context.Context, binary string, port int, extra ...string) (_ *standalone, err error) {
+	name := ""
+	for i, a := range extra[:max(0, len(extra)-1)] {
+		if a == "--server_name" {
+			name = extra[i+1]
+		}
+	}
+	if name == "" {
+		return nil, errors.New("bench: startServer needs --server_name")
+	}
 	s := &standalone{exit: make(chan error, 1)}
 	if s.dir, err = os.MkdirTemp("", "jetflow-bench-tcp-"); err != nil {
 		return nil, fmt.Errorf("bench: store dir: %w", err)
@@ -114,8 +152,12 @@ func startServer(ctx context.Context, binary string, port int, extra ...string) 
 	for {
 		nc, err := nats.Connect(s.url, nats.Timeout(time.Second))
 		if err == nil {
+			got := nc.ConnectedServerName()
 			nc.Close()
-			return s, nil
+			if got == name {
+				return s, nil
+			}
+			err = fmt.Errorf("server %q answers on the port", got)
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("bench: nats-server on %s did not accept connections: %w", s.url, err)
@@ -123,7 +165,7 @@ func startServer(ctx context.Context, binary string, port int, extra ...string) 
 		select {
 		case err := <-s.exit:
 			s.exit <- err
-			return nil, fmt.Errorf("bench: nats-server exited at start: %v", err)
+			return nil, fmt.Errorf("%w: %v", errExitedAtStart, err)
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -139,6 +181,10 @@ func startCluster(ctx context.Context, binary string, n int, stderr io.Writer) (
 	if err := checkServerVersion(ctx, binary, stderr); err != nil {
 		return nil, err
 	}
+	return withFreshPorts(func() ([]*standalone, error) { return startClusterOnce(ctx, binary, n) })
+}
+
+func startClusterOnce(ctx context.Context, binary string, n int) (_ []*standalone, err error) {
 	ports := make([]int, 2*n) // client ports, then cluster ports
 	for i := range ports {
 		if ports[i], err = freePort(); err != nil {
