@@ -156,10 +156,12 @@ func startCluster(n int, dir string, opts []ServerOption, reserve func(int) ([]i
 			c.Shutdown()
 			return nil, fmt.Errorf("testutil: start cluster node %d (cluster port %d): %w", i, ports[i], err)
 		}
-		// Pin the client port the node got, so a restart keeps its URL.
-		o.Port = s.Addr().(*net.TCPAddr).Port
+		// Restart with the client port the node got, so that its URL
+		// stays; the running server's options stay untouched.
+		ro := o.Clone()
+		ro.Port = s.Addr().(*net.TCPAddr).Port
 		c.nodes[i] = &Server{Server: s, Opts: o}
-		c.opts[i] = o
+		c.opts[i] = ro
 	}
 	return c, nil
 }
@@ -206,6 +208,8 @@ func (c *Cluster) Server(i int) *Server {
 // ClientURLs returns the client URL of every node, stopped ones included (a
 // restarted node keeps its URL).
 func (c *Cluster) ClientURLs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	urls := make([]string, len(c.opts))
 	for i, o := range c.opts {
 		urls[i] = fmt.Sprintf("nats://%s", net.JoinHostPort(o.Host, fmt.Sprint(o.Port)))
@@ -262,10 +266,10 @@ func (c *Cluster) StopNode(i int) {
 	}
 }
 
-// RestartNode starts node i again on the same store and ports, stopping it
-// first if it runs, and returns once it accepts connections. It does not wait
-// for the node to catch up; use [Cluster.WaitReady] or
-// [Cluster.WaitStreamCurrent] for that.
+// RestartNode starts node i again on the same store and ports (new ports if
+// another socket took one meanwhile), stopping it first if it runs, and
+// returns once it accepts connections. It does not wait for the node to
+// catch up; use [Cluster.WaitReady] or [Cluster.WaitStreamCurrent] for that.
 func (c *Cluster) RestartNode(tb TB, i int) *Server {
 	tb.Helper()
 	s, err := c.Restart(i)
@@ -276,18 +280,50 @@ func (c *Cluster) RestartNode(tb TB, i int) *Server {
 }
 
 // Restart is [Cluster.RestartNode] without a test.
+//
+// If another socket took one of the node's ports while it was down, the
+// node comes back on new ports: the other nodes learn its new route from
+// the node itself, and clients its new URL from the cluster's gossip (and
+// from [Cluster.ClientURLs]).
 func (c *Cluster) Restart(i int) (*Server, error) {
 	c.StopNode(i)
+	c.mu.Lock()
 	o := c.opts[i].Clone()
+	c.mu.Unlock()
 	s, err := StartServer(o)
+	moved := errors.Is(err, ErrServerFatal)
+	if moved {
+		o.Port, o.Cluster.Port = server.RANDOM_PORT, server.RANDOM_PORT
+		s, err = StartServer(o)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("testutil: restart cluster node %d: %w", i, err)
 	}
 	ns := &Server{Server: s, Opts: o}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.nodes[i] = ns
-	c.mu.Unlock()
+	if moved {
+		c.movePorts(i, s)
+	}
 	return ns, nil
+}
+
+// movePorts records the new ports of node i, restarted on random ones, in
+// the options every node restarts with. c.mu must be held.
+func (c *Cluster) movePorts(i int, s *server.Server) {
+	ro := c.opts[i].Clone()
+	ro.Port = s.Addr().(*net.TCPAddr).Port
+	old := ro.Cluster.Port
+	ro.Cluster.Port = s.ClusterAddr().Port
+	c.opts[i] = ro
+	for _, o := range c.opts {
+		for k, r := range o.Routes {
+			if r.Port() == fmt.Sprint(old) {
+				o.Routes[k] = &url.URL{Scheme: r.Scheme, Host: net.JoinHostPort("127.0.0.1", fmt.Sprint(ro.Cluster.Port))}
+			}
+		}
+	}
 }
 
 // Shutdown stops every running node. It is safe to call more than once.

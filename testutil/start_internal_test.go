@@ -83,3 +83,47 @@ func TestStartClusterStartsOverOnTakenPort(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterRestartOnTakenPort: a node whose client or cluster port was
+// taken while it was down comes back on new ports and rejoins the cluster.
+func TestClusterRestartOnTakenPort(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		port func(o *server.Options) int
+	}{
+		{"client", func(o *server.Options) int { return o.Port }},
+		{"cluster", func(o *server.Options) int { return o.Cluster.Port }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := RunCluster(t, 3)
+			before := c.ClientURLs()[2]
+			c.StopNode(2)
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", tc.port(c.opts[2])))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if _, err := c.Restart(2); err != nil {
+				t.Fatal(err)
+			}
+			if tc.name == "client" && c.ClientURLs()[2] == before {
+				t.Errorf("client URL still %s", before)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), DefaultClusterWait)
+			defer cancel()
+			if err := c.WaitReady(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The moved node's new route reaches the options the others
+			// restart with.
+			want := fmt.Sprint(c.opts[2].Cluster.Port)
+			found := false
+			for _, r := range c.opts[0].Routes {
+				found = found || r.Port() == want
+			}
+			if !found {
+				t.Errorf("node 0 restarts with routes %v, none to port %s", c.opts[0].Routes, want)
+			}
+		})
+	}
+}
