@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/csv"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -238,23 +237,27 @@ func TestStartCluster(t *testing.T) {
 	}
 }
 
-// TestStartServerOnTakenPort: a nats-server whose port another socket
+// TestStartServerOnTakenPort: a nats-server whose port another nats-server
 // holds exits, and startServer says so (errExitedAtStart) instead of taking
-// the other socket for the server; withFreshPorts then starts again.
+// the other server for its own; withFreshPorts then starts again.
 func TestStartServerOnTakenPort(t *testing.T) {
 	bin, err := findNATSServer()
 	if err != nil {
 		t.Skipf("no nats-server binary: %v", err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	taken := l.Addr().(*net.TCPAddr).Port
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	s, err := startServer(ctx, bin, taken, "--server_name", "taken")
+	holder, err := startServer(ctx, bin, "holder", port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.stop()
+	taken := port
+	s, err := startServer(ctx, bin, "taken", taken)
 	if err == nil {
 		s.stop()
 		t.Fatal("started on a taken port")
@@ -272,7 +275,7 @@ func TestStartServerOnTakenPort(t *testing.T) {
 				return nil, err
 			}
 		}
-		return startServer(ctx, bin, port, "--server_name", "fresh")
+		return startServer(ctx, bin, "fresh", port)
 	})
 	if err != nil {
 		t.Fatal(err)

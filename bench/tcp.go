@@ -75,7 +75,7 @@ func startStandalone(ctx context.Context, binary string, stderr io.Writer) (*sta
 		if err != nil {
 			return nil, err
 		}
-		return startServer(ctx, binary, port, "--server_name", "bench-standalone")
+		return startServer(ctx, binary, "bench-standalone", port)
 	})
 }
 
@@ -117,21 +117,11 @@ func checkServerVersion(ctx context.Context, binary string, stderr io.Writer) er
 	return nil
 }
 
-// startServer starts nats-server from binary on 127.0.0.1:port with
-// JetStream, a file store in a new temporary directory and the extra
-// arguments, which must name the server ("--server_name"), and waits until
-// it accepts connections: a server of that name, not another that took the
-// port.
-func startServer(ctx context.Context, binary string, port int, extra ...string) (_ *standalone, err error) {
-	name := ""
-	for i, a := range extra[:max(0, len(extra)-1)] {
-		if a == "--server_name" {
-			name = extra[i+1]
-		}
-	}
-	if name == "" {
-		return nil, errors.New("bench: startServer needs --server_name")
-	}
+// startServer starts nats-server named name from binary on 127.0.0.1:port
+// with JetStream, a file store in a new temporary directory and the extra
+// arguments, and waits until it accepts connections: a server of that name,
+// not another that took the port.
+func startServer(ctx context.Context, binary, name string, port int, extra ...string) (_ *standalone, err error) {
 	s := &standalone{exit: make(chan error, 1)}
 	if s.dir, err = os.MkdirTemp("", "jetflow-bench-tcp-"); err != nil {
 		return nil, fmt.Errorf("bench: store dir: %w", err)
@@ -142,7 +132,7 @@ func startServer(ctx context.Context, binary string, port int, extra ...string) 
 		}
 	}()
 	s.url = "nats://127.0.0.1:" + strconv.Itoa(port)
-	args := append([]string{"-js", "-sd", s.dir, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}, extra...)
+	args := append([]string{"-js", "-sd", s.dir, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "--server_name", name}, extra...)
 	s.cmd = exec.Command(binary, args...)
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: start %s: %w", binary, err)
@@ -202,7 +192,7 @@ func startClusterOnce(ctx context.Context, binary string, n int) (_ []*standalon
 		}
 	}()
 	for i := range n {
-		s, err := startServer(ctx, binary, ports[i], "--server_name", "bench-n"+strconv.Itoa(i+1),
+		s, err := startServer(ctx, binary, "bench-n"+strconv.Itoa(i+1), ports[i],
 			"--cluster_name", "bench", "--cluster", routes[i], "--routes", strings.Join(routes, ","))
 		if err != nil {
 			return nil, err

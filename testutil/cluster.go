@@ -206,7 +206,7 @@ func (c *Cluster) Server(i int) *Server {
 }
 
 // ClientURLs returns the client URL of every node, stopped ones included (a
-// restarted node keeps its URL).
+// restarted node keeps its URL unless another socket took its port).
 func (c *Cluster) ClientURLs() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -236,14 +236,15 @@ func (c *Cluster) remote(ctx context.Context, e jetstream.KeyValueEntry) {
 		c.Log.Warn("jetflow ignores an undecodable breaker record", slog.String("key", e.Key()), slog.Any(c.LogKeyErr, err))
 		return
 	}
-	if rec.Worker == c.ID || rec.State != Open || !rec.Until.After(time.Now()) {
+	now := time.Now()
+	if rec.Worker == c.ID || rec.State != Open || !rec.Until.After(now) {
 		return
 	}
 	timeout, err := c.OpenTimeout(e.Key())
 	if err != nil {
 		return
 	}
-	until, ok := reportedOpen(rec, timeout, time.Now())
+	until, ok := reportedOpen(rec, timeout, now)
 	if !ok {
 		return
 	}
