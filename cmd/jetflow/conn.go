@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,6 +31,7 @@ type connFlags struct {
 	tlsCert, tlsKey, tlsCA    string
 	tlsFirst                  bool
 	prefix                    string
+	inboxPrefix               string
 	timeout                   time.Duration
 	resolvedURL, resolvedFrom string // after connect: the URL and where it came from
 }
@@ -52,6 +55,7 @@ func (f *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tlsCA, "tlsca", f.tlsCA, "TLS CA certificate file")
 	fs.BoolVar(&f.tlsFirst, "tlsfirst", f.tlsFirst, "TLS handshake before the NATS protocol")
 	fs.StringVar(&f.prefix, "prefix", f.prefix, "jetflow subject prefix (default jetflow)")
+	fs.StringVar(&f.inboxPrefix, "inbox-prefix", f.inboxPrefix, "subject prefix of reply inboxes (default _INBOX); a user's own inbox prefix, as its subscribe permission allows")
 	fs.DurationVar(&f.timeout, "timeout", f.timeout, "bound for each operation")
 }
 
@@ -67,10 +71,11 @@ type natsContext struct {
 	Key      string `json:"key"`
 	CA       string `json:"ca"`
 	TLSFirst bool   `json:"tls_first"`
+	// InboxPrefix replaces _INBOX in reply subjects, as in the nats CLI.
+	InboxPrefix string `json:"inbox_prefix"`
 	// Fields jetflow cannot honour are refused rather than ignored.
 	JSDomain    string `json:"jetstream_domain"`
 	JSAPIPrefix string `json:"jetstream_api_prefix"`
-	InboxPrefix string `json:"inbox_prefix"`
 }
 
 // loadContext reads the named nats CLI context.
@@ -95,8 +100,8 @@ func (f *connFlags) loadContext(name string) (*natsContext, string, error) {
 	if err := json.Unmarshal(data, &nctx); err != nil {
 		return nil, path, fmt.Errorf("context %s: %s is not a nats context file: %w", name, path, err)
 	}
-	if nctx.JSDomain != "" || nctx.JSAPIPrefix != "" || nctx.InboxPrefix != "" {
-		return nil, path, fmt.Errorf("context %s sets a JetStream domain, API prefix or inbox prefix, which jetflow does not support", name)
+	if nctx.JSDomain != "" || nctx.JSAPIPrefix != "" {
+		return nil, path, fmt.Errorf("context %s sets a JetStream domain or API prefix, which jetflow does not support", name)
 	}
 	return &nctx, path, nil
 }
@@ -167,7 +172,24 @@ func (f *connFlags) options() (string, []nats.Option, error) {
 	if f.tlsFirst || nctx.TLSFirst {
 		opts = append(opts, nats.TLSHandshakeFirst())
 	}
+	if p := pick(f.inboxPrefix, nctx.InboxPrefix); p != "" {
+		// A user whose subscribe permission is its own inbox prefix
+		// (docs/security.md) receives no reply under _INBOX.
+		if err := validInboxPrefix(p); err != nil {
+			return "", nil, usagef("--inbox-prefix: %v", err)
+		}
+		opts = append(opts, nats.CustomInboxPrefix(p))
+	}
 	return url, opts, nil
+}
+
+// validInboxPrefix checks p the way nats.CustomInboxPrefix does, so that a
+// bad prefix is a usage error rather than a failed connection.
+func validInboxPrefix(p string) error {
+	if p == "" || strings.ContainsAny(p, ">* \t\r\n") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") || strings.Contains(p, "..") {
+		return fmt.Errorf("%q is not a subject prefix: tokens separated by dots, no wildcards or spaces", p)
+	}
+	return nil
 }
 
 func expandHome(p string) string {
@@ -223,6 +245,7 @@ func (c *cli) connect() (*session, error) {
 			return nil, usagef("--prefix: %v", err)
 		}
 	}
+	opts = append(opts, nats.ErrorHandler(c.refused.record))
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, &connectError{url: url, from: c.conn.resolvedFrom, err: err}
@@ -237,6 +260,37 @@ func (c *cli) connect() (*session, error) {
 		return nil, err
 	}
 	return &session{nc: nc, cl: cl, in: cl.Inspector(), op: inspect.New(cl)}, nil
+}
+
+// refusals keeps the permission violations the server reported on the
+// command's connections. A request the server refuses only times out; the
+// reason arrives apart, as an asynchronous error, and is what the operator
+// needs to see.
+type refusals struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+// maxRefusals bounds how many distinct refusals a failed command reports.
+const maxRefusals = 4
+
+func (r *refusals) record(_ *nats.Conn, _ *nats.Subscription, err error) {
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return
+	}
+	msg := err.Error()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.seen) < maxRefusals && !slices.Contains(r.seen, msg) {
+		r.seen = append(r.seen, msg)
+	}
+}
+
+// list returns the refusals recorded so far.
+func (r *refusals) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.seen)
 }
 
 // isAuthErr reports the server's authorization errors.

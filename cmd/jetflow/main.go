@@ -80,6 +80,9 @@ type cli struct {
 	json                 bool
 	// stderrTerminal makes progress redraw one line.
 	stderrTerminal bool
+	// refused collects the server's permission violations, named when a
+	// command fails.
+	refused refusals
 }
 
 // usageError marks an error in the command line.

@@ -22,6 +22,12 @@ import (
 // status.
 func explain(err error, c *cli) (string, int) {
 	var ce *connectError
+	if refused := c.refused.list(); len(refused) > 0 && !errors.As(err, &ce) {
+		// Whatever the command reports (most often a timeout), the
+		// server's refusal is the cause.
+		return fmt.Sprintf("%v\n  the server refused this user: %s\n  grant the permission (the operator role of docs/security.md covers every read command), or set --inbox-prefix to the prefix the user may subscribe to",
+			err, strings.Join(refused, "; ")), exitFailed
+	}
 	switch {
 	case errors.As(err, &ce):
 		hint := "is the server running? Pass -s URL, set NATS_URL, or use --context NAME"
