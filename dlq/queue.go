@@ -74,6 +74,11 @@ type Filter struct {
 	// ErrorContains selects records whose last error contains it, ignoring
 	// case.
 	ErrorContains string
+	// TaskID selects the records of one task (a task dead-lettered, replayed
+	// and dead-lettered again has one record each time). The stream is not
+	// indexed by task ID: a lookup reads every record of the selected type,
+	// or of all types.
+	TaskID string
 }
 
 // Page asks for one page of [Queue.List].
@@ -98,11 +103,14 @@ func (f Filter) subject(n streams.Names) (string, error) {
 
 // bySubjectOnly reports whether the subject alone selects the records.
 func (f Filter) bySubjectOnly() bool {
-	return f.Reason == "" && f.From.IsZero() && f.To.IsZero() && f.ErrorContains == ""
+	return f.Reason == "" && f.From.IsZero() && f.To.IsZero() && f.ErrorContains == "" && f.TaskID == ""
 }
 
 func (f Filter) match(d *Record) bool {
 	if f.Reason != "" && d.Reason != f.Reason {
+		return false
+	}
+	if f.TaskID != "" && d.TaskID != f.TaskID {
 		return false
 	}
 	if !f.From.IsZero() && d.Time.Before(f.From) {

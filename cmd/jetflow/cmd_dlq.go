@@ -18,25 +18,36 @@ import (
 type dlqFilterFlags struct {
 	typ, reason, errContains string
 	since, until             string
+	task                     string
+}
+
+// reasons are the values --reason accepts.
+var reasons = []dlq.Reason{dlq.ReasonPermanent, dlq.ReasonDecode, dlq.ReasonMaxDeliveries, dlq.ReasonInvalid, dlq.ReasonStranded}
+
+func reasonList() string {
+	var s []string
+	for _, r := range reasons {
+		s = append(s, string(r))
+	}
+	return strings.Join(s, ", ")
 }
 
 func (f *dlqFilterFlags) register(fs *flag.FlagSet) {
 	*f = dlqFilterFlags{}
 	fs.StringVar(&f.typ, "type", "", "task type")
-	fs.StringVar(&f.reason, "reason", "", "permanent, decode or max_deliveries")
+	fs.StringVar(&f.task, "task", "", "task ID: the records of one task")
+	fs.StringVar(&f.reason, "reason", "", "one of "+reasonList())
 	fs.StringVar(&f.errContains, "error", "", "last error contains this text (any case)")
 	fs.StringVar(&f.since, "since", "", "stored at or after: RFC 3339 time or a duration ago (1h)")
 	fs.StringVar(&f.until, "until", "", "stored at or before: RFC 3339 time or a duration ago")
 }
 
 func (f *dlqFilterFlags) filter(now time.Time) (dlq.Filter, error) {
-	out := dlq.Filter{Type: f.typ, ErrorContains: f.errContains}
-	switch r := dlq.Reason(f.reason); r {
-	case "", dlq.ReasonPermanent, dlq.ReasonDecode, dlq.ReasonMaxDeliveries:
-		out.Reason = r
-	default:
-		return out, usagef("--reason %q: want permanent, decode or max_deliveries", f.reason)
+	out := dlq.Filter{Type: f.typ, ErrorContains: f.errContains, TaskID: f.task}
+	if r := dlq.Reason(f.reason); r != "" && !slices.Contains(reasons, r) {
+		return out, usagef("--reason %q: want one of %s", f.reason, reasonList())
 	}
+	out.Reason = dlq.Reason(f.reason)
 	var err error
 	if out.From, err = pointInTime(f.since, now); err != nil {
 		return out, usagef("--since: %v", err)
@@ -48,6 +59,43 @@ func (f *dlqFilterFlags) filter(now time.Time) (dlq.Filter, error) {
 }
 
 func (f *dlqFilterFlags) empty() bool { return *f == dlqFilterFlags{} }
+
+// args returns the flags that give the same filter again, for a hint the
+// operator can paste: relative times become the absolute times they meant.
+func (f *dlqFilterFlags) args(resolved dlq.Filter) string {
+	var b strings.Builder
+	add := func(name, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, " --%s %s", name, shellQuote(v))
+		}
+	}
+	add("type", f.typ)
+	add("task", f.task)
+	add("reason", f.reason)
+	add("error", f.errContains)
+	if f.since != "" {
+		add("since", resolved.From.UTC().Format(time.RFC3339))
+	}
+	if f.until != "" {
+		add("until", resolved.To.UTC().Format(time.RFC3339))
+	}
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell unless it needs no quoting.
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-:=+/@", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
 
 // pointInTime parses an RFC 3339 time or a duration before now.
 func pointInTime(s string, now time.Time) (time.Time, error) {
@@ -170,7 +218,7 @@ func dlqCommands() []*command {
 					return err
 				}
 				if next > 0 {
-					fmt.Fprintf(c.stdout, "more: jetflow dlq ls --after %d\n", next)
+					fmt.Fprintf(c.stdout, "more: jetflow dlq ls%s --after %d\n", ls.f.args(f), next)
 				}
 				return nil
 			},
@@ -288,7 +336,7 @@ func dlqCommands() []*command {
 		},
 		{
 			name:    "dlq purge",
-			summary: "delete dead letters matching the filters (--all for every record); asks for --yes",
+			summary: "delete dead letters matching the filters (--all for every record); without --yes, a dry run",
 			flags: func(fs *flag.FlagSet, c *cli) {
 				pg.f.register(fs)
 				fs.BoolVar(&pg.all, "all", false, "purge every record (without filters)")
@@ -317,11 +365,17 @@ func dlqCommands() []*command {
 					if err != nil {
 						return err
 					}
+					// A dry run: it succeeds, and says what --yes would do.
+					if c.json {
+						return c.printJSON(map[string]any{"would_purge": len(dls), "more": next > 0, "dry_run": true})
+					}
 					more := ""
 					if next > 0 {
 						more = " or more"
 					}
-					return fmt.Errorf("would delete %d%s dead letter(s) for good: repeat with --yes to confirm (jetflow dlq ls with the same filters shows them)", len(dls), more)
+					fmt.Fprintf(c.stdout, "would delete %d%s dead letter(s) for good: repeat with --yes to confirm (jetflow dlq ls%s shows them)\n",
+						len(dls), more, pg.f.args(f))
+					return nil
 				}
 				p := &progress{c: c, verb: "examined"}
 				n, err := dlq.New(s.cl).PurgeProgress(ctx, f, p.update)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
@@ -143,6 +145,14 @@ func taskCommands() []*command {
 				}
 				defer done()
 				d, err := s.op.FindTask(ctx, args[0])
+				if errors.Is(err, framework.ErrNotFound) {
+					// Gone from the task stream: dead-lettered, perhaps.
+					dead, derr := deadLettersOf(ctx, s, args[0])
+					if derr != nil || len(dead) == 0 {
+						return err
+					}
+					return printDeadPointer(c, args[0], dead)
+				}
 				if err != nil {
 					return err
 				}
@@ -183,6 +193,13 @@ func taskCommands() []*command {
 				slices.Sort(keys)
 				for _, k := range keys {
 					t.row("header "+k, strings.Join(d.Headers[k], ", "))
+				}
+				if d.State == framework.StateDead {
+					if dead, err := deadLettersOf(ctx, s, d.ID); err == nil {
+						for _, r := range dead {
+							t.row("dead letter", fmt.Sprintf("seq %d, %s (jetflow dlq get %d)", r.Seq, r.Reason, r.Seq))
+						}
+					}
 				}
 				if err := t.flush(); err != nil {
 					return err
@@ -298,6 +315,40 @@ func taskCommands() []*command {
 			},
 		},
 	}
+}
+
+// deadLettersOf returns the dead-letter records of task id, oldest first
+// (at most one page).
+func deadLettersOf(ctx context.Context, s *session, id string) ([]dlq.Record, error) {
+	dls, _, err := dlq.New(s.cl).List(ctx, dlq.Filter{TaskID: id}, dlq.Page{Limit: dlq.MaxPageLimit})
+	return dls, err
+}
+
+// printDeadPointer answers "tasks get" for a task that is only in the
+// dead-letter stream.
+func printDeadPointer(c *cli, id string, dead []dlq.Record) error {
+	if c.json {
+		out := struct {
+			ID          string     `json:"id"`
+			State       string     `json:"state"`
+			DeadLetters []deadView `json:"dead_letters"`
+		}{ID: id, State: string(framework.StateDead)}
+		for i := range dead {
+			out.DeadLetters = append(out.DeadLetters, viewDead(&dead[i], false))
+		}
+		return c.printJSON(out)
+	}
+	fmt.Fprintf(c.stdout, "task %s is not in the task stream: it was dead-lettered\n", id)
+	t := newTable(c.stdout, "SEQ", "TYPE", "REASON", "DIED", "LAST ERROR")
+	now := time.Now()
+	for _, d := range dead {
+		t.row(d.Seq, d.Type, d.Reason, age(d.Time, now)+" ago", cut(d.LastError, 60))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "show one: jetflow dlq get %d\n", dead[len(dead)-1].Seq)
+	return nil
 }
 
 func stateName(s framework.TaskState) string {

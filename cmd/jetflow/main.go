@@ -123,6 +123,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				printCommandHelp(stdout, c, cmd)
 				return exitOK
 			}
+			if group := groupOf(rest[1]); len(group) > 0 {
+				printGroupHelp(stdout, c, rest[1], group)
+				return exitOK
+			}
+			fmt.Fprintf(stderr, "jetflow help: unknown command %q\n", strings.Join(rest[1:min(3, len(rest))], " "))
+			printHelp(stderr)
+			return exitUsage
 		}
 		printHelp(stdout)
 		if len(rest) == 0 {
@@ -131,6 +138,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	cmd, n := lookup(rest)
+	if group := groupOf(rest[0]); cmd == nil && len(group) > 0 {
+		// "jetflow tasks" or "jetflow tasks --help": the group's commands.
+		if len(rest) > 1 && rest[1] != "-h" && rest[1] != "--help" && rest[1] != "-help" {
+			fmt.Fprintf(stderr, "jetflow: unknown command %q\n", strings.Join(rest[:2], " "))
+			printGroupHelp(stderr, c, rest[0], group)
+			return exitUsage
+		}
+		printGroupHelp(stdout, c, rest[0], group)
+		if len(rest) == 1 {
+			return exitUsage
+		}
+		return exitOK
+	}
 	if cmd == nil {
 		fmt.Fprintf(stderr, "jetflow: unknown command %q\nRun 'jetflow help' for the commands.\n", strings.Join(rest[:min(2, len(rest))], " "))
 		return exitUsage
@@ -232,12 +252,36 @@ Connection flags (every command):
   --user, --password  user and password; --token TOKEN
   --tlscert FILE --tlskey FILE --tlsca FILE --tlsfirst
   --prefix PREFIX     jetflow subject prefix (default jetflow)
+  --inbox-prefix P    reply inbox prefix, for a user limited to its own (default _INBOX)
   --timeout DUR       bound for each operation (default 10s)
   --json              print JSON instead of tables
 
 Exit status: 0 success, 1 failure (including not found), 2 usage error, 3 server unreachable.
 Run 'jetflow help COMMAND' for a command's flags.
 `)
+}
+
+// groupOf returns the commands whose name starts with the word group
+// ("tasks" for "tasks get", "tasks ls"…).
+func groupOf(group string) []*command {
+	var out []*command
+	for _, cmd := range commands() {
+		if strings.HasPrefix(cmd.name, group+" ") {
+			out = append(out, cmd)
+		}
+	}
+	return out
+}
+
+// printGroupHelp prints the help of every command of a group.
+func printGroupHelp(w io.Writer, c *cli, group string, cmds []*command) {
+	fmt.Fprintf(w, "The %s commands:\n\n", group)
+	for i, cmd := range cmds {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		printCommandHelp(w, c, cmd)
+	}
 }
 
 func printCommandHelp(w io.Writer, c *cli, cmd *command) {

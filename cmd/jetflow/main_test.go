@@ -420,14 +420,43 @@ func TestDLQCommands(t *testing.T) {
 	if len(p.DeadLetters) != 1 {
 		t.Fatalf("second page: %+v", p)
 	}
+	// The next-page hint keeps the filters: pasted, it lists the rest of
+	// a.task's records only.
+	r := e.ok(t, nil, "dlq", "ls", "--type", "a.task", "--error", "broke on", "--since", "1h", "--limit", "1")
+	hint := regexp.MustCompile(`(?m)^more: jetflow (dlq ls .*)$`).FindStringSubmatch(r.stdout)
+	if hint == nil || !strings.Contains(hint[1], "--type a.task") || !strings.Contains(hint[1], "--error 'broke on'") ||
+		!regexp.MustCompile(`--since \d{4}-\d\d-\d\dT`).MatchString(hint[1]) {
+		t.Fatalf("next-page hint drops filters: %q", r.stdout)
+	}
+	// Looked up by task ID: dlq ls --task, and tasks get of a dead task.
+	var one struct {
+		DeadLetters []struct {
+			Seq    uint64
+			TaskID string `json:"task_id"`
+			Type   string
+		} `json:"dead_letters"`
+	}
+	e.ok(t, &one, "dlq", "ls", "--json")
+	victim := one.DeadLetters[1]
+	e.ok(t, &one, "dlq", "ls", "--task", victim.TaskID, "--json")
+	if len(one.DeadLetters) != 1 || one.DeadLetters[0].Seq != victim.Seq {
+		t.Fatalf("dlq ls --task %s: %+v, want seq %d only", victim.TaskID, one.DeadLetters, victim.Seq)
+	}
+	r = e.ok(t, nil, "tasks", "get", victim.TaskID)
+	if !strings.Contains(r.stdout, fmt.Sprintf("jetflow dlq get %d", victim.Seq)) {
+		t.Fatalf("tasks get of a dead-lettered task does not point to its record %d:\n%s", victim.Seq, r.stdout)
+	}
 	e.ok(t, &p, "dlq", "ls", "--error", "ON 1", "--json")
 	if len(p.DeadLetters) != 1 {
 		t.Fatalf("by error: %+v", p)
 	}
 	e.fails(t, exitUsage, `--reason`, "dlq", "ls", "--reason", "bored")
 
-	e.fails(t, exitFailed, `would delete 1 dead letter.*--yes`, "dlq", "purge", "--error", "on 1")
-	r := e.ok(t, nil, "dlq", "purge", "--error", "on 1", "--yes")
+	// A dry run succeeds and deletes nothing.
+	if r := e.ok(t, nil, "dlq", "purge", "--error", "on 1"); !regexp.MustCompile(`would delete 1 dead letter.*--yes`).MatchString(r.stdout) {
+		t.Fatalf("dry run: %q", r.stdout)
+	}
+	r = e.ok(t, nil, "dlq", "purge", "--error", "on 1", "--yes")
 	if !strings.Contains(r.stdout, "purged 1") || !regexp.MustCompile(`(?m)^\[#+\] examined 4/4$`).MatchString(r.stderr) {
 		t.Fatalf("purge: stdout %q stderr %q", r.stdout, r.stderr)
 	}
@@ -697,6 +726,23 @@ func TestUsage(t *testing.T) {
 	}
 	if r := runCLI(t, "tasks", "ls", "-h"); r.code != exitOK || !strings.Contains(r.stdout, "--priority") {
 		t.Fatalf("tasks ls -h: %d %q", r.code, r.stdout)
+	}
+	// A group's help lists its commands with their flags.
+	for _, args := range [][]string{{"help", "tasks"}, {"tasks", "--help"}, {"help", "dlq"}} {
+		group := args[0]
+		if group == "help" {
+			group = args[1]
+		}
+		r := runCLI(t, args...)
+		if r.code != exitOK || !strings.Contains(r.stdout, "Usage: jetflow "+group+" ") {
+			t.Fatalf("%v: %d %q", args, r.code, r.stdout)
+		}
+		if !strings.Contains(r.stdout, "--limit") {
+			t.Fatalf("%v does not list the group's flags: %q", args, r.stdout)
+		}
+	}
+	if r := runCLI(t, "help", "frobnicate"); r.code != exitUsage || !strings.Contains(r.stderr, "unknown command") {
+		t.Fatalf("help of an unknown command: %d %q", r.code, r.stderr)
 	}
 	if r := runCLI(t); r.code != exitUsage {
 		t.Fatalf("no command: %d", r.code)
