@@ -4,15 +4,18 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/streams"
 )
 
 type statusFlags struct {
 	watch    bool
 	interval time.Duration
+	typ      string
 }
 
 func statusCommands() []*command {
@@ -23,6 +26,7 @@ func statusCommands() []*command {
 		flags: func(fs *flag.FlagSet, c *cli) {
 			fs.BoolVar(&f.watch, "watch", false, "refresh until interrupted (with --json: one JSON document per line)")
 			fs.DurationVar(&f.interval, "interval", 2*time.Second, "refresh interval of --watch")
+			fs.StringVar(&f.typ, "type", "", "only the queues of this task type")
 		},
 		run: func(ctx context.Context, c *cli, args []string) error {
 			if len(args) > 0 {
@@ -30,6 +34,11 @@ func statusCommands() []*command {
 			}
 			if f.interval < 100*time.Millisecond {
 				return usagef("--interval %v: at least 100ms", f.interval)
+			}
+			if f.typ != "" {
+				if err := streams.ValidateTaskType(f.typ); err != nil {
+					return usagef("--type: %v", err)
+				}
 			}
 			s, err := c.connect()
 			if err != nil {
@@ -45,6 +54,9 @@ func statusCommands() []*command {
 						return nil
 					}
 					return err
+				}
+				if f.typ != "" {
+					o.Queues = slices.DeleteFunc(o.Queues, func(q inspect.QueueOverview) bool { return q.Type != f.typ })
 				}
 				if f.watch && !c.json {
 					fmt.Fprint(c.rawStdout, "\x1b[H\x1b[2J") // home, clear screen
@@ -84,6 +96,7 @@ func printStatus(c *cli, o *inspect.Overview, url string) error {
 	} else {
 		t := newTable(c.stdout, "TYPE", "PRIORITY", "WAITING", "SCHEDULED", "RUNNING", "RETRYING", "OLDEST", "DEAD", "PAUSED", "PULLS", "NOTE")
 		var stranded, idle int
+		lastType := ""
 		for _, q := range o.Queues {
 			paused := "-"
 			if q.Paused {
@@ -107,7 +120,14 @@ func printStatus(c *cli, o *inspect.Overview, url string) error {
 			if !q.ReplicasCurrent {
 				note = append(note, "REPLICA BEHIND")
 			}
-			t.row(q.Type, q.Priority, q.Waiting, q.Scheduled, q.Running, q.Retrying, age(q.OldestWaiting, now), q.Dead, paused, q.Pulls, strings.Join(note, "; "))
+			// Dead letters are counted per type: shown on the type's first
+			// row only, so that a column sum is the type's count.
+			dead := ""
+			if q.Type != lastType {
+				dead = fmt.Sprint(q.Dead)
+			}
+			lastType = q.Type
+			t.row(q.Type, q.Priority, q.Waiting, q.Scheduled, q.Running, q.Retrying, age(q.OldestWaiting, now), dead, paused, q.Pulls, strings.Join(note, "; "))
 		}
 		if err := t.flush(); err != nil {
 			return err

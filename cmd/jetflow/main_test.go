@@ -236,6 +236,22 @@ func TestAcceptance(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^payments\.charge\s+critical\s+0\s+0\s+0\s+0\s+-\s+1\s+-\s+\d+`).MatchString(table) {
 		t.Errorf("status table:\n%s", table)
 	}
+	// --type keeps one type's rows; its dead letters show once, not on
+	// each priority's row.
+	table = e.ok(t, nil, "status", "--type", "payments.charge").stdout
+	rows := regexp.MustCompile(`(?m)^\S+\s+(critical|high|normal|low)\s.*$`).FindAllString(table, -1)
+	deadRows := 0
+	for _, row := range rows {
+		if !strings.HasPrefix(row, "payments.charge ") {
+			t.Errorf("status --type payments.charge shows %q", row)
+		}
+		if regexp.MustCompile(`^\S+\s+\S+(\s+\d+){4}\s+\S+\s+1\s`).MatchString(row) {
+			deadRows++
+		}
+	}
+	if len(rows) == 0 || deadRows != 1 {
+		t.Errorf("status --type payments.charge: %d rows, the dead letter counted on %d of them (want once):\n%s", len(rows), deadRows, table)
+	}
 
 	var dl struct {
 		DeadLetters []struct {
