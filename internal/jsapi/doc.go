@@ -15,7 +15,9 @@
 //     one up, or has it created, on first use.
 //   - [Publish] stores a message in a stream, retrying with the same
 //     message (and so the same deduplication ID) while the stream cannot
-//     answer, and telling a missing stream from one without a leader.
+//     answer, and telling a missing stream from one without a leader
+//     ([StreamExists]); a connection that may not ask (no STREAM.INFO
+//     permission, an account without JetStream) gets an error at once.
 //     [PublishWithin] also bounds the retries when the context has no
 //     deadline; a publish stored at the first attempt costs what a plain
 //     jetstream PublishMsg costs (one context with a timeout).

@@ -105,13 +105,21 @@ func publishRetrying(ctx context.Context, js jetstream.JetStream, stream string,
 		if natserr.NoResponse(err) {
 			// Nobody took the message: either the stream has no leader
 			// right now, or it does not exist. Ask once which.
+			// A producer that may not ask (no STREAM.INFO permission,
+			// or an account of its own without JetStream) learns it at
+			// once and cannot tell: it gets an error now rather than
+			// retries until ctx ends.
 			if !checkedStream {
 				checkedStream = true
 				sctx, scancel := context.WithTimeout(ctx, PublishAttemptTimeout)
-				_, serr := js.Stream(sctx, stream)
+				exists, serr := StreamExists(sctx, js.Conn(), stream)
 				scancel()
-				if errors.Is(serr, jetstream.ErrStreamNotFound) {
+				switch {
+				case serr == nil && !exists:
 					return nil, err
+				case errors.Is(serr, ErrLookupRefused):
+					return nil, fmt.Errorf("no stream took the message, and this connection cannot ask whether %s exists (%w): "+
+						"the topology is missing, or the stream has no leader right now: %w", stream, serr, err)
 				}
 			}
 		} else {
