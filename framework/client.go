@@ -375,6 +375,9 @@ func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, s
 	if err := streams.ValidateTaskType(taskType); err != nil {
 		return nil, TaskInfo{}, err
 	}
+	if err := checkArgsType(taskType, payload); err != nil {
+		return nil, TaskInfo{}, err
+	}
 	cfg, err := enqueueOptions(opts)
 	if err != nil {
 		return nil, TaskInfo{}, err

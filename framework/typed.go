@@ -18,6 +18,12 @@ func Handle[T any](w *Worker, taskType string, fn func(ctx context.Context, t *T
 	if fn == nil {
 		panic(fmt.Sprintf("framework: nil handler for task type %q", taskType))
 	}
+	if named, ok := namedType[T](); ok && named != taskType {
+		// The payload names its type: a handler registered under another
+		// would receive tasks enqueued for that one.
+		var zero T
+		panic(fmt.Sprintf("framework: handler of %T registered for task type %q, but %T names %q (use HandleArgs)", zero, taskType, zero, named))
+	}
 	w.Register(taskType, TypedHandler(w.opts.codec, fn), opts...)
 }
 
