@@ -365,7 +365,7 @@ func TestStrandedTasksAreReported(t *testing.T) {
 
 // Finding 6: plain messages on schedule and cron subjects are not
 // schedules: they are reported as junk, not counted as delayed tasks or
-// listed as repeating schedules.
+// working repeating schedules; a cron subject is listed broken.
 func TestJunkOnScheduleSubjectsIsReported(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -381,8 +381,9 @@ func TestJunkOnScheduleSubjectsIsReported(t *testing.T) {
 	if st.Scheduled != 1 || st.Cron != 0 || st.Junk != 2 || len(st.JunkSubjects) != 2 {
 		t.Errorf("QueueStats: scheduled %d cron %d junk %d %v; want 1, 0, 2", st.Scheduled, st.Cron, st.Junk, st.JunkSubjects)
 	}
+	// The cron subject is listed as that schedule, broken (issue 38).
 	list, err := schedule.New(e.cl).List(t.Context())
-	if err != nil || len(list) != 0 {
-		t.Errorf("Schedules.List = %+v, %v; want none", list, err)
+	if err != nil || len(list) != 1 || list[0].Name != "junk" || list[0].Broken == "" {
+		t.Errorf("Schedules.List = %+v, %v; want junk, broken", list, err)
 	}
 }

@@ -16,7 +16,8 @@
 //		TimeZone: "Europe/Paris",
 //		Type: "reports.build",
 //	})
-//	// res is schedule.Created, schedule.Updated or schedule.Unchanged.
+//	// res is schedule.Created, schedule.Updated, schedule.Unchanged, or
+//	// schedule.Restored when the schedule was broken (see Info.Broken).
 //
 // A task fired by a schedule carries the schedule's name and tick: see
 // [framework.Task.ScheduleFire] and [framework.Task.IdempotencyKey]. See

@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,8 +41,11 @@ func TestRegisterRestoresTamperedSchedule(t *testing.T) {
 		if _, err := js.PublishMsg(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := m.Register(ctx, def); err != nil || res != schedule.Updated {
-			t.Errorf("register over a tampered schedule: %v %v, want updated", res, err)
+		if list, err := m.List(ctx); err != nil || len(list) != 1 || !strings.Contains(list[0].Broken, "not a schedule jetflow wrote") {
+			t.Errorf("list of a tampered schedule: %+v %v, want it broken", list, err)
+		}
+		if res, err := m.Register(ctx, def); err != nil || res != schedule.Restored {
+			t.Errorf("register over a tampered schedule: %v %v, want restored", res, err)
 		}
 		got, err := m.Get(ctx, "nightly")
 		if err != nil {

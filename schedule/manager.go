@@ -62,32 +62,30 @@ func (s *Manager) Register(ctx context.Context, d Definition) (Result, error) {
 		return 0, err
 	}
 	subject := msg.Subject
-	stream := s.names.ScheduleStream()
 	for attempt := 0; ; attempt++ {
-		var last *jsapi.Stored
-		_, err := jsapi.DirectGet(ctx, s.nc, stream, jsapi.GetRequest{NextFor: subject, Seq: 0}, func(m jsapi.Stored) error {
-			last = &m
-			return nil
-		})
+		last, err := s.last(ctx, subject)
 		if err != nil {
 			return 0, s.err("register", d.Name, err)
 		}
-		// A direct get by "next for subject" from sequence 0 finds the
-		// first (and only: schedules roll up) message of the subject.
+		// Only the subject's last message counts: a schedule followed by
+		// any other message is one the server dropped.
 		var expect uint64
+		res := Created
 		if last != nil {
-			if last.Header.Get(taskmsg.HeaderScheduleHash) == hash && sameSchedule(*last, msg) {
-				return Unchanged, nil
-			}
 			expect = last.Seq
+			switch {
+			case s.problem(d.Name, *last) != "":
+				res = Restored
+			case last.Header.Get(taskmsg.HeaderScheduleHash) == hash && sameSchedule(*last, msg):
+				return Unchanged, nil
+			default:
+				res = Updated
+			}
 		}
 		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
 		_, err = s.js.PublishMsg(ctx, msg)
 		if err == nil {
-			if expect == 0 {
-				return Created, nil
-			}
-			return Updated, nil
+			return res, nil
 		}
 		if !natserr.WrongLastSequence(err) {
 			return 0, s.err("register", d.Name, err)
@@ -102,47 +100,106 @@ func (s *Manager) Register(ctx context.Context, d Definition) (Result, error) {
 	}
 }
 
-// Get returns the stored schedule called name, or an error wrapping
-// [framework.ErrNotFound].
+// Get returns the stored schedule called name, broken or not
+// ([Info.Broken]), or an error wrapping [framework.ErrNotFound].
 func (s *Manager) Get(ctx context.Context, name string) (Info, error) {
 	if err := streams.ValidateID(name); err != nil {
 		return Info{}, fmt.Errorf("%w: name: %w", ErrInvalid, err)
 	}
-	var info *Info
-	_, err := jsapi.DirectGet(ctx, s.nc, s.names.ScheduleStream(), jsapi.GetRequest{NextFor: s.names.CronSubject(name)}, func(m jsapi.Stored) error {
-		i := s.info(m, time.Now())
-		info = &i
-		return nil
-	})
+	subjects, err := s.read(ctx, s.names.CronSubject(name))
 	if err != nil {
 		return Info{}, s.err("get", name, err)
 	}
-	if info == nil {
+	c := subjects[s.names.CronSubject(name)]
+	if c == nil {
 		return Info{}, fmt.Errorf("%w: schedule %s", framework.ErrNotFound, name)
 	}
-	return *info, nil
+	return s.report(c, time.Now()), nil
 }
 
 // List returns every stored schedule, sorted by name, with its next fire
-// time. It reads them with batched direct gets: one round trip per thousand
-// schedules.
+// time, the broken ones ([Info.Broken]) included: a cron subject holding
+// anything is listed, as the schedule of the name it holds. It reads them
+// with batched direct gets: one round trip per thousand messages.
 func (s *Manager) List(ctx context.Context) ([]Info, error) {
-	var out []Info
-	now := time.Now()
-	err := jsapi.Scan(ctx, s.nc, s.names.ScheduleStream(), s.names.CronSubject(">"), 0, 0, time.Time{}, 1000,
-		func(m jsapi.Stored) (bool, error) {
-			// A plain message stored on a cron subject never fires: it is
-			// junk, reported by inspect.Operator.QueueStats.
-			if m.Header.Get(jetstream.ScheduleHeader) != "" {
-				out = append(out, s.info(m, now))
-			}
-			return true, nil
-		})
+	subjects, err := s.read(ctx, s.names.CronSubject(">"))
 	if err != nil {
 		return nil, s.err("list", "", err)
 	}
+	now := time.Now()
+	out := make([]Info, 0, len(subjects))
+	for _, c := range subjects {
+		out = append(out, s.report(c, now))
+	}
 	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// cronSubject is what one cron subject holds: its last message, and the
+// last of its messages that is a schedule.
+type cronSubject struct {
+	last     jsapi.Stored
+	schedule *jsapi.Stored
+}
+
+// read returns what the cron subjects matching filter hold, by subject.
+func (s *Manager) read(ctx context.Context, filter string) (map[string]*cronSubject, error) {
+	out := make(map[string]*cronSubject)
+	err := jsapi.Scan(ctx, s.nc, s.names.ScheduleStream(), filter, 0, 0, time.Time{}, 1000,
+		func(m jsapi.Stored) (bool, error) {
+			c := out[m.Subject]
+			if c == nil {
+				c = &cronSubject{}
+				out[m.Subject] = c
+			}
+			c.last = m
+			if m.Header.Get(jetstream.ScheduleHeader) != "" {
+				c.schedule = &m
+			}
+			return true, nil
+		})
+	return out, err
+}
+
+// last returns the last message stored on subject, nil when there is none.
+func (s *Manager) last(ctx context.Context, subject string) (*jsapi.Stored, error) {
+	var last *jsapi.Stored
+	_, err := jsapi.DirectGet(ctx, s.nc, s.names.ScheduleStream(), jsapi.GetRequest{MultiLastFor: []string{subject}, Batch: 1},
+		func(m jsapi.Stored) error {
+			last = &m
+			return nil
+		})
+	return last, err
+}
+
+// report describes what a cron subject holds: its last schedule, broken
+// when the subject's last message is not a schedule jetflow wrote.
+func (s *Manager) report(c *cronSubject, now time.Time) Info {
+	name := strings.TrimPrefix(c.last.Subject, s.names.CronSubject(""))
+	info := Info{Name: name, Subject: c.last.Subject, Sequence: c.last.Seq, Stored: c.last.Time}
+	if c.schedule != nil {
+		info = s.info(*c.schedule, now)
+	}
+	if info.Broken = s.problem(name, c.last); info.Broken != "" {
+		info.BrokenAt = c.last.Time
+		if c.schedule == nil || c.schedule.Seq != c.last.Seq {
+			info.Next = time.Time{} // the server dropped it
+		}
+	}
+	return info
+}
+
+// problem returns why m, the last message on the subject of the schedule
+// called name, is not a schedule jetflow wrote, or "" when it is one.
+func (s *Manager) problem(name string, m jsapi.Stored) string {
+	if p := taskmsg.CronProblem(name, m.Header, m.Data); p != "" {
+		return p
+	}
+	target := m.Header.Get(jetstream.ScheduleTargetHeader)
+	if _, _, err := s.names.ParseScheduleTarget(target); err != nil {
+		return "not a schedule jetflow wrote: its target " + taskmsg.Quote(target) + " is not a task subject"
+	}
+	return ""
 }
 
 // Remove deletes the schedule called name: it fires no more. name is one

@@ -65,16 +65,38 @@ type Info struct {
 	// expressions it is exact. For "@every" it assumes the phase set when
 	// the schedule was stored; after a server restart the server restarts
 	// the interval from its start-up, so the real tick may be earlier.
+	// It is zero for a schedule that no longer fires (see Broken).
 	Next time.Time
+	// Broken is empty for a schedule the server fires as [Manager.Register]
+	// wrote it. Otherwise it says why not: the last message on Subject is
+	// not a schedule (the server then dropped the schedule, and it never
+	// fires again), or it is a schedule jetflow did not write (its name,
+	// expression or fingerprint headers do not match what it fires). The
+	// definition fields then describe the last schedule stored on Subject,
+	// when one is left (Name and Subject alone when none is).
+	// [Manager.Register] of the definition restores it; [Manager.Remove]
+	// deletes it.
+	Broken string
+	// BrokenAt is when the message that broke the schedule was stored;
+	// zero when Broken is empty.
+	BrokenAt time.Time
 }
 
 // LastFire returns the schedule's latest tick at or before now that came
 // after the definition was stored, computed from the spec like
 // [Info.Next]; zero when it has not ticked since it was stored (or the spec
 // cannot be parsed). It is when the server last published the task, unless
-// the server was down at that moment.
+// the server was down at that moment. A schedule that no longer fires (Broken
+// set, Next zero) last fired at or before BrokenAt.
 func (s Info) LastFire(now time.Time) time.Time {
-	return taskmsg.LastFire(s.Spec, s.TimeZone, s.Stored, s.Next, now)
+	next := s.Next
+	if next.IsZero() && !s.BrokenAt.IsZero() {
+		if now.After(s.BrokenAt) {
+			now = s.BrokenAt
+		}
+		next = taskmsg.NextFire(s.Spec, s.TimeZone, s.Stored, now)
+	}
+	return taskmsg.LastFire(s.Spec, s.TimeZone, s.Stored, next, now)
 }
 
 // Result says what [Manager.Register] did.
@@ -90,9 +112,13 @@ const (
 	// Updated: the schedule existed with another definition, which was
 	// replaced.
 	Updated
+	// Restored: the schedule's subject did not end with a schedule jetflow
+	// wrote ([Info.Broken]): the server had dropped the schedule, or
+	// another tool had replaced it. The definition was stored again.
+	Restored
 )
 
-// String returns "unchanged", "created" or "updated".
+// String returns "unchanged", "created", "updated" or "restored".
 func (r Result) String() string {
 	switch r {
 	case Unchanged:
@@ -101,6 +127,8 @@ func (r Result) String() string {
 		return "created"
 	case Updated:
 		return "updated"
+	case Restored:
+		return "restored"
 	}
 	return "Result(" + strconv.Itoa(int(r)) + ")"
 }
