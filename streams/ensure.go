@@ -27,9 +27,12 @@ type Config struct {
 	// DuplicateWindow is how long the task stream remembers task IDs to drop a
 	// second enqueue of the same ID. Default 2 minutes.
 	DuplicateWindow time.Duration
-	// MaxTaskBytes caps the task stream's size in bytes. Message schedules
-	// require discard-old, so at the cap the oldest tasks are dropped: size it
-	// generously or leave it unlimited. Default 0: unlimited.
+	// MaxTaskBytes caps the task stream's size in bytes. At the cap the
+	// stream refuses new tasks (discard-new) and keeps every waiting one:
+	// an enqueue fails with an error the client reports as
+	// framework.ErrQueueFull, and fired delayed tasks and cron ticks wait in
+	// the schedule stream until there is room (decision 040). Default 0:
+	// unlimited.
 	MaxTaskBytes int64
 	// DLQMaxAge is how long dead letters are kept. Default 30 days.
 	DLQMaxAge time.Duration
@@ -103,14 +106,21 @@ func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 			// with MaxAckPending 1 (ordering.go).
 			n.prefix+".ord.>",
 		),
-		Retention:          jetstream.WorkQueuePolicy,
-		Discard:            jetstream.DiscardOld,
-		MaxBytes:           maxBytes,
-		Storage:            c.Storage,
-		Replicas:           c.Replicas,
-		Duplicates:         c.DuplicateWindow,
-		AllowMsgTTL:        true,
-		AllowAtomicPublish: true,
+		Retention: jetstream.WorkQueuePolicy,
+		// Full means full: a new task is refused, no waiting task is
+		// evicted, so one producer's flood cannot discard another's work
+		// (decision 040; the stream holds no schedules, which would
+		// require discard-old).
+		Discard:    jetstream.DiscardNew,
+		MaxBytes:   maxBytes,
+		Storage:    c.Storage,
+		Replicas:   c.Replicas,
+		Duplicates: c.DuplicateWindow,
+		// No message TTL and no atomic batches: jetflow uses neither on
+		// task subjects, and a task with Nats-TTL would vanish unrun while
+		// its ID still counts as a duplicate (decision 040).
+		AllowMsgTTL:        false,
+		AllowAtomicPublish: false,
 		AllowDirect:        true,
 		// No message schedules here (they would force rollups and purges
 		// on): nobody who may publish a task can delete others' tasks with
@@ -256,8 +266,9 @@ func (e *DriftError) Unwrap() error { return ErrDrift }
 // stream, so delayed tasks fire from then on. It is idempotent and safe to
 // call from many processes at once. Fields Ensure does not manage (for
 // example limits an operator added) are kept. Differences that cannot be
-// updated in place (retention, storage, a task stream created before the
-// schedule stream existed: see [MigrateTaskStream]) are reported in
+// updated in place (retention, storage, message TTL allowed where jetflow
+// does not want it, a task stream created before the schedule stream
+// existed: see [MigrateTaskStream]) are reported in
 // Report.Drift and as a *[DriftError]. Errors of a cluster
 // that is still forming ("no suitable peers", "temporarily unavailable",
 // timeouts) are retried until ctx ends, or for [EnsureRetryFor] when ctx has
@@ -393,8 +404,15 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		}
 	}
 	set(!sameSources(have.Sources, want.Sources), func() { next.Sources = want.Sources })
+	// Message TTL and atomic publish are on exactly where jetflow wants
+	// them. The server turns atomic publish off in place but never message
+	// TTL (it answers "message TTL status can not be disabled"): a stream
+	// that has it is drift (decision 040 says how to migrate).
 	set(want.AllowMsgTTL && !have.AllowMsgTTL, func() { next.AllowMsgTTL = true })
-	set(want.AllowAtomicPublish && !have.AllowAtomicPublish, func() { next.AllowAtomicPublish = true })
+	if !want.AllowMsgTTL && have.AllowMsgTTL {
+		drift("AllowMsgTTL", "false (the server cannot turn it off: drain and recreate the stream, decision 040)", true)
+	}
+	set(want.AllowAtomicPublish != have.AllowAtomicPublish, func() { next.AllowAtomicPublish = want.AllowAtomicPublish })
 	set(want.AllowDirect && !have.AllowDirect, func() { next.AllowDirect = true })
 	set(have.Description != want.Description, func() { next.Description = want.Description })
 	if !changed {

@@ -53,7 +53,8 @@ func TestEnsureIsIdempotent(t *testing.T) {
 		t.Fatalf("first Ensure: %+v", rep)
 	}
 	tasks := streamConfig(t, ctx, js, "JETFLOW_TASKS")
-	if tasks.Retention != jetstream.WorkQueuePolicy || tasks.AllowMsgSchedules || tasks.AllowRollup || !tasks.DenyPurge || !tasks.AllowAtomicPublish ||
+	if tasks.Retention != jetstream.WorkQueuePolicy || tasks.AllowMsgSchedules || tasks.AllowRollup || !tasks.DenyPurge || tasks.AllowAtomicPublish ||
+		tasks.AllowMsgTTL || tasks.Discard != jetstream.DiscardNew ||
 		tasks.Duplicates != streams.DefaultDuplicateWindow || tasks.Replicas != 1 {
 		t.Errorf("task stream config %+v", tasks)
 	}
@@ -128,6 +129,7 @@ func TestEnsureMovesRunSubjectsToTheRunStream(t *testing.T) {
 	}
 	tasks := streamConfig(t, ctx, js, "JETFLOW_TASKS")
 	tasks.Subjects = append(tasks.Subjects, "jetflow.wf.>")
+	tasks.AllowMsgTTL = true // as that layout had it
 	if _, err := js.UpdateStream(ctx, tasks); err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +147,11 @@ func TestEnsureMovesRunSubjectsToTheRunStream(t *testing.T) {
 	if _, err := streams.MigrateRunDocuments(ctx, js, streams.Config{}); err == nil {
 		t.Fatal("MigrateRunDocuments before Ensure: no error")
 	}
+	// The message TTL that layout allowed on the task stream cannot be
+	// turned off: drift (decision 040), and everything else is done.
 	rep, err := streams.Ensure(ctx, js, streams.Config{})
-	if err != nil {
-		t.Fatal(err)
+	if len(rep.Drift) != 1 || rep.Drift[0].Field != "AllowMsgTTL" || !errors.Is(err, streams.ErrDrift) {
+		t.Fatalf("Ensure on the previous layout: %v; want the task stream's AllowMsgTTL as drift", err)
 	}
 	if !slices.Equal(rep.Updated, []string{"JETFLOW_TASKS"}) || !slices.Equal(rep.Created, []string{"JETFLOW_RUNS"}) {
 		t.Fatalf("Ensure on the previous layout: %+v", rep)
