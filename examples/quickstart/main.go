@@ -131,7 +131,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// One more, due in 2 s: the server holds it in a message schedule.
-	reminder, err := client.Enqueue(ctx, "emails.send",
+	// An Email names its task type (emails.send): see its TaskType.
+	reminder, err := client.EnqueueArgs(ctx,
 		Email{To: "ada@example.com", Template: "payment-reminder"},
 		framework.WithPriority(framework.PriorityLow),
 		framework.In(2*time.Second))
@@ -142,7 +143,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// A worker runs the handlers: one durable consumer per (type,
 	// priority); when tasks wait for a free slot, critical ones start
 	// first. The handler's error decides: nil acks, an error retries with
-	// backoff, Permanent fails at once.
+	// backoff, Permanent fails at once. Each handler serves the task type
+	// its payload type names: a Charge can reach no other handler.
 	worker, err := framework.NewWorker(nc,
 		framework.WithConcurrency(4),
 		framework.WithLogger(logger),
@@ -151,7 +153,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	framework.Handle(worker, "payments.charge",
+	framework.HandleArgs(worker,
 		func(ctx context.Context, t *framework.Task, c Charge) error {
 			err := gw.Charge(ctx, c)
 			if errors.Is(err, errCardDeclined) {
@@ -163,11 +165,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		framework.WithMaxAttempts(5),
 		framework.WithBackoff(framework.BackoffPolicy{Initial: 200 * time.Millisecond}),
 	)
-	framework.Handle(worker, "reports.build", buildReport,
+	framework.HandleArgs(worker, buildReport,
 		framework.WithServedPriorities(framework.PriorityNormal),
 		framework.WithTimeout(time.Minute),
 	)
-	framework.Handle(worker, "emails.send", sendEmail,
+	framework.HandleArgs(worker, sendEmail,
 		framework.WithServedPriorities(framework.PriorityLow),
 		framework.WithTypeConcurrency(2),
 	)
@@ -227,13 +229,13 @@ wait:
 func serve(ctx context.Context, stdout io.Writer, client *framework.Client, url string) error {
 	// A task due in an hour stays in the schedule stream (the worker's delay
 	// mover writes it there), so that there is something to look at.
-	later, err := client.Enqueue(ctx, "reports.build", Report{Name: "revenue", Period: "quarter"},
+	later, err := client.EnqueueArgs(ctx, Report{Name: "revenue", Period: "quarter"},
 		framework.In(time.Hour))
 	if err != nil {
 		return err
 	}
 	// A repeating schedule, so that there is a next fire time to look at.
-	nightly := schedule.Definition{Name: "quickstart-nightly", Spec: "0 0 2 * * *", Type: "reports.build",
+	nightly := schedule.Definition{Name: "quickstart-nightly", Spec: "0 0 2 * * *", Type: Report{}.TaskType(),
 		Payload: Report{Name: "revenue", Period: "day"}}
 	if _, err := schedule.New(client).Register(ctx, nightly); err != nil {
 		return err
@@ -300,11 +302,17 @@ type Charge struct {
 	Currency    string `json:"currency"`
 }
 
+// TaskType names the task type of a Charge (framework.TaskArgs).
+func (Charge) TaskType() string { return "payments.charge" }
+
 // Email sends one templated e-mail.
 type Email struct {
 	To       string `json:"to"`
 	Template string `json:"template"`
 }
+
+// TaskType names the task type of an Email.
+func (Email) TaskType() string { return "emails.send" }
 
 // Report builds one report for a period.
 type Report struct {
@@ -312,26 +320,29 @@ type Report struct {
 	Period string `json:"period"`
 }
 
+// TaskType names the task type of a Report.
+func (Report) TaskType() string { return "reports.build" }
+
 // plan is the backlog the quickstart enqueues.
 func plan() []framework.TaskSpec {
 	critical := framework.WithPriority(framework.PriorityCritical)
 	low := framework.WithPriority(framework.PriorityLow)
 	jobs := []framework.TaskSpec{
-		{Type: "payments.charge", Payload: Charge{"ord-1001", 4999, "EUR"}, Options: []framework.EnqueueOption{critical}},
-		{Type: "payments.charge", Payload: Charge{"ord-1002", 1250, "EUR"}, Options: []framework.EnqueueOption{critical}},
+		framework.Spec(Charge{"ord-1001", 4999, "EUR"}, critical),
+		framework.Spec(Charge{"ord-1002", 1250, "EUR"}, critical),
 		// The gateway answers 503 twice for this order, then accepts it.
-		{Type: "payments.charge", Payload: Charge{"ord-1003", 8900, "USD"}, Options: []framework.EnqueueOption{critical}},
+		framework.Spec(Charge{"ord-1003", 8900, "USD"}, critical),
 		// The gateway declines this card: a permanent failure, not retried.
-		{Type: "payments.charge", Payload: Charge{"ord-1004", 300, "EUR"}, Options: []framework.EnqueueOption{critical}},
-		{Type: "payments.charge", Payload: Charge{"ord-1005", 15000, "GBP"}, Options: []framework.EnqueueOption{critical}},
-		{Type: "reports.build", Payload: Report{"sales", "day"}},
-		{Type: "reports.build", Payload: Report{"signups", "week"}},
-		{Type: "reports.build", Payload: Report{"churn", "month"}},
-		{Type: "reports.build", Payload: Report{"inventory", "night"}, Options: []framework.EnqueueOption{framework.In(2 * time.Second)}},
+		framework.Spec(Charge{"ord-1004", 300, "EUR"}, critical),
+		framework.Spec(Charge{"ord-1005", 15000, "GBP"}, critical),
+		framework.Spec(Report{"sales", "day"}),
+		framework.Spec(Report{"signups", "week"}),
+		framework.Spec(Report{"churn", "month"}),
+		framework.Spec(Report{"inventory", "night"}, framework.In(2*time.Second)),
 	}
 	for i, tmpl := range []string{"welcome", "receipt", "receipt", "welcome", "password-reset", "receipt", "welcome", "newsletter", "receipt", "welcome"} {
 		to := fmt.Sprintf("user%02d@example.com", i+1)
-		jobs = append(jobs, framework.TaskSpec{Type: "emails.send", Payload: Email{to, tmpl}, Options: []framework.EnqueueOption{low}})
+		jobs = append(jobs, framework.Spec(Email{to, tmpl}, low))
 	}
 	return jobs
 }
