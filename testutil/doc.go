@@ -21,6 +21,15 @@
 // [Cluster.Connect] returns connections that know every node and fail over.
 // [StartCluster] is the same for programs such as benchmarks.
 //
+// # The secured deployment
+//
+// [RunSecured] starts a server configured as docs/security.md documents:
+// the jetflow account with JetStream and the admin, worker and operator
+// users, and two tenant accounts whose producers reach the task intake
+// through service imports only ([github.com/jetflow-io/jetflow/access]).
+// [Secured.Connect] connects as a role; SecuredConfig.SingleAccount gives
+// the single-account layout, for tests of what it does not stop.
+//
 // # Network faults
 //
 // [NewProxy] puts a TCP proxy between a client and a server listening on
