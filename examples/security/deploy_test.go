@@ -71,6 +71,13 @@ func (d *deployment) connect(t *testing.T, role string) *conn {
 	if c.js, err = jetstream.New(c.Conn); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if v := violations(c); len(v) > 0 {
+				t.Logf("%s's permission violations: %v", role, v)
+			}
+		}
+	})
 	return c
 }
 
@@ -85,11 +92,6 @@ func (d *deployment) worker(t *testing.T, reg func(w *framework.Worker), opts ..
 	}
 	reg(w)
 	testutil.StartWorker(t, w)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the worker's permission violations: %v", violations(c))
-		}
-	})
 	return c
 }
 
@@ -126,5 +128,18 @@ func (d *deployment) stored(t *testing.T, stream, filter string) []*jetstream.Ra
 		}
 		out = append(out, m)
 		seq = m.Sequence
+	}
+}
+
+// violations drains the permission violations reported on c so far.
+func violations(c *conn) []string {
+	var out []string
+	for {
+		select {
+		case err := <-c.violations:
+			out = append(out, err.Error())
+		default:
+			return out
+		}
 	}
 }

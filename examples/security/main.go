@@ -1,16 +1,19 @@
-// Command security runs jetflow over TLS with one least-privilege NATS user
-// per role, on an embedded server:
+// Command security runs jetflow over TLS in the documented secure
+// deployment, on an embedded server:
 //
-//   - admin creates the streams at deploy time (streams.Ensure);
-//   - worker consumes its task types and nothing else;
-//   - producer enqueues tasks and cannot consume, purge or read anything;
-//   - operator inspects and purges dead letters.
+//   - account JETFLOW holds JetStream and the streams, with one
+//     least-privilege user per trusted role: admin creates the streams at
+//     deploy time (streams.Ensure), worker consumes its task types and
+//     nothing else, operator inspects and purges dead letters;
+//   - account TENANT_A holds the producer, which has no JetStream API: it
+//     imports the task intake subjects from JETFLOW as services, so the
+//     server's answers to its publishes return into TENANT_A and can never
+//     be stored by a stream (reply-subject injection).
 //
 // The server certificate is generated at start-up (self-signed, valid for an
 // hour, for 127.0.0.1) and the passwords are random: nothing secret is
-// committed. The permission sets are built by the *Permissions functions of
-// this file and explained in docs/security.md, which also gives them in
-// nats-server configuration syntax.
+// committed. The configuration is rendered by package access and
+// explained in docs/security.md.
 //
 // Run it with:
 //
@@ -38,6 +41,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/access"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -74,21 +78,21 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	users, err := newUsers(names, taskType)
+	users, accounts, err := newUsers(names, taskType)
 	if err != nil {
 		return err
 	}
-	srv, err := startServer(dir, cert, users)
+	srv, err := startServer(dir, cert, accounts)
 	if err != nil {
 		return err
 	}
 	defer testutil.ShutdownServer(srv)
-	fmt.Fprintln(out, "server: TLS with a certificate generated at start-up; users admin, producer, worker, operator")
+	fmt.Fprintln(out, "server: TLS with a certificate generated at start-up; account JETFLOW: admin, worker, operator; account TENANT_A: producer")
 
 	connect := func(u user) (*conn, error) { return dial(srv.ClientURL(), roots, u) }
 
 	// Deploy time: the admin creates the topology.
-	admin, err := connect(users[roleAdmin])
+	admin, err := connect(users[access.RoleAdmin])
 	if err != nil {
 		return err
 	}
@@ -102,7 +106,7 @@ func run(ctx context.Context, out io.Writer) error {
 	fmt.Fprintln(out, "admin: topology ensured")
 
 	// The worker serves email.send.
-	wc, err := connect(users[roleWorker])
+	wc, err := connect(users[access.RoleWorker])
 	if err != nil {
 		return err
 	}
@@ -126,13 +130,14 @@ func run(ctx context.Context, out io.Writer) error {
 	}()
 	fmt.Fprintln(out, "worker: serving", taskType)
 
-	// The producer enqueues.
-	pc, err := connect(users[roleProducer])
+	// The producer enqueues. It may not write the state bucket: its
+	// account has no JetStream, only the task intake.
+	pc, err := connect(users[access.RoleProducer])
 	if err != nil {
 		return err
 	}
 	defer pc.Close()
-	cl, err := framework.NewClient(pc.Conn)
+	cl, err := framework.NewClient(pc.Conn, framework.WithStateTracking(false))
 	if err != nil {
 		return err
 	}
@@ -184,7 +189,7 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 
 	// The operator looks after dead letters.
-	oc, err := connect(users[roleOperator])
+	oc, err := connect(users[access.RoleOperator])
 	if err != nil {
 		return err
 	}
@@ -200,23 +205,16 @@ func run(ctx context.Context, out io.Writer) error {
 	return nil
 }
 
-// startServer runs an embedded JetStream server on loopback with TLS and the
-// users.
-func startServer(dir string, cert tls.Certificate, users map[string]user) (*server.Server, error) {
-	o := &server.Options{
-		Host:       "127.0.0.1",
-		Port:       server.RANDOM_PORT,
-		JetStream:  true,
-		StoreDir:   dir,
-		NoLog:      true,
-		NoSigs:     true,
-		TLS:        true,
-		TLSTimeout: 5,
-		TLSConfig:  &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+// startServer runs an embedded JetStream server on loopback with TLS and
+// the accounts.
+func startServer(dir string, cert tls.Certificate, accounts string) (*server.Server, error) {
+	o, err := serverOptions(dir, accounts)
+	if err != nil {
+		return nil, err
 	}
-	for _, u := range users {
-		o.Users = append(o.Users, &server.User{Username: u.name, Password: u.password, Permissions: u.perms})
-	}
+	o.NoLog, o.NoSigs = true, true
+	o.TLS, o.TLSTimeout = true, 5
+	o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	return testutil.StartServer(o)
 }
 

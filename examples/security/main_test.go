@@ -18,8 +18,8 @@ import (
 	"github.com/jetflow-io/jetflow/effects"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
-	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
+	"github.com/jetflow-io/jetflow/workflow"
 )
 
 func TestMain(m *testing.M) {
@@ -32,7 +32,7 @@ func TestRun(t *testing.T) {
 	if err := run(t.Context(), &out); err != nil {
 		t.Fatalf("run: %v\noutput:\n%s", err, out.String())
 	}
-	want := `server: TLS with a certificate generated at start-up; users admin, producer, worker, operator
+	want := `server: TLS with a certificate generated at start-up; account JETFLOW: admin, worker, operator; account TENANT_A: producer
 admin: topology ensured
 worker: serving email.send
 producer: enqueued email.send welcome-ada
@@ -47,79 +47,23 @@ operator: purged JETFLOW_DLQ
 	}
 }
 
-// secured is a TLS server with the example's users.
-type secured struct {
-	users map[string]user
-	url   string
-	dial  func(u user) *conn
-}
-
-func newSecured(t *testing.T, types ...string) *secured {
-	t.Helper()
-	cert, roots, err := selfSignedCert()
-	if err != nil {
-		t.Fatal(err)
-	}
-	users, err := newUsers(streams.MustNames(""), types...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := startServer(t.TempDir(), cert, users)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { testutil.ShutdownServer(srv) })
-	s := &secured{users: users, url: srv.ClientURL()}
-	s.dial = func(u user) *conn {
-		t.Helper()
-		c, err := dial(s.url, roots, u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
-	return s
-}
-
-// violations drains the permission violations reported on c so far.
-func violations(c *conn) []string {
-	var out []string
-	for {
-		select {
-		case err := <-c.violations:
-			out = append(out, err.Error())
-		default:
-			return out
-		}
-	}
-}
-
 // TestRolePermissions runs a producer, a worker and an operator with their
-// least-privilege users through what jetflow does by default (state
-// records, retries, dead letters with their router and reconciler, delays,
-// the effects ledger, a circuit breaker that opens and pauses consumers,
-// dead-letter listing and replay) and checks that no allowed path hits a
-// permission violation; then that each role is refused what it must not do.
+// least-privilege users, in the documented accounts layout, through what
+// jetflow does by default (state records, retries, dead letters with their
+// router and reconciler, delays, the effects ledger, a circuit breaker that
+// opens and pauses consumers, dead-letter listing and replay) and checks
+// that no allowed path hits a permission violation; then that each role is
+// refused what it must not do.
 func TestRolePermissions(t *testing.T) {
 	t.Parallel()
 	const typ = "perm.work"
-	s := newSecured(t, typ)
-	names := streams.MustNames("")
+	d := deploy(t, testutil.SecuredConfig{Types: []string{typ}, Dependencies: []string{"mail.smtp"}})
+	names := d.names
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
-	// Deploy time.
-	admin := s.dial(s.users[roleAdmin])
-	if _, err := streams.Ensure(ctx, admin.js, streams.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := framework.EnsureBuckets(ctx, admin.js); err != nil {
-		t.Fatal(err)
-	}
-
-	wc := s.dial(s.users[roleWorker])
-	w, err := framework.NewWorker(wc.Conn, framework.WithReconcileInterval(200*time.Millisecond))
+	wc := d.connect(t, testutil.SecuredWorker)
+	w, err := framework.NewWorker(wc.Conn, framework.WithReconcileInterval(200*time.Millisecond), framework.WithStateTracking(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,11 +106,7 @@ func TestRolePermissions(t *testing.T) {
 		_ = w.Shutdown(sctx)
 	}()
 
-	pc := s.dial(s.users[roleProducer])
-	cl, err := framework.NewClient(pc.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, pc := d.client(t, testutil.SecuredProducer)
 	for _, id := range []string{"ok-1", "retry-1", "fail-1", "exhaust-1", "once-1", "breaker-1"} {
 		if _, err := cl.Enqueue(ctx, typ, nil, framework.WithID(id)); err != nil {
 			t.Fatalf("enqueue %s: %v (violations %v)", id, err, violations(pc))
@@ -202,7 +142,7 @@ func TestRolePermissions(t *testing.T) {
 		t.Fatalf("enqueue many: %v (violations %v)", err, violations(pc))
 	}
 
-	oc := s.dial(s.users[roleOperator])
+	oc := d.connect(t, testutil.SecuredOperator)
 	ocl, err := framework.NewClient(oc.Conn)
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +156,7 @@ func TestRolePermissions(t *testing.T) {
 	// The tasks finish (the breaker task on its second attempt, once its
 	// breaker let a probe through) and leave the stream.
 	testutil.Wait(t, time.Minute, "task stream empty", func() bool {
-		st, err := admin.js.Stream(ctx, names.TaskStream())
+		st, err := d.admin.Stream(ctx, names.TaskStream())
 		if err != nil {
 			return false
 		}
@@ -233,6 +173,17 @@ func TestRolePermissions(t *testing.T) {
 	}
 	if _, err := inspect.New(ocl).QueueStats(ctx); err != nil {
 		t.Errorf("operator queue stats: %v (violations %v)", err, violations(oc))
+	}
+	// What the CLI's status, breakers and workflows commands read.
+	if _, err := inspect.New(ocl).BreakerRecords(ctx); err != nil {
+		t.Errorf("operator breaker records: %v (violations %v)", err, violations(oc))
+	}
+	wfc, err := workflow.NewClient(ocl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := wfc.List(ctx, workflow.RunFilter{}); err != nil {
+		t.Errorf("operator workflow runs: %v (violations %v)", err, violations(oc))
 	}
 	if _, err := dl.Purge(ctx, dlq.Filter{}); err != nil {
 		t.Errorf("operator purge: %v (violations %v)", err, violations(oc))
@@ -271,6 +222,13 @@ func TestRolePermissions(t *testing.T) {
 		}},
 		{"producer", pc, "write a dead letter", func(ctx context.Context) error {
 			return pc.Publish(names.DLQSubject(typ), nil)
+		}},
+		{"producer", pc, "write the state bucket", func(ctx context.Context) error {
+			return pc.PublishMsg(&nats.Msg{Subject: "$KV." + names.StateBucket() + ".x", Header: nats.Header{jetstream.MsgRollup: {jetstream.MsgRollupAll}}})
+		}},
+		{"producer", pc, "read the delay stream's info", func(ctx context.Context) error {
+			_, err := pc.RequestWithContext(ctx, "$JS.API.STREAM.INFO."+names.DelayStream(), nil)
+			return err
 		}},
 		{"worker", wc, "enqueue", func(ctx context.Context) error {
 			c, err := framework.NewClient(wc.Conn, framework.WithStateTracking(false))
