@@ -16,6 +16,7 @@ import (
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/queuestate"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -101,11 +102,33 @@ const DefaultScheduledLimit = 100
 // first, as records in [framework.StateScheduled] with their ID, type, priority, due
 // time ([framework.TaskRecord.ScheduledFor]) and enqueue time. It reads at most
 // [MaxScheduledScan] schedules with batched direct gets (a thousand per
-// round trip); truncated is true when there were more.
+// round trip); truncated is true when there were more. A delayed task whose
+// schedule the server dropped (see [QueueStats].BrokenScheduled) is not
+// listed: [Operator.ListTasks] lists it, broken.
 func (i *Operator) ScheduledTasks(ctx context.Context, f ScheduledFilter) (tasks []framework.TaskRecord, truncated bool, err error) {
+	tasks, _, truncated, err = i.scheduledTasks(ctx, f)
+	return tasks, truncated, err
+}
+
+// brokenDelayed is a delayed task whose schedule subject's last message is
+// not a schedule: the server dropped its schedule.
+type brokenDelayed struct {
+	// rec describes the task from its last schedule, when one is left
+	// (ID alone otherwise).
+	rec framework.TaskRecord
+	// seq and at locate the message that broke it; reason says what it is.
+	seq    uint64
+	at     time.Time
+	reason string
+}
+
+// scheduledTasks returns the delayed tasks of [Operator.ScheduledTasks] and
+// the broken ones, of f's type (broken ones of unknown type only without a
+// type filter).
+func (i *Operator) scheduledTasks(ctx context.Context, f ScheduledFilter) (tasks []framework.TaskRecord, broken []brokenDelayed, truncated bool, err error) {
 	if f.Type != "" {
 		if err := streams.ValidateTaskType(f.Type); err != nil {
-			return nil, false, fmt.Errorf("%w: filter: %w", framework.ErrInvalidOption, err)
+			return nil, nil, false, fmt.Errorf("%w: filter: %w", framework.ErrInvalidOption, err)
 		}
 	}
 	limit := f.Limit
@@ -113,40 +136,95 @@ func (i *Operator) ScheduledTasks(ctx context.Context, f ScheduledFilter) (tasks
 		limit = DefaultScheduledLimit
 	}
 	limit = min(limit, MaxScheduledScan)
-	// The delay stream first, then the schedule stream: a mover stores a
-	// schedule before it removes its delayed task, so a task moving between
-	// the two scans is seen twice (once kept), never missed.
-	seen := make(map[string]bool)
-	visit := func(id string, m jsapi.Stored) {
-		if streams.ValidateID(id) != nil || seen[id] {
-			return
-		}
-		seen[id] = true
+	record := func(id string, m jsapi.Stored) (framework.TaskRecord, bool) {
 		p := i.names.ParsePending(m.Header)
-		if p.TargetErr != nil || (f.Type != "" && p.Type != f.Type) {
-			return
+		if p.TargetErr != nil {
+			return framework.TaskRecord{}, false
 		}
 		r := framework.TaskRecord{ID: id, Type: p.Type, Priority: p.Priority, State: framework.StateScheduled, Sequence: m.Seq,
 			EnqueuedAt: m.Time, ScheduledFor: p.Due, UpdatedAt: m.Time}
 		if !p.EnqueuedAt.IsZero() {
 			r.EnqueuedAt = p.EnqueuedAt
 		}
-		tasks = append(tasks, r)
+		return r, true
 	}
-	truncated, err = queuestate.ScanSchedules(ctx, i.nc, i.names.DelayStream(), i.names.DelaySubject(""), MaxScheduledScan, visit)
+	// The delay stream first, then the schedule stream: a mover stores a
+	// schedule before it removes its delayed task, so a task moving between
+	// the two scans is seen twice (once kept), never missed.
+	seen := make(map[string]bool)
+	keep := func(r framework.TaskRecord) {
+		if f.Type == "" || r.Type == f.Type {
+			tasks = append(tasks, r)
+		}
+	}
+	truncated, err = queuestate.ScanSchedules(ctx, i.nc, i.names.DelayStream(), i.names.DelaySubject(""), MaxScheduledScan,
+		func(id string, m jsapi.Stored) {
+			if streams.ValidateID(id) != nil || seen[id] {
+				return
+			}
+			seen[id] = true
+			if r, ok := record(id, m); ok {
+				keep(r)
+			}
+		})
 	if errors.Is(err, jsapi.ErrNoStream) {
 		err = nil // a deployment from before the delay stream
 	}
+	// In the schedule stream the last message of a subject decides: a
+	// schedule followed by any other message is one the server dropped.
+	type subject struct {
+		rec    *framework.TaskRecord // from the last schedule
+		broken *brokenDelayed
+	}
+	var order []string
+	subjects := make(map[string]*subject)
 	if err == nil {
 		var more bool
-		more, err = queuestate.ScanSchedules(ctx, i.nc, i.names.ScheduleStream(), i.names.ScheduleSubject(""), MaxScheduledScan, visit)
+		more, err = queuestate.ScanSchedules(ctx, i.nc, i.names.ScheduleStream(), i.names.ScheduleSubject(""), MaxScheduledScan,
+			func(id string, m jsapi.Stored) {
+				if streams.ValidateID(id) != nil || seen[id] {
+					return
+				}
+				s := subjects[id]
+				if s == nil {
+					s = &subject{}
+					subjects[id] = s
+					order = append(order, id)
+				}
+				if reason := taskmsg.DelayedProblem(m.Header, m.Data); reason != "" {
+					s.broken = &brokenDelayed{seq: m.Seq, at: m.Time, reason: reason}
+					return
+				}
+				s.broken = nil
+				if r, ok := record(id, m); ok {
+					s.rec = &r
+				} else {
+					s.rec = nil
+				}
+			})
 		truncated = truncated || more
 	}
 	if err != nil {
 		if errors.Is(err, jsapi.ErrNoStream) {
-			return nil, false, fmt.Errorf("inspect: scheduled tasks: %w: %w", framework.ErrTopologyMissing, err)
+			return nil, nil, false, fmt.Errorf("inspect: scheduled tasks: %w: %w", framework.ErrTopologyMissing, err)
 		}
-		return nil, false, fmt.Errorf("inspect: scheduled tasks: %w", err)
+		return nil, nil, false, fmt.Errorf("inspect: scheduled tasks: %w", err)
+	}
+	for _, id := range order {
+		s := subjects[id]
+		switch {
+		case s.broken != nil:
+			b := *s.broken
+			b.rec = framework.TaskRecord{ID: id, State: framework.StateScheduled}
+			if s.rec != nil {
+				b.rec = *s.rec
+			}
+			if f.Type == "" || b.rec.Type == f.Type {
+				broken = append(broken, b)
+			}
+		case s.rec != nil:
+			keep(*s.rec)
+		}
 	}
 	slices.SortFunc(tasks, func(a, b framework.TaskRecord) int {
 		if c := a.ScheduledFor.Compare(b.ScheduledFor); c != 0 {
@@ -157,7 +235,10 @@ func (i *Operator) ScheduledTasks(ctx context.Context, f ScheduledFilter) (tasks
 	if len(tasks) > limit {
 		tasks, truncated = tasks[:limit], true
 	}
-	return tasks, truncated, nil
+	if len(broken) > limit {
+		broken, truncated = broken[:limit], true
+	}
+	return tasks, broken, truncated, nil
 }
 
 // PauseForever is the pause [Operator.PauseQueue] sets when given a zero

@@ -100,6 +100,11 @@ type Overview struct {
 	// Scheduled counts every delayed task; Cron counts repeating schedules.
 	Scheduled int `json:"scheduled"`
 	Cron      int `json:"cron"`
+	// BrokenScheduled and BrokenCron count the delayed tasks and repeating
+	// schedules that never fire because their subject's last message is
+	// not a schedule jetflow wrote (see [QueueStats]).
+	BrokenScheduled int `json:"broken_scheduled,omitempty"`
+	BrokenCron      int `json:"broken_cron,omitempty"`
 	// Streams describes the task, schedule and dead-letter streams.
 	Streams []StreamOverview `json:"streams"`
 	// Taken is when the snapshot was taken.
@@ -122,7 +127,8 @@ func (i *Operator) Overview(ctx context.Context) (*Overview, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Overview{Dead: qs.Dead, DeadTotal: qs.UnlistedDead, Scheduled: qs.Scheduled, Cron: qs.Cron, Taken: qs.Taken}
+	out := &Overview{Dead: qs.Dead, DeadTotal: qs.UnlistedDead, Scheduled: qs.Scheduled, Cron: qs.Cron, Taken: qs.Taken,
+		BrokenScheduled: qs.BrokenScheduled, BrokenCron: qs.BrokenCron}
 	for _, n := range qs.Dead {
 		out.DeadTotal += n
 	}

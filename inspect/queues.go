@@ -48,8 +48,19 @@ type QueueStats struct {
 	// counted.
 	Dead map[string]uint64
 	// Scheduled counts all delayed tasks; Cron counts repeating schedules.
+	// Neither counts a broken one.
 	Scheduled int
 	Cron      int
+	// BrokenScheduled counts the subjects of delayed tasks, and BrokenCron
+	// those of repeating schedules, whose last message is not a schedule
+	// jetflow wrote: a message stored after a schedule (a server's reply
+	// sent there by a producer who chose the reply subject, for example)
+	// makes the server drop it, and it never fires. A broken repeating
+	// schedule is restored by registering it again (package schedule, which
+	// lists it with the reason); a broken delayed task cannot be restored,
+	// its ID is in the subject ([Operator.ListTasks] lists it).
+	BrokenScheduled int
+	BrokenCron      int
 	// ScheduledTruncated is true when there were more delayed tasks than
 	// [MaxScheduledScan]: Scheduled is exact, per-queue counts are not.
 	ScheduledTruncated bool
@@ -127,7 +138,8 @@ func (i *Operator) QueueStats(ctx context.Context) (*QueueStats, error) {
 	// these types become metric labels and table rows.
 	maps.DeleteFunc(snap.Dead, func(typ string, _ uint64) bool { return streams.ValidateTaskType(typ) != nil })
 	out := &QueueStats{Dead: snap.Dead, Scheduled: snap.Scheduled, Cron: snap.Cron, ScheduledTruncated: snap.Truncated,
-		Junk: snap.Junk, JunkSubjects: snap.JunkSubjects, UnlistedScheduled: snap.UnlistedScheduled, Taken: taken}
+		Junk: snap.Junk, JunkSubjects: snap.JunkSubjects, UnlistedScheduled: snap.UnlistedScheduled, Taken: taken,
+		BrokenScheduled: snap.BrokenScheduled, BrokenCron: snap.BrokenCron}
 	if len(out.Dead) > MaxUnservedQueues {
 		types := slices.Collect(maps.Keys(out.Dead))
 		slices.SortFunc(types, func(a, b string) int {

@@ -59,6 +59,14 @@ type TaskSummary struct {
 	// errors bucket, for tasks that failed at least once.
 	Attempt   int    `json:"attempt,omitempty"`
 	LastError string `json:"last_error,omitempty"`
+	// Broken is set on a delayed task whose schedule the server dropped:
+	// the last message on its schedule subject is not a schedule (a
+	// server's reply sent there by a producer who chose the reply subject,
+	// for example). It never fires and cannot be restored: Broken says
+	// what replaced it. Type, Priority and DueAt come from the schedule
+	// before it, when one is left; Sequence and EnqueuedAt locate the
+	// message that replaced it.
+	Broken string `json:"broken,omitempty"`
 }
 
 // TaskDetail is everything known about one task: see [Operator.FindTask].
@@ -133,18 +141,30 @@ func (f TaskFilter) match(typ string, p framework.Priority) bool {
 	return false
 }
 
-// listScheduled lists delayed tasks with [Operator.ScheduledTasks], those
-// due first.
+// listScheduled lists delayed tasks as [Operator.ScheduledTasks] does, those
+// due first, after the broken ones.
 func (i *Operator) listScheduled(ctx context.Context, f TaskFilter, limit int) ([]TaskSummary, error) {
 	sf := ScheduledFilter{Type: f.Type, Limit: limit}
 	if len(f.Priorities) > 0 {
 		sf.Limit = MaxScheduledScan // filtered below
 	}
-	recs, _, err := i.ScheduledTasks(ctx, sf)
+	recs, broken, _, err := i.scheduledTasks(ctx, sf)
 	if err != nil {
 		return nil, err
 	}
 	var out []TaskSummary
+	for _, b := range broken {
+		r := b.rec
+		if !f.match(r.Type, r.Priority) && r.Type != "" {
+			continue
+		}
+		out = append(out, TaskSummary{ID: r.ID, Type: r.Type, Priority: r.Priority, State: framework.StateScheduled,
+			Subject: i.names.ScheduleSubject(r.ID), Sequence: b.seq, EnqueuedAt: b.at, DueAt: r.ScheduledFor,
+			Broken: b.reason + brokenDelayedAdvice})
+		if len(out) == limit {
+			return out, nil
+		}
+	}
 	for _, r := range recs {
 		if !f.match(r.Type, r.Priority) {
 			continue
@@ -157,6 +177,9 @@ func (i *Operator) listScheduled(ctx context.Context, f TaskFilter, limit int) (
 	}
 	return out, nil
 }
+
+// brokenDelayedAdvice ends the reason of a broken delayed task.
+const brokenDelayedAdvice = ": it never fires and cannot be restored; cancel the task to clear its subject, then enqueue it again"
 
 func (i *Operator) scheduledSummary(m jsapi.Stored) TaskSummary {
 	id, ok := strings.CutPrefix(m.Subject, i.names.ScheduleSubject(""))
@@ -295,11 +318,33 @@ func (i *Operator) FindTask(ctx context.Context, id string) (*TaskDetail, error)
 	if errors.Is(err, jsapi.ErrNoStream) {
 		err = nil // a deployment from before the delay stream
 	}
+	// On the schedule subject the last message decides: a schedule
+	// followed by any other message is one the server dropped.
+	var broken *jsapi.Stored
 	if err == nil && found == nil {
-		_, err = jsapi.DirectGet(ctx, i.nc, i.names.ScheduleStream(), jsapi.GetRequest{NextFor: i.names.ScheduleSubject(id)}, keep)
+		err = jsapi.Scan(ctx, i.nc, i.names.ScheduleStream(), i.names.ScheduleSubject(id), 0, 0, time.Time{}, 16,
+			func(m jsapi.Stored) (bool, error) {
+				if taskmsg.DelayedProblem(m.Header, m.Data) != "" {
+					broken = &m
+				} else {
+					found, broken = &m, nil
+				}
+				return true, nil
+			})
 	}
 	if err != nil {
 		return nil, i.opErr("find task "+id, err)
+	}
+	if broken != nil {
+		if found != nil {
+			d.TaskSummary = i.scheduledSummary(*found)
+		} else {
+			d.TaskSummary = i.scheduledSummary(*broken)
+		}
+		d.Subject, d.Sequence, d.EnqueuedAt = broken.Subject, broken.Seq, broken.Time
+		d.Broken = taskmsg.DelayedProblem(broken.Header, broken.Data) + brokenDelayedAdvice
+		d.Headers, d.Payload = broken.Header, broken.Data
+		return d, nil
 	}
 	if found != nil {
 		d.TaskSummary = i.scheduledSummary(*found)

@@ -192,14 +192,10 @@ func (s *Manager) report(c *cronSubject, now time.Time) Info {
 // problem returns why m, the last message on the subject of the schedule
 // called name, is not a schedule jetflow wrote, or "" when it is one.
 func (s *Manager) problem(name string, m jsapi.Stored) string {
-	if p := taskmsg.CronProblem(name, m.Header, m.Data); p != "" {
-		return p
-	}
-	target := m.Header.Get(jetstream.ScheduleTargetHeader)
-	if _, _, err := s.names.ParseScheduleTarget(target); err != nil {
-		return "not a schedule jetflow wrote: its target " + taskmsg.Quote(target) + " is not a task subject"
-	}
-	return ""
+	return taskmsg.CronProblem(name, m.Header, m.Data, func(target string) bool {
+		_, _, err := s.names.ParseScheduleTarget(target)
+		return err == nil
+	})
 }
 
 // Remove deletes the schedule called name: it fires no more. name is one

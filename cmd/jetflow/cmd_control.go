@@ -24,13 +24,17 @@ type scheduleView struct {
 	LastFire time.Time          `json:"last_fire,omitzero"`
 	Stored   time.Time          `json:"stored"`
 	Subject  string             `json:"subject"`
+	// Broken says why the schedule does not fire as registered (see
+	// schedule.Info.Broken); BrokenAt is when it broke.
+	Broken   string    `json:"broken,omitempty"`
+	BrokenAt time.Time `json:"broken_at,omitzero"`
 }
 
 func cronCommands() []*command {
 	return []*command{
 		{
 			name:    "cron ls",
-			summary: "list repeating schedules: spec, zone, task, next and last fire",
+			summary: "list repeating schedules: spec, zone, task, next and last fire; BROKEN ones with the reason",
 			run: func(ctx context.Context, c *cli, args []string) error {
 				if len(args) > 0 {
 					return usagef("cron ls takes no arguments")
@@ -48,7 +52,8 @@ func cronCommands() []*command {
 				views := []scheduleView{}
 				for _, sc := range list {
 					views = append(views, scheduleView{Name: sc.Name, Spec: sc.Spec, TimeZone: sc.TimeZone, Type: sc.Type,
-						Priority: sc.Priority, NextFire: sc.Next, LastFire: sc.LastFire(now), Stored: sc.Stored, Subject: sc.Subject})
+						Priority: sc.Priority, NextFire: sc.Next, LastFire: sc.LastFire(now), Stored: sc.Stored, Subject: sc.Subject,
+						Broken: sc.Broken, BrokenAt: sc.BrokenAt})
 				}
 				if c.json {
 					return c.printJSON(views)
@@ -57,15 +62,30 @@ func cronCommands() []*command {
 					fmt.Fprintln(c.stdout, "no repeating schedules")
 					return nil
 				}
-				t := newTable(c.stdout, "NAME", "SPEC", "ZONE", "TYPE", "PRIORITY", "NEXT FIRE", "LAST FIRE")
+				t := newTable(c.stdout, "NAME", "SPEC", "ZONE", "TYPE", "PRIORITY", "NEXT FIRE", "LAST FIRE", "NOTE")
+				var broken []scheduleView
 				for _, v := range views {
 					zone := v.TimeZone
 					if zone == "" {
 						zone = "UTC"
 					}
-					t.row(v.Name, v.Spec, zone, v.Type, v.Priority, when(v.NextFire, now), when(v.LastFire, now))
+					note := ""
+					if v.Broken != "" {
+						note = "BROKEN since " + when(v.BrokenAt, now) + " (below)"
+						broken = append(broken, v)
+					}
+					t.row(v.Name, v.Spec, zone, v.Type, v.Priority, when(v.NextFire, now), when(v.LastFire, now), note)
 				}
-				return t.flush()
+				if err := t.flush(); err != nil {
+					return err
+				}
+				if len(broken) > 0 {
+					fmt.Fprintf(c.stdout, "\n%d BROKEN schedule(s): registering each again (schedule.Register, at the application's start) restores it; jetflow cron rm removes it\n", len(broken))
+					for _, v := range broken {
+						fmt.Fprintf(c.stdout, "BROKEN %s: %s\n", v.Name, v.Broken)
+					}
+				}
+				return nil
 			},
 		},
 		{

@@ -91,6 +91,12 @@ func printStatus(c *cli, o *inspect.Overview, url string) error {
 	now := o.Taken
 	fmt.Fprintf(c.stdout, "jetflow on %s at %s: %d delayed, %d repeating schedules, %d dead letters\n\n",
 		url, o.Taken.Local().Format(time.TimeOnly), o.Scheduled, o.Cron, o.DeadTotal)
+	if o.BrokenCron > 0 {
+		fmt.Fprintf(c.stdout, "%d repeating schedule(s) BROKEN: they never fire; jetflow cron ls says why, registering them again restores them\n\n", o.BrokenCron)
+	}
+	if o.BrokenScheduled > 0 {
+		fmt.Fprintf(c.stdout, "%d delayed task(s) BROKEN: their schedule was replaced and they never fire; jetflow tasks ls --state scheduled lists them\n\n", o.BrokenScheduled)
+	}
 	if len(o.Queues) == 0 {
 		fmt.Fprintln(c.stdout, "no queues yet: no worker has registered a task type and no task waits")
 	} else {

@@ -115,15 +115,24 @@ func taskCommands() []*command {
 				}
 				now := time.Now()
 				t := newTable(c.stdout, "ID", "TYPE", "PRIORITY", "STATE", "ENQUEUED", "DUE", "ATTEMPT", "LAST ERROR")
+				var broken []inspect.TaskSummary
 				for _, k := range tasks {
 					attempt := "-"
 					if k.Attempt > 0 {
 						attempt = fmt.Sprint(k.Attempt)
 					}
-					t.row(k.ID, k.Type, k.Priority, stateName(k.State), age(k.EnqueuedAt, now)+" ago", when(k.DueAt, now), attempt, cut(k.LastError, 60))
+					state := stateName(k.State)
+					if k.Broken != "" {
+						state = "BROKEN"
+						broken = append(broken, k)
+					}
+					t.row(k.ID, k.Type, k.Priority, state, age(k.EnqueuedAt, now)+" ago", when(k.DueAt, now), attempt, cut(k.LastError, 60))
 				}
 				if err := t.flush(); err != nil {
 					return err
+				}
+				for _, k := range broken {
+					fmt.Fprintf(c.stdout, "BROKEN %s: %s\n", k.ID, k.Broken)
 				}
 				if len(tasks) == ls.limit {
 					fmt.Fprintf(c.stdout, "(first %d; raise --limit for more)\n", ls.limit)
@@ -169,6 +178,9 @@ func taskCommands() []*command {
 				t.row("type", d.Type)
 				t.row("priority", d.Priority)
 				t.row("state", stateName(d.State))
+				if d.Broken != "" {
+					t.row("BROKEN", d.Broken)
+				}
 				if d.Subject != "" {
 					t.row("subject", fmt.Sprintf("%s (seq %d)", d.Subject, d.Sequence))
 				}

@@ -239,7 +239,7 @@ func TestQueueCollector(t *testing.T) {
 	sort.Strings(names)
 	want := []string{ui.MetricCronSchedules, ui.MetricInspectUp, ui.MetricQueueDelivered, ui.MetricQueueOldestAge,
 		ui.MetricQueuePaused, ui.MetricQueuePendingAcks, ui.MetricQueuePullers, ui.MetricQueueRedelivered,
-		ui.MetricQueueScheduled, ui.MetricQueueWaiting, ui.MetricScheduledTasks}
+		ui.MetricQueueScheduled, ui.MetricQueueWaiting, ui.MetricScheduledTasks, "jetflow_schedules_broken"}
 	sort.Strings(want)
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("series %v, want %v", names, want)

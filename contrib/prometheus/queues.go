@@ -35,7 +35,7 @@ type QueueCollector struct {
 	log     *slog.Logger
 
 	up, waiting, scheduled, pendingAcks, redelivered, oldest, paused, pulling, delivered,
-	dead, scheduledAll, cron *prometheus.Desc
+	dead, scheduledAll, cron, broken *prometheus.Desc
 }
 
 // NewQueueCollector returns a collector of the queues of the topology on nc.
@@ -73,13 +73,15 @@ func NewQueueCollector(nc *nats.Conn, opts QueueCollectorOptions) (*QueueCollect
 		dead:         d("jetflow_dead_letters", "Records in the dead-letter stream per task type.", []string{"type"}),
 		scheduledAll: d("jetflow_scheduled_tasks", "Delayed tasks waiting in schedules, all queues.", nil),
 		cron:         d("jetflow_cron_schedules", "Repeating (cron) schedules.", nil),
+		broken: d("jetflow_schedules_broken", "Schedules that never fire because the last message on their subject is not a schedule jetflow wrote, "+
+			"by kind: cron (restored by registering it again) or delayed (lost).", []string{"kind"}),
 	}, nil
 }
 
 // Describe implements [prometheus.Collector].
 func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.waiting, c.scheduled, c.pendingAcks, c.redelivered, c.oldest,
-		c.paused, c.pulling, c.delivered, c.dead, c.scheduledAll, c.cron} {
+		c.paused, c.pulling, c.delivered, c.dead, c.scheduledAll, c.cron, c.broken} {
 		ch <- d
 	}
 }
@@ -163,6 +165,12 @@ func (c *QueueCollector) collect(ctx context.Context, ch chan<- prometheus.Metri
 		return err
 	}
 	if err := add(c.cron, prometheus.GaugeValue, float64(st.Cron)); err != nil {
+		return err
+	}
+	if err := add(c.broken, prometheus.GaugeValue, float64(st.BrokenCron), "cron"); err != nil {
+		return err
+	}
+	if err := add(c.broken, prometheus.GaugeValue, float64(st.BrokenScheduled), "delayed"); err != nil {
 		return err
 	}
 	for _, m := range out {

@@ -39,6 +39,12 @@ type Snapshot[K comparable] struct {
 	// schedules; JunkSubjects names up to StatsConfig.MaxJunk of them.
 	Junk         int
 	JunkSubjects []string
+	// BrokenScheduled counts the schedule subjects, and BrokenCron the cron
+	// subjects, whose last message is not a schedule jetflow wrote: the
+	// server dropped the schedule stored there before it (a message that
+	// is not a schedule makes it), or another tool replaced it. They are
+	// not counted in Scheduled and Cron.
+	BrokenScheduled, BrokenCron int
 	// UnlistedScheduled counts the delayed tasks of queues left out of
 	// Queues past StatsConfig.MaxQueues.
 	UnlistedScheduled int
@@ -53,8 +59,8 @@ type StatsConfig[K comparable] struct {
 	// (counted as scheduled); Delays matches all of its subjects.
 	DelayStream, Delays string
 	// Schedules and Crons match every one-shot and repeating schedule
-	// subject; DLQPrefix is the dead-letter subject of the empty type
-	// ("<prefix>.dlq.").
+	// subject (each ends with ">"); DLQPrefix is the dead-letter subject
+	// of the empty type ("<prefix>.dlq.").
 	Schedules, Crons, DLQPrefix string
 	// MaxScheduled bounds the delayed tasks read; MaxJunk the junk
 	// subjects named; MaxQueues the queues listed that have delayed tasks
@@ -65,6 +71,39 @@ type StatsConfig[K comparable] struct {
 	QueueOf func(ci *jetstream.ConsumerInfo) (K, bool)
 	// TargetOf identifies the queue of a schedule's target subject.
 	TargetOf func(subject string) (K, bool)
+}
+
+// lastOnSubject collects, during a scan, the last message of each subject
+// that holds more than one: a schedule subject holds one message (the
+// server rolls it up when it stores a schedule), so any other message
+// stored after the schedule decides what the subject holds.
+type lastOnSubject struct {
+	several map[string]uint64 // subjects holding more than one message
+	last    map[string]jsapi.Stored
+}
+
+func newLastOnSubject(subjects map[string]uint64) *lastOnSubject {
+	l := &lastOnSubject{last: make(map[string]jsapi.Stored)}
+	for subj, n := range subjects {
+		if n > 1 {
+			if l.several == nil {
+				l.several = make(map[string]uint64)
+			}
+			l.several[subj] = n
+		}
+	}
+	return l
+}
+
+// keep remembers m when its subject holds several messages, and reports
+// whether it did: m is then judged once the scan is over, by the subject's
+// last message.
+func (l *lastOnSubject) keep(m jsapi.Stored) bool {
+	if l.several[m.Subject] == 0 {
+		return false
+	}
+	l.last[m.Subject] = m
+	return true
 }
 
 // afterCount runs between a count of the schedule stream's subjects that
@@ -145,6 +184,21 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	// there, or junk) must not be taken off a count it is not in.
 	if len(si.State.Subjects) > 0 {
 		schedPrefix := strings.TrimSuffix(cfg.Schedules, ">")
+		// count judges the last message of a schedule subject.
+		count := func(m jsapi.Stored) {
+			switch {
+			case taskmsg.DelayedProblem(m.Header, m.Data) != "":
+				out.Scheduled--
+				out.BrokenScheduled++
+			case moving[strings.TrimPrefix(m.Subject, schedPrefix)]:
+				out.Scheduled--
+			default:
+				if k, ok := cfg.TargetOf(m.Header.Get(jetstream.ScheduleTargetHeader)); ok {
+					scheduled(k)
+				}
+			}
+		}
+		several := newLastOnSubject(si.State.Subjects)
 		seen := 0
 		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Schedules, 0, si.State.LastSeq, time.Time{}, 1000,
 			func(m jsapi.Stored) (bool, error) {
@@ -153,17 +207,17 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 					out.Truncated = true
 					return false, nil
 				}
-				if out.junk(m, cfg.MaxJunk) || moving[strings.TrimPrefix(m.Subject, schedPrefix)] {
-					out.Scheduled--
-					return true, nil
-				}
-				if k, ok := cfg.TargetOf(m.Header.Get(jetstream.ScheduleTargetHeader)); ok {
-					scheduled(k)
+				out.junk(m, cfg.MaxJunk)
+				if !several.keep(m) {
+					count(m)
 				}
 				return true, nil
 			})
 		if err != nil {
 			return nil, fmt.Errorf("scheduled tasks: %w", err)
+		}
+		for _, m := range several.last {
+			count(m)
 		}
 	}
 	ci, err := sched.Info(ctx, jetstream.WithSubjectFilter(cfg.Crons))
@@ -173,15 +227,28 @@ func Stats[K comparable](ctx context.Context, nc *nats.Conn, js jetstream.JetStr
 	out.Cron = len(ci.State.Subjects)
 	afterCount(cfg.Crons)
 	if out.Cron > 0 {
+		cronPrefix := strings.TrimSuffix(cfg.Crons, ">")
+		taskTarget := func(target string) bool { _, ok := cfg.TargetOf(target); return ok }
+		count := func(m jsapi.Stored) {
+			if taskmsg.CronProblem(strings.TrimPrefix(m.Subject, cronPrefix), m.Header, m.Data, taskTarget) != "" {
+				out.Cron--
+				out.BrokenCron++
+			}
+		}
+		several := newLastOnSubject(ci.State.Subjects)
 		err := jsapi.Scan(ctx, nc, cfg.ScheduleStream, cfg.Crons, 0, ci.State.LastSeq, time.Time{}, 1000,
 			func(m jsapi.Stored) (bool, error) {
-				if out.junk(m, cfg.MaxJunk) {
-					out.Cron--
+				out.junk(m, cfg.MaxJunk)
+				if !several.keep(m) {
+					count(m)
 				}
 				return true, nil
 			})
 		if err != nil {
 			return nil, fmt.Errorf("repeating schedules: %w", err)
+		}
+		for _, m := range several.last {
+			count(m)
 		}
 	}
 

@@ -43,9 +43,10 @@ func NotScheduleReason(data []byte) string {
 // origin (anyone who may publish on the subject can compute it); it proves
 // that the stored definition is whole, as Register wrote it.
 //
+// Its target (Nats-Schedule-Target) must be one taskTarget accepts.
 // Every value read from h is untrusted: a reason quotes at most a few dozen
 // bytes of it, in ASCII.
-func CronProblem(name string, h nats.Header, data []byte) string {
+func CronProblem(name string, h nats.Header, data []byte, taskTarget func(string) bool) string {
 	spec := h.Get(jetstream.ScheduleHeader)
 	if spec == "" {
 		return NotScheduleReason(data)
@@ -87,6 +88,9 @@ func CronProblem(name string, h nats.Header, data []byte) string {
 		Encoding: h.Get(HeaderEncoding), Data: data, Headers: custom})
 	if stored != want {
 		return foreign("what it fires does not match its %s (changed by another tool)", HeaderScheduleHash)
+	}
+	if target := h.Get(jetstream.ScheduleTargetHeader); !taskTarget(target) {
+		return foreign("its target %s is not a task subject", Quote(target))
 	}
 	return ""
 }

@@ -17,6 +17,9 @@ func registeredSchedule() *nats.Msg {
 	return msg
 }
 
+// taskTarget accepts the staging subjects of the default prefix.
+func taskTarget(s string) bool { return strings.HasPrefix(s, "jetflow.fired.") }
+
 func TestCronProblem(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -50,6 +53,12 @@ func TestCronProblem(t *testing.T) {
 			m.Header.Set(jetstream.ScheduleHeader, "@at 2030-01-01T00:00:00Z")
 			m.Header.Set(HeaderScheduleSpec, "@at 2030-01-01T00:00:00Z")
 		}, "does not parse"},
+		{"target no task subject", func(m *nats.Msg) {
+			_, hash := BuildSchedule(Schedule{Spec: "0 30 2 * * *", Zone: "Europe/Paris", Target: "elsewhere", Encoding: "raw",
+				Data: []byte("payload"), Headers: map[string]string{"Tenant": "acme"}})
+			m.Header.Set(jetstream.ScheduleTargetHeader, "elsewhere")
+			m.Header.Set(HeaderScheduleHash, hash)
+		}, `its target "elsewhere" is not a task subject`},
 		{"custom header added", func(m *nats.Msg) { m.Header.Set("X-Extra", "1") }, "does not match"},
 		{"custom header doubled", func(m *nats.Msg) { m.Header.Add("Tenant", "other") }, `header "Tenant" has 2 values`},
 		{"encoding changed", func(m *nats.Msg) { m.Header.Del(HeaderEncoding) }, "does not match"},
@@ -58,7 +67,7 @@ func TestCronProblem(t *testing.T) {
 			t.Parallel()
 			m := registeredSchedule()
 			tc.change(m)
-			got := CronProblem("daily", m.Header, m.Data)
+			got := CronProblem("daily", m.Header, m.Data, taskTarget)
 			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
 				t.Errorf("CronProblem = %q, want %q in it", got, tc.want)
 			}
@@ -93,7 +102,7 @@ func FuzzCronProblem(f *testing.F) {
 		h.Set(HeaderScheduleSpec, spec)
 		h.Set(HeaderSchedule, schedName)
 		h.Set(HeaderScheduleHash, hash)
-		got := CronProblem(name, h, data)
+		got := CronProblem(name, h, data, taskTarget)
 		if len(got) > 1024 {
 			t.Fatalf("reason of %d bytes", len(got))
 		}
