@@ -1,6 +1,9 @@
 package schedule_test
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +53,7 @@ func TestServerReplyOnCronSubjectIsReportedAndRestored(t *testing.T) {
 			if err := nc.PublishRequest(attack.subject, e.info.Subject, attack.payload); err != nil {
 				t.Fatal(err)
 			}
-			testutil.Wait(t, time.Minute, "the server's answer stored on the cron subject", func() bool { return held(e.info.Subject) == 2 })
+			testutil.Wait(t, time.Minute, "the server's answer stored on the cron subject", func() bool { return held(e.info.Subject) >= 2 })
 
 			list, err := m.List(ctx)
 			if err != nil || len(list) != 1 {
@@ -141,3 +144,67 @@ func waitTickAfter(t *testing.T, js jetstream.JetStream, stream, subject string,
 		return ok && f.Time.After(after)
 	})
 }
+
+// TestKeepRestoresABrokenSchedule keeps a definition registered while a
+// server's reply breaks its schedule: Keep restores it at its next round
+// and logs it, and returns when its context ends.
+func TestKeepRestoresABrokenSchedule(t *testing.T) {
+	t.Parallel()
+	def := schedule.Definition{Name: "daily", Spec: "@daily", Type: "reports.build"}
+	e := registered(t, def)
+	ctx, names := t.Context(), e.cl.Names()
+	logs := make(chan slog.Record, 16)
+	cl, err := framework.NewClient(e.cl.Conn(), framework.WithLogger(slog.New(chanHandler(logs))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := schedule.New(cl)
+	if err := m.Keep(ctx, 0, def); !errors.Is(err, framework.ErrInvalidOption) {
+		t.Errorf("keep every 0: %v, want ErrInvalidOption", err)
+	}
+	if err := m.Keep(ctx, time.Second, def, schedule.Definition{Name: "bad", Spec: "0 61 * * * *", Type: "reports.build"}); !errors.Is(err, schedule.ErrInvalid) {
+		t.Errorf("keep an invalid definition: %v, want ErrInvalid", err)
+	}
+	kctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Keep(kctx, 100*time.Millisecond, def) }()
+	t.Cleanup(func() {
+		stop()
+		if err := testutil.Recv(t, done, time.Minute, "Keep to return"); err != nil {
+			t.Errorf("keep: %v", err)
+		}
+	})
+
+	// After a round, so that only a later one can restore it.
+	for r := testutil.Recv(t, logs, time.Minute, "Keep's first round"); r.Level != slog.LevelDebug; {
+		r = testutil.Recv(t, logs, time.Minute, "Keep's first round")
+	}
+	if err := e.cl.Conn().PublishRequest(names.TaskSubject(framework.PriorityNormal, "x"), e.info.Subject, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r := testutil.Recv(t, logs, time.Minute, "Keep to log the restore")
+		if r.Level == slog.LevelWarn && strings.Contains(r.Message, "restored") {
+			break
+		}
+	}
+	got, err := m.Get(ctx, "daily")
+	if err != nil || got.Broken != "" || got.Next.IsZero() {
+		t.Errorf("after Keep restored it: %+v %v", got, err)
+	}
+}
+
+// chanHandler is a slog.Handler sending every record to ch, dropping it
+// when ch is full.
+type chanHandler chan slog.Record
+
+func (h chanHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h chanHandler) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case h <- r:
+	default:
+	}
+	return nil
+}
+func (h chanHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h chanHandler) WithGroup(string) slog.Handler      { return h }

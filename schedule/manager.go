@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,13 +32,68 @@ type Manager struct {
 	js    jetstream.JetStream
 	names streams.Names
 	codec framework.Codec
+	log   *slog.Logger
 }
 
 // New returns the schedule manager of c's topology (its prefix, see
 // [framework.WithPrefix]); payloads are encoded with c's codec
-// ([framework.WithCodec]).
+// ([framework.WithCodec]) and [Manager.Keep] logs to c's logger
+// ([framework.WithLogger]).
 func New(c *framework.Client) *Manager {
-	return &Manager{nc: c.Conn(), js: c.JetStream(), names: c.Names(), codec: c.Codec()}
+	return &Manager{nc: c.Conn(), js: c.JetStream(), names: c.Names(), codec: c.Codec(), log: c.Logger()}
+}
+
+// LogKeySchedule is the log attribute naming a schedule.
+const LogKeySchedule = "schedule"
+
+// Keep registers defs ([Manager.Register]) now and again every interval,
+// until ctx ends, so that a schedule broken meanwhile ([Info.Broken]: the
+// server dropped it because another message was stored on its subject) is
+// restored within interval instead of at the application's next start.
+// Each round costs one direct get per definition and writes nothing for a
+// schedule that is as registered, so every replica may keep the same
+// definitions. A restored schedule is logged at Warn, a failed
+// registration at Error (tried again at the next round), and the end of
+// each round at Debug. A schedule removed meanwhile
+// ([Manager.Remove], jetflow cron rm) is created again: stop Keep before
+// removing its schedules for good.
+//
+// Keep validates every definition first and returns an error wrapping
+// [ErrInvalid] (or [framework.ErrInvalidOption] for an interval that is not
+// positive) without registering any. Otherwise it blocks until ctx ends and
+// returns nil.
+func (s *Manager) Keep(ctx context.Context, interval time.Duration, defs ...Definition) error {
+	if interval <= 0 {
+		return fmt.Errorf("%w: schedule: keep interval %v, want a positive duration", framework.ErrInvalidOption, interval)
+	}
+	for _, d := range defs {
+		if _, _, err := s.build(d); err != nil {
+			return err
+		}
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		for _, d := range defs {
+			res, err := s.Register(ctx, d)
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case err != nil:
+				s.log.Error("jetflow: keeping a repeating schedule failed; trying again at the next round",
+					LogKeySchedule, d.Name, "error", err)
+			case res == Restored:
+				s.log.Warn("jetflow: repeating schedule was broken and is restored (its subject did not end with the schedule jetflow wrote)",
+					LogKeySchedule, d.Name)
+			}
+		}
+		s.log.Debug("jetflow: repeating schedules checked", "schedules", len(defs))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 // maxRegisterConflicts bounds the compare-and-set retries of Register.
