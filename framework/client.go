@@ -116,9 +116,7 @@ func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts
 // hook.
 func (c *Client) enqueued(ctx context.Context, info TaskInfo) {
 	c.writeEnqueued(info)
-	if h := c.opts.hooks.Enqueued; h != nil {
-		callHook(c.opts.logger, nil, "Enqueued", func() { h(ctx, info) })
-	}
+	c.emitEnqueued(ctx, info)
 }
 
 // TaskSpec is one task of [Client.EnqueueMany].

@@ -138,7 +138,9 @@
 //
 // [Hooks] are optional callbacks for metrics and tracing, set with
 // [WithHooks] on workers (Started, Finished, AckFailed, BreakerStateChanged)
-// and clients (Enqueued). Each takes the context of the task or call it
+// and clients (Enqueued). WithHooks may be given several times: every set
+// runs, in the order given, and a package built on the worker adds its own
+// with [Worker.AddHooks] without displacing yours. Each takes the context of the task or call it
 // reports, so a tracer can find its span there; Finished reports the
 // attempt's [Outcome]: the [Action] taken (ack, retry after a delay, fail),
 // the error and how long the handler ran. They run synchronously on the

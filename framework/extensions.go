@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -143,7 +144,7 @@ func (w *Worker) hookFinished(h func(context.Context, *Task, Outcome), ctx conte
 }
 
 // CallHooks calls each of the worker's hook sets (the [Worker.AddHooks] ones,
-// then the [WithHooks] one) with call, for a plugin that reports through a
+// then the [WithHooks] ones) with call, for a plugin that reports through a
 // hook (package breaker calls BreakerStateChanged). A panic in call is
 // recovered, logged and counted in [Stats].HookPanics under name.
 func (w *Worker) CallHooks(name string, call func(h Hooks)) {
@@ -200,6 +201,6 @@ func (w *Worker) AddHooks(h Hooks) {
 	if w.state.Load() != workerNew {
 		panic("framework: AddHooks called after the worker started")
 	}
-	// The WithHooks entry stays last.
-	w.hooks = append(w.hooks[:len(w.hooks)-1:len(w.hooks)-1], h, w.hooks[len(w.hooks)-1])
+	w.hooks = slices.Insert(w.hooks, w.addedHooks, h)
+	w.addedHooks++
 }

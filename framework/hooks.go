@@ -11,8 +11,9 @@ import (
 	"github.com/jetflow-io/jetflow/internal/circuit"
 )
 
-// Hooks are optional callbacks for metrics, tracing and logging. Any field
-// may be nil. Callbacks run synchronously on the goroutine of the task or
+// Hooks are optional callbacks for metrics, tracing and logging, given with
+// [WithHooks] (several sets compose: each runs) or added by a package built
+// on the worker ([Worker.AddHooks]). Any field may be nil. Callbacks run synchronously on the goroutine of the task or
 // call they report: keep them fast and non-blocking. They must be safe for
 // concurrent use. A callback that panics is recovered: the panic is logged
 // (and counted in [Stats].HookPanics for a worker's hooks) and the task goes
@@ -113,6 +114,16 @@ func recoverHook(log *slog.Logger, panics *atomic.Uint64, name string) {
 		}
 		log.Error("jetflow hook panicked; ignored", slog.String("hook", name), slog.Any("panic", r),
 			slog.String("stack", string(debug.Stack())))
+	}
+}
+
+// emitEnqueued calls the client's Enqueued hooks, in the order they were
+// given ([WithHooks]).
+func (c *Client) emitEnqueued(ctx context.Context, info TaskInfo) {
+	for i := range c.opts.hooks {
+		if h := c.opts.hooks[i].Enqueued; h != nil {
+			callHook(c.opts.logger, nil, "Enqueued", func() { h(ctx, info) })
+		}
 	}
 }
 

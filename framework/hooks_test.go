@@ -3,6 +3,7 @@ package framework_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -111,5 +112,55 @@ func TestPanickingHooksAreRecovered(t *testing.T) {
 	}
 	if st := w.Stats(); st.Succeeded != 1 {
 		t.Errorf("Succeeded = %d, want 1", st.Succeeded)
+	}
+}
+
+// TestHooksCompose gives a client and a worker two WithHooks each, and the
+// worker a set of AddHooks: every set runs, the added ones first, then the
+// WithHooks ones in the order given (issue 37: a second WithHooks used to
+// replace the first, so a hook beside the Prometheus adapter's silenced it).
+func TestHooksCompose(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var mu sync.Mutex
+	var calls []string
+	record := func(s string) {
+		mu.Lock()
+		calls = append(calls, s)
+		mu.Unlock()
+	}
+	enqueued := func(name string) framework.Hooks {
+		return framework.Hooks{Enqueued: func(context.Context, framework.TaskInfo) { record(name) }}
+	}
+	cl, err := framework.NewClient(e.nc, framework.WithHooks(enqueued("client-a")), framework.WithHooks(enqueued("client-b")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished := make(chan struct{}, 3)
+	started := func(name string) framework.Hooks {
+		return framework.Hooks{
+			Started:  func(context.Context, *framework.Task) { record(name) },
+			Finished: func(context.Context, *framework.Task, framework.Outcome) { finished <- struct{}{} },
+		}
+	}
+	w := e.worker(t, framework.WithHooks(started("worker-a")), framework.WithHooks(started("worker-b")))
+	w.AddHooks(started("added"))
+	w.HandleFunc("hooks.compose", func(context.Context, *framework.Task) error { return nil })
+	if _, err := cl.Enqueue(t.Context(), "hooks.compose", nil); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, w)
+	for range 3 {
+		select {
+		case <-finished:
+		case <-time.After(waitLong):
+			t.Fatal("the Finished hooks did not all run")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"client-a", "client-b", "added", "worker-a", "worker-b"}
+	if !slices.Equal(calls, want) {
+		t.Errorf("hooks ran %v, want %v", calls, want)
 	}
 }

@@ -82,7 +82,7 @@ func (f workerOnly) applyWorker(o *options) error { return f(o) }
 type options struct {
 	names             streams.Names
 	logger            *slog.Logger
-	hooks             Hooks
+	hooks             []Hooks // WithHooks, in the order given
 	codec             Codec
 	concurrency       int
 	dispatch          DispatchMode
@@ -158,9 +158,13 @@ func WithLogger(l *slog.Logger) LoggerOption {
 	})
 }
 
-// WithHooks sets observability callbacks.
+// WithHooks adds observability callbacks. It may be given several times:
+// every set given runs, in the order given, so that hooks of your own sit
+// beside an adapter's (contrib/prometheus, contrib/otel) without taking
+// their place. On a worker, the sets added with [Worker.AddHooks] run
+// before the WithHooks ones. Default none.
 func WithHooks(h Hooks) HooksOption {
-	return HooksOption(func(o *options) error { o.hooks = h; return nil })
+	return HooksOption(func(o *options) error { o.hooks = append(o.hooks, h); return nil })
 }
 
 // WithCodec sets the payload codec. Default [JSONCodec]. Client and workers

@@ -178,9 +178,7 @@ func (c *Client) enqueueUnique(ctx context.Context, msg *nats.Msg, info TaskInfo
 		return TaskInfo{}, false, err
 	}
 	if dup != nil {
-		if h := c.opts.hooks.Enqueued; h != nil {
-			callHook(c.opts.logger, nil, "Enqueued", func() { h(ctx, *dup) })
-		}
+		c.emitEnqueued(ctx, *dup)
 		return *dup, true, nil
 	}
 	ack, err := c.publish(ctx, msg)

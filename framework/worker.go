@@ -79,8 +79,10 @@ type Worker struct {
 	services  sync.WaitGroup
 	svcCancel context.CancelFunc
 
-	// hooks are the AddHooks hooks, then the WithHooks ones (last).
-	hooks []Hooks
+	// hooks are the AddHooks hooks (the first addedHooks of them), then the
+	// WithHooks ones, each group in the order given.
+	hooks      []Hooks
+	addedHooks int
 	// deadLetter is the dead-letter extension's writer, or nil (dlq.go).
 	deadLetter func(ctx context.Context, t *Task, msg jetstream.Msg, cause error) error
 	// tracker writes task records, when a registered type is tracked
@@ -167,7 +169,7 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		connLost:   make(chan struct{}),
 		stalled:    make(chan struct{}),
 		bg:         background{execCh: make(chan *pending), stop: make(chan struct{})},
-		hooks:      []Hooks{o.hooks},
+		hooks:      append([]Hooks(nil), o.hooks...),
 	}
 	w.sched = dispatch.New(o.concurrency, o.dispatch == DispatchWeighted, o.weights, w.granted)
 	w.installDeadLetters()

@@ -14,6 +14,10 @@
 //	m.Instrument(w)                                     // before w.Start
 //	cl, err := framework.NewClient(nc, framework.WithHooks(m.Hooks()))
 //
+// Hooks of your own sit beside the adapter's: [framework.WithHooks] may be
+// given several times (every set runs), and Instrument adds its set to the
+// worker without taking the place of the worker's WithHooks.
+//
 // The series:
 //
 //	jetflow_tasks_total{type, priority, outcome}     counter; outcome is enqueued,
