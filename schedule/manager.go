@@ -106,7 +106,13 @@ const maxRegisterConflicts = 8
 // registrations leave exactly one schedule, and a tick fires one task.
 // A stored schedule is identical only if everything it fires with (spec,
 // zone, target, payload, headers) is d's: one changed by another tool is
-// replaced. Replacing a definition restarts an "@every" interval.
+// replaced. Only the last message on the schedule's subject counts: when it
+// is not a schedule jetflow wrote ([Info.Broken]; the server dropped the
+// schedule, or another tool replaced it) the definition is stored again and
+// Register answers [Restored], never [Unchanged]. Registering every
+// schedule at every start of the application (or keeping them with
+// [Manager.Keep]) therefore repairs a broken one. Replacing a definition
+// restarts an "@every" interval.
 //
 // The definition is validated before anything is stored; errors wrap
 // [ErrInvalid] and say what is wrong. Other errors:
