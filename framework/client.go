@@ -77,11 +77,17 @@ const DefaultEnqueueTimeout = 30 * time.Second
 // While the task stream cannot answer (a cluster electing a new stream
 // leader, a server restarting) Enqueue retries with the same message and
 // task ID, so the stream stores the task once, until ctx ends or for
-// [DefaultEnqueueTimeout] when ctx has no deadline.
+// [DefaultEnqueueTimeout] when ctx has no deadline. To tell a stream
+// without a leader from a missing topology it asks the stream's
+// STREAM.INFO once; a connection that may not ask (a producer without the
+// JetStream API, as docs/security.md recommends) gets [ErrTopologyMissing]
+// at once, its message saying that the stream may also be without a leader.
+// A full task stream ([streams.Config] MaxTaskBytes) is not retried: it
+// refuses the task with [ErrQueueFull].
 //
 // Errors: [ErrInvalidTaskType], [ErrInvalidOption], [ErrEncode],
-// [ErrPayloadTooLarge], [ErrTopologyMissing], [ErrNotConnected], or the
-// context's error. On error nothing was stored, except when ctx ended while
+// [ErrPayloadTooLarge], [ErrQueueFull], [ErrTopologyMissing],
+// [ErrNotConnected], or the context's error. On error nothing was stored, except when ctx ended while
 // waiting for the server's acknowledgement: then retry with the same
 // [WithID] to be safe.
 func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts ...EnqueueOption) (TaskInfo, error) {

@@ -30,6 +30,12 @@ var (
 	// ErrTopologyMissing reports that the task stream does not exist or does
 	// not accept the subject: call [streams.Ensure] first.
 	ErrTopologyMissing = natserr.ErrTopologyMissing
+	// ErrQueueFull reports that the task stream is at its size limit
+	// (streams.Config.MaxTaskBytes) and refused the task: nothing was
+	// stored and no waiting task was discarded. The stream's own error is
+	// wrapped too. Enqueue does not retry it; retry later, when workers
+	// have made room (decision 040).
+	ErrQueueFull = natserr.ErrQueueFull
 	// ErrNotConnected reports that the connection to NATS is closed or
 	// unavailable. Nothing was enqueued; retry when the server is back.
 	ErrNotConnected = natserr.ErrNotConnected

@@ -15,6 +15,7 @@ var (
 	ErrTopologyMissing = errors.New("framework: task stream missing (call streams.Ensure with the same prefix first)")
 	ErrNotConnected    = errors.New("framework: not connected to NATS")
 	ErrPayloadTooLarge = errors.New("framework: payload too large")
+	ErrQueueFull       = errors.New("framework: task stream full (it refuses new tasks until workers make room)")
 )
 
 // ErrNoStream reports that no server answered a direct get: the stream does
@@ -33,12 +34,16 @@ const (
 	TopologyMissing
 	// TooLarge: the message exceeds the server's or the stream's limit.
 	TooLarge
+	// QueueFull: the stream is at its size or message limit and refuses
+	// new messages (discard-new).
+	QueueFull
 )
 
 // Server error codes that mean "try again in a moment".
 const (
 	codeNoSuitablePeers jetstream.ErrorCode = 10005 // placement while peers are still joining
 	codeTempUnavailable jetstream.ErrorCode = 10008 // JetStream system temporarily unavailable
+	codeStoreFailed     jetstream.ErrorCode = 10077 // a store refused; the description says why
 )
 
 // Classify returns the jetflow meaning of err.
@@ -59,8 +64,15 @@ func Classify(err error) Kind {
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum {
 		return TooLarge
 	}
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == codeStoreFailed && streamLimits[apiErr.Description] {
+		return QueueFull
+	}
 	return Other
 }
+
+// streamLimits are the descriptions of a store refused at a discard-new
+// stream's limits (nats-server's ErrMaxBytes and ErrMaxMsgs).
+var streamLimits = map[string]bool{"maximum bytes exceeded": true, "maximum messages exceeded": true}
 
 // Wrap returns err prefixed with what and wrapping the sentinel of its
 // [Kind], if any.
@@ -72,6 +84,8 @@ func Wrap(what string, err error) error {
 		return fmt.Errorf("%s: %w: %w", what, ErrTopologyMissing, err)
 	case TooLarge:
 		return fmt.Errorf("%s: %w: %w", what, ErrPayloadTooLarge, err)
+	case QueueFull:
+		return fmt.Errorf("%s: %w: %w", what, ErrQueueFull, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }
