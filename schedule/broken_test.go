@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
+	"github.com/jetflow-io/jetflow/internal/testenv"
 	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -208,3 +209,43 @@ func (h chanHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h chanHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h chanHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestBrokenScheduleIsReportedAfterRestart breaks a schedule with a
+// server's reply and restarts the server on the same store: List still
+// reports it broken (the server's own message before the reply is still
+// there, and still not fired), and Register restores it so that it fires
+// again.
+func TestBrokenScheduleIsReportedAfterRestart(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t, testutil.WithListen())
+	ctx, names := t.Context(), env.Client.Names()
+	m := schedule.New(env.Client)
+	def := schedule.Definition{Name: "daily", Spec: "@every 1s", Type: "ticks.run"}
+	if res, err := m.Register(ctx, def); err != nil || res != schedule.Created {
+		t.Fatalf("register: %v %v", res, err)
+	}
+	if err := env.Conn.PublishRequest(names.TaskSubject(framework.PriorityNormal, "x"), names.CronSubject("daily"), []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	broken := func() bool {
+		list, err := m.List(ctx)
+		return err == nil && len(list) == 1 && strings.HasPrefix(list[0].Broken, "replaced by a message that is not a schedule")
+	}
+	testutil.Wait(t, time.Minute, "the schedule broken", broken)
+	testutil.RestartServer(t, env.Server)
+	testutil.Wait(t, time.Minute, "the schedule still broken after the restart", broken)
+	var res schedule.Result
+	testutil.Wait(t, time.Minute, "a register after the restart", func() bool {
+		var err error
+		res, err = m.Register(ctx, def)
+		return err == nil
+	})
+	if res != schedule.Restored {
+		t.Fatalf("register after the restart: %v, want restored", res)
+	}
+	restored, err := m.Get(ctx, "daily")
+	if err != nil || restored.Broken != "" {
+		t.Fatalf("after register: %+v %v", restored, err)
+	}
+	waitTickAfter(t, env.JS, names.TaskStream(), names.TaskSubject(framework.PriorityNormal, "ticks.run"), restored.Stored)
+}
