@@ -196,6 +196,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-soak", "1m", "-soak-max-delay", "1s"}, false},
 		{[]string{"-soak", "1m", "-soak-warmup", "2m"}, false},
 		{[]string{"-soak", "-1s"}, false},
+		{[]string{"-max-task-bytes", "1073741824"}, true},
 	}
 	for _, tc := range tests {
 		cfg, err := parseFlags(tc.args, &bytes.Buffer{})

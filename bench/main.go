@@ -186,6 +186,7 @@ type config struct {
 	soakReplicas int           // replicas of the topology ensured on -url
 	soakHeap     string        // write a heap profile here when the load ends
 	soakServers  string        // without -url: "process" (three nats-server processes) or "embedded"
+	maxTaskBytes int64         // MaxTaskBytes of the topology the bench ensures (0: unlimited)
 }
 
 func defaultConfig() config {
@@ -275,6 +276,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	soakReplicas := fs.Int("soak-replicas", def.soakReplicas, "replicas of the topology the soak ensures on -url")
 	soakHeap := fs.String("soak-heapprofile", "", "write a heap profile (in use after a GC) to this file when the soak's load ends, before the drain")
 	soakServers := fs.String("soak-servers", def.soakServers, `the soak's cluster without -url: "process", three nats-server processes the bench starts (a go install'ed binary, as the TCP figures use), so that the RSS figures are jetflow's alone; or "embedded", three servers in the bench process`)
+	maxTaskBytes := fs.Int64("max-task-bytes", 0, "MaxTaskBytes of jetflow's task stream (0: unlimited, jetflow's default); a cap the run never reaches measures what the stream's limit check costs")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -299,6 +301,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c.soakOutage, c.soakOpen, c.soakMaxDelay, c.soakWarmup = *soakOutage, *soakOpen, *soakMaxDelay, *soakWarmup
 	c.soakDrain, c.soakWorkers, c.soakReplicas, c.soakHeap = *soakDrain, *soakWorkers, *soakReplicas, *soakHeap
 	c.soakServers = *soakServers
+	c.maxTaskBytes = *maxTaskBytes
 	if !*quick {
 		c.oneN, c.types = *oneN, *types
 	}

@@ -65,9 +65,11 @@ type env struct {
 var topology = streams.Config{Storage: jetstream.FileStorage, AllowTaskPurge: true}
 
 // topology is the stream configuration of e's servers: [topology], at
-// clusterReplicas on the cluster of the cluster_drain figure.
+// clusterReplicas on the cluster of the cluster_drain figure, with the
+// task stream's cap of -max-task-bytes.
 func (e *env) topology() streams.Config {
 	c := topology
+	c.MaxTaskBytes = e.cfg.maxTaskBytes
 	if e.cluster != nil {
 		c.Replicas = clusterReplicas
 	}
@@ -105,7 +107,7 @@ func newEnv(ctx context.Context, cfg config, stderr io.Writer) (_ *env, err erro
 	if err != nil {
 		return nil, fmt.Errorf("bench: jetstream: %w", err)
 	}
-	if _, err := streams.Ensure(ctx, e.js, topology); err != nil {
+	if _, err := streams.Ensure(ctx, e.js, e.topology()); err != nil {
 		return nil, fmt.Errorf("bench: ensure topology: %w", err)
 	}
 	// Task state records go to buckets a worker would create at start;
