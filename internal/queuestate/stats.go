@@ -78,7 +78,7 @@ type StatsConfig[K comparable] struct {
 // server rolls it up when it stores a schedule), so any other message
 // stored after the schedule decides what the subject holds.
 type lastOnSubject struct {
-	several map[string]uint64 // subjects holding more than one message
+	several map[string]bool // subjects holding more than one message
 	last    map[string]jsapi.Stored
 }
 
@@ -87,9 +87,9 @@ func newLastOnSubject(subjects map[string]uint64) *lastOnSubject {
 	for subj, n := range subjects {
 		if n > 1 {
 			if l.several == nil {
-				l.several = make(map[string]uint64)
+				l.several = make(map[string]bool)
 			}
-			l.several[subj] = n
+			l.several[subj] = true
 		}
 	}
 	return l
@@ -99,7 +99,7 @@ func newLastOnSubject(subjects map[string]uint64) *lastOnSubject {
 // whether it did: m is then judged once the scan is over, by the subject's
 // last message.
 func (l *lastOnSubject) keep(m jsapi.Stored) bool {
-	if l.several[m.Subject] == 0 {
+	if !l.several[m.Subject] {
 		return false
 	}
 	l.last[m.Subject] = m
