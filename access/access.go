@@ -39,7 +39,9 @@ const (
 	// StateTracking writes task state records (framework.WithStateTracking).
 	StateTracking Feature = 1 << iota
 	// DeadLetters writes dead-letter records and the failed attempts they
-	// carry (framework.WithDeadLetters).
+	// carry (framework.WithDeadLetters): of its own types only when the
+	// worker runs neither the router nor the mover, which dead-letter tasks
+	// of every type.
 	DeadLetters
 	// DeadLetterRouter routes max-delivered tasks from their advisories
 	// and reconciles those no advisory routed: it reads and deletes tasks
@@ -208,9 +210,18 @@ func Worker(n streams.Names, o Options) (Permissions, error) {
 		pub = append(pub, "$KV."+n.StateBucket()+".>")
 	}
 	if f&DeadLetters != 0 {
+		// The router and the mover dead-letter tasks of every type; a
+		// worker running neither writes the dead letters of its types
+		// only.
+		if f&(DeadLetterRouter|DelayMover) != 0 {
+			pub = append(pub, n.DLQSubject(">"))
+		} else {
+			for _, t := range o.Types {
+				pub = append(pub, n.DLQSubject(t))
+			}
+		}
 		errs := kvStream(n.ErrorsBucket())
 		pub = append(pub,
-			n.DLQSubject(">"),
 			"$KV."+n.ErrorsBucket()+".>",
 			api+"STREAM.CREATE."+errs,
 			api+"DIRECT.GET."+errs, api+"DIRECT.GET."+errs+".>",

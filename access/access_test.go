@@ -52,6 +52,13 @@ func TestWorkerScopesItsTypesAndDependencies(t *testing.T) {
 	if want := []string{"_INBOX_worker.>"}; !slices.Equal(p.Subscribe, want) {
 		t.Errorf("worker subscribes to %v, want %v", p.Subscribe, want)
 	}
+	lane, err := Worker(n, Options{Types: []string{"email.send"}, Features: DeadLetters | Effects})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(lane.Publish, "jetflow.dlq.email.send") || slices.Contains(lane.Publish, "jetflow.dlq.>") {
+		t.Error("a worker without router and mover may dead-letter other types")
+	}
 	less, err := Worker(n, Options{Types: []string{"email.send"}, Features: StateTracking})
 	if err != nil {
 		t.Fatal(err)

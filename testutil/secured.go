@@ -44,6 +44,9 @@ type SecuredConfig struct {
 	// Dependencies are the circuit-breaker dependencies the worker user
 	// reports on. Default none.
 	Dependencies []string
+	// WorkerFeatures are what the worker user runs. Default (zero)
+	// access.DefaultFeatures.
+	WorkerFeatures access.Feature
 	// ProducerBTypes are the task types (or patterns, "tenant_b.>") the
 	// producer of tenant B may enqueue, imported by its account. Default
 	// every type. The producer of tenant A may enqueue every type.
@@ -148,7 +151,7 @@ func newSecured(dir string, cfg SecuredConfig) (*Secured, error) {
 		role  string
 		perms func(streams.Names, access.Options) (access.Permissions, error)
 	}{{SecuredAdmin, access.Admin}, {SecuredWorker, access.Worker}, {SecuredOperator, access.Operator}} {
-		u, err := user(r.role, SecuredAccount, r.perms, access.Options{Types: cfg.Types, Dependencies: cfg.Dependencies})
+		u, err := user(r.role, SecuredAccount, r.perms, access.Options{Types: cfg.Types, Dependencies: cfg.Dependencies, Features: cfg.WorkerFeatures})
 		if err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/access"
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/effects"
 	"github.com/jetflow-io/jetflow/framework"
@@ -377,5 +378,37 @@ func TestWorkerStaysInItsLane(t *testing.T) {
 	}
 	if c.CachedInfo().Config.FilterSubject != "" {
 		t.Errorf("the mover's consumer filters %q", c.CachedInfo().Config.FilterSubject)
+	}
+}
+
+// TestLaneWorkerForgesNoOtherDeadLetter (item 5): a worker that runs
+// neither the dead-letter router nor the delay mover (both dead-letter
+// tasks of every type; keep them in a trusted worker) may write the dead
+// letters of its own types only, so it cannot forge a record of another
+// type for an operator to replay. Its own failures still reach the
+// dead-letter stream without a permission violation.
+func TestLaneWorkerForgesNoOtherDeadLetter(t *testing.T) {
+	t.Parallel()
+	const typ = "lane.fail"
+	d := deploy(t, testutil.SecuredConfig{Types: []string{typ}, WorkerFeatures: access.DeadLetters | access.Effects})
+	wc := d.worker(t, func(w *framework.Worker) {
+		w.HandleFunc(typ, func(context.Context, *framework.Task) error {
+			return framework.Permanent(errors.New("refused"))
+		})
+	}, framework.WithDeadLetterRouter(false), framework.WithDelayMover(false))
+	forged := &nats.Msg{Subject: d.names.DLQSubject("payments.charge"), Header: nats.Header{}}
+	forged.Header.Set(framework.HeaderTaskID, "forged-1")
+	if err := wc.denied(t.Context(), func(context.Context) error { return wc.PublishMsg(forged) }); !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Errorf("a lane worker could write another type's dead letter: %v", err)
+	}
+	cl, pc := d.client(t, testutil.SecuredProducer)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, err := cl.Enqueue(ctx, typ, nil, framework.WithID("fails-1")); err != nil {
+		t.Fatalf("enqueue: %v (violations %v)", err, violations(pc))
+	}
+	deadLetters(t, d, "the lane worker's own dead letter", func(r dlq.Record) bool { return r.TaskID == "fails-1" })
+	if v := violations(wc); len(v) > 0 {
+		t.Errorf("the lane worker hit permission violations: %v", v)
 	}
 }
