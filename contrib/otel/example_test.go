@@ -26,7 +26,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	w, err := framework.NewWorker(nc, framework.WithMiddleware(tr.Middleware()))
+	w, err := framework.NewWorker(nc)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func Example() {
 		// Spans started from ctx are children of the attempt's span.
 		return nil
 	})
-	tr.Instrument(w)
+	tr.Instrument(w) // attempt spans and their outcomes, before w.Start
 	_ = cl
 	// w.Run(ctx); cl.Enqueue(ctx, "mail.send", payload)
 }

@@ -9,18 +9,26 @@
 //
 //	tr := jetflowotel.New(jetflowotel.Options{TracerProvider: tp})
 //	cl, err := framework.NewClient(nc, tr.ClientOption())
-//	w, err := framework.NewWorker(nc, framework.WithMiddleware(tr.Middleware()))
-//	tr.Instrument(w) // before w.Start
+//	w, err := framework.NewWorker(nc)
+//	tr.Instrument(w) // before w.Start: the whole of a worker's tracing
 //
 // [Tracing.ClientOption] starts a producer span "jetflow enqueue <type>" as a
 // child of the enqueue call's context and injects its context into the task
-// headers (traceparent, tracestate). [Tracing.Middleware] starts a consumer
-// span "jetflow process <type>" per attempt, child of the carried context,
-// and puts it in the handler's context, so spans the handler starts are its
-// children. [Tracing.Instrument] ends that span once the worker settled the
-// attempt, with the outcome: attribute jetflow.outcome (ack, retry or fail),
+// headers (traceparent, tracestate). [Tracing.Instrument] does both halves
+// of a worker's tracing: it starts a consumer span "jetflow process <type>"
+// per attempt, child of the carried context, outside every middleware, and
+// puts it in the handler's context, so spans the handler starts are its
+// children; and it ends that span once the worker settled the attempt, with
+// the outcome: attribute jetflow.outcome (ack, retry or fail),
 // jetflow.retry_delay_ms, jetflow.dead_lettered, the recorded error and an
 // error status for retried and failed attempts.
+//
+// [Tracing.Middleware] starts the same span from a place of your choosing
+// in the middleware chain. With Instrument on the worker it is the span
+// Instrument started (one span per attempt, not two); without it, the
+// middleware ends the span itself when the handler returns, without the
+// settled outcome, and the worker's logger says once that Instrument is
+// missing.
 //
 // # Workflows
 //
@@ -84,6 +92,8 @@ type Tracing struct {
 	// attempts holds the span of each running attempt, from the middleware
 	// to the hook that ends it.
 	attempts sync.Map // *framework.Task → trace.Span
+	// warned holds the workers told that Instrument is missing.
+	warned sync.Map // *framework.Worker → struct{}
 }
 
 // New returns a Tracing.
@@ -155,42 +165,92 @@ func (tr *Tracing) traceEnqueue(ctx context.Context, info framework.TaskInfo, h 
 	}
 }
 
-// Middleware returns the worker middleware ([framework.WithMiddleware])
-// that starts the span of each attempt and puts it in the handler's
-// context. Register it outermost (first), so that other middleware runs
-// inside the span.
+// PluginName is the name under which [Tracing.Instrument] installs its
+// plugin on a worker ([framework.Worker.Plugin] returns the Tracing).
+const PluginName = "jetflowotel"
+
+// attemptKey marks a handler's context as inside the attempt span that
+// tracing started for a task, so that a second start point (Instrument's
+// wrapper and Middleware on one worker) does not start a second span.
+type attemptKey struct{ tr *Tracing }
+
+// Middleware returns worker middleware ([framework.WithMiddleware]) that
+// starts the span of each attempt and puts it in the handler's context.
+// [Tracing.Instrument] alone does this too, outside every middleware; use
+// Middleware to start the span at another place of the chain. With
+// Instrument on the worker, the first of the two to run starts the span
+// and the other passes through. Without Instrument, the span ends when the
+// handler returns, without the settled outcome (the hooks that know it are
+// missing), and the worker's logger warns once.
 func (tr *Tracing) Middleware() framework.Middleware {
 	return func(next framework.Handler) framework.Handler {
 		return framework.HandlerFunc(func(ctx context.Context, t *framework.Task) error {
-			parent := tr.prop.Extract(ctx, taskCarrier{t})
-			attrs := []attribute.KeyValue{
-				attribute.String("messaging.system", "nats"),
-				attribute.String("messaging.operation.type", "process"),
-				attribute.String("messaging.message.id", t.ID),
-				AttrTaskID.String(t.ID), AttrTaskType.String(t.Type), AttrTaskPriority.String(t.Priority.String()),
-				AttrAttempt.Int(t.Attempt), AttrMaxAttempts.Int(t.MaxAttempts),
-			}
-			opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-			if run := t.Header(workflow.HeaderRun); validRunID(run) {
-				attrs = append(attrs, AttrWorkflowRunID.String(run))
-				opts = append(opts, trace.WithLinks(RunLink(run)))
-			}
-			opts = append(opts, trace.WithAttributes(attrs...))
-			ctx, span := tr.tracer.Start(parent, "jetflow process "+t.Type, opts...)
-			if prev, loaded := tr.attempts.Swap(t, span); loaded {
-				// A rerun in process (held by an open breaker): the earlier
-				// run ended without a settlement.
-				s := prev.(trace.Span)
-				s.SetAttributes(AttrOutcome.String("held"))
-				s.End()
-			}
-			err := next.Handle(ctx, t)
-			if err != nil {
-				span.RecordError(err)
-			}
-			return err
+			return tr.handle(ctx, t, next)
 		})
 	}
+}
+
+// handle runs one attempt of t inside its span.
+func (tr *Tracing) handle(ctx context.Context, t *framework.Task, next framework.Handler) error {
+	if ctx.Value(attemptKey{tr}) == t {
+		return next.Handle(ctx, t)
+	}
+	parent := tr.prop.Extract(ctx, taskCarrier{t})
+	attrs := []attribute.KeyValue{
+		attribute.String("messaging.system", "nats"),
+		attribute.String("messaging.operation.type", "process"),
+		attribute.String("messaging.message.id", t.ID),
+		AttrTaskID.String(t.ID), AttrTaskType.String(t.Type), AttrTaskPriority.String(t.Priority.String()),
+		AttrAttempt.Int(t.Attempt), AttrMaxAttempts.Int(t.MaxAttempts),
+	}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	if run := t.Header(workflow.HeaderRun); validRunID(run) {
+		attrs = append(attrs, AttrWorkflowRunID.String(run))
+		opts = append(opts, trace.WithLinks(RunLink(run)))
+	}
+	opts = append(opts, trace.WithAttributes(attrs...))
+	ctx, span := tr.tracer.Start(parent, "jetflow process "+t.Type, opts...)
+	ctx = context.WithValue(ctx, attemptKey{tr}, t)
+	if !tr.instrumented(ctx) {
+		// Nobody will end the span at settlement: end it here.
+		err := next.Handle(ctx, t)
+		span.SetAttributes(AttrOutcome.String("unsettled"))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+		return err
+	}
+	if prev, loaded := tr.attempts.Swap(t, span); loaded {
+		// A rerun in process (held by an open breaker): the earlier
+		// run ended without a settlement.
+		s := prev.(trace.Span)
+		s.SetAttributes(AttrOutcome.String("held"))
+		s.End()
+	}
+	err := next.Handle(ctx, t)
+	if err != nil {
+		span.RecordError(err)
+	}
+	return err
+}
+
+// instrumented reports whether the worker running the task of ctx has this
+// tracing's hooks ([Tracing.Instrument]), which end attempt spans at
+// settlement. It warns once per worker when it has not.
+func (tr *Tracing) instrumented(ctx context.Context) bool {
+	w := framework.WorkerFromContext(ctx)
+	if w == nil {
+		return false // a handler run outside a worker (jetflowtest)
+	}
+	if v, ok := w.Plugin(PluginName); ok && v == tr {
+		return true
+	}
+	if _, warned := tr.warned.LoadOrStore(w, struct{}{}); !warned {
+		w.Logger().Warn("jetflowotel: Middleware on a worker without Instrument: attempt spans end when the handler returns, without the settled outcome; call Tracing.Instrument(w) before w.Start")
+	}
+	return false
 }
 
 // validRunID reports whether a Jetflow-Run header holds a run ID a workflow
@@ -203,14 +263,29 @@ func validRunID(id string) bool {
 	return len(id) <= workflow.MaxRunIDLen && !strings.Contains(id, ":") && streams.ValidateID(id) == nil
 }
 
-// Instrument adds the hooks that end each attempt's span with its outcome
-// to w ([framework.Worker.AddHooks]). Call it before w.Start.
+// Instrument wires the whole of w's tracing: it wraps every handler of w,
+// outside the worker's and the types' middleware, so that each attempt runs
+// in its span (see [Tracing.Middleware]), and adds the hooks that end the
+// span with the attempt's settled outcome ([framework.Worker.AddHooks],
+// beside the worker's own). It installs a plugin named [PluginName]. Call
+// it once per worker, before w.Start; it panics afterwards, or when called
+// twice on one worker.
 func (tr *Tracing) Instrument(w *framework.Worker) {
+	w.Use(framework.Plugin{
+		Name:  PluginName,
+		Value: tr,
+		Wrap: func(_ *framework.Worker, _ string, h framework.Handler) framework.Handler {
+			return framework.HandlerFunc(func(ctx context.Context, t *framework.Task) error {
+				return tr.handle(ctx, t, h)
+			})
+		},
+	})
 	w.AddHooks(tr.Hooks())
 }
 
-// Hooks returns the hooks [Tracing.Instrument] adds, to combine with your
-// own.
+// Hooks returns the hooks [Tracing.Instrument] adds: they end the attempt
+// spans that Instrument or [Tracing.Middleware] started. Instrument is the
+// way to install them; these are for a test or a wrapper of your own.
 func (tr *Tracing) Hooks() framework.Hooks {
 	return framework.Hooks{
 		Finished: func(_ context.Context, t *framework.Task, o framework.Outcome) {
