@@ -31,11 +31,13 @@ const (
 // Accounts of a [Secured] server in the accounts layout. In the
 // single-account layout every user is in SecuredAccount.
 const (
-	SecuredAccount  = "JETFLOW"
-	SecuredTenantA  = "TENANT_A"
-	SecuredTenantB  = "TENANT_B"
-	securedPassword = 16 // random bytes per password
+	SecuredAccount = "JETFLOW"
+	SecuredTenantA = "TENANT_A"
+	SecuredTenantB = "TENANT_B"
 )
+
+// securedPassword is the number of random bytes of each password.
+const securedPassword = 16
 
 // SecuredConfig is the deployment [RunSecured] starts.
 type SecuredConfig struct {
