@@ -224,3 +224,80 @@ func TestEnsureMovesTaskStreamToDiscardNew(t *testing.T) {
 		}
 	}
 }
+
+// The migration of decision 040 for a task stream that allows message TTL
+// (which the server cannot turn off): take the source off the task stream,
+// let the workers empty it, delete it, run Ensure. A delayed task that
+// fires meanwhile waits in the schedule stream and reaches the new task
+// stream; Ensure then reports no drift.
+func TestTaskStreamWithTTLIsRecreatedWithoutLosingFiredTasks(t *testing.T) {
+	t.Parallel()
+	ctx, js := jsContext(t)
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	old := streamConfig(t, ctx, js, "JETFLOW_TASKS")
+	if err := js.DeleteStream(ctx, "JETFLOW_TASKS"); err != nil {
+		t.Fatal(err)
+	}
+	old.AllowMsgTTL, old.AllowAtomicPublish, old.Discard = true, true, jetstream.DiscardOld
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "jetflow.task.normal.waiting", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); !errors.Is(err, streams.ErrDrift) {
+		t.Fatalf("Ensure on a task stream with message TTL: %v, want drift", err)
+	}
+
+	// 1. Take the source off: fired tasks wait in the schedule stream.
+	cfg := streamConfig(t, ctx, js, "JETFLOW_TASKS")
+	cfg.Sources = nil
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	sched := &nats.Msg{Subject: "jetflow.sched.during-migration", Data: []byte("delayed"), Header: nats.Header{
+		jetstream.ScheduleHeader:       {"@at " + time.Now().UTC().Format(time.RFC3339Nano)},
+		jetstream.ScheduleTargetHeader: {"jetflow.fired.normal.delayed"},
+		"Jetflow-Id":                   {"during-migration"},
+	}}
+	if _, err := js.PublishMsg(ctx, sched); err != nil {
+		t.Fatal(err)
+	}
+	schedStream, err := js.Stream(ctx, "JETFLOW_SCHEDULES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Wait(t, 20*time.Second, "the schedule to fire into the schedule stream", func() bool {
+		info, err := schedStream.Info(ctx, jetstream.WithSubjectFilter("jetflow.fired.>"))
+		return err == nil && info.State.Subjects["jetflow.fired.normal.delayed"] == 1
+	})
+	// 2. The workers empty the task stream (here: its one task).
+	tasks, err := js.Stream(ctx, "JETFLOW_TASKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tasks.DeleteMsg(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	// 3. Delete it, 4. Ensure creates it anew.
+	if err := js.DeleteStream(ctx, "JETFLOW_TASKS"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := streams.Ensure(ctx, js, streams.Config{})
+	if err != nil || len(rep.Drift) != 0 {
+		t.Fatalf("Ensure after the migration: %+v, %v", rep, err)
+	}
+	if c := streamConfig(t, ctx, js, "JETFLOW_TASKS"); c.AllowMsgTTL || c.AllowAtomicPublish || c.Discard != jetstream.DiscardNew {
+		t.Fatalf("new task stream: TTL %v, atomic %v, discard %v", c.AllowMsgTTL, c.AllowAtomicPublish, c.Discard)
+	}
+	testutil.Wait(t, 30*time.Second, "the delayed task to reach the new task stream", func() bool {
+		s, err := js.Stream(ctx, "JETFLOW_TASKS")
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter("jetflow.task.>"))
+		return err == nil && info.State.Subjects["jetflow.task.normal.delayed"] == 1
+	})
+}
