@@ -84,6 +84,19 @@ func TestEnqueueWithoutStreamInfo(t *testing.T) {
 				t.Errorf("%s, %s, no topology: %v; want ErrTopologyMissing at once", p.name, k.name, err)
 			}
 		}
+		// EnqueueMany settles a publish nobody took with the same
+		// question.
+		cl, err := framework.NewClient(p.nc, framework.WithStateTracking(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		_, err = cl.EnqueueMany(ctx, []framework.TaskSpec{{Type: "email.send", Payload: 1}})
+		var batch *framework.BatchError
+		if !errors.As(err, &batch) || !errors.Is(batch.Errors[0], framework.ErrTopologyMissing) || ctx.Err() != nil {
+			t.Errorf("%s, EnqueueMany, no topology: %v; want ErrTopologyMissing at once", p.name, err)
+		}
+		cancel()
 	}
 	admin := testutil.Connect(t, srv, nats.UserInfo("admin", "admin"))
 	js, err := jetstream.New(admin)
