@@ -103,6 +103,11 @@ const (
 	// ReasonStranded: no consumer read the task's subject, and an
 	// operator moved it ([Queue.MoveStranded]).
 	ReasonStranded Reason = deadletter.ReasonStranded
+	// ReasonConflict: a delayed task whose ID already had a pending
+	// schedule stored from another delayed task (another producer's, or
+	// the same ID enqueued again after the duplicate window). The pending
+	// schedule was kept, unchanged; the record is the newcomer.
+	ReasonConflict Reason = deadletter.ReasonConflict
 )
 
 // Record is one record of the dead-letter stream, decoded.

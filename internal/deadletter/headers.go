@@ -78,6 +78,10 @@ const (
 	ReasonMaxDeliveries = "max_deliveries"
 	ReasonInvalid       = "invalid"
 	ReasonStranded      = "stranded"
+	// ReasonConflict: a delayed task whose ID already had a pending
+	// schedule stored from another delayed task; the existing schedule
+	// was kept.
+	ReasonConflict = "conflict"
 )
 
 // MaxErrorLen is the longest error text, in bytes, kept in a record and in

@@ -33,12 +33,5 @@ func (c *Core) WriteStranded(ctx context.Context, a Attempt) error {
 // acknowledgement writes no second record. The caller removes the message
 // after.
 func (c *Core) WriteRejected(ctx context.Context, stream string, a Attempt) error {
-	now := time.Now()
-	_, err := c.publish(ctx, c.recordMsg(deadSource{
-		seq: a.Seq, stream: stream, subject: a.Subject, header: a.Header, payload: a.Payload,
-		taskID: a.ID, taskType: a.Type, priority: a.Priority, deliveries: a.Attempt,
-		reason: ReasonInvalid, routedBy: routedByWorker,
-		lastErr: a.Cause.Error(), lastErrAttempt: a.Attempt, lastFailure: now, deadAt: now,
-	}))
-	return err
+	return c.writeRefused(ctx, stream, a, ReasonInvalid)
 }
