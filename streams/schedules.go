@@ -329,6 +329,11 @@ func MigrateTaskStream(ctx context.Context, js jetstream.JetStream, c Config) (*
 				h.Set(jetstream.ScheduleTargetHeader, n.FiredSubject(p, t))
 			}
 		}
+		if stream != n.RunStream() {
+			// Only the run stream allows message TTL (decision 040): a
+			// task that had one is stored as a plain task.
+			h.Del(jetstream.MsgTTLHeader)
+		}
 		if _, err := jsapi.Publish(ctx, js, stream, &nats.Msg{Subject: subj, Header: h, Data: m.Data}, quiet); err != nil {
 			return false, fmt.Errorf("store %s: %w", subj, err)
 		}

@@ -152,6 +152,9 @@ func TestMigrateTaskStreamFromTheOldLayout(t *testing.T) {
 	}
 	pub("jetflow.task.normal.t", nats.Header{jetstream.MsgIDHeader: {"now1"}})
 	pub("jetflow.task.normal.t", nil)
+	// A task with a message TTL, which the new task stream refuses: it is
+	// restored without it (decision 040).
+	pub("jetflow.task.normal.ttl", nats.Header{jetstream.MsgTTLHeader: {"3600"}})
 	pub("jetflow.wf.run1", nats.Header{jetstream.MsgRollup: {jetstream.MsgRollupSubject}})
 	pub("jetflow.sched.far", nats.Header{jetstream.ScheduleHeader: {"@at " + far},
 		jetstream.ScheduleTargetHeader: {"jetflow.task.normal.t"}, "Jetflow-Id": {"far"}, jetstream.MsgIDHeader: {"far"}})
@@ -164,8 +167,8 @@ func TestMigrateTaskStreamFromTheOldLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mig.Copied != 6 || mig.Restored != 6 {
-		t.Errorf("migration %+v, want 6 copied and restored", mig)
+	if mig.Copied != 7 || mig.Restored != 7 {
+		t.Errorf("migration %+v, want 7 copied and restored", mig)
 	}
 	tasks := streamConfig(t, ctx, js, "JETFLOW_TASKS")
 	if tasks.AllowMsgSchedules || tasks.AllowRollup || !tasks.DenyPurge || slices.Contains(tasks.Subjects, "jetflow.sched.>") {
