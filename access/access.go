@@ -275,6 +275,7 @@ func Worker(n streams.Names, o Options) (Permissions, error) {
 			api+"STREAM.MSG.GET."+ds, api+"STREAM.INFO."+ds,
 			n.ScheduleSubject(">"),
 			api+"STREAM.INFO."+n.ScheduleStream(),
+			api+"STREAM.MSG.GET."+n.ScheduleStream(), // the schedule in a delayed task's way: its own, or a conflict
 			api+"STREAM.MSG.DELETE."+n.ScheduleStream(),
 		)
 	}

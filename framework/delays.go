@@ -17,7 +17,14 @@ import (
 // schedule in the schedule stream and acknowledges it. A delayed task that
 // can never become a schedule (an invalid ID, due time or target) is
 // dead-lettered with reason "invalid" (type "_invalid" when its target
-// names no valid type). Turn it off only in workers whose credentials may
+// names no valid type). The mover stores a schedule only where none is
+// pending: a delayed task whose ID already has a pending schedule from
+// another delayed task (another producer's, or the same ID enqueued again
+// after the duplicate window) leaves that schedule unchanged and is
+// dead-lettered with reason "conflict", logged at warn level and counted
+// ([Stats].DelaysConflicts). The mover uses the shared consumer that
+// streams.Ensure creates as it finds it, and creates it only when it does
+// not exist. Turn it off only in workers whose credentials may
 // not read the delay stream or write the schedule stream: while no worker
 // moves, delayed tasks wait in the delay stream and fire late, never early.
 func WithDelayMover(enabled bool) WorkerOption {
@@ -34,9 +41,14 @@ func (w *Worker) installDelayMover() {
 	if !w.opts.deadLetters.disabled {
 		core := newDeadLetterCore(w.nc, w.js, n, w.log)
 		reject = func(ctx context.Context, r delays.Rejected) error {
-			return core.WriteRejected(ctx, n.DelayStream(), deadletter.Attempt{Seq: r.Seq, Subject: r.Subject,
-				Header: r.Header, Payload: r.Data, ID: r.ID, Type: r.Type, Priority: r.Priority, Attempt: r.Deliveries,
-				Cause: fmt.Errorf("%w: delayed task: %w", ErrCorruptTask, r.Cause)})
+			a := deadletter.Attempt{Seq: r.Seq, Subject: r.Subject,
+				Header: r.Header, Payload: r.Data, ID: r.ID, Type: r.Type, Priority: r.Priority, Attempt: r.Deliveries}
+			if r.Conflict {
+				a.Cause = fmt.Errorf("delayed task: %w", r.Cause)
+				return core.WriteConflict(ctx, n.DelayStream(), a)
+			}
+			a.Cause = fmt.Errorf("%w: delayed task: %w", ErrCorruptTask, r.Cause)
+			return core.WriteRejected(ctx, n.DelayStream(), a)
 		}
 	}
 	w.mover = delays.New(w.nc, w.js, streams.DelayTopology(n), w.log, reject)

@@ -32,9 +32,10 @@ type Stats struct {
 	// was replaced at once.
 	PullsLost uint64
 	// DelaysMoved counts delayed tasks this worker's mover turned into
-	// schedules; DelaysRejected those it dead-lettered as invalid
-	// ([WithDelayMover]).
-	DelaysMoved, DelaysRejected uint64
+	// schedules; DelaysRejected those it dead-lettered as invalid;
+	// DelaysConflicts those it dead-lettered as "conflict" because their
+	// ID already had a pending schedule, which it kept ([WithDelayMover]).
+	DelaysMoved, DelaysRejected, DelaysConflicts uint64
 	// Running is the number of tasks running now.
 	Running int
 }
@@ -62,7 +63,7 @@ func (w *Worker) Stats() Stats {
 		Running:    running,
 	}
 	if w.mover != nil {
-		s.DelaysMoved, s.DelaysRejected = w.mover.Moved.Load(), w.mover.Rejects.Load()
+		s.DelaysMoved, s.DelaysRejected, s.DelaysConflicts = w.mover.Moved.Load(), w.mover.Rejects.Load(), w.mover.Conflicts.Load()
 	}
 	return s
 }

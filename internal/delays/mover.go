@@ -1,12 +1,14 @@
 package delays
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,7 +47,21 @@ type Rejected struct {
 	ID, Type, Priority string // safe values: derived, or placeholders
 	Deliveries         int
 	Cause              error
+	// Conflict says that the task is valid but its ID already has a
+	// pending schedule stored from another delayed task, which was kept:
+	// dead-letter it with reason "conflict", not "invalid".
+	Conflict bool
 }
+
+// HeaderOrigin names, on a schedule the mover stored, the delayed task it
+// stored it from: "<sequence>@<time>", the task's sequence in the delay
+// stream and when the delay stream stored it. Every delivery of one
+// delayed task has the same origin; another delayed task with the same ID
+// (another producer's, or the same ID enqueued again after the duplicate
+// window) has another. The mover sets it itself, replacing any copy a
+// producer sent. A fired task keeps it, like every Jetflow-* header of its
+// schedule.
+const HeaderOrigin = "Jetflow-Delay-Origin"
 
 // RejectedType is the task type of the dead-letter record of a delayed task
 // whose target names no valid task type.
@@ -61,13 +77,17 @@ type Mover struct {
 	// no dead letters (r is then terminated with its reason and logged).
 	reject func(ctx context.Context, r Rejected) error
 
-	// Moved counts schedules stored; Rejected delayed tasks dead-lettered
-	// (or terminated); Cancelled schedules removed again because their
-	// delayed task was cancelled while it moved.
-	Moved, Rejects, Cancelled atomic.Uint64
+	// Moved counts schedules stored; Rejects invalid delayed tasks
+	// dead-lettered (or dropped when no dead letters are kept); Conflicts
+	// valid delayed tasks dead-lettered (or dropped) because their ID
+	// already had a pending schedule from another delayed task; Cancelled
+	// schedules removed again because their delayed task was cancelled
+	// while it moved.
+	Moved, Rejects, Conflicts, Cancelled atomic.Uint64
 
-	// beforePublish, set by tests, runs before a schedule is stored.
-	beforePublish func(id string)
+	// beforePublish and afterPublish, set by tests, run before a schedule
+	// is stored and after the server answered.
+	beforePublish, afterPublish func(id string)
 }
 
 // New returns a mover on nc. reject may be nil.
@@ -117,10 +137,10 @@ func (m *Mover) Run(ctx context.Context) {
 
 func (m *Mover) run(ctx context.Context) error {
 	cctx, cancel := jsapi.WithTimeout(ctx)
-	_, err := m.js.CreateOrUpdateConsumer(cctx, m.topo.DelayStream, m.topo.Consumer)
+	err := m.consumer(cctx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("framework: delay mover consumer on %s: %w", m.topo.DelayStream, err)
+		return err
 	}
 	// Own pull requests: a stored message with a Status header is a
 	// delayed task like any other, not a status of the server.
@@ -184,7 +204,8 @@ func (m *Mover) move(ctx context.Context, msg jetstream.Msg) {
 	}
 	r := Rejected{Seq: md.Sequence.Stream, Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data(),
 		ID: "delay-" + strconv.FormatUint(md.Sequence.Stream, 10), Type: RejectedType, Deliveries: int(md.NumDelivered)}
-	sched, cause := m.schedule(msg, &r)
+	from := origin(md)
+	sched, cause := m.schedule(msg, from, &r)
 	if cause != nil {
 		r.Cause = cause
 		m.rejectTask(ctx, msg, r)
@@ -195,17 +216,51 @@ func (m *Mover) move(ctx context.Context, msg jetstream.Msg) {
 	}
 	pctx, cancel := jsapi.WithTimeout(ctx)
 	defer cancel()
-	ack, err := m.js.PublishMsg(pctx, sched, jetstream.WithExpectStream(m.topo.ScheduleStream))
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && !natserr.Transient(err) && apiErr.ErrorCode != jetstream.JSErrCodeStreamNotFound {
-			// The server refused this schedule (and will again): a
-			// message too large once the schedule headers are added, a
-			// schedule the server cannot parse.
-			r.Cause = fmt.Errorf("the schedule stream refused its schedule: %w", err)
+	// Only where no schedule is pending: a second delayed task with this
+	// ID, published after the duplicate window or with another
+	// Nats-Msg-Id, must not replace the first one's schedule. The server
+	// checks the subject's last sequence before the duplicate window.
+	ack, err := m.js.PublishMsg(pctx, sched, jetstream.WithExpectStream(m.topo.ScheduleStream),
+		jetstream.WithExpectLastSequencePerSubject(0))
+	if m.afterPublish != nil {
+		m.afterPublish(r.ID)
+	}
+	// seq is the sequence of this task's schedule; dup says that an
+	// earlier delivery stored it.
+	var seq uint64
+	var dup bool
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		seq, dup = ack.Sequence, ack.Duplicate
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence:
+		pending, err := m.lastSchedule(pctx, r.ID)
+		switch {
+		case err != nil:
+			m.retryLater(ctx, msg, r, err)
+			return
+		case pending.Seq == 0:
+			// It fired or was cancelled since: its subject is free.
+			m.retryLater(ctx, msg, r, errors.New("the schedule in its way left before it could be read; storing again"))
+			return
+		case !StoredFrom(pending.Header, pending.Data, from, msg.Headers(), msg.Data()):
+			r.Conflict = true
+			r.Cause = fmt.Errorf("task %s already has a pending schedule (sequence %d of %s, from delayed task %s), kept unchanged",
+				r.ID, pending.Seq, m.topo.ScheduleStream, cut(pending.Header.Get(HeaderOrigin)))
 			m.rejectTask(ctx, msg, r)
 			return
 		}
+		// A redelivery: an earlier delivery of this delayed task stored
+		// this schedule and could not acknowledge the task.
+		seq, dup = pending.Seq, true
+	case errors.As(err, &apiErr) && !natserr.Transient(err) && apiErr.ErrorCode != jetstream.JSErrCodeStreamNotFound:
+		// The server refused this schedule (and will again): a
+		// message too large once the schedule headers are added, a
+		// schedule the server cannot parse.
+		r.Cause = fmt.Errorf("the schedule stream refused its schedule: %w", err)
+		m.rejectTask(ctx, msg, r)
+		return
+	default:
 		m.retryLater(ctx, msg, r, err)
 		return
 	}
@@ -231,14 +286,14 @@ func (m *Mover) move(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	switch {
-	case !present && ack.Duplicate:
+	case !present && dup:
 		// An earlier delivery stored this schedule and owns its check (a
 		// delivery is not repeated while its mover lives: heartbeats); the
 		// task is done, or was cancelled and its schedule purged after.
 		_ = msg.Ack()
 		return
 	case !present:
-		err := retry.Do(cctx, redeliver, natserr.Transient, func() error { return m.deleteSchedule(cctx, ack.Sequence) })
+		err := retry.Do(cctx, redeliver, natserr.Transient, func() error { return m.deleteSchedule(cctx, seq) })
 		if err != nil {
 			m.retryLater(ctx, msg, r, err)
 			return
@@ -248,16 +303,89 @@ func (m *Mover) move(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	if err := msg.Ack(); err != nil {
-		// Redelivered after the ack wait; the schedule stream drops the
-		// second copy as a duplicate of the task ID.
+		// Redelivered after the ack wait; the next delivery finds this
+		// schedule, stored from the same delayed task, and acknowledges.
 		m.log.Debug("jetflow delay mover could not acknowledge a moved task", slog.String("task_id", r.ID), slog.Any("error", err))
 	}
-	m.Moved.Add(1)
+	if !dup {
+		m.Moved.Add(1)
+	}
+}
+
+// origin is the value of [HeaderOrigin] for the delayed task of md.
+func origin(md *jetstream.MsgMetadata) string {
+	return strconv.FormatUint(md.Sequence.Stream, 10) + "@" + taskmsg.FormatTime(md.Timestamp)
+}
+
+// StoredFrom reports whether the schedule with headers h and payload data,
+// found pending on a task's schedule subject, was stored from the delayed
+// task whose origin ([HeaderOrigin]) is from, with headers th and payload
+// tdata: by an earlier delivery of it. A schedule without an origin,
+// stored before schedules named theirs, counts as its own when it has the
+// task's enqueue time and payload. Anything else on the subject is in the
+// way of the task: another delayed task's schedule, or a message that is
+// no schedule at all.
+func StoredFrom(h nats.Header, data []byte, from string, th nats.Header, tdata []byte) bool {
+	if o := h.Get(HeaderOrigin); o != "" {
+		return o == from
+	}
+	at := th.Get(taskmsg.HeaderEnqueuedAt)
+	return h.Get(jetstream.ScheduleHeader) != "" && at != "" && h.Get(taskmsg.HeaderEnqueuedAt) == at && bytes.Equal(data, tdata)
+}
+
+// Pending is the last message on a schedule subject.
+type Pending struct {
+	Seq    uint64 // 0: the subject holds none
+	Header nats.Header
+	Data   []byte
+}
+
+// lastSchedule reads the last message on the schedule subject of id from
+// the schedule stream's leader (the message get API: a direct get may be
+// answered by a replica that has not stored it yet).
+func (m *Mover) lastSchedule(ctx context.Context, id string) (Pending, error) {
+	subject := m.topo.ScheduleSubject(id)
+	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
+	if err != nil {
+		return Pending{}, err
+	}
+	resp, err := m.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+m.topo.ScheduleStream, req)
+	if err != nil {
+		return Pending{}, fmt.Errorf("get the last message of %s: %w", subject, err)
+	}
+	var r struct {
+		Message *struct {
+			Seq    uint64 `json:"seq"`
+			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return Pending{}, fmt.Errorf("get the last message of %s: %w", subject, err)
+	}
+	switch {
+	case r.Error != nil && r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return Pending{}, nil
+	case r.Error != nil:
+		return Pending{}, fmt.Errorf("get the last message of %s: %w", subject, r.Error)
+	case r.Message == nil || r.Message.Seq == 0:
+		return Pending{}, fmt.Errorf("get the last message of %s: an answer without a message", subject)
+	}
+	p := Pending{Seq: r.Message.Seq, Data: r.Message.Data, Header: nats.Header{}}
+	if len(r.Message.Header) > 0 {
+		// Stored by anyone who may publish there: a header block that
+		// does not parse is no schedule a mover wrote.
+		if h, err := nats.DecodeHeadersMsg(r.Message.Header); err == nil {
+			p.Header = h
+		}
+	}
+	return p, nil
 }
 
 // schedule validates msg and returns its schedule, filling r's safe fields
 // as they are validated. A non-nil error says why it can never be one.
-func (m *Mover) schedule(msg jetstream.Msg, r *Rejected) (*nats.Msg, error) {
+func (m *Mover) schedule(msg jetstream.Msg, from string, r *Rejected) (*nats.Msg, error) {
 	id, err := m.topo.ParseSubject(msg.Subject())
 	if err != nil {
 		return nil, fmt.Errorf("subject: %w", err)
@@ -290,6 +418,12 @@ func (m *Mover) schedule(msg jetstream.Msg, r *Rejected) (*nats.Msg, error) {
 		due = now
 	}
 	sched := taskmsg.DelayedSchedule(m.topo.ScheduleSubject(id), target, id, due, h, msg.Data())
+	for k := range sched.Header {
+		if strings.EqualFold(k, HeaderOrigin) {
+			delete(sched.Header, k) // a producer's
+		}
+	}
+	sched.Header.Set(HeaderOrigin, from)
 	if max := m.nc.MaxPayload(); max > 0 && taskmsg.Size(sched) > max {
 		return nil, fmt.Errorf("%d bytes with its schedule headers, the server accepts at most %d", taskmsg.Size(sched), max)
 	}
@@ -360,12 +494,15 @@ func (m *Mover) deleteSchedule(ctx context.Context, seq uint64) error {
 
 // rejectTask dead-letters r and removes it from the delay stream.
 func (m *Mover) rejectTask(ctx context.Context, msg jetstream.Msg, r Rejected) {
-	m.log.Warn("jetflow delay mover rejected a delayed task", slog.String("task_id", r.ID),
-		slog.String("subject", cut(r.Subject)), slog.Any("error", r.Cause))
+	count, what := &m.Rejects, "jetflow delay mover rejected a delayed task"
+	if r.Conflict {
+		count, what = &m.Conflicts, "jetflow delay mover kept a pending schedule and rejected a delayed task with the same ID"
+	}
+	m.log.Warn(what, slog.String("task_id", r.ID), slog.String("subject", cut(r.Subject)), slog.Any("error", r.Cause))
 	if m.reject == nil {
 		// No dead letters kept: dropped, with the log line above.
 		_ = msg.Ack()
-		m.Rejects.Add(1)
+		count.Add(1)
 		return
 	}
 	wctx, cancel := jsapi.WithTimeout(ctx)
@@ -375,7 +512,7 @@ func (m *Mover) rejectTask(ctx context.Context, msg jetstream.Msg, r Rejected) {
 		return
 	}
 	_ = msg.Ack() // removes it from the work queue; its record is written
-	m.Rejects.Add(1)
+	count.Add(1)
 }
 
 // retryLater hands msg back for a later delivery after a failure that may
