@@ -1,6 +1,8 @@
 package streams
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/delays"
+	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
 
@@ -52,7 +55,10 @@ func (n Names) DelayConsumer() string { return "mover" }
 // A delayed task is acknowledged once its schedule is stored, so a mover
 // that dies hands its tasks to another after the ack wait; deliveries are
 // unlimited (a task that cannot be moved is dead-lettered by the mover,
-// never dropped by the server).
+// never dropped by the server). [Ensure] creates the consumer and sets it
+// right; a worker's mover uses it as it finds it (warning when it differs)
+// and creates it only when it does not exist, so workers need no right to
+// create or change it.
 func DelayConsumerConfig(n Names) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       n.DelayConsumer(),
@@ -63,6 +69,48 @@ func DelayConsumerConfig(n Names) jetstream.ConsumerConfig {
 		MaxDeliver:    -1,
 		MaxAckPending: FiredMaxAckPending,
 	}
+}
+
+// ensureDelayConsumer creates the movers' consumer, or updates the
+// settings in which it differs from [DelayConsumerConfig]; those the
+// server cannot change in place are drift.
+func ensureDelayConsumer(ctx context.Context, js jetstream.JetStream, n Names, rep *Report) error {
+	want := DelayConsumerConfig(n)
+	name := n.DelayStream() + "/" + want.Durable
+	have, err := js.Consumer(ctx, n.DelayStream(), want.Durable)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		if _, err := js.CreateConsumer(ctx, n.DelayStream(), want); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+			return fmt.Errorf("streams: create consumer %s: %w", name, err)
+		}
+		rep.Created = append(rep.Created, name)
+		return nil
+	case errors.Is(err, jetstream.ErrNotPullConsumer):
+		// Not in place: delete it and run Ensure again.
+		rep.Drift = append(rep.Drift, Drift{Resource: name, Field: "DeliverSubject", Want: "none (a pull consumer)", Have: "set (a push consumer)"})
+		return nil
+	case err != nil:
+		return fmt.Errorf("streams: look up consumer %s: %w", name, err)
+	}
+	drift := delays.ConsumerDrift(want, have.CachedInfo().Config)
+	if len(drift) == 0 {
+		rep.Unchanged = append(rep.Unchanged, name)
+		return nil
+	}
+	_, err = js.UpdateConsumer(ctx, n.DelayStream(), want)
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+		rep.Updated = append(rep.Updated, name)
+		return nil
+	case natserr.Transient(err) || !errors.As(err, &apiErr):
+		return fmt.Errorf("streams: update consumer %s: %w", name, err)
+	}
+	// Not in place: the consumer must be deleted and created again.
+	for _, d := range drift {
+		rep.Drift = append(rep.Drift, Drift{Resource: name, Field: d.Field, Want: d.Want, Have: d.Have})
+	}
+	return nil
 }
 
 func delayStreamConfig(c Config, n Names) jetstream.StreamConfig {

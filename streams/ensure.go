@@ -259,8 +259,9 @@ func (e *DriftError) Error() string {
 // Unwrap returns [ErrDrift].
 func (e *DriftError) Unwrap() error { return ErrDrift }
 
-// Ensure creates the task, schedule, dead-letter, advisory, run and delay streams of c
-// and the schedule stream's sourcing consumer ([FiredConsumerConfig]), or
+// Ensure creates the task, schedule, dead-letter, advisory, run and delay streams of c,
+// the schedule stream's sourcing consumer ([FiredConsumerConfig]) and the
+// delay movers' consumer ([DelayConsumerConfig]), or
 // updates them to match c, and creates the KV buckets of c ([BucketConfigs])
 // that do not exist. It returns once the task stream sources the schedule
 // stream, so delayed tasks fire from then on. It is idempotent and safe to
@@ -337,6 +338,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, err
 		if err := step(func(one *Report) error { return ensureStream(ctx, js, want, one) }); err != nil {
 			return rep, err
 		}
+	}
+	if err := step(func(one *Report) error { return ensureDelayConsumer(ctx, js, n, one) }); err != nil {
+		return rep, err
 	}
 	if !old {
 		if err := waitSourcing(ctx, js, tasks.Name, sched.Name); err != nil {

@@ -43,7 +43,7 @@ func sorted(s []string) []string {
 func TestEnsureIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx, js := jsContext(t)
-	all := []string{"JETFLOW_ADVISORIES", "JETFLOW_DELAYS", "JETFLOW_DLQ", "JETFLOW_RUNS", "JETFLOW_SCHEDULES", "JETFLOW_SCHEDULES/tasks", "JETFLOW_TASKS"}
+	all := []string{"JETFLOW_ADVISORIES", "JETFLOW_DELAYS", "JETFLOW_DELAYS/mover", "JETFLOW_DLQ", "JETFLOW_RUNS", "JETFLOW_SCHEDULES", "JETFLOW_SCHEDULES/tasks", "JETFLOW_TASKS"}
 
 	rep, err := streams.Ensure(ctx, js, streams.Config{})
 	if err != nil {
@@ -111,7 +111,7 @@ func TestEnsureUpdatesDuplicateWindowAndKeepsForeignFields(t *testing.T) {
 		t.Errorf("operator's DLQ MaxMsgs = %d after Ensure, want kept at 1000", m)
 	}
 	rep, err = streams.Ensure(ctx, js, streams.Config{DuplicateWindow: time.Minute})
-	if err != nil || len(rep.Unchanged) != 7 {
+	if err != nil || len(rep.Unchanged) != 8 {
 		t.Fatalf("Ensure again: %+v, %v", rep, err)
 	}
 }
@@ -338,8 +338,8 @@ func TestPrefixesDoNotShareStreams(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Ensure %s: %v", p, err)
 		}
-		if len(rep.Created) != 7 {
-			t.Errorf("Ensure %s: %+v, want six new streams and the fired consumer", p, rep)
+		if len(rep.Created) != 8 {
+			t.Errorf("Ensure %s: %+v, want six new streams, the fired consumer and the movers' consumer", p, rep)
 		}
 	}
 	if subj := streamConfig(t, ctx, js, a.TaskStream()).Subjects; !slices.Contains(subj, "my-app.task.normal.>") {

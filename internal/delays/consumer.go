@@ -70,6 +70,9 @@ func (m *Mover) consumer(ctx context.Context) error {
 			return fmt.Errorf("framework: delay mover: create consumer %s of %s: %w", want.Durable, m.topo.DelayStream, err)
 		}
 		return nil
+	case errors.Is(err, jetstream.ErrNotPullConsumer):
+		return fmt.Errorf("framework: delay mover: consumer %s of %s is a push consumer, movers pull (run streams.Ensure to see it reported): %w",
+			want.Durable, m.topo.DelayStream, err)
 	case err != nil:
 		return fmt.Errorf("framework: delay mover: look up consumer %s of %s: %w", want.Durable, m.topo.DelayStream, err)
 	}
