@@ -25,11 +25,14 @@ import (
 
 // isReplayDropped reports whether a replayed task leaves out header k of its
 // record: the record's own headers, the previous replay's (they get fresh
-// values) and the schedule of a delayed task.
+// values), the schedule of a delayed task, and the repeating schedule that
+// fired a cron tick (the replay's own schedule fires it: a task naming
+// another schedule than the one that fired it is refused).
 func isReplayDropped(k string) bool {
 	switch k {
 	case HeaderReplayedFromSeq, HeaderReplayedAt, HeaderPreviousError, framework.HeaderScheduledFor, framework.HeaderEnqueuedAt,
-		taskmsg.HeaderScheduleTarget: // a delayed task the delay mover refused
+		taskmsg.HeaderScheduleTarget, // a delayed task the delay mover refused
+		taskmsg.HeaderSchedule, taskmsg.HeaderScheduleSpec, taskmsg.HeaderScheduleZone, taskmsg.HeaderScheduleHash:
 		return true
 	}
 	return deadletter.IsRecordHeader(k)
@@ -52,9 +55,26 @@ func (d *Queue) replayMsgID(dl *Record) string {
 	return "replay-" + d.names.DLQStream() + "-" + strconv.FormatUint(dl.Seq, 10) + "-" + hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// replayMsg builds the task that replays dl: same ID, type, priority,
+// replayMsg builds the message that replays dl: same ID, type, priority,
 // payload and custom headers; a fresh delivery count; the dead-letter
 // history in headers.
+//
+// The replay keeps the task's ID, so that its effects ledger, state record
+// and workflow step apply, but it cannot be deduplicated by that ID: the
+// task stream would drop it as a duplicate within its duplicate window of
+// the original. Workers accept a task ID that is not the message ID only
+// on a task a schedule fired (the server sets Nats-Scheduler, which no
+// publish on the task stream can), so the replay is a one-shot schedule,
+// due now, on the repeating-schedule subject "<prefix>.cron.<replay ID>" of
+// the schedule stream, deduplicated by the replay ID and firing into the
+// type's staging subject. A producer, who may not write the schedule
+// stream, cannot forge one. The operator replaying needs publish on
+// "<prefix>.cron.>", as for managing repeating schedules.
+//
+// An ordered task (see framework.Ordered) goes back to its key's queue,
+// which no schedule can fire into: it is published there directly, under
+// the replay ID as its task ID, and runs without the original's recorded
+// effects.
 func (d *Queue) replayMsg(dl *Record) (*nats.Msg, framework.TaskInfo, error) {
 	if dl.PayloadOmitted {
 		return nil, framework.TaskInfo{}, fmt.Errorf("dlq: dead letter %d has no payload (it was too large to keep); it cannot be replayed", dl.Seq)
@@ -84,19 +104,35 @@ func (d *Queue) replayMsg(dl *Record) (*nats.Msg, framework.TaskInfo, error) {
 		return nil, framework.TaskInfo{}, fmt.Errorf("dlq: dead letter %d names no valid task ID: %w", dl.Seq, err)
 	}
 	deadCount := max(dl.DeadCount, 1)
-	h.Set(jetstream.MsgIDHeader, d.replayMsgID(dl))
-	h.Set(framework.HeaderTaskID, id)
+	replayID := d.replayMsgID(dl)
+	now := time.Now()
+	h.Set(jetstream.MsgIDHeader, replayID)
 	h.Set(HeaderReplayedFromSeq, strconv.FormatUint(dl.Seq, 10))
-	h.Set(HeaderReplayedAt, taskmsg.FormatTime(time.Now()))
+	h.Set(HeaderReplayedAt, taskmsg.FormatTime(now))
 	h.Set(HeaderDeadCount, strconv.Itoa(deadCount))
 	if dl.LastError != "" {
 		h.Set(HeaderPreviousError, deadletter.Text(dl.LastError, MaxErrorLen))
 	}
-	subject := d.names.TaskSubject(prio, taskType)
-	if s, ok := orderedSubject(d.names, taskType, dl.OriginalSubject, h); ok {
-		subject = s // an ordered task goes back to its key's queue (see framework.Ordered)
+	if err := streams.ValidateID(replayID); err != nil {
+		return nil, framework.TaskInfo{}, fmt.Errorf("dlq: dead letter %d: its replay ID: %w", dl.Seq, err)
 	}
-	msg := &nats.Msg{Subject: subject, Header: h, Data: dl.Payload}
+	subject := d.names.TaskSubject(prio, taskType)
+	info := framework.TaskInfo{ID: id, Type: taskType, Priority: prio, Subject: subject}
+	var msg *nats.Msg
+	if s, ok := orderedSubject(d.names, taskType, dl.OriginalSubject, h); ok {
+		// An ordered task goes back to its key's queue (see
+		// framework.Ordered), as a task of its own.
+		h.Set(framework.HeaderTaskID, replayID)
+		info.ID, info.Subject = replayID, s
+		msg = &nats.Msg{Subject: s, Header: h, Data: dl.Payload}
+	} else {
+		h.Set(framework.HeaderTaskID, id)
+		// Set by hand: jetstream.WithScheduleAt truncates to whole
+		// seconds.
+		h.Set(jetstream.ScheduleHeader, "@at "+taskmsg.FormatTime(now))
+		h.Set(jetstream.ScheduleTargetHeader, d.names.FiredSubject(prio, taskType))
+		msg = &nats.Msg{Subject: d.names.CronSubject(replayID), Header: h, Data: dl.Payload}
+	}
 	if limit := d.nc.MaxPayload(); limit > 0 && taskmsg.Size(msg) > limit {
 		// A record filled up to the max payload (any publisher on the
 		// dead-letter subjects can write one) leaves no room for the
@@ -105,14 +141,23 @@ func (d *Queue) replayMsg(dl *Record) (*nats.Msg, framework.TaskInfo, error) {
 		return nil, framework.TaskInfo{}, fmt.Errorf("dlq: dead letter %d: its replay would be %d bytes, over the server's max payload of %d; it cannot be replayed",
 			dl.Seq, taskmsg.Size(msg), limit)
 	}
-	return msg, framework.TaskInfo{ID: id, Type: taskType, Priority: prio, Subject: subject}, nil
+	return msg, info, nil
 }
 
 // Replay enqueues the task of record seq again, as a fresh task: same ID,
 // type, priority, payload and custom headers, attempts counted from 1, and
 // its dead-letter history in the headers [HeaderReplayedFromSeq],
 // [HeaderReplayedAt], [HeaderDeadCount] and [HeaderPreviousError].
-// Once the task stream has stored it, the record is deleted.
+// Once its schedule is stored, the record is deleted.
+//
+// The replay reaches the task stream through a one-shot schedule due now
+// in the schedule stream (see replayMsg), so the task keeps its ID, and
+// the effects its earlier deliveries applied are skipped: the returned
+// TaskInfo's Stream and Sequence locate that schedule, and its Subject is
+// the work subject the task runs from. The caller's user needs publish on
+// "<prefix>.cron.>" besides the dead-letter permissions. The task of an
+// ordered type goes straight back to its key's queue, under a task ID of
+// its own (the replay ID): its effects run again.
 //
 // Replaying a record twice enqueues it once: the second call finds no
 // record ([framework.ErrNotFound]); calls racing each other, or a call repeated after

@@ -574,7 +574,7 @@ func TestDeadLetterReplayIgnoresForgedOrderingKey(t *testing.T) {
 		return nil
 	})
 	startWorker(t, w)
-	e.publishRaw(t, "jetflow.task.normal."+typ, nats.Header{framework.HeaderTaskID: {"forged-1"}, framework.HeaderOrderingKey: {"k"}}, []byte("{}"))
+	e.publishRaw(t, "jetflow.task.normal."+typ, nats.Header{jetstream.MsgIDHeader: {"forged-1"}, framework.HeaderTaskID: {"forged-1"}, framework.HeaderOrderingKey: {"k"}}, []byte("{}"))
 	rec := e.waitDeadLetters(t, 1)[0]
 	info, err := dlq.New(e.cl).Replay(t.Context(), rec.Seq)
 	if err != nil {
@@ -804,6 +804,12 @@ func TestDeadLetterReplayAll(t *testing.T) {
 			t.Errorf("progress went %v then %v", calls[i-1], calls[i])
 		}
 	}
+	// Replays reach the task stream when their schedules fire.
+	testutil.Wait(t, waitLong, "every replayed task ran", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) >= n
+	})
 	e.waitSettled(t, typ, framework.PriorityNormal)
 	mu.Lock()
 	defer mu.Unlock()

@@ -333,11 +333,26 @@ func WithPriority(p Priority) EnqueueOption {
 // WithID sets the task ID. Enqueueing the same ID again within the stream's
 // duplicate window (default 2 minutes) stores nothing and reports
 // TaskInfo.Duplicate. IDs are subject tokens: A-Z a-z 0-9 _ - = :, at most
-// 128 bytes. Default: a generated unique ID.
+// 128 bytes, not starting with "cron-" (the IDs of repeating schedules'
+// ticks). Default: a generated unique ID.
+//
+// What an ID is trusted with: a task runs under its ID, which keys its
+// state record, its effects ledger (package effects, per task type) and its
+// workflow step. Workers accept an ID from a task only when the server
+// deduplicated the task by it (its Nats-Msg-Id) or a schedule fired it; so
+// whoever may enqueue a type may still choose any ID of that type, for
+// example one it expects another producer to use: within the duplicate
+// window that producer's task is then a duplicate, after it the chosen ID's
+// recorded effects apply to the newcomer. Use IDs others cannot guess
+// (generated, or derived from a secret) where producers do not trust each
+// other, or give them task types of their own.
 func WithID(id string) EnqueueOption {
 	return func(c *enqueueConfig) error {
 		if err := streams.ValidateID(id); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		if taskmsg.ReservedID(id) {
+			return fmt.Errorf("%w: task ID %q starts with %q, reserved for the ticks of repeating schedules", ErrInvalidOption, id, taskmsg.CronIDPrefix)
 		}
 		c.id = id
 		return nil

@@ -26,9 +26,11 @@ const (
 // Header names jetflow sets on task messages. Custom headers given with
 // [WithHeader] must not start with "Jetflow-" or "Nats-".
 const (
-	// HeaderTaskID carries the task ID on delayed tasks (the server strips
-	// Nats-Msg-Id when a schedule fires). Immediate tasks carry it in
-	// Nats-Msg-Id only.
+	// HeaderTaskID carries the task ID on delayed and replayed tasks (the
+	// server strips Nats-Msg-Id when a schedule fires). Immediate tasks
+	// carry it in Nats-Msg-Id only; on a task no schedule fired, a
+	// HeaderTaskID that differs from Nats-Msg-Id gets the task
+	// dead-lettered as invalid.
 	HeaderTaskID = taskmsg.HeaderTaskID
 	// HeaderEnqueuedAt is the enqueue time (RFC 3339, nanoseconds) of a
 	// delayed task. For immediate tasks the stream timestamp is used.

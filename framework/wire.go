@@ -19,6 +19,12 @@ import (
 // validated before anything uses it; an invalid one is replaced by a safe
 // ID derived from the stream sequence ("seq-<n>") and the task is
 // dead-lettered with reason "invalid" (package dlq's ReasonInvalid).
+//
+// A valid ID is not enough: a task no schedule fired (no Nats-Scheduler
+// header, which only the server sets) claims only the ID the server
+// deduplicated it by. Its Jetflow-Id, when set, must equal its Nats-Msg-Id,
+// and its ID must not be a cron tick's ("cron-…"); otherwise it is
+// dead-lettered the same way (taskmsg.IdentityProblem).
 
 // taskIDFromWire returns the task ID of t read from its headers, and a
 // permanent error wrapping [ErrCorruptTask] when a header that carries it
@@ -32,6 +38,12 @@ func taskIDFromWire(t *Task) (string, error) {
 	}
 	if err := checkWireID(src.Header, src.Value); err != nil {
 		return taskmsg.SeqID(t.Sequence), err
+	}
+	if src.Problem != "" {
+		// A producer chose another task's ID (or a cron tick's) without
+		// its message ID: running it would let it skip or forge that
+		// task's effects.
+		return taskmsg.SeqID(t.Sequence), Permanent(fmt.Errorf("%w: %s", ErrCorruptTask, src.Problem))
 	}
 	if t.worker != nil {
 		if err := checkFired(t.worker.names, t.Headers); err != nil {

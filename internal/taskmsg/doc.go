@@ -13,6 +13,11 @@
 // derived from the schedule's name and the tick ([CronID]). A task published
 // without jetflow gets "seq-<stream sequence>" ([SeqID]).
 //
+// Only a task a schedule fired may carry an ID other than its Nats-Msg-Id,
+// or a cron tick's ID ([IdentityProblem]): the server marks such tasks
+// (Nats-Scheduler) and no producer can. Delayed tasks and dead-letter
+// replays therefore reach the task stream through one-shot schedules.
+//
 // Subjects come from the caller (package streams owns the subject scheme),
 // so this package depends on nothing of jetflow's but the cron parser.
 package taskmsg

@@ -169,12 +169,13 @@ func SeqID(seq uint64) string { return "seq-" + strconv.FormatUint(seq, 10) }
 // stamp: its own ID, the ID of the tick that fired it, or [SeqID].
 //
 // IDs come from the wire and become parts of keys and subjects: an ID
-// header that is not a valid ID (see [SafeID]) gives SeqID(seq) instead.
+// header that is not a valid ID (see [SafeID]), or an ID the task may not
+// claim ([IdentityProblem]), gives SeqID(seq) instead, as the worker does.
 func ID(h nats.Header, seq uint64, stamp time.Time) string {
 	if h != nil {
 		for _, k := range []string{HeaderTaskID, jetstream.MsgIDHeader} {
 			if id := h.Get(k); id != "" {
-				if !SafeID(id) {
+				if !SafeID(id) || IdentityProblem(h, id) != "" {
 					return SeqID(seq)
 				}
 				return id

@@ -20,7 +20,12 @@ func TestID(t *testing.T) {
 	}{
 		{"no headers", nil, "seq-7"},
 		{"msg id", nats.Header{jetstream.MsgIDHeader: {"abc"}}, "abc"},
-		{"task id wins", nats.Header{jetstream.MsgIDHeader: {"replay-1"}, HeaderTaskID: {"abc"}}, "abc"},
+		{"task id equal to msg id", nats.Header{jetstream.MsgIDHeader: {"abc"}, HeaderTaskID: {"abc"}}, "abc"},
+		{"task id differing from msg id", nats.Header{jetstream.MsgIDHeader: {"replay-1"}, HeaderTaskID: {"abc"}}, "seq-7"},
+		{"task id without msg id", nats.Header{HeaderTaskID: {"abc"}}, "seq-7"},
+		{"fired task id wins", nats.Header{HeaderScheduler: {"jetflow.sched.abc"}, HeaderTaskID: {"abc"}}, "abc"},
+		{"cron id not fired", nats.Header{jetstream.MsgIDHeader: {"cron-n-20260301T090000Z"}}, "seq-7"},
+		{"cron id fired", nats.Header{HeaderScheduler: {"jetflow.cron.r"}, HeaderTaskID: {"cron-n-20260301T090000Z"}}, "cron-n-20260301T090000Z"},
 		{"cron every", nats.Header{HeaderSchedule: {"n"}, HeaderScheduler: {"jetflow.cron.n"},
 			HeaderScheduleSpec: {"@every 2s"}, HeaderScheduleNext: {next.Format(time.RFC3339Nano)}},
 			CronID("n", next.Add(-2*time.Second))},
@@ -90,6 +95,7 @@ func TestIDFromWireIsSafe(t *testing.T) {
 	}
 	h := nats.Header{}
 	h.Set(HeaderTaskID, strings.Repeat("a", MaxIDLen))
+	h.Set("Nats-Msg-Id", strings.Repeat("a", MaxIDLen))
 	if got := ID(h, 7, time.Time{}); got != strings.Repeat("a", MaxIDLen) {
 		t.Errorf("valid ID replaced by %q", got)
 	}
