@@ -100,8 +100,9 @@ func WithPolicy(p Policy) Option {
 
 // Once runs fn unless an earlier delivery of the same task already applied
 // the effect called key, and records that it was applied. Keys are scoped
-// by task ID, so a task fired by a repeating schedule and delivered twice
-// runs it once too.
+// by task type and task ID, so a task fired by a repeating schedule and
+// delivered twice runs it once too, and a task of another type with the
+// same ID neither sees nor claims it.
 //
 // If fn returns an error, the claim is released: a later attempt runs fn
 // again, so fn must only return an error when the effect did not happen (or
@@ -175,7 +176,7 @@ func runOnce(ctx context.Context, key string, fn func(ctx context.Context) (json
 		return nil, err
 	}
 	value, err := ledger.Run(ctx, kv, ledger.Call{
-		TaskID: t.ID, Attempt: t.Attempt, Key: key, KVKey: effectKey(t.ID, key),
+		TaskID: t.ID, Attempt: t.Attempt, Key: key, KVKey: effectKey(t.Type, t.ID, key),
 		Rerun: cfg.policy == Rerun, MaxValue: MaxValueBytes,
 		ErrorText: func(s string) string { return truncate(s, maxErrorText) },
 		Log:       t.Logger().With(slog.String("effect", key)),
@@ -198,10 +199,12 @@ const maxErrorText = 1024
 // truncate cuts s to at most n bytes without splitting a UTF-8 character.
 func truncate(s string, n int) string { return textcut.Cut(s, n) }
 
-// effectKey is the KV key of effect key of task id: "<id>.<key>", both
-// escaped like state keys.
-func effectKey(id, key string) string {
-	return staterec.Key(id) + "." + staterec.Key(key)
+// effectKey is the KV key of effect key of task id of type taskType:
+// "<type>.<id>.<key>", each escaped like state keys ("payments.charge" is
+// "payments=2Echarge"), so that one token names the type and a permission
+// "$KV.<bucket>.<escaped type>.>" covers one type's effects.
+func effectKey(taskType, id, key string) string {
+	return staterec.Key(taskType) + "." + staterec.Key(id) + "." + staterec.Key(key)
 }
 
 func validateKey(key string) error {

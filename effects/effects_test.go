@@ -201,15 +201,16 @@ func TestOnceManualResolution(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim := []byte(`{"state":"started","attempt":1,"at":"2026-03-02T10:15:04Z"}`)
-	for _, k := range []string{"applied.x", "notapplied.x"} {
+	// Keys are "<type>.<task ID>.<effect key>", the type escaped.
+	for _, k := range []string{"once=2Emanual.applied.x", "once=2Emanual.notapplied.x"} {
 		if _, err := kv.Put(ctx, k, claim); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := kv.Put(ctx, "applied.x", []byte(`{"state":"done","attempt":1,"at":"2026-03-02T10:20:00Z"}`)); err != nil {
+	if _, err := kv.Put(ctx, "once=2Emanual.applied.x", []byte(`{"state":"done","attempt":1,"at":"2026-03-02T10:20:00Z"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := kv.Delete(ctx, "notapplied.x"); err != nil {
+	if err := kv.Delete(ctx, "once=2Emanual.notapplied.x"); err != nil {
 		t.Fatal(err)
 	}
 	type outcome struct {
@@ -232,6 +233,44 @@ func TestOnceManualResolution(t *testing.T) {
 		o := testutil.Recv(t, got, waitLong, "handler")
 		if o.err != nil || o.ran != (o.id == "notapplied") {
 			t.Errorf("task %s: ran %v, err %v", o.id, o.ran, o.err)
+		}
+	}
+}
+
+// Effects are scoped by task type: a task of type B with the ID of a task
+// of type A neither gets A's recorded value nor claims A's effect, and the
+// records are keyed under each type's own token ("$KV.JETFLOW_EFFECTS.<type>.>").
+func TestOnceScopedByTaskType(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	got := make(chan string, 4)
+	w := e.Worker(t)
+	for _, typ := range []string{"scope.a", "scope.b"} {
+		w.HandleFunc(typ, func(ctx context.Context, task *framework.Task) error {
+			v, err := effects.OnceValue(ctx, "charge", func(context.Context) (string, error) { return typ, nil })
+			got <- task.Type + " " + v
+			return err
+		})
+	}
+	startWorker(t, w)
+	// Within the stream's duplicate window two immediate tasks cannot share
+	// an ID; a delayed task can (its schedule fires it without a message
+	// ID), and so can any task after the window.
+	e.Enqueue(t, "scope.b", nil, framework.WithID("shared"), framework.In(10*time.Millisecond))
+	if g := testutil.Recv(t, got, waitLong, "type B's task"); g != "scope.b scope.b" {
+		t.Fatalf("B ran as %q", g)
+	}
+	e.Enqueue(t, "scope.a", nil, framework.WithID("shared"))
+	if g := testutil.Recv(t, got, waitLong, "type A's task"); g != "scope.a scope.a" {
+		t.Errorf("A's effect with B's task ID: %q, want A's own value", g)
+	}
+	kv, err := e.JS.KeyValue(t.Context(), "JETFLOW_EFFECTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"scope=2Ea.shared.charge", "scope=2Eb.shared.charge"} {
+		if _, err := kv.Get(t.Context(), k); err != nil {
+			t.Errorf("record %s: %v", k, err)
 		}
 	}
 }
