@@ -116,6 +116,7 @@ func TestRolePermissions(t *testing.T) {
 	// headers look like a server status (empty body, "Status: 409 Consumer
 	// Deleted"): it runs like any task and poisons nothing.
 	status := &nats.Msg{Subject: names.TaskSubject(framework.PriorityNormal, typ), Header: nats.Header{}}
+	status.Header.Set(jetstream.MsgIDHeader, "status-1")
 	status.Header.Set(framework.HeaderTaskID, "status-1")
 	status.Header.Set("Status", "409")
 	status.Header.Set("Description", "Consumer Deleted")
