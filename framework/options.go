@@ -99,6 +99,7 @@ type options struct {
 	effectsTTL        time.Duration     // WithEffectsTTL; 0 means DefaultEffectsTTL
 	enqueueTracers    []EnqueueTracer   // WithEnqueueTracer (enqueue_trace.go)
 	noDelayMover      bool              // WithDelayMover(false) (delays.go)
+	strandedCheck     time.Duration     // WithStrandedCheck (stranded.go); 0 is off
 }
 
 // Worker defaults.
@@ -121,6 +122,7 @@ func newOptions[O comparable](opts []O, apply func(O, *options) error) (*options
 		weights:           [streams.NumPriorities]int{8, 4, 2, 1},
 		maxPending:        DefaultMaxPending,
 		stateRunningAfter: DefaultStateRunningAfter,
+		strandedCheck:     DefaultStrandedCheck,
 	}
 	var zero O
 	for _, opt := range opts {

@@ -31,7 +31,12 @@ var ErrOrdering = errors.New("framework: ordered task")
 // Ordered gives the task an ordering key, for example an order ID: tasks of
 // the same type and key run one at a time, in the order they were enqueued,
 // across every worker of the cluster; tasks of other keys run in parallel.
-// The type's worker must register it with [WithOrdering]. The key is 1 to
+// The type's worker must register it with [WithOrdering]: no other
+// consumer reads ordered tasks. The producer cannot know the workers, so an
+// ordered enqueue of a type whose workers lack WithOrdering succeeds and the
+// task waits; those workers find such tasks at Start and every
+// [WithStrandedCheck] interval, log them at Warn and report them in
+// [Worker.Stranded] (and package health's report). The key is 1 to
 // [MaxOrderingKeyLen] bytes of printable ASCII (space to '~'); it is hashed
 // to choose the task's slot subject and carried in [HeaderOrderingKey].
 //

@@ -89,6 +89,8 @@ type Worker struct {
 	// (state_tracking.go); effects caches the effects bucket (state.go).
 	tracker *staterec.Tracker
 	effects jsapi.BucketCache
+	// stranded is what the latest stranded check found (stranded.go).
+	stranded atomic.Pointer[[]StrandedSubject]
 }
 
 const (
@@ -292,6 +294,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			}()
 		}
 	}
+	w.startStrandedCheck(ctx, svcCtx) // stranded.go
 	for _, s := range subs {
 		w.health.Loop(w.names.ConsumerName(s.tt.name, s.prio)) // watched from the start
 		w.fetchers.Add(1)

@@ -64,7 +64,16 @@ type Report struct {
 	Connection string     `json:"connection"`
 	Consumers  []Consumer `json:"consumers"`
 	// Problems says, in words, why the worker is not live or not ready.
-	Problems []string  `json:"problems,omitempty"`
+	Problems []string `json:"problems,omitempty"`
+	// Stranded are subjects holding tasks of the worker's types that no
+	// consumer reads ([framework.Worker.Stranded], as of the worker's latest
+	// check): those tasks never run. A fault of configuration, not of this
+	// worker: it does not make the worker not ready. Each is also in
+	// Warnings.
+	Stranded []framework.StrandedSubject `json:"stranded,omitempty"`
+	// Warnings says, in words, what is wrong without making the worker not
+	// ready.
+	Warnings []string  `json:"warnings,omitempty"`
 	Checked  time.Time `json:"checked"`
 }
 
@@ -137,6 +146,10 @@ func Check(ctx context.Context, w *framework.Worker) Report {
 			}
 		}
 		r.Consumers = append(r.Consumers, ch)
+	}
+	r.Stranded = w.Stranded()
+	for _, s := range r.Stranded {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d tasks of type %s stranded on %s: %s", s.Tasks, s.Type, s.Subject, s.Why))
 	}
 	return r
 }

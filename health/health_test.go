@@ -110,3 +110,33 @@ func TestWorkerHealth(t *testing.T) {
 		t.Fatalf("livez with a closed connection: %d", code)
 	}
 }
+
+// TestStrandedInReport: ordered tasks of a type whose worker has no
+// WithOrdering show in the report's Stranded and Warnings, and leave the
+// worker ready (the fault is the configuration, not this worker).
+func TestStrandedInReport(t *testing.T) {
+	t.Parallel()
+	e := testutil.NewEnv(t, streams.Config{})
+	cl, err := framework.NewClient(e.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Enqueue(t.Context(), "emails.send", nil, framework.Ordered("customer-1")); err != nil {
+		t.Fatal(err)
+	}
+	w, err := framework.NewWorker(e.Connect(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.HandleFunc("emails.send", func(context.Context, *framework.Task) error { return nil })
+	testutil.StartWorker(t, w)
+	var rep health.Report
+	testutil.Wait(t, waitLong, "the worker ready", func() bool {
+		rep = health.Check(t.Context(), w)
+		return rep.Ready
+	})
+	if len(rep.Stranded) != 1 || rep.Stranded[0].Type != "emails.send" || rep.Stranded[0].Tasks != 1 ||
+		len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "framework.WithOrdering") {
+		t.Fatalf("report: stranded %+v, warnings %q", rep.Stranded, rep.Warnings)
+	}
+}
