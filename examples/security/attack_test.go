@@ -365,6 +365,13 @@ func TestWorkerStaysInItsLane(t *testing.T) {
 				Durable: d.names.DelayConsumer(), AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: d.names.DelaySubject("nothing")})
 			return err
 		},
+		"change the mover's consumer by hand": func(ctx context.Context) error {
+			// The create subject without the filter, the filter in the body.
+			req := fmt.Sprintf(`{"stream_name":%q,"config":{"durable_name":%q,"ack_policy":"explicit","filter_subject":%q},"action":"update"}`,
+				d.names.DelayStream(), d.names.DelayConsumer(), d.names.DelaySubject("nothing"))
+			_, err := wc.RequestWithContext(ctx, "$JS.API.CONSUMER.CREATE."+d.names.DelayStream()+"."+d.names.DelayConsumer(), []byte(req))
+			return err
+		},
 		"publish a task": func(context.Context) error {
 			return wc.Publish(d.names.TaskSubject(framework.PriorityNormal, typ), nil)
 		},
