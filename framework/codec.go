@@ -1,7 +1,10 @@
 package framework
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
@@ -18,7 +21,19 @@ type Codec interface {
 	Unmarshal(data []byte, v any) error
 }
 
-// JSONCodec returns the default codec, encoding/json.
+// StrictCodec is a [Codec] that can also decode strictly, for handlers
+// registered with [StrictPayload].
+type StrictCodec interface {
+	Codec
+	// UnmarshalStrict decodes like Unmarshal, but fails when data holds a
+	// field v has no place for, or anything after the value.
+	UnmarshalStrict(data []byte, v any) error
+}
+
+// JSONCodec returns the default codec, encoding/json. It implements
+// [StrictCodec]: UnmarshalStrict refuses unknown object fields (at any
+// depth, as json.Decoder.DisallowUnknownFields does) and data after the
+// value.
 func JSONCodec() Codec { return jsonCodec{} }
 
 type jsonCodec struct{}
@@ -26,6 +41,18 @@ type jsonCodec struct{}
 func (jsonCodec) Name() string                       { return "json" }
 func (jsonCodec) Marshal(v any) ([]byte, error)      { return json.Marshal(v) }
 func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+func (jsonCodec) UnmarshalStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("json: data after the payload's value")
+	}
+	return nil
+}
 
 // encode turns a payload into bytes and the encoding header value ("" for JSON).
 func encode(c Codec, payload any) ([]byte, string, error) { return taskmsg.Encode(c, payload) }

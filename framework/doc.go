@@ -100,6 +100,9 @@
 // A panic is recovered and treated as an error wrapping [ErrPanic]. A typed
 // handler whose payload does not decode fails permanently with a
 // [DecodeError] (it wraps [ErrDecode]): a poison task is never retried.
+// Fields the handler's type has no place for are dropped by default;
+// [StrictPayload] makes them a decode error, so that a payload of another
+// type does not run as a zero value.
 //
 // A task is attempted at most [WithMaxAttempts] times (default 25). After a
 // failed last attempt the worker hands the task back and the server stops

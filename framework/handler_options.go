@@ -31,6 +31,9 @@ type handlerConfig struct {
 	stateTracking int8
 	// ordering makes the type ordered (WithOrdering, ordering.go).
 	ordering *Ordering
+	// strictPayload decodes typed payloads strictly (StrictPayload,
+	// typed.go).
+	strictPayload bool
 }
 
 // Handler defaults.

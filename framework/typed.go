@@ -13,7 +13,9 @@ import (
 // *[DecodeError]; it is never retried. So does a payload marked raw bytes
 // ([HeaderEncoding] "raw") when T is not []byte. An empty payload, which is
 // what [Client.Enqueue] stores for a nil payload, decodes to T's zero
-// value. See [Worker.Register] for panics.
+// value. A payload with fields T has no place for (a payload of another
+// type, a renamed field) decodes by default, those fields dropped; with
+// [StrictPayload] it is a *[DecodeError]. See [Worker.Register] for panics.
 func Handle[T any](w *Worker, taskType string, fn func(ctx context.Context, t *Task, payload T) error, opts ...HandlerOption) {
 	if fn == nil {
 		panic(fmt.Sprintf("framework: nil handler for task type %q", taskType))
@@ -24,7 +26,38 @@ func Handle[T any](w *Worker, taskType string, fn func(ctx context.Context, t *T
 		var zero T
 		panic(fmt.Sprintf("framework: handler of %T registered for task type %q, but %T names %q (use HandleArgs)", zero, taskType, zero, named))
 	}
-	w.Register(taskType, TypedHandler(w.opts.codec, fn), opts...)
+	w.register(taskType, nil, func(cfg *handlerConfig) Handler {
+		return typedHandler(w.opts.codec, cfg.strictPayload, fn)
+	}, opts)
+}
+
+// StrictPayload makes the payloads of a typed handler ([Handle],
+// [HandleArgs]) decode strictly: a payload with a field the handler's type
+// has no place for (a payload of another struct, a field renamed on one
+// side), or with data after the value, fails the task permanently with a
+// *[DecodeError], dead-lettered with reason decode, instead of running the
+// handler on a value whose missing fields are zero. An empty payload still
+// decodes to the zero value. The worker's codec must implement
+// [StrictCodec] ([JSONCodec] does); registering a handler of the string API
+// ([Worker.Register], [Worker.HandleFunc]) with it panics, as it would have
+// no effect. Default off: unknown fields are dropped, so producers may add
+// fields before the workers know them.
+func StrictPayload() HandlerOption {
+	return func(c *handlerConfig) error { c.strictPayload = true; return nil }
+}
+
+// checkStrict refuses [StrictPayload] where it would have no effect.
+func (w *Worker) checkStrict(cfg *handlerConfig, typed bool) error {
+	if !cfg.strictPayload {
+		return nil
+	}
+	if !typed {
+		return fmt.Errorf("%w: StrictPayload applies to typed handlers (Handle, HandleArgs); this handler decodes its own payload", ErrInvalidOption)
+	}
+	if _, ok := w.opts.codec.(StrictCodec); !ok {
+		return fmt.Errorf("%w: StrictPayload needs a codec that implements framework.StrictCodec; codec %q does not", ErrInvalidOption, w.opts.codec.Name())
+	}
+	return nil
 }
 
 // TypedHandler returns the handler [Handle] registers: it decodes the
@@ -32,12 +65,20 @@ func Handle[T any](w *Worker, taskType string, fn func(ctx context.Context, t *T
 // the raw payload) and calls fn, or fails the task permanently with a
 // *[DecodeError] when the payload cannot be decoded.
 func TypedHandler[T any](c Codec, fn func(ctx context.Context, t *Task, payload T) error) Handler {
+	return typedHandler(c, false, fn)
+}
+
+func typedHandler[T any](c Codec, strict bool, fn func(ctx context.Context, t *Task, payload T) error) Handler {
 	if c == nil {
 		c = JSONCodec()
 	}
+	unmarshal := c.Unmarshal
+	if sc, ok := c.(StrictCodec); ok && strict {
+		unmarshal = sc.UnmarshalStrict
+	}
 	return HandlerFunc(func(ctx context.Context, t *Task) error {
 		var v T
-		if err := decodePayload(c, t, &v); err != nil {
+		if err := decodeWith(c, unmarshal, t, &v); err != nil {
 			return Permanent(err)
 		}
 		return fn(ctx, t, v)
@@ -45,6 +86,11 @@ func TypedHandler[T any](c Codec, fn func(ctx context.Context, t *Task, payload 
 }
 
 func decodePayload(codec Codec, t *Task, v any) error {
+	return decodeWith(codec, codec.Unmarshal, t, v)
+}
+
+// decodeWith decodes t's payload into v with unmarshal, a method of codec.
+func decodeWith(codec Codec, unmarshal func([]byte, any) error, t *Task, v any) error {
 	if pb, ok := v.(*[]byte); ok {
 		*pb = t.Payload
 		return nil
@@ -62,7 +108,7 @@ func decodePayload(codec Codec, t *Task, v any) error {
 	if len(t.Payload) == 0 {
 		return nil // zero value
 	}
-	if err := codec.Unmarshal(t.Payload, v); err != nil {
+	if err := unmarshal(t.Payload, v); err != nil {
 		if enc == "" {
 			enc = name
 		}

@@ -186,13 +186,19 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 // invalid or duplicate type, a nil handler, an invalid option, or a call after
 // the worker started.
 func (w *Worker) Register(taskType string, h Handler, opts ...HandlerOption) {
+	w.register(taskType, h, nil, opts)
+}
+
+// register is [Worker.Register]; typed, when not nil, builds the handler
+// of a typed registration ([Handle]) from the type's options.
+func (w *Worker) register(taskType string, h Handler, typed func(cfg *handlerConfig) Handler, opts []HandlerOption) {
 	if w.state.Load() != workerNew {
 		panic("framework: Register called after the worker started")
 	}
 	if err := streams.ValidateTaskType(taskType); err != nil {
 		panic(err)
 	}
-	if h == nil {
+	if h == nil && typed == nil {
 		panic(fmt.Sprintf("framework: nil handler for task type %q", taskType))
 	}
 	if _, dup := w.types[taskType]; dup {
@@ -201,6 +207,12 @@ func (w *Worker) Register(taskType string, h Handler, opts ...HandlerOption) {
 	cfg, err := newHandlerConfig(w.opts.concurrency, opts)
 	if err != nil {
 		panic(fmt.Sprintf("framework: register %q: %v", taskType, err))
+	}
+	if err := w.checkStrict(&cfg, typed != nil); err != nil {
+		panic(fmt.Sprintf("framework: register %q: %v", taskType, err))
+	}
+	if typed != nil {
+		h = typed(&cfg)
 	}
 	mw := append(append([]Middleware(nil), w.opts.middleware...), cfg.middleware...)
 	tt := &typeRunner{name: taskType, handler: Chain(h, mw...), cfg: cfg, slots: dispatch.NewClass(cfg.concurrency)}
