@@ -11,6 +11,22 @@
 // meanwhile, and acknowledges it (decision 025). A delayed task that can
 // never become a schedule is dead-lettered with reason "invalid".
 //
+// A schedule is stored only where none is pending (expected last subject
+// sequence 0): one schedule per subject, so storing a second delayed task
+// under the ID of a pending one would replace it. When the subject is
+// taken, the mover reads what holds it. A schedule stored from the same
+// delayed task ([HeaderOrigin]: an earlier delivery that could not
+// acknowledge) makes this delivery done; anything else is a conflict: the
+// pending schedule is kept, and the newcomer is dead-lettered with reason
+// "conflict", logged and counted ([Mover].Conflicts). A schedule that fired
+// or was cancelled leaves its subject free for a new task with its ID.
+//
+// The movers' durable consumer belongs to the deployment (streams.Ensure
+// creates it): a mover looks it up and uses it as it finds it, warning
+// when it differs from the wanted configuration ([ConsumerDrift]), and
+// creates it only when it does not exist, so workers need no right to
+// create or change it.
+//
 // The package also finds and cancels a pending delayed task by its ID in
 // either place ([Topology.Read], [Topology.Cancel]), in the order that
 // keeps a task moving between the two from being missed.
