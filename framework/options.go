@@ -100,6 +100,7 @@ type options struct {
 	enqueueTracers    []EnqueueTracer   // WithEnqueueTracer (enqueue_trace.go)
 	noDelayMover      bool              // WithDelayMover(false) (delays.go)
 	strandedCheck     time.Duration     // WithStrandedCheck (stranded.go); 0 is off
+	fleet             fleetOptions      // WithWorkerID, WithVersion, WithRegistryInterval (fleet.go)
 }
 
 // Worker defaults.

@@ -179,6 +179,7 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	w.installUnique()
 	w.installOrdering()
 	w.installDelayMover()
+	w.installFleet() // fleet.go
 	return w, nil
 }
 

@@ -61,6 +61,12 @@ type QueueOverview struct {
 	// ReplicasCurrent is false when a replica of the consumer is behind or
 	// offline, on a cluster.
 	ReplicasCurrent bool `json:"replicas_current"`
+	// Workers counts the live workers serving the queue, from the worker
+	// registry ([Operator.Workers]; 0 when [Overview].Registry is false).
+	Workers int `json:"workers"`
+	// NoWorker is true when tasks wait and no live worker serves the
+	// queue: they run only once one starts. It needs the registry.
+	NoWorker bool `json:"no_worker,omitempty"`
 }
 
 // ReplicaInfo describes one replica of a stream or consumer.
@@ -109,6 +115,9 @@ type Overview struct {
 	Streams []StreamOverview `json:"streams"`
 	// Taken is when the snapshot was taken.
 	Taken time.Time `json:"taken"`
+	// Registry is true when the worker registry was read: worker counts
+	// and NoWorker are known (see [Fleet].Registry).
+	Registry bool `json:"registry"`
 }
 
 // Overview returns every queue with its counts, backlog age, pause state
@@ -222,6 +231,7 @@ func (i *Operator) Overview(ctx context.Context) (*Overview, error) {
 	for _, r := range rows {
 		out.Queues = append(out.Queues, *r)
 	}
+	i.countWorkers(ctx, out) // workers.go
 	slices.SortFunc(out.Queues, func(a, b QueueOverview) int {
 		if c := strings.Compare(a.Type, b.Type); c != 0 {
 			return c

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/fleet"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
 )
@@ -24,7 +25,8 @@ const (
 // BucketConfigs returns the KV buckets of c: task state, the effects
 // ledger, failed attempts (read when a task is dead-lettered), circuit
 // breaker states, unique-task reservations (per-key TTLs), rate limits and
-// blocked ordered tasks, with c's storage and replica count.
+// blocked ordered tasks, and the worker registry ([Names.WorkersBucket]),
+// with c's storage and replica count.
 func BucketConfigs(c Config) ([]jetstream.KeyValueConfig, error) {
 	c, n, err := c.withDefaults()
 	if err != nil {
@@ -36,6 +38,8 @@ func BucketConfigs(c Config) ([]jetstream.KeyValueConfig, error) {
 	}
 	unique := kv(n.UniqueBucket(), "jetflow unique tasks: one reservation per uniqueness key, expiring with its period", 1, 0)
 	unique.LimitMarkerTTL = UniqueMarkerTTL
+	workers := fleet.BucketConfig(n.WorkersBucket())
+	workers.Storage, workers.Replicas = c.Storage, c.Replicas
 	return []jetstream.KeyValueConfig{
 		kv(n.StateBucket(), "jetflow task state: one record per task ID", 1, DefaultStateTTL),
 		kv(n.EffectsBucket(), "jetflow effects ledger: side effects applied per task (framework.Once)", 1, DefaultEffectsTTL),
@@ -44,8 +48,15 @@ func BucketConfigs(c Config) ([]jetstream.KeyValueConfig, error) {
 		unique,
 		kv(n.LimitsBucket(), "jetflow rate limits: one GCRA token bucket per task type or dependency", 1, 0),
 		kv(n.OrderingBucket(), "jetflow ordered tasks blocked after failing for good, by type and task ID", 1, 0),
+		workers,
 	}, nil
 }
+
+// WorkersBucket returns the name of the worker registry bucket, for
+// example "JETFLOW_WORKERS": one record per running worker, keyed by its ID,
+// each expiring unless its worker writes it again (see framework's
+// WithRegistryInterval).
+func (n Names) WorkersBucket() string { return n.upper + "_WORKERS" }
 
 // UniqueMarkerTTL is how long the unique-task bucket keeps the marker of a
 // reservation that expired or was released (its LimitMarkerTTL, which

@@ -17,7 +17,7 @@ func TestEnsureCreatesBuckets(t *testing.T) {
 	t.Parallel()
 	ctx, js := jsContext(t)
 	n := streams.MustNames("")
-	all := []string{n.BreakerBucket(), n.EffectsBucket(), n.ErrorsBucket(), n.LimitsBucket(), n.OrderingBucket(), n.StateBucket(), n.UniqueBucket()}
+	all := []string{n.BreakerBucket(), n.EffectsBucket(), n.ErrorsBucket(), n.LimitsBucket(), n.OrderingBucket(), n.StateBucket(), n.UniqueBucket(), n.WorkersBucket()}
 	rep, err := streams.Ensure(ctx, js, streams.Config{})
 	if err != nil {
 		t.Fatal(err)

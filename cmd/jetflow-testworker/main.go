@@ -17,6 +17,7 @@
 //	jetflow-testworker -url nats://127.0.0.1:4222 [-type fault.work] [-ack-wait 2s]
 //	                   [-announce jetflow.test.started] [-hold 1h] [-concurrency 8]
 //	                   [-partitions 4 -record jetflow.test.ordered -block key/n]
+//	                   [-id w1] [-registry-interval 5s]
 //
 // SIGINT and SIGTERM shut the worker down cleanly; SIGKILL is the point.
 package main
@@ -54,6 +55,8 @@ func run(args []string) error {
 	partitions := fs.Int("partitions", 0, "run ordered tasks with this many partitions (0: unordered)")
 	record := fs.String("record", "jetflow.test.ordered", "core NATS subject of the ordered tasks' start and end records")
 	block := fs.String("block", "", "ordered task key/n whose first attempt is held until the process dies")
+	id := fs.String("id", "", "worker ID in the worker registry (default: generated)")
+	registryInterval := fs.Duration("registry-interval", framework.DefaultRegistryInterval, "how often the worker writes its registry record")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,8 +69,12 @@ func run(args []string) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer nc.Close()
-	w, err := framework.NewWorker(nc, framework.WithLogger(log), framework.WithConcurrency(*concurrency),
-		framework.WithShutdownTimeout(time.Second))
+	opts := []framework.WorkerOption{framework.WithLogger(log), framework.WithConcurrency(*concurrency),
+		framework.WithShutdownTimeout(time.Second), framework.WithRegistryInterval(*registryInterval)}
+	if *id != "" {
+		opts = append(opts, framework.WithWorkerID(*id))
+	}
+	w, err := framework.NewWorker(nc, opts...)
 	if err != nil {
 		return err
 	}

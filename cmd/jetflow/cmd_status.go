@@ -22,7 +22,7 @@ func statusCommands() []*command {
 	var f statusFlags
 	return []*command{{
 		name:    "status",
-		summary: "queues per type and priority: waiting, scheduled, running, retrying, backlog age, dead letters, paused, pulls; stranded subjects; cluster leaders",
+		summary: "queues per type and priority: waiting, scheduled, running, retrying, backlog age, dead letters, paused, pulls, live workers; stranded subjects; cluster leaders",
 		flags: func(fs *flag.FlagSet, c *cli) {
 			fs.BoolVar(&f.watch, "watch", false, "refresh until interrupted (with --json: one JSON document per line)")
 			fs.DurationVar(&f.interval, "interval", 2*time.Second, "refresh interval of --watch")
@@ -100,8 +100,8 @@ func printStatus(c *cli, o *inspect.Overview, url string) error {
 	if len(o.Queues) == 0 {
 		fmt.Fprintln(c.stdout, "no queues yet: no worker has registered a task type and no task waits")
 	} else {
-		t := newTable(c.stdout, "TYPE", "PRIORITY", "WAITING", "SCHEDULED", "RUNNING", "RETRYING", "OLDEST", "DEAD", "PAUSED", "PULLS", "NOTE")
-		var stranded, idle int
+		t := newTable(c.stdout, "TYPE", "PRIORITY", "WAITING", "SCHEDULED", "RUNNING", "RETRYING", "OLDEST", "DEAD", "PAUSED", "PULLS", "WORKERS", "NOTE")
+		var stranded, idle, noWorker int
 		lastType := ""
 		for _, q := range o.Queues {
 			paused := "-"
@@ -115,6 +115,14 @@ func printStatus(c *cli, o *inspect.Overview, url string) error {
 			if q.Stranded {
 				note = append(note, "STRANDED: no consumer serves this subject")
 				stranded++
+			}
+			workers := "-" // unknown without the worker registry
+			if o.Registry {
+				workers = fmt.Sprint(q.Workers)
+			}
+			if q.NoWorker {
+				note = append(note, "NO LIVE WORKER")
+				noWorker++
 			}
 			if !q.Stranded && q.Waiting > 0 && q.Pulls == 0 && !q.Paused {
 				note = append(note, "no worker pulling")
@@ -133,7 +141,7 @@ func printStatus(c *cli, o *inspect.Overview, url string) error {
 				dead = fmt.Sprint(q.Dead)
 			}
 			lastType = q.Type
-			t.row(q.Type, q.Priority, q.Waiting, q.Scheduled, q.Running, q.Retrying, age(q.OldestWaiting, now), dead, paused, q.Pulls, strings.Join(note, "; "))
+			t.row(q.Type, q.Priority, q.Waiting, q.Scheduled, q.Running, q.Retrying, age(q.OldestWaiting, now), dead, paused, q.Pulls, workers, strings.Join(note, "; "))
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -143,6 +151,9 @@ func printStatus(c *cli, o *inspect.Overview, url string) error {
 		}
 		if o.StrandedOmitted > 0 {
 			fmt.Fprintf(c.stdout, "%d more stranded subject(s) not listed (at most %d are)\n", o.StrandedOmitted, inspect.MaxStrandedSubjects)
+		}
+		if noWorker > 0 {
+			fmt.Fprintf(c.stdout, "\n%d queue(s) with waiting tasks and NO LIVE WORKER in the registry: start a worker serving the type at that priority (jetflow workers lists the live ones)\n", noWorker)
 		}
 		if idle > 0 {
 			fmt.Fprintf(c.stdout, "\n%d queue(s) with waiting tasks and no pull request: are the workers running and connected?\n", idle)

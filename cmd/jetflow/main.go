@@ -59,6 +59,7 @@ type command struct {
 func commands() []*command {
 	var cs []*command
 	cs = append(cs, statusCommands()...)
+	cs = append(cs, workerCommands()...)
 	cs = append(cs, taskCommands()...)
 	cs = append(cs, dlqCommands()...)
 	cs = append(cs, cronCommands()...)

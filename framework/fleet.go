@@ -1,0 +1,156 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nuid"
+
+	"github.com/jetflow-io/jetflow/internal/fleet"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Every running worker announces itself in the worker registry, the KV
+// bucket [streams.Names.WorkersBucket] ("JETFLOW_WORKERS"): its ID, host,
+// process ID, build ([WithVersion]), the types and priorities it serves,
+// its concurrency and busy slots, when it started and when it last wrote
+// the record. It writes the record when it starts and every registry
+// interval ([WithRegistryInterval], default 5 s) with a TTL of three
+// intervals, and deletes it when it shuts down. A killed worker's record
+// expires: it is gone at most three intervals (15 s by default) after the
+// worker's last write. Package inspect lists the registry
+// (inspect.Operator.Workers), as do `jetflow workers`, `jetflow status`, the
+// dashboard and the Prometheus collector.
+//
+// The registry is a service beside the worker: one write per interval, none
+// on a task's path. A worker that cannot write it (a server without the
+// bucket and no permission to create it) logs a warning and works on.
+
+// Registry intervals ([WithRegistryInterval]).
+const (
+	DefaultRegistryInterval = fleet.DefaultInterval
+	MinRegistryInterval     = fleet.MinInterval
+	MaxRegistryInterval     = fleet.MaxInterval
+)
+
+// fleetOptions are the worker's registry settings; the zero value means
+// the defaults.
+type fleetOptions struct {
+	id       string        // WithWorkerID; "" is a generated ID
+	version  string        // WithVersion; "" is the program's build
+	interval time.Duration // WithRegistryInterval; 0 is DefaultRegistryInterval
+}
+
+// WithWorkerID sets the worker's ID in the worker registry: 1 to 64 ASCII
+// letters, digits, '-' and '_', unique among the running workers (a second
+// worker under the same ID overwrites the first one's record). Set it to
+// grant a worker write permission on its own record only
+// ("$KV.JETFLOW_WORKERS.<id>"). Workers only. Default: a generated unique
+// ID.
+func WithWorkerID(id string) WorkerOption {
+	return workerOnly(func(o *options) error {
+		if !fleet.ValidID(id) {
+			return fmt.Errorf("%w: worker ID %q (want 1 to %d of A-Z a-z 0-9 - _)", ErrInvalidOption, id, fleet.MaxIDLen)
+		}
+		o.fleet.id = id
+		return nil
+	})
+}
+
+// WithVersion sets the build or version string the worker announces in
+// the worker registry, for example a release tag or a commit. At most 256
+// bytes of printable text. Workers only. Default: the main module's path
+// and version from the program's build information, with its VCS revision
+// when recorded.
+func WithVersion(v string) WorkerOption {
+	return workerOnly(func(o *options) error {
+		rec := fleet.Record{ID: "x", Version: v, TTLSeconds: 1}
+		if v == "" || (fleet.Rules{}).Check(&rec) != nil {
+			return fmt.Errorf("%w: version %q (want 1 to %d bytes of printable text)", ErrInvalidOption, v, fleet.MaxTextLen)
+		}
+		o.fleet.version = v
+		return nil
+	})
+}
+
+// WithRegistryInterval sets how often the worker writes its record in the
+// worker registry; the record lives three intervals (whole seconds) after
+// each write, so a killed worker is listed for at most that long. Between
+// [MinRegistryInterval] and [MaxRegistryInterval]. Workers only. Default
+// [DefaultRegistryInterval] (5 s: a dead worker gone within 15 s).
+func WithRegistryInterval(d time.Duration) WorkerOption {
+	return workerOnly(func(o *options) error {
+		if d < MinRegistryInterval || d > MaxRegistryInterval {
+			return fmt.Errorf("%w: registry interval %v, want %v to %v", ErrInvalidOption, d, MinRegistryInterval, MaxRegistryInterval)
+		}
+		o.fleet.interval = d
+		return nil
+	})
+}
+
+// fleetRules validate registry records with the rules of package streams.
+var fleetRules = fleet.Rules{
+	TaskType: streams.ValidateTaskType,
+	Priority: func(s string) error { _, err := streams.ParsePriority(s); return err },
+}
+
+// ID returns the worker's ID in the worker registry ([WithWorkerID]).
+func (w *Worker) ID() string { return w.opts.fleet.id }
+
+// installFleet sets the worker's registry defaults and adds the service
+// that announces it.
+func (w *Worker) installFleet() {
+	f := &w.opts.fleet
+	if f.id == "" {
+		f.id = nuid.Next()
+	}
+	if f.version == "" {
+		f.version = fleet.DefaultVersion()
+	}
+	if f.interval == 0 {
+		f.interval = DefaultRegistryInterval
+	}
+	host, err := os.Hostname()
+	if err != nil || len(host) > fleet.MaxTextLen {
+		host = "unknown"
+	}
+	w.addExtension(extension{Plugin: Plugin{
+		Name: "registry",
+		Service: func(ctx context.Context, w *Worker) {
+			w.announce(ctx, host)
+		},
+	}})
+}
+
+// announce ensures the registry bucket and writes the worker's record
+// every interval until ctx ends, then deletes it.
+func (w *Worker) announce(ctx context.Context, host string) {
+	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := fleet.EnsureBucket(ectx, w.js, w.names.WorkersBucket(), w.taskStream)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		w.log.Warn("jetflow worker registry: bucket not ensured; the worker is not listed until it exists",
+			slog.String("bucket", w.names.WorkersBucket()), slog.Any(LogKeyError, err))
+	}
+	a := &fleet.Announcer{JS: w.js, Bucket: w.names.WorkersBucket(), Interval: w.opts.fleet.interval,
+		Rules: fleetRules, Log: w.log, Snapshot: func() fleet.Record { return w.fleetRecord(host) }}
+	a.Run(ctx)
+}
+
+// fleetRecord is the worker's registry record now.
+func (w *Worker) fleetRecord(host string) fleet.Record {
+	rec := fleet.Record{ID: w.opts.fleet.id, Host: host, PID: os.Getpid(), Version: w.opts.fleet.version,
+		Concurrency: w.opts.concurrency, Started: w.startedAt().UTC(), Types: make([]fleet.Serves, 0, len(w.order))}
+	rec.Busy = min(w.sched.NumRunning(), rec.Concurrency)
+	for _, tt := range w.order {
+		s := fleet.Serves{Type: tt.name, Concurrency: tt.cfg.concurrency}
+		for _, p := range tt.cfg.priorities {
+			s.Priorities = append(s.Priorities, p.String())
+		}
+		rec.Types = append(rec.Types, s)
+	}
+	return rec
+}

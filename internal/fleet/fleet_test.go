@@ -1,0 +1,187 @@
+package fleet_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/fleet"
+	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+var rules = fleet.Rules{
+	TaskType: streams.ValidateTaskType,
+	Priority: func(s string) error { _, err := streams.ParsePriority(s); return err },
+}
+
+func record(id string) fleet.Record {
+	return fleet.Record{ID: id, Host: "h1", PID: 42, Version: "app@v1", Concurrency: 4, Busy: 1,
+		Types:   []fleet.Serves{{Type: "mail.send", Priorities: []string{"high", "normal"}, Concurrency: 4}},
+		Started: time.Date(2026, 12, 4, 7, 0, 0, 0, time.UTC), TTLSeconds: 3}
+}
+
+// A record round-trips; one that breaks a rule is refused when written and
+// when read, whatever field breaks it.
+func TestRecordRules(t *testing.T) {
+	t.Parallel()
+	good := record("w1")
+	b, err := rules.Encode(&good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rules.Decode("w1", b)
+	if err != nil || got.Host != "h1" || got.Types[0].Priorities[1] != "normal" {
+		t.Fatalf("Decode = %+v, %v", got, err)
+	}
+	if _, err := rules.Decode("w2", b); !errors.Is(err, fleet.ErrInvalid) {
+		t.Errorf("record under another key: %v", err)
+	}
+	cases := map[string]func(*fleet.Record){
+		"id with dot":      func(r *fleet.Record) { r.ID = "a.b" },
+		"empty id":         func(r *fleet.Record) { r.ID = "" },
+		"long id":          func(r *fleet.Record) { r.ID = strings.Repeat("a", fleet.MaxIDLen+1) },
+		"escape in host":   func(r *fleet.Record) { r.Host = "h\x1b[2J" },
+		"C1 in version":    func(r *fleet.Record) { r.Version = "v\u009b1" },
+		"long version":     func(r *fleet.Record) { r.Version = strings.Repeat("v", fleet.MaxTextLen+1) },
+		"bad utf8":         func(r *fleet.Record) { r.Host = "\xff" },
+		"busy over slots":  func(r *fleet.Record) { r.Busy = 5 },
+		"negative pid":     func(r *fleet.Record) { r.PID = -1 },
+		"no ttl":           func(r *fleet.Record) { r.TTLSeconds = 0 },
+		"bad type":         func(r *fleet.Record) { r.Types[0].Type = "Mail>" },
+		"bad priority":     func(r *fleet.Record) { r.Types[0].Priorities = []string{"urgent"} },
+		"no priority":      func(r *fleet.Record) { r.Types[0].Priorities = nil },
+		"too many types":   func(r *fleet.Record) { r.Types = make([]fleet.Serves, fleet.MaxTypes+1) },
+		"negative type cc": func(r *fleet.Record) { r.Types[0].Concurrency = -1 },
+	}
+	for name, breakIt := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := record("w1")
+			r.Types = append([]fleet.Serves(nil), r.Types...)
+			breakIt(&r)
+			if _, err := rules.Encode(&r); !errors.Is(err, fleet.ErrInvalid) {
+				t.Errorf("Encode: %v, want ErrInvalid", err)
+			}
+			if name == "bad utf8" {
+				return // encoding/json decodes invalid UTF-8 as U+FFFD
+			}
+			raw := []byte(`{"id":"` + r.ID + `"}`)
+			if b, err := jsonOf(r); err == nil {
+				raw = b
+			}
+			if _, err := rules.Decode(r.ID, raw); !errors.Is(err, fleet.ErrInvalid) {
+				t.Errorf("Decode: %v, want ErrInvalid", err)
+			}
+		})
+	}
+	if _, err := rules.Decode("w1", []byte("{")); !errors.Is(err, fleet.ErrInvalid) {
+		t.Errorf("truncated JSON: %v", err)
+	}
+}
+
+// A record's TTL is three intervals in whole seconds.
+func TestTTL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[time.Duration]time.Duration{
+		time.Second: 3 * time.Second, 5 * time.Second: 15 * time.Second, 1500 * time.Millisecond: 5 * time.Second,
+	} {
+		if got := fleet.TTL(in); got != want {
+			t.Errorf("TTL(%v) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// An announcer's record is listed while it runs and gone at once when it
+// stops; a record that is not written again expires with its TTL; records
+// another tool wrote are counted as invalid, not listed.
+func TestAnnounceListExpire(t *testing.T) {
+	t.Parallel()
+	s := testutil.RunServer(t)
+	_, js := testutil.JetStream(t, s)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	const bucket = "JETFLOW_WORKERS"
+	if _, err := rules.List(ctx, js, bucket); !errors.Is(err, fleet.ErrNoRegistry) {
+		t.Fatalf("List before the bucket exists: %v", err)
+	}
+	if err := fleet.EnsureBucket(ctx, js, bucket, "JETFLOW_TASKS"); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "forged", []byte(`{"id":"forged","host":"\u001b[31m"}`)); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	announce := func(id string) context.CancelFunc {
+		actx, acancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		a := &fleet.Announcer{JS: js, Bucket: bucket, Interval: time.Second, Rules: rules, Log: log,
+			Snapshot: func() fleet.Record { return record(id) }}
+		go func() { defer close(done); a.Run(actx) }()
+		return func() { acancel(); <-done }
+	}
+	stop1 := announce("w1")
+	stop2 := announce("w2")
+	defer stop2()
+	l := waitList(t, js, bucket, func(l *fleet.Listing) bool { return len(l.Records) == 2 })
+	if l.Invalid != 1 || l.Records[0].TTLSeconds != 3 || l.Records[0].Heartbeat.IsZero() {
+		t.Errorf("listing %+v", l)
+	}
+	stop1()
+	l, err = rules.List(ctx, js, bucket)
+	if err != nil || len(l.Records) != 1 || l.Records[0].ID != "w2" {
+		t.Fatalf("after w1 stopped: %+v, %v", l, err)
+	}
+
+	// A record written once and never again (a killed worker) expires.
+	b, err := rules.Encode(&fleet.Record{ID: "dead", TTLSeconds: 1, Types: []fleet.Serves{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "$KV."+bucket+".dead", b, jetstream.WithMsgTTL(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	written := time.Now()
+	waitList(t, js, bucket, func(l *fleet.Listing) bool {
+		for _, r := range l.Records {
+			if r.ID == "dead" {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("record with a 1 s TTL gone after %v", time.Since(written).Round(10*time.Millisecond))
+}
+
+// waitList lists the bucket until ok holds, for up to 30 s.
+func waitList(t *testing.T, js jetstream.JetStream, bucket string, ok func(*fleet.Listing) bool) *fleet.Listing {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		l, err := rules.List(ctx, js, bucket)
+		cancel()
+		if err == nil && ok(l) {
+			return l
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listing never as wanted: %+v, %v", l, err)
+		}
+		<-tick.C
+	}
+}
+
+func jsonOf(r fleet.Record) ([]byte, error) { return json.Marshal(r) }

@@ -1,0 +1,203 @@
+package fleet
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits of a record. A record beyond them is refused when written and
+// skipped when read.
+const (
+	// MaxRecordBytes bounds the encoded record.
+	MaxRecordBytes = 64 << 10
+	// MaxIDLen bounds a worker ID (it is the record's key).
+	MaxIDLen = 64
+	// MaxTextLen bounds the host and version strings.
+	MaxTextLen = 256
+	// MaxTypes bounds the types one record lists.
+	MaxTypes = 1024
+)
+
+// ErrInvalid is wrapped by every error of a record that breaks the rules.
+var ErrInvalid = errors.New("fleet: invalid worker record")
+
+// Record is what a worker says about itself in the registry.
+type Record struct {
+	// ID identifies the worker; it is the record's key.
+	ID string `json:"id"`
+	// Host is the worker's host name.
+	Host string `json:"host"`
+	// PID is the worker's process ID.
+	PID int `json:"pid"`
+	// Version is the worker's build or the version its program set.
+	Version string `json:"version"`
+	// Types are the task types the worker serves, in registration order.
+	Types []Serves `json:"types"`
+	// Concurrency is the worker's total slot count; Busy the slots running
+	// a handler when the record was written.
+	Concurrency int `json:"concurrency"`
+	Busy        int `json:"busy"`
+	// Started is when the worker started; Heartbeat when the record was
+	// written.
+	Started   time.Time `json:"started"`
+	Heartbeat time.Time `json:"heartbeat"`
+	// TTLSeconds is how long the record lives after Heartbeat unless it is
+	// written again.
+	TTLSeconds int `json:"ttl_seconds"`
+}
+
+// Serves is one task type a worker serves.
+type Serves struct {
+	Type string `json:"type"`
+	// Priorities are the priorities it pulls, highest first.
+	Priorities []string `json:"priorities"`
+	// Concurrency is the type's slot count on this worker.
+	Concurrency int `json:"concurrency"`
+}
+
+// Rules are the validators of what a record names: task types and
+// priorities come from the caller (package streams).
+type Rules struct {
+	TaskType func(string) error
+	Priority func(string) error
+}
+
+// ValidID reports whether id can be a worker ID: 1 to [MaxIDLen] bytes of
+// ASCII letters, digits, '-' and '_' (a KV key token of its own, and a
+// permission subject an operator can write).
+func ValidID(id string) bool {
+	if id == "" || len(id) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// printable reports whether s is valid UTF-8 without control characters,
+// of at most MaxTextLen bytes.
+func printable(s string) bool {
+	if len(s) > MaxTextLen || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return false
+		}
+	}
+	return true
+}
+
+// Check returns an error wrapping [ErrInvalid] when rec breaks a rule.
+func (r Rules) Check(rec *Record) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !ValidID(rec.ID):
+		return bad("id %q", rec.ID)
+	case !printable(rec.Host):
+		return bad("host")
+	case !printable(rec.Version):
+		return bad("version")
+	case rec.PID < 0:
+		return bad("pid %d", rec.PID)
+	case rec.Concurrency < 0 || rec.Busy < 0 || rec.Busy > rec.Concurrency:
+		return bad("busy %d of %d slots", rec.Busy, rec.Concurrency)
+	case rec.TTLSeconds < 1:
+		return bad("ttl %ds", rec.TTLSeconds)
+	case len(rec.Types) > MaxTypes:
+		return bad("%d types", len(rec.Types))
+	}
+	for _, s := range rec.Types {
+		if r.TaskType != nil {
+			if err := r.TaskType(s.Type); err != nil {
+				return fmt.Errorf("%w: type: %w", ErrInvalid, err)
+			}
+		}
+		if s.Concurrency < 0 || len(s.Priorities) == 0 || len(s.Priorities) > 8 {
+			return bad("type %s: %d priorities, concurrency %d", s.Type, len(s.Priorities), s.Concurrency)
+		}
+		for _, p := range s.Priorities {
+			if r.Priority != nil {
+				if err := r.Priority(p); err != nil {
+					return fmt.Errorf("%w: type %s: %w", ErrInvalid, s.Type, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Encode checks rec and returns its JSON.
+func (r Rules) Encode(rec *Record) ([]byte, error) {
+	if err := r.Check(rec); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: encode record: %w", err)
+	}
+	if len(b) > MaxRecordBytes {
+		return nil, fmt.Errorf("%w: %d bytes", ErrInvalid, len(b))
+	}
+	return b, nil
+}
+
+// Decode parses the record stored under key and checks it: its ID must be
+// key. Unknown fields are ignored (a later version may add some).
+func (r Rules) Decode(key string, data []byte) (*Record, error) {
+	if len(data) > MaxRecordBytes {
+		return nil, fmt.Errorf("%w: %d bytes", ErrInvalid, len(data))
+	}
+	var rec Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if rec.ID != key {
+		return nil, fmt.Errorf("%w: id %q under key %q", ErrInvalid, rec.ID, key)
+	}
+	if err := r.Check(&rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// DefaultVersion describes the running program's build: its main module's
+// path and version, and the VCS revision when the build recorded one, for
+// example "example.com/app@v1.4.0" or "example.com/app@(devel) rev 1a2b3c4d5e6f".
+// It returns "unknown" when the binary carries no build information.
+func DefaultVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Path
+	if v == "" {
+		v = bi.Path
+	}
+	if bi.Main.Version != "" {
+		v += "@" + bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && s.Value != "" {
+			rev := s.Value
+			if len(rev) > 12 {
+				rev = rev[:12]
+			}
+			v += " rev " + rev
+		}
+	}
+	if !printable(v) || v == "" {
+		return "unknown"
+	}
+	return v
+}
