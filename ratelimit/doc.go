@@ -12,8 +12,13 @@
 // otherwise set aside (its slot serves other tasks, heartbeats keep it
 // alive) until the permit is due. A call to a dependency with a limit
 // ([WithDependency]) waits in [Wait], which package breaker's Call (and so
-// handlers.DoHTTP) calls before the breaker; [Throttle] pushes every
+// handlers.DoHTTP) calls before the breaker, and which a handler without
+// breakers calls itself before each call to the dependency; [Throttle] pushes every
 // worker's next permit of a dependency back, for example after a 429.
+//
+// A [Limit] lets at most Limit + Burst permits be due in any window of one
+// Interval (Limit + 1 with the default Burst), Limit per Interval over a
+// long run.
 //
 // A worker without Install has no rate limits: a type registered with
 // [WithLimit] fails the worker's Start, and Wait and Throttle return nil at once. Each limit is a GCRA token

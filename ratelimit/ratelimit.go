@@ -10,16 +10,27 @@ import (
 	engine "github.com/jetflow-io/jetflow/internal/ratelimit"
 )
 
-// Limit is a cluster-wide limit: at most Limit permits per Interval for
-// every worker of the cluster together, plus Burst permits at once after an
-// idle period. Every worker must declare the same values.
+// Limit is a cluster-wide limit for every worker of the cluster together:
+// a sustained rate of Limit permits per Interval, with Burst permits at once
+// after an idle period. Every worker must declare the same values.
+//
+// The exact guarantee, on the permits' due times: any window of one
+// Interval (both ends included) holds at most Limit + Burst of them, and
+// the first Interval after an idle period holds exactly that many when the
+// demand is there: Burst at once, then one every Interval/Limit up to the
+// window's end. With the default Burst of 1, Limit: 20 lets 21 permits into
+// a second. For a hard cap of N per Interval, declare Limit: N - Burst.
+// Calls reach a dependency a little after their permit is due, so arrivals
+// counted by the dependency can exceed the bound by the few that were late
+// in the window before (docs/ratelimits.md).
 type Limit struct {
-	// Limit is the number of permits per Interval. Required, ≥ 1.
+	// Limit is the sustained rate, in permits per Interval. Required, ≥ 1.
 	Limit int
 	// Interval is the period Limit applies to. Default 1 s.
 	Interval time.Duration
-	// Burst is how many permits may be taken at once after an idle period.
-	// Default 1: permits are spaced Interval/Limit apart.
+	// Burst is how many permits may be taken at once after an idle period,
+	// and how many an Interval may hold beyond Limit. Default 1: permits
+	// are spaced Interval/Limit apart. At most Limit.
 	Burst int
 }
 
@@ -207,7 +218,15 @@ func dependencyLimiter(ctx context.Context, dep string) *engine.Limiter {
 // Wait waits for a permit of dep's rate limit ([WithDependency]) if the
 // worker running the handler of ctx has one, and returns ctx's error if it
 // ends first. It returns nil at once without a limit or outside a handler.
-// Package breaker's Call calls it before the breaker.
+// Package breaker's Call calls it before the breaker; without breakers,
+// call Wait yourself before each call to the dependency:
+//
+//	if err := ratelimit.Wait(ctx, "payments-gw"); err != nil {
+//		return err
+//	}
+//	resp, err := gateway.Charge(ctx, req)
+//
+// It needs only [Install] with [WithDependency]: no breaker.
 func Wait(ctx context.Context, dep string) error {
 	l := dependencyLimiter(ctx, dep)
 	if l == nil {

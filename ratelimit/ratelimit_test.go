@@ -211,3 +211,37 @@ func TestWithLimitInvalidPanics(t *testing.T) {
 	w.HandleFunc("bad.limit", func(context.Context, *framework.Task) error { return nil },
 		ratelimit.WithLimit(ratelimit.Limit{Limit: 2, Burst: 3}))
 }
+
+// TestWaitAloneLimitsADependency: a handler on a worker with Install and
+// WithDependency, and no breakers, calls Wait before each call: with one
+// permit an hour, the first call goes through and the second waits until
+// its context ends (docs/ratelimits.md, "A dependency without breakers").
+func TestWaitAloneLimitsADependency(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := e.worker(t, ratelimit.WithDependency("smtp", ratelimit.Limit{Limit: 1, Interval: time.Hour}))
+	errs := make(chan error, 2)
+	w.HandleFunc("mail.send", func(ctx context.Context, task *framework.Task) error {
+		errs <- ratelimit.Wait(ctx, "smtp")
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		errs <- ratelimit.Wait(short, "smtp")
+		return nil
+	})
+	startWorker(t, w)
+	e.Enqueue(t, "mail.send", nil)
+	for i, want := range []error{nil, context.DeadlineExceeded} {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, want) && err != want {
+				t.Errorf("call %d: Wait = %v, want %v", i+1, err, want)
+			}
+		case <-time.After(waitLong):
+			t.Fatalf("call %d: Wait did not return", i+1)
+		}
+	}
+	infos, err := inspect.New(e.Client).RateLimits(t.Context())
+	if err != nil || len(infos) != 1 || infos[0].Name != "dep.smtp" {
+		t.Fatalf("RateLimits = %+v, %v", infos, err)
+	}
+}
