@@ -72,6 +72,10 @@ type Options struct {
 	// ("payments.charge") or a pattern of types with NATS wildcards
 	// ("tenant_a.>"); empty means every type.
 	Types []string
+	// WorkerID is, for a worker, its ID in the worker registry
+	// (framework.WithWorkerID): it may write that record only. Default
+	// "": every record of the registry (workers with generated IDs).
+	WorkerID string
 	// Dependencies are, for a worker, the dependencies whose circuit
 	// breaker records it writes (breaker.WithDependencies). It reads the
 	// records of every dependency. Default none: the worker gets no breaker
@@ -190,6 +194,16 @@ func Worker(n streams.Names, o Options) (Permissions, error) {
 		api + "STREAM.INFO." + kvStream(n.EffectsBucket()),
 		api + "STREAM.INFO." + kvStream(n.ErrorsBucket()),
 		api + "STREAM.INFO." + kvStream(n.BreakerBucket()),
+		api + "STREAM.INFO." + kvStream(n.WorkersBucket()),
+	}
+	// Its record in the worker registry.
+	if o.WorkerID != "" {
+		if err := checkLiteral(o.WorkerID); err != nil || strings.Contains(o.WorkerID, ".") {
+			return Permissions{}, fmt.Errorf("%w worker ID %q", ErrInvalid, o.WorkerID)
+		}
+		pub = append(pub, "$KV."+n.WorkersBucket()+"."+o.WorkerID)
+	} else {
+		pub = append(pub, "$KV."+n.WorkersBucket()+".>")
 	}
 	// The consumers of its types: look up, create (the create subject
 	// carries the filter, which the server checks), pull, acknowledge,
@@ -283,7 +297,8 @@ func Worker(n streams.Names, o Options) (Permissions, error) {
 }
 
 // Operator returns the permissions of an operator: read stream and consumer
-// state, task records, schedules, breaker records and workflow runs; list,
+// state, task records, schedules, breaker records, the worker registry and
+// workflow runs; list,
 // replay, delete and purge dead letters; register repeating schedules. It
 // cannot consume tasks. It gets no STREAM.PURGE of the schedule and delay
 // streams (cancelling a delayed task, removing a repeating schedule): a
@@ -296,7 +311,7 @@ func Operator(n streams.Names, o Options) (Permissions, error) {
 	}
 	api := "$JS.API."
 	dlq, tasks, sched := n.DLQStream(), n.TaskStream(), n.ScheduleStream()
-	bk := kvStream(n.BreakerBucket())
+	bk, wk := kvStream(n.BreakerBucket()), kvStream(n.WorkersBucket())
 	direct := func(stream string) []string {
 		return []string{api + "DIRECT.GET." + stream, api + "DIRECT.GET." + stream + ".>"}
 	}
@@ -317,6 +332,9 @@ func Operator(n streams.Names, o Options) (Permissions, error) {
 		"$JS.FC." + bk + ".>",
 		// Workflow runs.
 		api + "STREAM.MSG.GET." + n.RunStream(),
+		// The worker registry (a watch of every record).
+		api + "CONSUMER.CREATE." + wk + ".>", api + "CONSUMER.DELETE." + wk + ".>",
+		"$JS.FC." + wk + ".>",
 	}
 	pub = append(pub, direct(dlq)...)
 	pub = append(pub, api+"DIRECT.GET."+kvStream(n.StateBucket())+".>")

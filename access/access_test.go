@@ -52,6 +52,19 @@ func TestWorkerScopesItsTypesAndDependencies(t *testing.T) {
 	if want := []string{"_INBOX_worker.>"}; !slices.Equal(p.Subscribe, want) {
 		t.Errorf("worker subscribes to %v, want %v", p.Subscribe, want)
 	}
+	if !slices.Contains(p.Publish, "$KV.JETFLOW_WORKERS.>") {
+		t.Error("a worker without an ID may not write the worker registry")
+	}
+	own, err := Worker(n, Options{Types: []string{"email.send"}, WorkerID: "mail-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(own.Publish, "$KV.JETFLOW_WORKERS.mail-1") || slices.Contains(own.Publish, "$KV.JETFLOW_WORKERS.>") {
+		t.Error("a worker with an ID may write others' registry records")
+	}
+	if _, err := Worker(n, Options{WorkerID: "a.b"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("worker ID with a dot: %v, want ErrInvalid", err)
+	}
 	lane, err := Worker(n, Options{Types: []string{"email.send"}, Features: DeadLetters | Effects})
 	if err != nil {
 		t.Fatal(err)

@@ -179,6 +179,9 @@ func TestRolePermissions(t *testing.T) {
 	if _, err := inspect.New(ocl).BreakerRecords(ctx); err != nil {
 		t.Errorf("operator breaker records: %v (violations %v)", err, violations(oc))
 	}
+	if ws, err := inspect.New(ocl).Workers(ctx); err != nil || len(ws.Workers) != 1 {
+		t.Errorf("operator worker registry: %v, %v (violations %v)", ws, err, violations(oc))
+	}
 	wfc, err := workflow.NewClient(ocl)
 	if err != nil {
 		t.Fatal(err)
