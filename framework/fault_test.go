@@ -172,6 +172,7 @@ func TestCorruptMessagesFailPermanently(t *testing.T) {
 		m := nats.NewMsg(subject)
 		m.Data = []byte(c.payload)
 		m.Header.Set(HeaderTaskID, c.id)
+		m.Header.Set(jetstream.MsgIDHeader, c.id)
 		for k, v := range c.hdr {
 			m.Header.Set(k, v)
 		}
@@ -186,6 +187,7 @@ func TestCorruptMessagesFailPermanently(t *testing.T) {
 	m := nats.NewMsg(subject)
 	m.Data, _ = json.Marshal(fuzzPayload{Name: "fine"})
 	m.Header.Set(HeaderTaskID, "valid")
+	m.Header.Set(jetstream.MsgIDHeader, "valid")
 	m.Header.Set(HeaderEnqueuedAt, "garbage")
 	if _, err := js.PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)

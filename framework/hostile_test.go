@@ -35,6 +35,7 @@ func (e *env) publishRaw(t *testing.T, subject string, h nats.Header, body []byt
 func statusHeaders(id, status, desc string) nats.Header {
 	h := nats.Header{}
 	h.Set("Jetflow-Id", id)
+	h.Set("Nats-Msg-Id", id) // a task no schedule fired claims its message ID only
 	h.Set("Status", status)
 	if desc != "" {
 		h.Set("Description", desc)
@@ -220,6 +221,7 @@ func TestDeadLetterRecordFitsNearHeaderLimit(t *testing.T) {
 	startWorker(t, w)
 	h := nats.Header{}
 	h.Set("Jetflow-Id", "big-1")
+	h.Set("Nats-Msg-Id", "big-1") // a task no schedule fired claims its message ID only
 	h.Set("X-Big", strings.Repeat("x", 65000))
 	h.Set("X-Small", "kept")
 	e.publishRaw(t, dlqNames.TaskSubject(framework.PriorityNormal, typ), h, []byte(`"payload"`))
@@ -252,6 +254,7 @@ func TestRawPayloadOnTypedHandlerIsDecodeError(t *testing.T) {
 	startWorker(t, w)
 	h := nats.Header{}
 	h.Set("Jetflow-Id", "raw-1")
+	h.Set("Nats-Msg-Id", "raw-1") // a task no schedule fired claims its message ID only
 	h.Set(framework.HeaderEncoding, "raw")
 	e.publishRaw(t, dlqNames.TaskSubject(framework.PriorityNormal, typ), h, []byte(`{"N":1}`))
 	d := e.waitDeadLetters(t, 1)[0]
@@ -281,6 +284,7 @@ func TestTaskArrivingEarlyIsHeldUntilDue(t *testing.T) {
 	due := time.Now().Add(time.Second)
 	h := nats.Header{}
 	h.Set("Jetflow-Id", "early-1")
+	h.Set("Nats-Msg-Id", "early-1") // a task no schedule fired claims its message ID only
 	h.Set(framework.HeaderScheduledFor, due.UTC().Format(time.RFC3339Nano))
 	e.publishRaw(t, dlqNames.TaskSubject(framework.PriorityNormal, typ), h, nil)
 	at := testutil.Recv(t, started, waitLong, "task start")
