@@ -151,8 +151,10 @@ type TaskInfo struct {
 	// Stream and Sequence locate the stored message.
 	Stream   string
 	Sequence uint64
-	// Duplicate is true when a task with the same ID was enqueued within the
-	// duplicate window; nothing new was stored.
+	// Duplicate is true when nothing new was stored: a task with the same ID
+	// was enqueued within the duplicate window ([WithID]), or a [Unique]
+	// enqueue found its key reserved by another task, whose ID this info
+	// then holds.
 	Duplicate bool
 	// ScheduledFor is the due time of a delayed task, zero otherwise.
 	ScheduledFor time.Time

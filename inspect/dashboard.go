@@ -33,7 +33,7 @@ type QueueActivity struct {
 	Delivered uint64
 	// Acked is the consumer's ack floor: deliveries acknowledged in order.
 	Acked uint64
-	// Waiting counts tasks not yet delivered (as [framework.QueueStat.Pending]).
+	// Waiting counts tasks not yet delivered (as [QueueStat].Pending).
 	Waiting uint64
 	// InFlight counts delivered tasks not yet acknowledged.
 	InFlight int

@@ -42,7 +42,7 @@ func BucketConfigs(c Config) ([]jetstream.KeyValueConfig, error) {
 	workers.Storage, workers.Replicas = c.Storage, c.Replicas
 	return []jetstream.KeyValueConfig{
 		kv(n.StateBucket(), "jetflow task state: one record per task ID", 1, DefaultStateTTL),
-		kv(n.EffectsBucket(), "jetflow effects ledger: side effects applied per task (framework.Once)", 1, DefaultEffectsTTL),
+		kv(n.EffectsBucket(), "jetflow effects ledger: side effects applied per task (effects.Once)", 1, DefaultEffectsTTL),
 		kv(n.ErrorsBucket(), "jetflow: failed attempts of tasks, read when a task is dead-lettered", 1, DefaultErrorRetention),
 		kv(n.BreakerBucket(), "jetflow circuit breakers: latest state change per dependency", 8, 0),
 		unique,

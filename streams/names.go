@@ -182,7 +182,7 @@ func (n Names) BreakerBucket() string { return n.upper + "_BREAKERS" }
 func (n Names) ErrorsBucket() string { return n.upper + "_ERRORS" }
 
 // EffectsBucket returns the name of the KV bucket of the effects ledger
-// (framework.Once), for example "JETFLOW_EFFECTS".
+// (effects.Once), for example "JETFLOW_EFFECTS".
 func (n Names) EffectsBucket() string { return n.upper + "_EFFECTS" }
 
 // UniqueBucket returns the name of the KV bucket holding the reservations

@@ -43,9 +43,10 @@ type typeRef struct {
 
 // Register registers on w a handler for every step of defs (task type
 // [StepTaskType]) and for every compensation ([CompensationTaskType]), for
-// each workflow's priority, and installs a [framework.Hooks.Failed] hook
-// (with [framework.Worker.AddHooks]) that records failures the step handlers
-// did not see themselves. Call it before the worker starts.
+// each workflow's priority, and adds a Finished hook ([framework.Hooks],
+// with [framework.Worker.AddHooks], beside the worker's own) that records
+// the final failures ([framework.ActionFail]) the step handlers did not see
+// themselves. Call it before the worker starts.
 //
 // It panics on programmer errors, like [framework.Worker.Register]: an
 // invalid definition (the panic value is the *[DefinitionError]), two
@@ -428,7 +429,8 @@ func (rt *runtime) settleCompensation(ctx context.Context, d *Definition, runID 
 	return err
 }
 
-// failed is the worker's Failed hook: it records final failures of workflow
+// failed is called by the Finished hook on a final failure
+// ([framework.ActionFail]): it records final failures of workflow
 // tasks that the handlers above did not record themselves (for example an
 // error produced by middleware around them). It is a no-op when the failure
 // was already recorded.

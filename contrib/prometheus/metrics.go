@@ -36,7 +36,9 @@
 // [NewQueueCollector] reads the queues from JetStream at each scrape, so any
 // process (a worker, an API server, `jetflow ui`) can export them; register
 // it once per cluster to avoid duplicate series. Its series and names are
-// those of the dashboard's /metrics endpoint (package ui).
+// those of the dashboard's /metrics endpoint (package ui), but for
+// jetflow_breaker_state: the dashboard reads it from the breaker records,
+// while here [New] exports the process's own breakers under that name.
 package jetflowprom
 
 import (
