@@ -219,6 +219,12 @@ type Report struct {
 	// Drift lists differences that cannot be changed in place. When it is
 	// non-empty Ensure also returns a *[DriftError].
 	Drift []Drift
+	// Weaker lists settings of existing resources that are less strict
+	// than jetflow's and that the server cannot tighten in place: the
+	// deployment works as before, without that protection, so they do not
+	// fail Ensure. Each says how to tighten it (for example message TTL on
+	// a task stream created by an earlier jetflow: decision 040).
+	Weaker []Drift
 	// BucketsCreated and BucketsUnchanged list the KV buckets
 	// ([BucketConfigs]) created, and those that existed already (their
 	// settings are kept).
@@ -295,6 +301,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, err
 		rep.Updated = append(rep.Updated, one.Updated...)
 		rep.Unchanged = append(rep.Unchanged, one.Unchanged...)
 		rep.Drift = append(rep.Drift, one.Drift...)
+		rep.Weaker = append(rep.Weaker, one.Weaker...)
 		return err
 	}
 	tasks, sched, rest := cfgs[0], cfgs[1], cfgs[2:]
@@ -410,11 +417,14 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	set(!sameSources(have.Sources, want.Sources), func() { next.Sources = want.Sources })
 	// Message TTL and atomic publish are on exactly where jetflow wants
 	// them. The server turns atomic publish off in place but never message
-	// TTL (it answers "message TTL status can not be disabled"): a stream
-	// that has it is drift (decision 040 says how to migrate).
+	// TTL (it answers "message TTL status can not be disabled"). A stream
+	// that has it works as it did before the upgrade, only without the
+	// protection: reported as weaker, not as drift, so that an upgrade does
+	// not stop a deployment (decision 040 says how to recreate it).
 	set(want.AllowMsgTTL && !have.AllowMsgTTL, func() { next.AllowMsgTTL = true })
 	if !want.AllowMsgTTL && have.AllowMsgTTL {
-		drift("AllowMsgTTL", "false (the server cannot turn it off: drain and recreate the stream, decision 040)", true)
+		rep.Weaker = append(rep.Weaker, Drift{Resource: want.Name, Field: "AllowMsgTTL",
+			Want: "false (the server cannot turn it off: drain and recreate the stream, decision 040)", Have: "true"})
 	}
 	set(want.AllowAtomicPublish != have.AllowAtomicPublish, func() { next.AllowAtomicPublish = want.AllowAtomicPublish })
 	set(want.AllowDirect && !have.AllowDirect, func() { next.AllowDirect = true })

@@ -203,13 +203,16 @@ func TestEnsureMovesTaskStreamToDiscardNew(t *testing.T) {
 		} else if _, err := js.UpdateStream(ctx, old); err != nil {
 			t.Fatal(err)
 		}
+		// A task stream that still allows message TTL works as before the
+		// upgrade: reported as weaker, not failing Ensure.
 		rep, err := streams.Ensure(ctx, js, streams.Config{MaxTaskBytes: fullBytes})
-		var de *streams.DriftError
 		switch {
-		case !tc.ttl && err != nil:
+		case err != nil:
 			t.Fatalf("%s: Ensure = %v", tc.name, err)
-		case tc.ttl && (!errors.As(err, &de) || len(de.Drift) != 1 || de.Drift[0].Resource != "JETFLOW_TASKS" || de.Drift[0].Field != "AllowMsgTTL"):
-			t.Fatalf("%s: Ensure = %v; want drift of JETFLOW_TASKS's AllowMsgTTL only", tc.name, err)
+		case tc.ttl && (len(rep.Weaker) != 1 || rep.Weaker[0].Resource != "JETFLOW_TASKS" || rep.Weaker[0].Field != "AllowMsgTTL"):
+			t.Fatalf("%s: Weaker %+v; want JETFLOW_TASKS's AllowMsgTTL only", tc.name, rep.Weaker)
+		case !tc.ttl && len(rep.Weaker) != 0:
+			t.Fatalf("%s: Weaker %+v; want none", tc.name, rep.Weaker)
 		}
 		if len(rep.Updated) != 1 || rep.Updated[0] != "JETFLOW_TASKS" {
 			t.Errorf("%s: Updated %v, want JETFLOW_TASKS", tc.name, rep.Updated)
@@ -247,8 +250,8 @@ func TestTaskStreamWithTTLIsRecreatedWithoutLosingFiredTasks(t *testing.T) {
 	if _, err := js.Publish(ctx, "jetflow.task.normal.waiting", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); !errors.Is(err, streams.ErrDrift) {
-		t.Fatalf("Ensure on a task stream with message TTL: %v, want drift", err)
+	if rep, err := streams.Ensure(ctx, js, streams.Config{}); err != nil || len(rep.Weaker) != 1 {
+		t.Fatalf("Ensure on a task stream with message TTL: %v, weaker %+v; want it reported weaker", err, rep.Weaker)
 	}
 
 	// 1. Take the source off: fired tasks wait in the schedule stream.

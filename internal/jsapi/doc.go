@@ -17,7 +17,8 @@
 //     message (and so the same deduplication ID) while the stream cannot
 //     answer, and telling a missing stream from one without a leader
 //     ([StreamExists]); a connection that may not ask (no STREAM.INFO
-//     permission, an account without JetStream) gets an error at once.
+//     permission, an account without JetStream) cannot tell them apart:
+//     it retries until its deadline, then says it could not ask.
 //     [PublishWithin] also bounds the retries when the context has no
 //     deadline; a publish stored at the first attempt costs what a plain
 //     jetstream PublishMsg costs (one context with a timeout).

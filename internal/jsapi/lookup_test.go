@@ -3,6 +3,8 @@ package jsapi_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,15 +107,31 @@ func TestPublishWithoutStreamLookup(t *testing.T) {
 			t.Fatal(err)
 		}
 		msg := &nats.Msg{Subject: "s.a", Data: []byte("x"), Header: nats.Header{jetstream.MsgIDHeader: []string{"id-" + tc.name}}}
-		// Far below DefaultEnqueueTimeout's 30 s, far above a prompt
-		// answer on a busy machine.
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		// It cannot tell a missing stream from one without a leader, so
+		// it retries until its deadline, then says it could not ask.
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		_, err = jsapi.PublishWithin(ctx, js, "S", msg, quiet, time.Minute)
 		cancel()
 		if !errors.Is(err, jsapi.ErrLookupRefused) || natserr.Classify(err) != natserr.TopologyMissing {
 			t.Errorf("%s, stream missing: %v; want ErrLookupRefused, classified as a missing topology", tc.name, err)
 		}
 	}
+	// A stream that appears while it retries (as one whose leader is
+	// elected) takes the message: the refused question does not end the
+	// retries.
+	retrying := make(chan struct{}, 1)
+	log := slog.New(retryLog{retrying})
+	ljs, err := jetstream.New(limited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		msg := &nats.Msg{Subject: "s.a", Data: []byte("x"), Header: nats.Header{jetstream.MsgIDHeader: []string{"id-late"}}}
+		_, err := jsapi.PublishWithin(t.Context(), ljs, "S", msg, log, time.Minute)
+		done <- err
+	}()
+	testutil.Recv(t, retrying, 20*time.Second, "a retry of the publish")
 	ajs, err := jetstream.New(admin)
 	if err != nil {
 		t.Fatal(err)
@@ -137,4 +155,25 @@ func TestPublishWithoutStreamLookup(t *testing.T) {
 			t.Errorf("%s, stream present: %+v, %v; want stored", tc.name, ack, err)
 		}
 	}
+	if err := testutil.Recv(t, done, 30*time.Second, "the retried publish"); err != nil {
+		t.Errorf("publish retried while the stream was missing: %v; want it stored once the stream exists", err)
+	}
 }
+
+// retryLog signals each "retrying" debug line of a publish.
+type retryLog struct{ retrying chan struct{} }
+
+func (retryLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h retryLog) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, "retrying") {
+		select {
+		case h.retrying <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (h retryLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h retryLog) WithGroup(string) slog.Handler      { return h }

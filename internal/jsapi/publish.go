@@ -75,9 +75,16 @@ func PublishWithin(ctx context.Context, js jetstream.JetStream, stream string, m
 func publishRetrying(ctx context.Context, js jetstream.JetStream, stream string, msg *nats.Msg, log *slog.Logger, first error) (*jetstream.PubAck, error) {
 	wait := publishRetry.New()
 	maybeStored := false   // an earlier attempt may have been stored
-	checkedStream := false // the stream was found to exist
+	checkedStream := false // the stream was asked about
+	var refused error      // the question was refused (ErrLookupRefused)
 	unavailable := func(err error) error {
-		if checkedStream && natserr.NoResponse(err) {
+		switch {
+		case refused != nil && natserr.NoResponse(err):
+			// Retried until ctx ended without an answer, and unable to
+			// ask why: say both.
+			return fmt.Errorf("no stream took the message before the enqueue's deadline, and this connection cannot ask whether %s exists (%w): "+
+				"the topology is missing, or the stream had no leader all that time: %w", stream, refused, err)
+		case checkedStream && natserr.NoResponse(err):
 			// Not a missing topology: the stream exists but has no leader.
 			return fmt.Errorf("stream %s did not answer (electing a leader or restarting?): %w", stream, ctx.Err())
 		}
@@ -106,9 +113,9 @@ func publishRetrying(ctx context.Context, js jetstream.JetStream, stream string,
 			// Nobody took the message: either the stream has no leader
 			// right now, or it does not exist. Ask once which.
 			// A producer that may not ask (no STREAM.INFO permission,
-			// or an account of its own without JetStream) learns it at
-			// once and cannot tell: it gets an error now rather than
-			// retries until ctx ends.
+			// or an account of its own without JetStream) cannot tell:
+			// it keeps retrying, so that a leader election does not fail
+			// its enqueue, and says at the end that it could not ask.
 			if !checkedStream {
 				checkedStream = true
 				sctx, scancel := context.WithTimeout(ctx, PublishAttemptTimeout)
@@ -118,8 +125,7 @@ func publishRetrying(ctx context.Context, js jetstream.JetStream, stream string,
 				case serr == nil && !exists:
 					return nil, err
 				case errors.Is(serr, ErrLookupRefused):
-					return nil, fmt.Errorf("no stream took the message, and this connection cannot ask whether %s exists (%w): "+
-						"the topology is missing, or the stream has no leader right now: %w", stream, serr, err)
+					refused = serr
 				}
 			}
 		} else {
