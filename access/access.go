@@ -33,7 +33,7 @@ type Permissions struct {
 // subjects. Combine them with |.
 type Feature uint
 
-// Worker features. [DefaultFeatures] is what a [framework.Worker] runs
+// Worker features. [DefaultFeatures] is what a framework.Worker runs
 // unless told otherwise.
 const (
 	// StateTracking writes task state records (framework.WithStateTracking).

@@ -24,5 +24,6 @@
 // producer's account, where no stream is.
 //
 // The package imports only package streams: it describes what jetflow's
-// code needs, it does not run it.
+// code needs, it does not run it. Its functions are pure and safe for
+// concurrent use.
 package access

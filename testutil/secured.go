@@ -78,7 +78,7 @@ type SecuredUser struct {
 // documents: the jetflow account with JetStream, the admin, worker and
 // operator users, and two tenant accounts of producers importing the task
 // intake subjects as services ([access.Config]). Build it with
-// [RunSecured].
+// [RunSecured]. Its methods are safe for concurrent use.
 type Secured struct {
 	// Server is the running server.
 	Server *Server
