@@ -15,6 +15,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/retry"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -71,11 +72,16 @@ type startConfig struct {
 
 // WithRunID sets the run's ID instead of a generated one, which makes Start
 // idempotent: starting an ID that exists returns [ErrRunExists] and changes
-// nothing. IDs are 1 to [MaxRunIDLen] bytes of A-Z a-z 0-9 _ - =.
+// nothing. IDs are 1 to [MaxRunIDLen] bytes of A-Z a-z 0-9 _ - =, not
+// starting with "cron-": a step's task ID starts with its run's, and workers
+// refuse cron tick IDs on tasks no schedule fired.
 func WithRunID(id string) StartOption {
 	return func(c *startConfig) error {
 		if err := validateRunID(id); err != nil {
 			return err
+		}
+		if taskmsg.ReservedID(id) {
+			return fmt.Errorf("%w: run ID %q starts with %q, reserved for the ticks of repeating schedules", ErrInvalidOption, id, taskmsg.CronIDPrefix)
 		}
 		c.id = id
 		return nil

@@ -662,6 +662,9 @@ func TestStartErrors(t *testing.T) {
 	if _, err := c.Start(t.Context(), "typed", order{}, workflow.WithRunID("bad:id")); !errors.Is(err, workflow.ErrInvalidOption) {
 		t.Errorf("invalid run ID: %v", err)
 	}
+	if _, err := c.Start(t.Context(), "typed", order{}, workflow.WithRunID("cron-daily-20261204T000000Z")); !errors.Is(err, workflow.ErrInvalidOption) {
+		t.Errorf("run ID of a cron tick's form: %v", err)
+	}
 	id := start(t, c, "typed", order{ID: "x"}, workflow.WithRunID("order-42"))
 	if id != "order-42" {
 		t.Fatalf("run ID %q", id)
