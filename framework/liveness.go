@@ -56,6 +56,9 @@ type Liveness struct {
 	// Loops are the fetch loops of the registered (type, priority)
 	// consumers, in registration order.
 	Loops []FetchLoop
+	// Starting lists what [Worker.Start] still waits for (consumers being
+	// ensured), the longest waiting first; empty once started.
+	Starting []StartWait
 }
 
 // FetchLoop is the state of the fetch loop of one (task type, priority)
@@ -74,7 +77,8 @@ type FetchLoop struct {
 // Liveness returns w's state and the state of each fetch loop. It is safe
 // to call at any time from any goroutine.
 func (w *Worker) Liveness() Liveness {
-	lv := Liveness{State: WorkerState(w.state.Load()), Started: w.startedAt(), StallLimit: w.opts.stallLimit}
+	lv := Liveness{State: WorkerState(w.state.Load()), Started: w.startedAt(), StallLimit: w.opts.stallLimit,
+		Starting: w.starting.list()}
 	for _, tt := range w.order {
 		for _, p := range tt.cfg.priorities {
 			name := w.names.ConsumerName(tt.name, p)
@@ -131,7 +135,13 @@ func (w *Worker) watchStalls() {
 }
 
 // startStep runs a start-up step, retrying with backoff while the server is
-// unreachable, until ctx ends.
-func (w *Worker) startStep(ctx context.Context, step func() error) error {
-	return liveness.StartStep(ctx, w.nc, w.log, LogKeyError, step)
+// unreachable, until ctx ends. Each attempt gets a context of its own with
+// a deadline of [StartAttempt] within ctx's (startwait.go): an attempt that
+// runs out of it (a request nobody answered) is tried again.
+func (w *Worker) startStep(ctx context.Context, step func(ctx context.Context) error) error {
+	return liveness.StartStep(ctx, w.nc, w.log, LogKeyError, func() error {
+		actx, cancel := context.WithTimeout(ctx, StartAttempt)
+		defer cancel()
+		return step(actx)
+	})
 }

@@ -143,7 +143,13 @@ func orderedConsumers(ctx context.Context, w *Worker) ([]consumerSub, error) {
 			ensure := func(ctx context.Context) (jetstream.Consumer, error) {
 				return streams.EnsureOrderedConsumer(ctx, w.js, w.names, spec)
 			}
-			cons, err := ensure(ctx)
+			var cons jetstream.Consumer
+			err := w.starting.waitingFor("consumer "+w.names.OrderedConsumerName(tt.name, o.Partitions, p), func() error {
+				return w.startStep(ctx, func(ctx context.Context) (err error) {
+					cons, err = ensure(ctx)
+					return err
+				})
+			})
 			if err != nil {
 				return nil, err
 			}

@@ -91,6 +91,8 @@ type Worker struct {
 	effects jsapi.BucketCache
 	// stranded is what the latest stranded check found (stranded.go).
 	stranded atomic.Pointer[[]StrandedSubject]
+	// starting is what Start waits for (startwait.go).
+	starting startWaits
 }
 
 const (
@@ -253,6 +255,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return ErrWorkerClosed
 	}
 	w.started.Store(time.Now().UnixNano())
+	defer w.reportSlowStart()() // startwait.go
 	fail := func(err error) error {
 		w.state.Store(workerStopping)
 		// Mark the stop as done so that a later Shutdown returns at once
@@ -277,7 +280,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	for i := range w.ext {
 		if f := w.ext[i].Prepare; f != nil {
-			if err := w.startStep(ctx, func() error { return f(ctx, w) }); err != nil {
+			err := w.starting.waitingFor("set-up of "+w.ext[i].Name, func() error {
+				return w.startStep(ctx, func(ctx context.Context) error { return f(ctx, w) })
+			})
+			if err != nil {
 				return fail(fmt.Errorf("%s: %w", w.ext[i].Name, err))
 			}
 		}
@@ -362,9 +368,11 @@ func (w *Worker) ensureConsumers(ctx context.Context) ([]consumerSub, error) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			err := w.startStep(ctx, func() (err error) {
-				sub.cons, err = sub.ensure(ctx)
-				return err
+			err := w.starting.waitingFor("consumer "+w.names.ConsumerName(sub.tt.name, sub.prio), func() error {
+				return w.startStep(ctx, func(ctx context.Context) (err error) {
+					sub.cons, err = sub.ensure(ctx)
+					return err
+				})
 			})
 			if err != nil {
 				// The first error is the cause; the cancellations it

@@ -101,6 +101,9 @@ func Check(ctx context.Context, w *framework.Worker) Report {
 	case framework.WorkerStopping:
 		notLive("worker stopping or stopped")
 	}
+	for _, sw := range lv.Starting {
+		notReady("starting: waiting for %s for %v", sw.What, now.Sub(sw.Since).Round(time.Second))
+	}
 	switch st := nc.Status(); st {
 	case nats.CONNECTED:
 	case nats.CLOSED:

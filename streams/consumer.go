@@ -85,10 +85,18 @@ func ConsumerConfig(names Names, spec ConsumerSpec) (jetstream.ConsumerConfig, e
 // another task type.
 //
 // Like [Ensure], it retries errors of a cluster that is still forming until
-// ctx ends (at most [EnsureRetryFor] without a deadline).
+// ctx ends (at most [EnsureRetryFor] without a deadline), and each attempt
+// gets its own deadline of [RequestTimeout] within ctx's: a request nobody
+// answers (a consumer leader election) is tried again rather than waited
+// on until ctx ends.
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, names Names, spec ConsumerSpec) (jetstream.Consumer, error) {
+	return ensureConsumerWithin(ctx, js, names, spec, RequestTimeout)
+}
+
+// ensureConsumerWithin is EnsureConsumer with attempts of at most per.
+func ensureConsumerWithin(ctx context.Context, js jetstream.JetStream, names Names, spec ConsumerSpec, per time.Duration) (jetstream.Consumer, error) {
 	var c jetstream.Consumer
-	err := retryTransient(ctx, func() error {
+	err := retryRequests(ctx, per, func(ctx context.Context) error {
 		var err error
 		c, err = ensureConsumer(ctx, js, names, spec)
 		return err

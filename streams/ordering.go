@@ -141,7 +141,8 @@ func OrderedConsumerConfig(names Names, spec OrderedConsumerSpec) (jetstream.Con
 // EnsureOrderedConsumer creates the partition consumer of spec on the task
 // stream, or updates its limits. A consumer of another partition count of
 // the same type still present makes the server refuse the overlapping
-// filters: drain and delete it first (see docs/ordering.md).
+// filters: drain and delete it first (see docs/ordering.md). Like
+// [EnsureConsumer], each attempt gets a deadline of [RequestTimeout].
 func EnsureOrderedConsumer(ctx context.Context, js jetstream.JetStream, names Names, spec OrderedConsumerSpec) (jetstream.Consumer, error) {
 	want, err := OrderedConsumerConfig(names, spec)
 	if err != nil {
@@ -149,7 +150,7 @@ func EnsureOrderedConsumer(ctx context.Context, js jetstream.JetStream, names Na
 	}
 	stream := names.TaskStream()
 	var c jetstream.Consumer
-	err = retryTransient(ctx, func() error {
+	err = retryRequests(ctx, RequestTimeout, func(ctx context.Context) error {
 		have, err := js.Consumer(ctx, stream, want.Durable)
 		if err == nil {
 			hc := have.CachedInfo().Config

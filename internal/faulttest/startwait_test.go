@@ -1,0 +1,129 @@
+package faulttest
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/health"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+// TestWorkerStartsThroughQuorumLoss starts a worker on a 3-node cluster
+// while two nodes are down (no stream, consumer or meta leader can be
+// elected: JetStream requests go unanswered), checks that the worker says
+// what its Start waits for (Liveness.Starting, the health report, a Warn
+// log), then brings the nodes back and checks that Start returns once the
+// leaders are elected, not after its own deadline: each request gets a
+// deadline of its own inside Start's, so a request lost while no leader
+// answered is tried again.
+func TestWorkerStartsThroughQuorumLoss(t *testing.T) {
+	t.Parallel()
+	const (
+		typ        = "fault.startwait"
+		startLimit = 3 * time.Minute // Start's deadline: far beyond election time
+	)
+	c := testutil.RunCluster(t, 3)
+	_, js := c.JetStream(t)
+	ensure(t, js, 3)
+	c.StopNode(1)
+	c.StopNode(2)
+
+	nc, err := nats.Connect(c.Server(0).ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	logs := &warnLog{}
+	w := newWorker(t, nc, framework.WithLogger(slog.New(logs)))
+	w.HandleFunc(typ, func(context.Context, *framework.Task) error { return nil })
+	ctx, cancel := context.WithTimeout(t.Context(), startLimit)
+	defer cancel()
+	started := make(chan error, 1)
+	go func() { started <- w.Start(ctx) }()
+
+	testutil.Wait(t, time.Minute, "Start reports what it waits for", func() bool {
+		select {
+		case err := <-started:
+			t.Fatalf("Start returned while two of three nodes were down: %v; logged %q", err, logs.all())
+		default:
+		}
+		return len(w.Liveness().Starting) > 0 && logs.has("jetflow worker start is slow")
+	})
+	waits := w.Liveness().Starting
+	hctx, hcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	rep := health.Check(hctx, w)
+	hcancel()
+	if rep.Ready || !strings.Contains(strings.Join(rep.Problems, "\n"), "starting: waiting for "+waits[0].What) {
+		t.Errorf("health report while starting: ready %v, problems %q; Start waits for %+v", rep.Ready, rep.Problems, waits)
+	}
+	t.Logf("while the quorum was lost, Start waited for %+v; logged: %s", waits, logs.first("jetflow worker start is slow"))
+
+	c.RestartNode(t, 1)
+	c.RestartNode(t, 2)
+	back := time.Now()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+	case <-time.After(startLimit):
+		t.Fatal("Start did not return")
+	}
+	took := time.Since(back)
+	t.Logf("Start returned %v after the nodes came back", took.Round(10*time.Millisecond))
+	// Elections take seconds; Start's deadline is minutes. A request
+	// waited on until Start's deadline would show here.
+	if took > time.Minute {
+		t.Errorf("Start returned %v after the nodes came back: it waited on a request", took)
+	}
+	if got := w.Liveness().Starting; len(got) != 0 {
+		t.Errorf("started worker still waits for %+v", got)
+	}
+}
+
+// warnLog is a slog.Handler keeping the messages of Warn records and above.
+type warnLog struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (h *warnLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *warnLog) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool { b.WriteString(" " + a.String()); return true })
+	h.mu.Lock()
+	h.recs = append(h.recs, b.String())
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *warnLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *warnLog) WithGroup(string) slog.Handler      { return h }
+
+func (h *warnLog) all() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.recs...)
+}
+
+func (h *warnLog) has(prefix string) bool { return h.first(prefix) != "" }
+
+func (h *warnLog) first(prefix string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.recs {
+		if strings.HasPrefix(r, prefix) {
+			return r
+		}
+	}
+	return ""
+}
