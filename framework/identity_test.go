@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -227,5 +228,41 @@ func TestForgedReplayIsDeadLettered(t *testing.T) {
 	}
 	if n := h.appliedTo("pay-2"); n != 1 {
 		t.Errorf("the effect ran %d times, want 1", n)
+	}
+}
+
+// A delayed task is fired by a schedule too, but by its own: a producer
+// allowed to delay tasks may not use one to take a cron tick's ID. The
+// schedule is written here as the delay mover would write it.
+func TestDelayedTaskCannotTakeCronTickID(t *testing.T) {
+	t.Parallel()
+	const typ = "id.delaycron"
+	e := newEnv(t)
+	h := newChargeHandler()
+	w := e.worker(t)
+	w.HandleFunc(typ, h.handle)
+	startWorker(t, w)
+
+	const tick = "cron-daily-20261204T000000Z"
+	m := &nats.Msg{Subject: "jetflow.sched." + tick, Data: []byte(`"attacker"`), Header: nats.Header{}}
+	m.Header.Set(jetstream.ScheduleHeader, "@at "+time.Now().UTC().Format(time.RFC3339Nano))
+	m.Header.Set(jetstream.ScheduleTargetHeader, "jetflow.fired.normal."+typ)
+	m.Header.Set(framework.HeaderTaskID, tick)
+	if _, err := e.js.PublishMsg(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	var rec dlq.Record
+	testutil.Wait(t, waitLong, "the delayed task dead-lettered", func() bool {
+		recs := e.deadLetters(t)
+		if len(recs) == 1 {
+			rec = recs[0]
+		}
+		return len(recs) == 1
+	})
+	if rec.Reason != dlq.ReasonInvalid || rec.TaskID == tick {
+		t.Errorf("dead-lettered as %q under %q, want invalid under its sequence", rec.Reason, rec.TaskID)
+	}
+	if n := h.appliedTo(tick); n != 0 {
+		t.Errorf("the delayed task ran the tick's effect %d times", n)
 	}
 }

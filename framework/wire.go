@@ -69,6 +69,11 @@ func checkFired(names streams.Names, h nats.Header) error {
 		if v := h.Get(HeaderTaskID); v != "" && v != id {
 			return Permanent(fmt.Errorf("%w: fired by schedule %s but carries task ID %q", ErrCorruptTask, truncate(scheduler, 200), truncate(v, 32)))
 		}
+		if taskmsg.ReservedID(id) {
+			// A delayed task under a cron tick's ID, which any producer
+			// allowed to delay tasks could predict.
+			return Permanent(fmt.Errorf("%w: delayed task %q has an ID reserved for the ticks of repeating schedules", ErrCorruptTask, truncate(id, 32)))
+		}
 		return nil
 	}
 	if name, ok := strings.CutPrefix(scheduler, names.CronSubject("")); ok {
