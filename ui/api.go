@@ -38,6 +38,11 @@ type Queue struct {
 	LastDelivery         time.Time `json:"last_delivery,omitzero"`
 	Paused               bool      `json:"paused"`
 	PausedUntil          time.Time `json:"paused_until,omitzero"`
+	// Workers counts the live workers serving the queue (the worker
+	// registry; 0 when [Overview].Registry is false). NoWorker is true when
+	// tasks wait and none serves it.
+	Workers  int  `json:"workers"`
+	NoWorker bool `json:"no_worker"`
 }
 
 // Overview is the answer of GET api/overview.
@@ -50,6 +55,9 @@ type Overview struct {
 	ScheduledTruncated bool              `json:"scheduled_truncated"`
 	Cron               int               `json:"cron"`
 	Paused             int               `json:"paused"`
+	// Registry is true when the worker registry was read: the queues'
+	// worker counts are known.
+	Registry bool `json:"registry"`
 }
 
 // snapshot returns the overview, read at most once per cache period
@@ -115,6 +123,7 @@ func (h *handler) readSnapshot(r *http.Request) (*Overview, error) {
 		}
 		ov.Queues = append(ov.Queues, out)
 	}
+	h.countWorkers(r, ov) // api_workers.go
 	return ov, nil
 }
 

@@ -224,7 +224,9 @@ pages.overview = {
         el("td", { class: "num", "data-col": "oldest", text: q.oldest_waiting_seconds ? fmtAge(q.oldest_waiting_seconds) : "" }),
         el("td", { class: "num", "data-col": "rate", text: (Math.round(r * 10) / 10) + "/s" }),
         el("td", { class: "num", "data-col": "dead", title: "dead letters of the type, all priorities", text: firstOfType ? fmtNum(ov.dead[q.type] || 0) : "" }),
-        el("td", { "data-col": "state" }, q.paused ? badge("paused") : q.consumer ? badge("ok") : el("span", { class: "muted", text: "no consumer" })));
+        el("td", { class: "num", "data-col": "workers", title: "live workers serving the queue", text: ov.registry ? fmtNum(q.workers) : "—" }),
+        el("td", { "data-col": "state" }, q.no_worker ? badge("no-worker") : null, q.no_worker ? " " : null,
+          q.paused ? badge("paused") : q.consumer ? badge("ok") : el("span", { class: "muted", text: "no consumer" })));
     });
     return [
       el("div", { class: "cards" },
@@ -238,7 +240,8 @@ pages.overview = {
       el("h2", { text: "Queues" }),
       table([{ label: "Type" }, { label: "Priority" }, { label: "Waiting", num: 1 }, { label: "In flight", num: 1 },
         { label: "Scheduled", num: 1 }, { label: "Oldest waiting", num: 1 }, { label: "Rate", num: 1 },
-        { label: "Dead (type)", num: 1 }, { label: "State" }], rows, "No busy queue: start a worker or enqueue a task."),
+        { label: "Dead (type)", num: 1 }, { label: "Workers", num: 1 }, { label: "State" }], rows, "No busy queue: start a worker or enqueue a task."),
+      shown.some((q) => q.no_worker) ? el("p", { class: "warn", id: "no-worker-note", text: "Tasks wait in a queue no live worker serves: start a worker of that type and priority (see Workers)." }) : null,
       shown.length < ov.queues.length ? el("p", { class: "muted", text: (ov.queues.length - shown.length) + " idle queues (nothing delivered, waiting or scheduled) are listed on the Queues page." }) : null,
     ];
   },
@@ -287,6 +290,33 @@ pages.queues = {
           el("td", { text: q.type + "/" + q.priority }), el("td", { class: "num", text: fmtNum(q.waiting) }),
           el("td", { text: new Date(q.paused_until).getFullYear() > 2100 ? "until resumed" : fmtTime(q.paused_until) }))),
         "No queue is paused."),
+    ];
+  },
+};
+
+pages.workers = {
+  title: "Workers",
+  async load(arg, q) {
+    const out = await api("api/workers");
+    if (!out.registry) return el("div", { class: "empty", text: "No worker registry: no worker of a jetflow version that announces itself has started." });
+    const type = q.get("type") || "";
+    const shown = out.workers.filter((w) => !type || w.types.some((t) => t.type === type));
+    const taken = new Date(out.taken).getTime();
+    const rows = shown.map((w) => el("tr", { "data-worker": w.id },
+      el("td", {}, el("code", { text: w.id })), el("td", { text: w.host }), el("td", { class: "num", text: w.pid }),
+      el("td", { text: w.version }),
+      el("td", {}, w.types.map((t) => el("div", {},
+        el("a", { href: "#/workers?type=" + encodeURIComponent(t.type), text: t.type }),
+        el("span", { class: "muted", text: " " + t.priorities.join(", ") + " · " + t.concurrency + " slots" })))),
+      el("td", { class: "num", "data-col": "busy", text: w.busy + " / " + w.concurrency }),
+      el("td", { title: fmtTime(w.started), text: fmtAge((taken - new Date(w.started).getTime()) / 1000) }),
+      el("td", { "data-col": "seen", title: fmtTime(w.last_seen), text: fmtAge((taken - new Date(w.last_seen).getTime()) / 1000) + " ago" })));
+    return [
+      el("p", { class: "muted", text: "Running workers, from the worker registry. A worker that shuts down leaves at once; a killed one when its record's TTL passes (three heartbeat intervals: 15 s by default)." }),
+      type ? el("p", {}, "Serving " + type + " · ", el("a", { href: "#/workers", text: "all workers" })) : null,
+      table([{ label: "ID" }, { label: "Host" }, { label: "PID", num: 1 }, { label: "Version" }, { label: "Types and priorities" },
+        { label: "Busy", num: 1 }, { label: "Up" }, { label: "Last heartbeat" }], rows, type ? "No live worker serves " + type + "." : "No live workers."),
+      out.invalid ? el("p", { class: "muted", text: out.invalid + " record(s) in the registry break its rules and are not listed." }) : null,
     ];
   },
 };

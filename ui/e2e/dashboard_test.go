@@ -416,7 +416,41 @@ func TestDashboard(t *testing.T) {
 		}
 		// Live charts: wait for a dozen refreshes with mail traffic.
 		waitJS(t, ctx, `(document.querySelector('#chart-throughput path[data-series="mail.send/normal"]')?.getAttribute("d") || "").split("L").length >= 12`, "throughput chart filled")
+		// Worker counts: the app's one worker serves mail.send; nobody
+		// serves export.csv, whose tasks wait: flagged.
+		waitJS(t, ctx, `document.querySelector('[data-queue="mail.send/normal"] [data-col=workers]')?.textContent === "1"`, "mail.send served by 1 worker")
+		if got := text(t, ctx, `[data-queue="export.csv/normal"] [data-col=workers]`); got != "0" {
+			t.Errorf("export.csv workers cell %q, want 0", got)
+		}
+		if n := count(t, ctx, `[data-queue="export.csv/normal"] .badge.no-worker`); n != 1 || text(t, ctx, "#no-worker-note") == "" {
+			t.Errorf("export.csv not flagged as served by no live worker (%d badges)", n)
+		}
+		if n := count(t, ctx, `[data-queue="mail.send/normal"] .badge.no-worker`); n != 0 {
+			t.Error("mail.send flagged as served by no live worker")
+		}
 		screenshot(t, ctx, "overview")
+	})
+
+	t.Run("workers", func(t *testing.T) {
+		page(t, ctx, a, "workers", "workers")
+		waitJS(t, ctx, `document.querySelectorAll("[data-worker]").length === 1`, "one worker listed")
+		row := text(t, ctx, "[data-worker]")
+		for _, want := range []string{"mail.send", "pay.charge", "partner.sync", "critical, high, normal, low"} {
+			if !strings.Contains(row, want) {
+				t.Errorf("worker row %q lacks %q", row, want)
+			}
+		}
+		if got := text(t, ctx, "[data-worker] [data-col=busy]"); !strings.HasSuffix(got, fmt.Sprintf("/ %d", framework.DefaultConcurrency)) {
+			t.Errorf("busy cell %q, want n / %d", got, framework.DefaultConcurrency)
+		}
+		// A type's link filters the page to the workers serving it.
+		click(t, ctx, `[data-worker] a[href="#/workers?type=mail.send"]`)
+		waitJS(t, ctx, `location.hash === "#/workers?type=mail.send" && document.querySelectorAll("[data-worker]").length === 1`, "filtered to mail.send")
+		page(t, ctx, a, "workers?type=export.csv", "workers")
+		waitJS(t, ctx, `document.querySelectorAll("[data-worker]").length === 0 && document.getElementById("main").textContent.includes("No live worker serves export.csv")`, "nobody serves export.csv")
+		page(t, ctx, a, "workers", "workers")
+		waitJS(t, ctx, `document.querySelectorAll("[data-worker]").length === 1`, "one worker listed")
+		screenshot(t, ctx, "workers")
 	})
 
 	t.Run("pause stops a queue", func(t *testing.T) {
