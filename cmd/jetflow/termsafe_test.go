@@ -72,6 +72,7 @@ func TestCommandsPrintNoControlCharacters(t *testing.T) {
 	for subject, id := range map[string]string{"jetflow.task.normal.evil.wait": "evil-1", "jetflow.task.normal.evil.dead": "evil-2"} {
 		msg := nats.NewMsg(subject)
 		msg.Header.Set(framework.HeaderTaskID, id)
+		msg.Header.Set(nats.MsgIdHdr, id) // a task claims only the ID it is deduplicated by
 		msg.Header.Set("X-Evil", evil)
 		msg.Data = []byte("payload " + evil)
 		if _, err := js.PublishMsg(msg); err != nil {

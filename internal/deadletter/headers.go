@@ -3,6 +3,7 @@ package deadletter
 import (
 	"strings"
 
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/internal/textcut"
 )
 
@@ -62,7 +63,7 @@ const (
 	// HeaderReplayedFromSeq is set on a replayed task: the sequence of the
 	// dead-letter record it was replayed from. A record of a task that died
 	// again keeps it, which chains the task's deaths.
-	HeaderReplayedFromSeq = "Jetflow-Replayed-From-Seq"
+	HeaderReplayedFromSeq = taskmsg.HeaderReplayedFromSeq
 	// HeaderReplayedAt is set on a replayed task: when it was replayed.
 	HeaderReplayedAt = "Jetflow-Replayed-At"
 	// HeaderPreviousError is set on a replayed task: the last error of the

@@ -3,6 +3,7 @@ package taskmsg
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,6 +21,19 @@ import (
 // before it. What a schedule subject holds is therefore decided by its last
 // message, and the checks below say whether that message is a schedule
 // jetflow wrote.
+
+// HeaderReplayedFromSeq is set on a replayed task: the sequence of the
+// dead-letter record it was replayed from (package deadletter re-exports
+// it).
+const HeaderReplayedFromSeq = "Jetflow-Replayed-From-Seq"
+
+// ReplayInFlight reports whether h is the one-shot schedule of a dead-letter
+// replay: a dead-letter replay reaches the task stream through an "@at"
+// schedule on a cron subject, so that the server marks the fired task with
+// Nats-Scheduler (which keeps its task ID unforgeable).
+func ReplayInFlight(h nats.Header) bool {
+	return strings.HasPrefix(h.Get(jetstream.ScheduleHeader), "@at ") && h.Get(HeaderReplayedFromSeq) != ""
+}
 
 // quotedBytes is how many bytes of a message that is not a schedule a
 // reason quotes.
@@ -50,6 +64,11 @@ func CronProblem(name string, h nats.Header, data []byte, taskTarget func(string
 	spec := h.Get(jetstream.ScheduleHeader)
 	if spec == "" {
 		return NotScheduleReason(data)
+	}
+	if ReplayInFlight(h) {
+		// A dead-letter replay waiting for its one-shot schedule to fire
+		// (package dlq): a schedule jetflow wrote, gone once it fires.
+		return ""
 	}
 	foreign := func(format string, args ...any) string {
 		return "not a schedule jetflow wrote: " + fmt.Sprintf(format, args...)
