@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,24 +145,21 @@ func TestAnnounceListExpire(t *testing.T) {
 		t.Fatalf("after w1 stopped: %+v, %v", l, err)
 	}
 
-	// A record written once and never again (a killed worker) expires.
-	b, err := rules.Encode(&fleet.Record{ID: "dead", TTLSeconds: 1, Types: []fleet.Serves{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish(ctx, "$KV."+bucket+".dead", b, jetstream.WithMsgTTL(time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	written := time.Now()
-	waitList(t, js, bucket, func(l *fleet.Listing) bool {
-		for _, r := range l.Records {
-			if r.ID == "dead" {
-				return false
-			}
-		}
-		return true
-	})
-	t.Logf("record with a 1 s TTL gone after %v", time.Since(written).Round(10*time.Millisecond))
+	// An announcer whose connection dies (a killed worker) cannot delete
+	// its record: the record expires with its TTL.
+	deadNC, deadJS := testutil.JetStream(t, s)
+	dctx, dcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	dead := &fleet.Announcer{JS: deadJS, Bucket: bucket, Interval: time.Second, Rules: rules, Log: log,
+		Snapshot: func() fleet.Record { return record("dead") }}
+	go func() { defer close(done); dead.Run(dctx) }()
+	waitList(t, js, bucket, func(l *fleet.Listing) bool { return slices.ContainsFunc(l.Records, func(r fleet.Record) bool { return r.ID == "dead" }) })
+	deadNC.Close()
+	killed := time.Now()
+	dcancel()
+	<-done
+	waitList(t, js, bucket, func(l *fleet.Listing) bool { return !slices.ContainsFunc(l.Records, func(r fleet.Record) bool { return r.ID == "dead" }) })
+	t.Logf("record with a 3 s TTL gone %v after its announcer's connection closed", time.Since(killed).Round(10*time.Millisecond))
 }
 
 // waitList lists the bucket until ok holds, for up to 30 s.
