@@ -27,6 +27,8 @@ const (
 	MetricCronSchedules      = "jetflow_cron_schedules"
 	MetricBreakerState       = "jetflow_breaker_state"
 	MetricInspectUp          = "jetflow_inspect_up"
+	MetricWorkers            = "jetflow_workers"
+	MetricWorkersRegistryUp  = "jetflow_workers_registry_up"
 	metricsContentType       = "text/plain; version=0.0.4; charset=utf-8"
 	breakerStateDescriptions = "1 for the state of the dependency's latest breaker record (closed, half-open, open)"
 )
@@ -76,6 +78,15 @@ func writeMetrics(b *bytes.Buffer, ov *Overview, brs []Breaker) {
 		for i := range ov.Queues {
 			q := &ov.Queues[i]
 			sample(b, f.name, f.value(q), "type", q.Type, "priority", q.Priority)
+		}
+	}
+	family(b, MetricWorkersRegistryUp, "gauge", "1 when the worker registry was read at this scrape.")
+	sample(b, MetricWorkersRegistryUp, boolValue(ov.Registry))
+	if ov.Registry {
+		family(b, MetricWorkers, "gauge", "Live workers serving the queue, from the worker registry.")
+		for i := range ov.Queues {
+			q := &ov.Queues[i]
+			sample(b, MetricWorkers, float64(q.Workers), "type", q.Type, "priority", q.Priority)
 		}
 	}
 	family(b, MetricDeadLetters, "gauge", "Records in the dead-letter stream per task type.")

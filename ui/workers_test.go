@@ -65,6 +65,20 @@ func TestWorkersAPIAndQueueCounts(t *testing.T) {
 			}
 		}
 	}
+	res, err := http.Get(e.web.URL + "/ops/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`jetflow_workers{type="mail.send",priority="high"} 1`, `jetflow_workers{type="mail.send",priority="low"} 0`, "jetflow_workers_registry_up 1"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s:\n%s", want, metrics)
+		}
+	}
 	var page strings.Builder
 	for _, p := range []string{"", "app.js"} {
 		res, err := http.Get(e.web.URL + "/ops/" + p)
