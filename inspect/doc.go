@@ -16,6 +16,9 @@
 //     subjects, cluster leaders), [Operator.QueueActivity] (each consumer's
 //     progress and oldest waiting task), [Operator.Stranded] (work subjects
 //     no consumer reads).
+//   - Workers: [Operator.Workers] (the worker registry: every running
+//     worker, what it serves and its build; [Overview] counts them per
+//     queue and flags a queue with waiting tasks and no live worker).
 //   - Tasks: [Operator.ListTasks], [Operator.FindTask],
 //     [Operator.ScheduledTasks] (delayed tasks, those due first).
 //   - Features: [Operator.RateLimits], [Operator.UniqueReservations],
