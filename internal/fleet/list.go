@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -26,7 +27,11 @@ type Listing struct {
 	Invalid, Omitted int
 }
 
-// List reads every live record of bucket in one watch.
+// List reads every live record of bucket in one watch. A watch that misses
+// a key the stream holds (a record rewritten while the watch was being
+// delivered can be passed over: its old message is gone and the watch
+// ended before the new one) is read again, up to three times; the stream's
+// subject index is the reference.
 func (r Rules) List(ctx context.Context, js jetstream.JetStream, bucket string) (*Listing, error) {
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -35,25 +40,47 @@ func (r Rules) List(ctx context.Context, js jetstream.JetStream, bucket string) 
 	if err != nil {
 		return nil, fmt.Errorf("fleet: bucket %s: %w", bucket, err)
 	}
-	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	var out *Listing
+	for range 3 {
+		var seen map[string]bool
+		out, seen, err = r.watch(ctx, kv, bucket)
+		if err != nil {
+			return nil, err
+		}
+		missed, err := missing(ctx, js, bucket, seen)
+		if err != nil || !missed {
+			break // without the index (no permission), the watch is the answer
+		}
+	}
+	slices.SortFunc(out.Records, func(a, b Record) int {
+		return cmp.Or(cmp.Compare(a.Host, b.Host), a.Started.Compare(b.Started), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// watch reads the bucket once; seen holds every key the watch delivered,
+// deleted ones too.
+func (r Rules) watch(ctx context.Context, kv jetstream.KeyValue, bucket string) (*Listing, map[string]bool, error) {
+	w, err := kv.WatchAll(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("fleet: list %s: %w", bucket, err)
+		return nil, nil, fmt.Errorf("fleet: list %s: %w", bucket, err)
 	}
 	defer func() { _ = w.Stop() }()
-	out := &Listing{}
+	out, seen := &Listing{}, make(map[string]bool)
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("fleet: list %s: %w", bucket, ctx.Err())
+			return nil, nil, fmt.Errorf("fleet: list %s: %w", bucket, ctx.Err())
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, fmt.Errorf("fleet: list %s: watch ended", bucket)
+				return nil, nil, fmt.Errorf("fleet: list %s: watch ended", bucket)
 			}
 			if e == nil { // every current record was delivered
-				slices.SortFunc(out.Records, func(a, b Record) int {
-					return cmp.Or(cmp.Compare(a.Host, b.Host), a.Started.Compare(b.Started), cmp.Compare(a.ID, b.ID))
-				})
-				return out, nil
+				return out, seen, nil
+			}
+			seen[e.Key()] = true
+			if e.Operation() != jetstream.KeyValuePut {
+				continue
 			}
 			rec, err := r.Decode(e.Key(), e.Value())
 			switch {
@@ -66,4 +93,23 @@ func (r Rules) List(ctx context.Context, js jetstream.JetStream, bucket string) 
 			}
 		}
 	}
+}
+
+// missing reports whether the bucket's stream holds a key that seen lacks.
+func missing(ctx context.Context, js jetstream.JetStream, bucket string, seen map[string]bool) (bool, error) {
+	s, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return false, err
+	}
+	prefix := "$KV." + bucket + "."
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return false, err
+	}
+	for subj := range info.State.Subjects {
+		if !seen[strings.TrimPrefix(subj, prefix)] {
+			return true, nil
+		}
+	}
+	return false, nil
 }
