@@ -15,9 +15,9 @@ import (
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
-// TestWorkerStartsThroughQuorumLoss starts a worker on a 3-node cluster
-// while two nodes are down (no stream, consumer or meta leader can be
-// elected: JetStream requests go unanswered), checks that the worker says
+// TestWorkerStartsThroughQuorumLoss starts a worker whose consumers exist
+// on a 3-node cluster while two nodes are down (no stream, consumer or meta
+// leader can be elected: JetStream requests go unanswered), checks that the worker says
 // what its Start waits for (Liveness.Starting, the health report, a Warn
 // log), then brings the nodes back and checks that Start returns once the
 // leaders are elected, not after its own deadline: each request gets a
@@ -32,6 +32,14 @@ func TestWorkerStartsThroughQuorumLoss(t *testing.T) {
 	c := testutil.RunCluster(t, 3)
 	_, js := c.JetStream(t)
 	ensure(t, js, 3)
+	// An earlier run of the worker created its consumers: Start looks
+	// them up, as a restarted or added worker does.
+	earlier := newWorker(t, c.Connect(t))
+	earlier.HandleFunc(typ, func(context.Context, *framework.Task) error { return nil })
+	start(t, earlier)
+	if err := earlier.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	c.StopNode(1)
 	c.StopNode(2)
 
