@@ -85,4 +85,3 @@ func printWorkers(c *cli, f *inspect.Fleet) error {
 	}
 	return nil
 }
-

@@ -153,12 +153,16 @@ func TestAnnounceListExpire(t *testing.T) {
 	dead := &fleet.Announcer{JS: deadJS, Bucket: bucket, Interval: time.Second, Rules: rules, Log: log,
 		Snapshot: func() fleet.Record { return record("dead") }}
 	go func() { defer close(done); dead.Run(dctx) }()
-	waitList(t, js, bucket, func(l *fleet.Listing) bool { return slices.ContainsFunc(l.Records, func(r fleet.Record) bool { return r.ID == "dead" }) })
+	waitList(t, js, bucket, func(l *fleet.Listing) bool {
+		return slices.ContainsFunc(l.Records, func(r fleet.Record) bool { return r.ID == "dead" })
+	})
 	deadNC.Close()
 	killed := time.Now()
 	dcancel()
 	<-done
-	waitList(t, js, bucket, func(l *fleet.Listing) bool { return !slices.ContainsFunc(l.Records, func(r fleet.Record) bool { return r.ID == "dead" }) })
+	waitList(t, js, bucket, func(l *fleet.Listing) bool {
+		return !slices.ContainsFunc(l.Records, func(r fleet.Record) bool { return r.ID == "dead" })
+	})
 	t.Logf("record with a 3 s TTL gone %v after its announcer's connection closed", time.Since(killed).Round(10*time.Millisecond))
 }
 
