@@ -370,8 +370,11 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 			return false
 		}
 		// A meta leader is not the whole story: check that an API
-		// request is answered.
-		return c.apiAnswers(ctx)
+		// request is answered, and that a replicated stream can be
+		// placed (the leader places streams only on peers whose
+		// resources it has heard of, a moment after they joined: before
+		// that a create answers "no suitable peers for placement").
+		return c.apiAnswers(ctx) && c.canPlace(ctx, min(running, 3))
 	})
 	if err != nil {
 		return fmt.Errorf("testutil: cluster JetStream not ready: %w", err)
@@ -393,6 +396,32 @@ func (c *Cluster) apiAnswers(ctx context.Context) bool {
 	defer cancel()
 	_, err = js.AccountInfo(actx)
 	return err == nil
+}
+
+// placementProbe is the stream [Cluster.WaitReady] creates and deletes to
+// see that replicated streams can be placed.
+const placementProbe = "TESTUTIL_PLACEMENT_PROBE"
+
+// canPlace reports whether a stream of the given replicas can be created
+// now; the probe is deleted again.
+func (c *Cluster) canPlace(ctx context.Context, replicas int) bool {
+	nc, err := c.ConnectURL(nats.MaxReconnects(0))
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false
+	}
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = js.CreateStream(actx, jetstream.StreamConfig{Name: placementProbe, Subjects: []string{"_testutil.placement_probe"},
+		Storage: jetstream.MemoryStorage, Replicas: replicas})
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return false
+	}
+	return js.DeleteStream(actx, placementProbe) == nil
 }
 
 // StreamLeader waits for the stream of the global account to have a leader
