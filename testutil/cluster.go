@@ -383,6 +383,15 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 }
 
 func (c *Cluster) apiAnswers(ctx context.Context) bool {
+	return c.probe(ctx, 2*time.Second, func(ctx context.Context, js jetstream.JetStream) bool {
+		_, err := js.AccountInfo(ctx)
+		return err == nil
+	})
+}
+
+// probe runs f on a connection of its own that does not reconnect, bounded
+// by timeout; false when the connection fails.
+func (c *Cluster) probe(ctx context.Context, timeout time.Duration, f func(context.Context, jetstream.JetStream) bool) bool {
 	nc, err := c.ConnectURL(nats.MaxReconnects(0))
 	if err != nil {
 		return false
@@ -392,10 +401,9 @@ func (c *Cluster) apiAnswers(ctx context.Context) bool {
 	if err != nil {
 		return false
 	}
-	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err = js.AccountInfo(actx)
-	return err == nil
+	return f(pctx, js)
 }
 
 // placementProbe is the stream [Cluster.WaitReady] creates and deletes to
@@ -405,23 +413,14 @@ const placementProbe = "TESTUTIL_PLACEMENT_PROBE"
 // canPlace reports whether a stream of the given replicas can be created
 // now; the probe is deleted again.
 func (c *Cluster) canPlace(ctx context.Context, replicas int) bool {
-	nc, err := c.ConnectURL(nats.MaxReconnects(0))
-	if err != nil {
-		return false
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return false
-	}
-	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err = js.CreateStream(actx, jetstream.StreamConfig{Name: placementProbe, Subjects: []string{"_testutil.placement_probe"},
-		Storage: jetstream.MemoryStorage, Replicas: replicas})
-	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return false
-	}
-	return js.DeleteStream(actx, placementProbe) == nil
+	return c.probe(ctx, 5*time.Second, func(ctx context.Context, js jetstream.JetStream) bool {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: placementProbe, Subjects: []string{"_testutil.placement_probe"},
+			Storage: jetstream.MemoryStorage, Replicas: replicas})
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return false
+		}
+		return js.DeleteStream(ctx, placementProbe) == nil
+	})
 }
 
 // StreamLeader waits for the stream of the global account to have a leader
