@@ -76,7 +76,7 @@ func TestEnqueueWithoutStreamInfo(t *testing.T) {
 	}{{"immediate", nil, "JETFLOW_TASKS"}, {"delayed", []framework.EnqueueOption{framework.In(time.Hour)}, "JETFLOW_DELAYS"}}
 	for _, p := range producers {
 		for _, k := range kinds {
-			_, err := enqueue(p.name, p.nc, 2*time.Second, k.opts...)
+			_, err := enqueue(p.name, p.nc, 5*time.Second, k.opts...)
 			if !errors.Is(err, framework.ErrTopologyMissing) || !strings.Contains(err.Error(), "cannot ask") {
 				t.Errorf("%s, %s, no topology: %v; want ErrTopologyMissing saying it could not ask", p.name, k.name, err)
 			}
@@ -87,7 +87,7 @@ func TestEnqueueWithoutStreamInfo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		_, err = cl.EnqueueMany(ctx, []framework.TaskSpec{{Type: "email.send", Payload: 1}})
 		var batch *framework.BatchError
 		if !errors.As(err, &batch) || !errors.Is(batch.Errors[0], framework.ErrTopologyMissing) {

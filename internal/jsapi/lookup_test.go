@@ -109,7 +109,7 @@ func TestPublishWithoutStreamLookup(t *testing.T) {
 		msg := &nats.Msg{Subject: "s.a", Data: []byte("x"), Header: nats.Header{jetstream.MsgIDHeader: []string{"id-" + tc.name}}}
 		// It cannot tell a missing stream from one without a leader, so
 		// it retries until its deadline, then says it could not ask.
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		_, err = jsapi.PublishWithin(ctx, js, "S", msg, quiet, time.Minute)
 		cancel()
 		if !errors.Is(err, jsapi.ErrLookupRefused) || natserr.Classify(err) != natserr.TopologyMissing {

@@ -79,11 +79,12 @@ func publishRetrying(ctx context.Context, js jetstream.JetStream, stream string,
 	var refused error      // the question was refused (ErrLookupRefused)
 	unavailable := func(err error) error {
 		switch {
-		case refused != nil && natserr.NoResponse(err):
-			// Retried until ctx ended without an answer, and unable to
+		case refused != nil && (natserr.NoResponse(err) || ctx.Err() != nil):
+			// Retried until ctx ended without an answer (the last
+			// attempt may have been cut by the deadline), and unable to
 			// ask why: say both.
-			return fmt.Errorf("no stream took the message before the enqueue's deadline, and this connection cannot ask whether %s exists (%w): "+
-				"the topology is missing, or the stream had no leader all that time: %w", stream, refused, err)
+			return fmt.Errorf("no stream took the message before the enqueue's deadline (%w), and this connection cannot ask whether %s exists (%w): "+
+				"the topology is missing, or the stream had no leader all that time (last attempt: %w)", jetstream.ErrNoStreamResponse, stream, refused, err)
 		case checkedStream && natserr.NoResponse(err):
 			// Not a missing topology: the stream exists but has no leader.
 			return fmt.Errorf("stream %s did not answer (electing a leader or restarting?): %w", stream, ctx.Err())
