@@ -336,68 +336,6 @@ type consumerSub struct {
 	ensure func(ctx context.Context) (jetstream.Consumer, error)
 }
 
-// maxEnsuring bounds the consumers [Worker.Start] ensures at once.
-const maxEnsuring = 8
-
-// ensureConsumers ensures the consumer of every registered (type, priority)
-// pair, up to maxEnsuring at once: on a cluster each new consumer is a
-// round of the meta group and a raft group of its own (about 60 ms each
-// for R3 on loopback), so a worker serving ten types at four priorities
-// would otherwise start one after the other for seconds. The consumers come
-// back in registration order. The first error ends the others and is
-// returned.
-func (w *Worker) ensureConsumers(ctx context.Context) ([]consumerSub, error) {
-	var subs []consumerSub
-	for _, tt := range w.order {
-		for _, p := range tt.cfg.priorities {
-			subs = append(subs, consumerSub{tt: tt, prio: p, ensure: func(ctx context.Context) (jetstream.Consumer, error) {
-				return streams.EnsureConsumer(ctx, w.js, w.names, w.consumerSpec(tt, p))
-			}})
-		}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		failed   sync.Once
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	sem := make(chan struct{}, maxEnsuring)
-	for i := range subs {
-		sub := &subs[i]
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			err := w.starting.waitingFor("consumer "+w.names.ConsumerName(sub.tt.name, sub.prio), func() error {
-				return w.startStep(ctx, func(ctx context.Context) (err error) {
-					sub.cons, err = sub.ensure(ctx)
-					return err
-				})
-			})
-			if err != nil {
-				// The first error is the cause; the cancellations it
-				// causes in the other pairs come after it.
-				failed.Do(func() { firstErr = err; cancel() })
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	return subs, nil
-}
-
-func (w *Worker) consumerSpec(tt *typeRunner, p Priority) streams.ConsumerSpec {
-	return streams.ConsumerSpec{
-		TaskType:      tt.name,
-		Priority:      p,
-		MaxDeliver:    tt.cfg.maxAttempts,
-		AckWait:       tt.cfg.ackWait,
-		MaxAckPending: tt.cfg.maxInFlight,
-	}
-}
-
 // Run starts the worker ([Worker.Start]) and blocks until ctx ends or
 // [Worker.Shutdown] is called. It then stops pulling, lets running tasks
 // finish for up to the shutdown timeout ([WithShutdownTimeout]) and hands
