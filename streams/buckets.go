@@ -66,13 +66,13 @@ const UniqueMarkerTTL = time.Minute
 // ensureBuckets creates the missing buckets of c. Existing buckets keep
 // their settings (workers set the retention they are configured with); a
 // storage different from c's is reported as drift.
-func ensureBuckets(ctx context.Context, js jetstream.JetStream, c Config, rep *Report) error {
+func ensureBuckets(ctx context.Context, js jetstream.JetStream, c Config, rep *Report, apply bool) error {
 	cfgs, err := BucketConfigs(c)
 	if err != nil {
 		return err
 	}
 	for _, want := range cfgs {
-		err := retryTransient(ctx, func() error { return ensureBucket(ctx, js, want, rep) })
+		err := retryTransient(ctx, func() error { return ensureBucket(ctx, js, want, rep, apply) })
 		if err != nil {
 			return err
 		}
@@ -80,8 +80,12 @@ func ensureBuckets(ctx context.Context, js jetstream.JetStream, c Config, rep *R
 	return nil
 }
 
-func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, rep *Report) error {
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, rep *Report, apply bool) error {
 	kv, err := js.KeyValue(ctx, want.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) && !apply {
+		rep.BucketsCreated = append(rep.BucketsCreated, want.Bucket)
+		return nil
+	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		_, err = js.CreateKeyValue(ctx, want)
 		if err == nil {
@@ -102,7 +106,8 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 	}
 	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
 		if have := bs.StreamInfo().Config.Storage; have != want.Storage {
-			rep.Drift = append(rep.Drift, Drift{Resource: want.Bucket, Field: "Storage", Want: fmt.Sprint(want.Storage), Have: fmt.Sprint(have)})
+			rep.Drift = append(rep.Drift, Drift{Resource: want.Bucket, Field: "Storage", Want: fmt.Sprint(want.Storage), Have: fmt.Sprint(have),
+				Fix: bucketFix(want.Bucket)})
 		}
 	}
 	rep.BucketsUnchanged = append(rep.BucketsUnchanged, want.Bucket)

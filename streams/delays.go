@@ -73,21 +73,26 @@ func DelayConsumerConfig(n Names) jetstream.ConsumerConfig {
 
 // ensureDelayConsumer creates the movers' consumer, or updates the
 // settings in which it differs from [DelayConsumerConfig]; those the
-// server cannot change in place are drift.
-func ensureDelayConsumer(ctx context.Context, js jetstream.JetStream, n Names, rep *Report) error {
+// server cannot change in place are drift. With apply false it changes
+// nothing and counts as drift the settings the server never changes on a
+// consumer (its ack and deliver policies, see [delayConsumerInPlace]).
+func ensureDelayConsumer(ctx context.Context, js jetstream.JetStream, n Names, rep *Report, apply bool) error {
 	want := DelayConsumerConfig(n)
 	name := n.DelayStream() + "/" + want.Durable
 	have, err := js.Consumer(ctx, n.DelayStream(), want.Durable)
 	switch {
-	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		if _, err := js.CreateConsumer(ctx, n.DelayStream(), want); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
-			return fmt.Errorf("streams: create consumer %s: %w", name, err)
+	case errors.Is(err, jetstream.ErrConsumerNotFound) || !apply && errors.Is(err, jetstream.ErrStreamNotFound):
+		if apply {
+			if _, err := js.CreateConsumer(ctx, n.DelayStream(), want); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+				return fmt.Errorf("streams: create consumer %s: %w", name, err)
+			}
 		}
 		rep.Created = append(rep.Created, name)
 		return nil
 	case errors.Is(err, jetstream.ErrNotPullConsumer):
 		// Not in place: delete it and run Ensure again.
-		rep.Drift = append(rep.Drift, Drift{Resource: name, Field: "DeliverSubject", Want: "none (a pull consumer)", Have: "set (a push consumer)"})
+		rep.Drift = append(rep.Drift, Drift{Resource: name, Field: "DeliverSubject", Want: "none (a pull consumer)", Have: "set (a push consumer)",
+			Fix: n.fix(name, "DeliverSubject")})
 		return nil
 	case err != nil:
 		return fmt.Errorf("streams: look up consumer %s: %w", name, err)
@@ -97,20 +102,48 @@ func ensureDelayConsumer(ctx context.Context, js jetstream.JetStream, n Names, r
 		rep.Unchanged = append(rep.Unchanged, name)
 		return nil
 	}
+	changed := func() {
+		rep.Updated = append(rep.Updated, name)
+		for _, d := range drift {
+			rep.Changed = append(rep.Changed, Drift{Resource: name, Field: d.Field, Want: d.Want, Have: d.Have})
+		}
+	}
+	notInPlace := func(only func(field string) bool) {
+		for _, d := range drift {
+			if only(d.Field) {
+				rep.Drift = append(rep.Drift, Drift{Resource: name, Field: d.Field, Want: d.Want, Have: d.Have, Fix: n.fix(name, d.Field)})
+			}
+		}
+	}
+	if !apply {
+		for _, d := range drift {
+			if !delayConsumerInPlace(d.Field) {
+				// Ensure's update would be refused: all of it is drift.
+				notInPlace(func(string) bool { return true })
+				return nil
+			}
+		}
+		changed()
+		return nil
+	}
 	_, err = js.UpdateConsumer(ctx, n.DelayStream(), want)
 	var apiErr *jetstream.APIError
 	switch {
 	case err == nil:
-		rep.Updated = append(rep.Updated, name)
+		changed()
 		return nil
 	case natserr.Transient(err) || !errors.As(err, &apiErr):
 		return fmt.Errorf("streams: update consumer %s: %w", name, err)
 	}
 	// Not in place: the consumer must be deleted and created again.
-	for _, d := range drift {
-		rep.Drift = append(rep.Drift, Drift{Resource: name, Field: d.Field, Want: d.Want, Have: d.Have})
-	}
+	notInPlace(func(string) bool { return true })
 	return nil
+}
+
+// delayConsumerInPlace reports whether the server changes field of a pull
+// consumer in place; it refuses an update of its ack or deliver policy.
+func delayConsumerInPlace(field string) bool {
+	return field != "AckPolicy" && field != "DeliverPolicy"
 }
 
 func delayStreamConfig(c Config, n Names) jetstream.StreamConfig {

@@ -87,7 +87,18 @@
 // task stream of the layout before the schedule stream: [MigrateTaskStream]
 // recreates it).
 // Ensure then reports them in [Report] and returns a *[DriftError] wrapping
-// [ErrDrift]; fix them by hand or change the [Config]. EnsureConsumer refuses
+// [ErrDrift]; each [Drift] says in Fix what to run, or change the [Config].
+// What Ensure changes in place (the migrations of an upgrade) it lists in
+// Report.Changed, with the value each setting had.
+//
+// [Check] compares the live topology with what Ensure creates and changes
+// nothing: its [Plan] lists what is missing, what Ensure would change in
+// place and what needs an operator. [DeployedConfig] reads the Config a
+// deployment was ensured with from its streams, so that a check or an
+// upgrade keeps the operator's settings (the jetflow CLI's "jetflow
+// upgrade" and "jetflow status" use both; docs/upgrading.md).
+//
+// EnsureConsumer refuses
 // with ErrDrift a consumer whose name belongs to another task type (for
 // example "a.b" and "a_b" share a consumer name).
 package streams

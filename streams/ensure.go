@@ -212,8 +212,11 @@ func prioritySubjects(prefix string) []string {
 type Report struct {
 	// Created lists resources that did not exist and were created.
 	Created []string
-	// Updated lists resources whose configuration was changed in place.
+	// Updated lists resources whose configuration was changed in place;
+	// Changed lists each setting changed, with the value it had (Have) and
+	// the one it has now (Want): the migrations Ensure made.
 	Updated []string
+	Changed []Drift
 	// Unchanged lists resources that already matched.
 	Unchanged []string
 	// Drift lists differences that cannot be changed in place. When it is
@@ -231,13 +234,17 @@ type Report struct {
 	BucketsCreated, BucketsUnchanged []string
 }
 
-// Drift is one difference between the wanted and the existing configuration
-// that JetStream cannot update in place.
+// Drift is one difference between the wanted and the existing
+// configuration of a resource. In [Report].Drift and Weaker, and in
+// [Plan].Drift and Weaker, it is one JetStream cannot update in place, and
+// Fix says what an operator runs to resolve it; in Report.Changed and
+// Plan.Change it is one Ensure changes in place, and Fix is "".
 type Drift struct {
-	Resource string // stream or consumer name
+	Resource string // stream, consumer ("STREAM/consumer") or bucket name
 	Field    string // configuration field
 	Want     string // wanted value
 	Have     string // existing value
+	Fix      string `json:",omitempty"` // what to run, when Ensure cannot
 }
 
 // String describes the difference on one line.
@@ -276,11 +283,19 @@ func (e *DriftError) Unwrap() error { return ErrDrift }
 // updated in place (retention, storage, message TTL allowed where jetflow
 // does not want it, a task stream created before the schedule stream
 // existed: see [MigrateTaskStream]) are reported in
-// Report.Drift and as a *[DriftError]. Errors of a cluster
+// Report.Drift and as a *[DriftError]; what it changed in place is in
+// Report.Changed. [Check] tells the same without changing anything. Errors of a cluster
 // that is still forming ("no suitable peers", "temporarily unavailable",
 // timeouts) are retried until ctx ends, or for [EnsureRetryFor] when ctx has
 // no deadline.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, error) {
+	return ensure(ctx, js, c, true)
+}
+
+// ensure is [Ensure] when apply is true. When it is false it changes
+// nothing: it reads every resource and records in the report what Ensure
+// would create and change ([Check]).
+func ensure(ctx context.Context, js jetstream.JetStream, c Config, apply bool) (*Report, error) {
 	cfgs, err := StreamConfigs(c)
 	if err != nil {
 		return nil, err
@@ -299,6 +314,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, err
 		})
 		rep.Created = append(rep.Created, one.Created...)
 		rep.Updated = append(rep.Updated, one.Updated...)
+		rep.Changed = append(rep.Changed, one.Changed...)
 		rep.Unchanged = append(rep.Unchanged, one.Unchanged...)
 		rep.Drift = append(rep.Drift, one.Drift...)
 		rep.Weaker = append(rep.Weaker, one.Weaker...)
@@ -326,12 +342,12 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, err
 	}
 	if old {
 		rep.Drift = append(rep.Drift, Drift{Resource: tasks.Name, Field: "AllowMsgSchedules", Want: "false (schedules in " + sched.Name +
-			"; recreate the task stream with streams.MigrateTaskStream)", Have: "true"})
+			"; recreate the task stream with streams.MigrateTaskStream)", Have: "true", Fix: n.fix(tasks.Name, "AllowMsgSchedules")})
 	} else {
-		if err := step(func(one *Report) error { return ensureStream(ctx, js, sched, one) }); err != nil {
+		if err := step(func(one *Report) error { return ensureStream(ctx, js, n, sched, one, apply) }); err != nil {
 			return rep, err
 		}
-		if err := step(func(one *Report) error { return ensureFiredConsumer(ctx, js, c, one) }); err != nil {
+		if err := step(func(one *Report) error { return ensureFiredConsumer(ctx, js, c, one, apply) }); err != nil {
 			return rep, err
 		}
 		rest = append([]jetstream.StreamConfig{tasks}, rest...)
@@ -342,102 +358,25 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, err
 			// stream is created once MigrateTaskStream recreated it.
 			continue
 		}
-		if err := step(func(one *Report) error { return ensureStream(ctx, js, want, one) }); err != nil {
+		if err := step(func(one *Report) error { return ensureStream(ctx, js, n, want, one, apply) }); err != nil {
 			return rep, err
 		}
 	}
-	if err := step(func(one *Report) error { return ensureDelayConsumer(ctx, js, n, one) }); err != nil {
+	if err := step(func(one *Report) error { return ensureDelayConsumer(ctx, js, n, one, apply) }); err != nil {
 		return rep, err
 	}
-	if !old {
+	if !old && apply {
 		if err := waitSourcing(ctx, js, tasks.Name, sched.Name); err != nil {
 			return rep, err
 		}
 	}
-	if err := ensureBuckets(ctx, js, c, rep); err != nil {
+	if err := ensureBuckets(ctx, js, c, rep, apply); err != nil {
 		return rep, err
 	}
-	if len(rep.Drift) > 0 {
+	if len(rep.Drift) > 0 && apply {
 		return rep, &DriftError{Drift: rep.Drift}
 	}
 	return rep, nil
-}
-
-func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, rep *Report) error {
-	s, err := js.Stream(ctx, want.Name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = js.CreateStream(ctx, want)
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			// Another process created it between our lookup and create.
-			s, err = js.Stream(ctx, want.Name)
-		} else if err != nil {
-			return fmt.Errorf("streams: create %s: %w", want.Name, err)
-		} else {
-			rep.Created = append(rep.Created, want.Name)
-			return nil
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("streams: look up %s: %w", want.Name, err)
-	}
-	have := s.CachedInfo().Config
-	next := have
-	changed := false
-	set := func(cond bool, apply func()) {
-		if cond {
-			apply()
-			changed = true
-		}
-	}
-	drift := func(field string, w, h any) {
-		rep.Drift = append(rep.Drift, Drift{Resource: want.Name, Field: field, Want: fmt.Sprint(w), Have: fmt.Sprint(h)})
-	}
-	if have.Retention != want.Retention {
-		drift("Retention", want.Retention, have.Retention)
-	}
-	if have.Storage != want.Storage {
-		drift("Storage", want.Storage, have.Storage)
-	}
-	set(!sameSet(have.Subjects, want.Subjects), func() { next.Subjects = want.Subjects })
-	set(have.Replicas != want.Replicas, func() { next.Replicas = want.Replicas })
-	set(have.Duplicates != want.Duplicates && want.Duplicates > 0, func() { next.Duplicates = want.Duplicates })
-	set(have.MaxAge != want.MaxAge, func() { next.MaxAge = want.MaxAge })
-	set(want.MaxBytes > 0 && have.MaxBytes != want.MaxBytes, func() { next.MaxBytes = want.MaxBytes })
-	set(have.Discard != want.Discard, func() { next.Discard = want.Discard })
-	set(want.MaxMsgsPerSubject != 0 && have.MaxMsgsPerSubject != want.MaxMsgsPerSubject, func() { next.MaxMsgsPerSubject = want.MaxMsgsPerSubject })
-	set(want.AllowMsgSchedules && !have.AllowMsgSchedules, func() { next.AllowMsgSchedules = true })
-	if !want.AllowMsgSchedules {
-		// (The server forces rollups and purges on with schedules.)
-		set(!want.AllowRollup && have.AllowRollup, func() { next.AllowRollup = false })
-		set(want.DenyPurge && !have.DenyPurge, func() { next.DenyPurge = true })
-		if !want.DenyPurge && have.DenyPurge {
-			drift("DenyPurge", false, true) // the server cannot cancel it
-		}
-	}
-	set(!sameSources(have.Sources, want.Sources), func() { next.Sources = want.Sources })
-	// Message TTL and atomic publish are on exactly where jetflow wants
-	// them. The server turns atomic publish off in place but never message
-	// TTL (it answers "message TTL status can not be disabled"). A stream
-	// that has it works as it did before the upgrade, only without the
-	// protection: reported as weaker, not as drift, so that an upgrade does
-	// not stop a deployment (decision 040 says how to recreate it).
-	set(want.AllowMsgTTL && !have.AllowMsgTTL, func() { next.AllowMsgTTL = true })
-	if !want.AllowMsgTTL && have.AllowMsgTTL {
-		rep.Weaker = append(rep.Weaker, Drift{Resource: want.Name, Field: "AllowMsgTTL",
-			Want: "false (the server cannot turn it off: drain and recreate the stream, decision 040)", Have: "true"})
-	}
-	set(want.AllowAtomicPublish != have.AllowAtomicPublish, func() { next.AllowAtomicPublish = want.AllowAtomicPublish })
-	set(want.AllowDirect && !have.AllowDirect, func() { next.AllowDirect = true })
-	set(have.Description != want.Description, func() { next.Description = want.Description })
-	if !changed {
-		rep.Unchanged = append(rep.Unchanged, want.Name)
-		return nil
-	}
-	if _, err := js.UpdateStream(ctx, next); err != nil {
-		return fmt.Errorf("streams: update %s: %w", want.Name, err)
-	}
-	rep.Updated = append(rep.Updated, want.Name)
-	return nil
 }
 
 // EnsureRetryFor bounds how long [Ensure] retries transient cluster errors

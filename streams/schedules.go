@@ -137,7 +137,7 @@ func waitSourcing(ctx context.Context, js jetstream.JetStream, stream, origin st
 // FiredMaxAckPending is the MaxAckPending of [FiredConsumerConfig].
 const FiredMaxAckPending = 20_000
 
-func ensureFiredConsumer(ctx context.Context, js jetstream.JetStream, c Config, rep *Report) error {
+func ensureFiredConsumer(ctx context.Context, js jetstream.JetStream, c Config, rep *Report, apply bool) error {
 	want, err := FiredConsumerConfig(c)
 	if err != nil {
 		return err
@@ -146,9 +146,11 @@ func ensureFiredConsumer(ctx context.Context, js jetstream.JetStream, c Config, 
 	name := n.ScheduleStream() + "/" + want.Durable
 	have, err := js.PushConsumer(ctx, n.ScheduleStream(), want.Durable)
 	switch {
-	case errors.Is(err, jetstream.ErrConsumerNotFound):
-		if _, err := js.CreatePushConsumer(ctx, n.ScheduleStream(), want); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
-			return fmt.Errorf("streams: create consumer %s: %w", name, err)
+	case errors.Is(err, jetstream.ErrConsumerNotFound) || !apply && errors.Is(err, jetstream.ErrStreamNotFound):
+		if apply {
+			if _, err := js.CreatePushConsumer(ctx, n.ScheduleStream(), want); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+				return fmt.Errorf("streams: create consumer %s: %w", name, err)
+			}
 		}
 		rep.Created = append(rep.Created, name)
 		return nil
@@ -157,13 +159,16 @@ func ensureFiredConsumer(ctx context.Context, js jetstream.JetStream, c Config, 
 	}
 	hc := have.CachedInfo().Config
 	drift := func(field string, w, h any) {
-		rep.Drift = append(rep.Drift, Drift{Resource: name, Field: field, Want: fmt.Sprint(w), Have: fmt.Sprint(h)})
+		rep.Drift = append(rep.Drift, Drift{Resource: name, Field: field, Want: fmt.Sprint(w), Have: fmt.Sprint(h), Fix: n.fix(name, field)})
 	}
 	if hc.MaxAckPending != want.MaxAckPending {
-		if _, err := js.UpdatePushConsumer(ctx, n.ScheduleStream(), want); err != nil {
-			return fmt.Errorf("streams: update consumer %s: %w", name, err)
+		if apply {
+			if _, err := js.UpdatePushConsumer(ctx, n.ScheduleStream(), want); err != nil {
+				return fmt.Errorf("streams: update consumer %s: %w", name, err)
+			}
 		}
 		rep.Updated = append(rep.Updated, name)
+		rep.Changed = append(rep.Changed, Drift{Resource: name, Field: "MaxAckPending", Want: fmt.Sprint(want.MaxAckPending), Have: fmt.Sprint(hc.MaxAckPending)})
 		return nil
 	}
 	if hc.AckPolicy != want.AckPolicy {
