@@ -205,6 +205,10 @@ func Worker(n streams.Names, o Options) (Permissions, error) {
 	} else {
 		pub = append(pub, "$KV."+n.WorkersBucket()+".>")
 	}
+	// The registry's records, read where a task's payload version finds
+	// no handler here (a watch of every record).
+	wk := kvStream(n.WorkersBucket())
+	pub = append(pub, api+"CONSUMER.CREATE."+wk+".>", api+"CONSUMER.DELETE."+wk+".>", "$JS.FC."+wk+".>")
 	// The consumers of its types: look up, create (the create subject
 	// carries the filter, which the server checks), pull, acknowledge,
 	// pause (an open breaker).

@@ -108,6 +108,11 @@ const (
 	// the same ID enqueued again after the duplicate window). The pending
 	// schedule was kept, unchanged; the record is the newcomer.
 	ReasonConflict Reason = deadletter.ReasonConflict
+	// ReasonVersion: a task whose payload version no live worker accepted
+	// within the grace of the worker that last handed it back
+	// ([framework.AcceptVersions], [framework.WithVersionGrace]). Replay
+	// it once a worker that accepts it runs.
+	ReasonVersion Reason = deadletter.ReasonVersion
 )
 
 // Record is one record of the dead-letter stream, decoded.

@@ -31,6 +31,7 @@ import (
 func isReplayDropped(k string) bool {
 	switch k {
 	case HeaderReplayedFromSeq, HeaderReplayedAt, HeaderPreviousError, framework.HeaderScheduledFor, framework.HeaderEnqueuedAt,
+		framework.HeaderVersionRefusedSince, framework.HeaderVersionRefusals, // a fresh grace
 		taskmsg.HeaderScheduleTarget, // a delayed task the delay mover refused
 		taskmsg.HeaderSchedule, taskmsg.HeaderScheduleSpec, taskmsg.HeaderScheduleZone, taskmsg.HeaderScheduleHash:
 		return true

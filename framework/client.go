@@ -419,18 +419,31 @@ func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, s
 	if unique && anonymous {
 		return nil, TaskInfo{}, fmt.Errorf("%w: Unique needs a task ID: combine it with WithID when the client has WithDedup(false)", ErrInvalidOption)
 	}
+	version, err := payloadVersionHeader(&cfg, payload) // versions.go
+	if err != nil {
+		return nil, TaskInfo{}, err
+	}
+	// set writes a header on a copy: the option's map stays the caller's
+	// (a unique task's headers are a copy already).
+	owned := unique
+	set := func(k, v string) {
+		if !owned {
+			headers, owned = maps.Clone(headers), true
+		}
+		if headers == nil {
+			headers = make(map[string]string, 2)
+		}
+		headers[k] = v
+	}
+	if version != "" {
+		set(HeaderPayloadVersion, version)
+	}
 	target := c.taskSubject(cfg.priority, taskType, subjects)
 	if cfg.orderingKey != "" {
 		if target, err = orderedTarget(c.names, taskType, &cfg, delayed); err != nil {
 			return nil, TaskInfo{}, err
 		}
-		if !unique {
-			headers = maps.Clone(headers)
-		}
-		if headers == nil {
-			headers = make(map[string]string, 1)
-		}
-		headers[HeaderOrderingKey] = cfg.orderingKey
+		set(HeaderOrderingKey, cfg.orderingKey)
 	}
 	spec := taskmsg.Spec{Target: target, ID: id, Anonymous: anonymous,
 		Encoding: enc, Headers: headers, Data: data, Due: due, Now: now}

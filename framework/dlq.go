@@ -136,6 +136,8 @@ func (x *dlqExt) deadLetter(ctx context.Context, t *Task, msg jetstream.Msg, cau
 		reason = deadletter.ReasonInvalid
 	case errors.Is(cause, ErrDecode):
 		reason = deadletter.ReasonDecode
+	case errors.Is(cause, ErrVersion):
+		reason = deadletter.ReasonVersion
 	case IsPermanent(cause):
 		reason = deadletter.ReasonPermanent
 	}

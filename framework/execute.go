@@ -96,6 +96,11 @@ func (w *Worker) prepare(p *pending) bool {
 		w.settle(w.hardCtx, t, p, err, 0)
 		return false
 	}
+	// A payload version the handler does not accept goes back to the
+	// queue, for a worker that does (versions.go).
+	if w.checkPayloadVersion(p) {
+		return false
+	}
 	// Never start early: the server may fire a schedule slightly before the
 	// due time. The due time is on the wall clock and timers run on the
 	// monotonic one, so the wall clock is read again after each wait: one

@@ -146,11 +146,12 @@ func (w *Worker) fleetRecord(host string) fleet.Record {
 		Concurrency: w.opts.concurrency, Started: w.startedAt().UTC(), Types: make([]fleet.Serves, 0, len(w.order))}
 	rec.Busy = min(w.sched.NumRunning(), rec.Concurrency)
 	for _, tt := range w.order {
-		s := fleet.Serves{Type: tt.name, Concurrency: tt.cfg.concurrency}
+		s := fleet.Serves{Type: tt.name, Concurrency: tt.cfg.concurrency, Versions: tt.cfg.versions}
 		for _, p := range tt.cfg.priorities {
 			s.Priorities = append(s.Priorities, p.String())
 		}
 		rec.Types = append(rec.Types, s)
 	}
+	rec.Refused = w.versions.snapshot()
 	return rec
 }

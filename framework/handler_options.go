@@ -34,6 +34,9 @@ type handlerConfig struct {
 	// strictPayload decodes typed payloads strictly (StrictPayload,
 	// typed.go).
 	strictPayload bool
+	// versions are the payload versions the handler accepts, sorted;
+	// nil accepts every version (AcceptVersions, versions.go).
+	versions []int
 }
 
 // Handler defaults.

@@ -101,6 +101,7 @@ type options struct {
 	noDelayMover      bool              // WithDelayMover(false) (delays.go)
 	strandedCheck     time.Duration     // WithStrandedCheck (stranded.go); 0 is off
 	fleet             fleetOptions      // WithWorkerID, WithVersion, WithRegistryInterval (fleet.go)
+	versionGrace      time.Duration     // WithVersionGrace (versions.go)
 }
 
 // Worker defaults.
@@ -121,6 +122,7 @@ func newOptions[O comparable](opts []O, apply func(O, *options) error) (*options
 		shutdownTimeout:   DefaultShutdownTimeout,
 		stallLimit:        PullStallLive,
 		weights:           [streams.NumPriorities]int{8, 4, 2, 1},
+		versionGrace:      DefaultVersionGrace,
 		maxPending:        DefaultMaxPending,
 		stateRunningAfter: DefaultStateRunningAfter,
 		strandedCheck:     DefaultStrandedCheck,
@@ -320,6 +322,9 @@ type enqueueConfig struct {
 	unique   uniqueConfig // Unique, UniqueKey, UniqueUntilDone (unique.go)
 	// orderingKey is the key of an ordered task (Ordered, ordering.go).
 	orderingKey string
+	// version is the payload version (PayloadVersion, versions.go); 0
+	// means the payload's own, if it names one.
+	version int
 }
 
 // WithPriority sets the task's priority. Default [PriorityNormal].

@@ -36,6 +36,10 @@ type Stats struct {
 	// DelaysConflicts those it dead-lettered as "conflict" because their
 	// ID already had a pending schedule, which it kept ([WithDelayMover]).
 	DelaysMoved, DelaysRejected, DelaysConflicts uint64
+	// VersionsHandedBack counts tasks handed back, without spending an
+	// attempt, because their handler does not accept their payload
+	// version ([AcceptVersions]).
+	VersionsHandedBack uint64
 	// Running is the number of tasks running now.
 	Running int
 }
@@ -44,23 +48,26 @@ type workerStats struct {
 	started, succeeded, retried, failed, panics, handedBack, heldEarly, ackErrors, hookPanics, pullsLost atomic.Uint64
 	// startedDirect counts tasks started from the subscription (startDirect).
 	startedDirect atomic.Uint64
+	// versionsBack counts tasks handed back for their payload version.
+	versionsBack atomic.Uint64
 }
 
 // Stats returns a snapshot of the worker's counters.
 func (w *Worker) Stats() Stats {
 	running := w.sched.NumRunning()
 	s := Stats{
-		Started:    w.stats.started.Load(),
-		Succeeded:  w.stats.succeeded.Load(),
-		Retried:    w.stats.retried.Load(),
-		Failed:     w.stats.failed.Load(),
-		Panics:     w.stats.panics.Load(),
-		HandedBack: w.stats.handedBack.Load(),
-		HeldEarly:  w.stats.heldEarly.Load(),
-		AckErrors:  w.stats.ackErrors.Load(),
-		HookPanics: w.stats.hookPanics.Load(),
-		PullsLost:  w.stats.pullsLost.Load(),
-		Running:    running,
+		Started:            w.stats.started.Load(),
+		Succeeded:          w.stats.succeeded.Load(),
+		Retried:            w.stats.retried.Load(),
+		Failed:             w.stats.failed.Load(),
+		Panics:             w.stats.panics.Load(),
+		HandedBack:         w.stats.handedBack.Load(),
+		HeldEarly:          w.stats.heldEarly.Load(),
+		AckErrors:          w.stats.ackErrors.Load(),
+		HookPanics:         w.stats.hookPanics.Load(),
+		PullsLost:          w.stats.pullsLost.Load(),
+		VersionsHandedBack: w.stats.versionsBack.Load(),
+		Running:            running,
 	}
 	if w.mover != nil {
 		s.DelaysMoved, s.DelaysRejected, s.DelaysConflicts = w.mover.Moved.Load(), w.mover.Rejects.Load(), w.mover.Conflicts.Load()

@@ -27,6 +27,9 @@ func Handle[T any](w *Worker, taskType string, fn func(ctx context.Context, t *T
 		panic(fmt.Sprintf("framework: handler of %T registered for task type %q, but %T names %q (use HandleArgs)", zero, taskType, zero, named))
 	}
 	w.register(taskType, nil, func(cfg *handlerConfig) Handler {
+		if v, ok := versionOf[T](); ok && cfg.versions == nil {
+			cfg.versions = upTo(v) // versions.go
+		}
 		return typedHandler(w.opts.codec, cfg.strictPayload, fn)
 	}, opts)
 }

@@ -52,6 +52,7 @@ type Worker struct {
 
 	stopFetch   chan struct{} // closed: stop pulling
 	held        parking       // tasks an extension set aside (hold.go)
+	versions    versionState  // payload versions handed back (versions.go)
 	stopOnce    sync.Once
 	hardCtx     context.Context // handler contexts; cancelled at the shutdown deadline
 	hardCancel  context.CancelFunc

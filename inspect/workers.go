@@ -33,7 +33,38 @@ type WorkerInfo struct {
 	// TTL is how long the record lives after LastSeen unless it is written
 	// again: a worker killed at LastSeen is listed until LastSeen + TTL.
 	TTL time.Duration `json:"ttl"`
+	// Refused are the payload versions the worker handed back because its
+	// handler does not accept them (see [framework.AcceptVersions]), most
+	// recent first.
+	Refused []VersionRefusal `json:"refused,omitempty"`
 }
+
+// VersionRefusal is a payload version of a type a worker handed back:
+// how many tasks since it started, and when the last one.
+type VersionRefusal struct {
+	Type    string    `json:"type"`
+	Version int       `json:"version"`
+	Count   uint64    `json:"count"`
+	Last    time.Time `json:"last"`
+}
+
+// UnservedVersion is a payload version of a type that live workers handed
+// back within [UnservedWindow] and that no live worker accepts: its tasks
+// wait, and are dead-lettered with reason "version" after the grace of
+// the worker that last handed them back ([framework.WithVersionGrace]).
+type UnservedVersion struct {
+	Type    string `json:"type"`
+	Version int    `json:"version"`
+	// RefusedBy are the IDs of the workers that handed it back; Count the
+	// tasks they handed back since they started; Last the latest.
+	RefusedBy []string  `json:"refused_by"`
+	Count     uint64    `json:"count"`
+	Last      time.Time `json:"last"`
+}
+
+// UnservedWindow is how recent a hand-back must be for its version to be
+// reported unserved: an older one no longer arrives.
+const UnservedWindow = 10 * time.Minute
 
 // WorkerType is a task type a worker serves.
 type WorkerType struct {
@@ -42,6 +73,9 @@ type WorkerType struct {
 	Priorities []framework.Priority `json:"priorities"`
 	// Concurrency is the type's slot count on the worker.
 	Concurrency int `json:"concurrency"`
+	// Versions are the payload versions its handler accepts, ascending;
+	// empty means every version.
+	Versions []int `json:"versions,omitempty"`
 }
 
 // Serves reports whether w pulls tasks of typ at p.
@@ -73,6 +107,9 @@ type Fleet struct {
 	Omitted int `json:"omitted,omitempty"`
 	// Taken is when the registry was read.
 	Taken time.Time `json:"taken"`
+	// Unserved are the payload versions no live worker accepts while
+	// workers hand their tasks back, by type and version.
+	Unserved []UnservedVersion `json:"unserved_versions,omitempty"`
 }
 
 // MaxWorkers bounds [Fleet].Workers.
@@ -128,14 +165,20 @@ func (i *Operator) Workers(ctx context.Context) (*Fleet, error) {
 			Busy: r.Busy, Started: r.Started, LastSeen: r.Heartbeat, TTL: time.Duration(r.TTLSeconds) * time.Second,
 			Types: make([]WorkerType, 0, len(r.Types))}
 		for _, s := range r.Types {
-			t := WorkerType{Type: s.Type, Concurrency: s.Concurrency}
+			t := WorkerType{Type: s.Type, Concurrency: s.Concurrency, Versions: s.Versions}
 			for _, ps := range s.Priorities {
 				p, _ := streams.ParsePriority(ps) // checked by registryRules
 				t.Priorities = append(t.Priorities, p)
 			}
 			w.Types = append(w.Types, t)
 		}
+		for _, f := range r.Refused {
+			w.Refused = append(w.Refused, VersionRefusal(f))
+		}
 		out.Workers = append(out.Workers, w)
+	}
+	for _, u := range l.Unserved(out.Taken, UnservedWindow) {
+		out.Unserved = append(out.Unserved, UnservedVersion(u))
 	}
 	return out, nil
 }

@@ -22,7 +22,7 @@ type dlqFilterFlags struct {
 }
 
 // reasons are the values --reason accepts.
-var reasons = []dlq.Reason{dlq.ReasonPermanent, dlq.ReasonDecode, dlq.ReasonMaxDeliveries, dlq.ReasonInvalid, dlq.ReasonStranded, dlq.ReasonConflict}
+var reasons = []dlq.Reason{dlq.ReasonPermanent, dlq.ReasonDecode, dlq.ReasonMaxDeliveries, dlq.ReasonInvalid, dlq.ReasonStranded, dlq.ReasonConflict, dlq.ReasonVersion}
 
 func reasonList() string {
 	var s []string

@@ -68,7 +68,11 @@ func printWorkers(c *cli, f *inspect.Fleet) error {
 				for i, p := range ty.Priorities {
 					ps[i] = p.String()
 				}
-				types = append(types, ty.Type+" ("+strings.Join(ps, ",")+")")
+				s := ty.Type + " (" + strings.Join(ps, ",") + ")"
+				if len(ty.Versions) > 0 {
+					s += " v" + versionList(ty.Versions)
+				}
+				types = append(types, s)
 			}
 			t.row(w.ID, cut(w.Host, 32), w.PID, cut(w.Version, 40), cut(strings.Join(types, " "), 80),
 				fmt.Sprintf("%d/%d", w.Busy, w.Concurrency), age(w.Started, f.Taken), age(w.LastSeen, f.Taken)+" ago")
@@ -77,6 +81,7 @@ func printWorkers(c *cli, f *inspect.Fleet) error {
 			return err
 		}
 	}
+	printUnserved(c, f)
 	if f.Invalid > 0 {
 		fmt.Fprintf(c.stdout, "\n%d record(s) in the registry break its rules (written by another tool) and are not listed\n", f.Invalid)
 	}
@@ -84,4 +89,33 @@ func printWorkers(c *cli, f *inspect.Fleet) error {
 		fmt.Fprintf(c.stdout, "%d more worker(s) not listed (at most %d are)\n", f.Omitted, inspect.MaxWorkers)
 	}
 	return nil
+}
+
+// printUnserved names the payload versions that workers hand back and no
+// live worker accepts.
+func printUnserved(c *cli, f *inspect.Fleet) {
+	for _, u := range f.Unserved {
+		fmt.Fprintf(c.stdout, "\nPAYLOAD VERSION %d of %s: NO LIVE WORKER ACCEPTS IT; %d task hand-back(s) by %d worker(s), the last %s ago. Start a worker whose handler accepts it; after the workers' grace its tasks are dead-lettered with reason version\n",
+			u.Version, u.Type, u.Count, len(u.RefusedBy), age(u.Last, f.Taken))
+	}
+}
+
+// versionList writes versions compactly: "1-3,5".
+func versionList(vs []int) string {
+	var b strings.Builder
+	for i := 0; i < len(vs); {
+		j := i
+		for j+1 < len(vs) && vs[j+1] == vs[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%d", vs[i])
+		if j > i {
+			fmt.Fprintf(&b, "-%d", vs[j])
+		}
+		i = j + 1
+	}
+	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,7 +37,11 @@ type WorkerCollectorOptions struct {
 //   - jetflow_worker_slots and jetflow_worker_slots_busy: their slots, and
 //     those running a handler at their last heartbeat;
 //   - jetflow_workers_registry_up: 1 when the registry was read (0 also when
-//     it does not exist yet).
+//     it does not exist yet);
+//   - jetflow_payload_version_unserved{type,version}: 1 for a payload
+//     version that live workers hand back and none accepts
+//     (inspect.Fleet.Unserved): its tasks wait, and are dead-lettered with
+//     reason "version" after the workers' grace.
 //
 // It is safe for concurrent use.
 type WorkerCollector struct {
@@ -44,7 +49,7 @@ type WorkerCollector struct {
 	timeout time.Duration
 	log     *slog.Logger
 
-	up, workers, live, slots, busy *prometheus.Desc
+	up, workers, live, slots, busy, unserved *prometheus.Desc
 }
 
 // NewWorkerCollector returns a collector of the worker registry of the
@@ -74,12 +79,14 @@ func NewWorkerCollector(nc *nats.Conn, opts WorkerCollectorOptions) (*WorkerColl
 		live:    d("jetflow_workers_live", "Live workers in the worker registry.", nil),
 		slots:   d("jetflow_worker_slots", "Handler slots (concurrency) of the live workers.", nil),
 		busy:    d("jetflow_worker_slots_busy", "Handler slots of the live workers running a task at their last heartbeat.", nil),
+		unserved: d("jetflow_payload_version_unserved", "1 for a payload version live workers hand back and none accepts; its tasks are dead-lettered after the workers' grace.",
+			[]string{"type", "version"}),
 	}, nil
 }
 
 // Describe implements [prometheus.Collector].
 func (c *WorkerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.workers, c.live, c.slots, c.busy} {
+	for _, d := range []*prometheus.Desc{c.up, c.workers, c.live, c.slots, c.busy, c.unserved} {
 		ch <- d
 	}
 }
@@ -115,6 +122,9 @@ func (c *WorkerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for q, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(n), q.typ, q.prio.String())
+	}
+	for _, u := range f.Unserved {
+		ch <- prometheus.MustNewConstMetric(c.unserved, prometheus.GaugeValue, 1, u.Type, strconv.Itoa(u.Version))
 	}
 	ch <- prometheus.MustNewConstMetric(c.live, prometheus.GaugeValue, float64(len(f.Workers)))
 	ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(slots))

@@ -83,6 +83,9 @@ const (
 	// schedule stored from another delayed task; the existing schedule
 	// was kept.
 	ReasonConflict = "conflict"
+	// ReasonVersion: a task whose payload version no live worker
+	// accepted within the worker's grace period.
+	ReasonVersion = "version"
 )
 
 // MaxErrorLen is the longest error text, in bytes, kept in a record and in

@@ -20,6 +20,12 @@ const (
 	MaxTextLen = 256
 	// MaxTypes bounds the types one record lists.
 	MaxTypes = 1024
+	// MaxVersions bounds the payload versions one type lists, and
+	// MaxRefused the refusals one record lists.
+	MaxVersions = 64
+	MaxRefused  = 64
+	// MaxPayloadVersion is the highest payload version.
+	MaxPayloadVersion = 1<<16 - 1
 )
 
 // ErrInvalid is wrapped by every error of a record that breaks the rules.
@@ -48,6 +54,19 @@ type Record struct {
 	// TTLSeconds is how long the record lives after Heartbeat unless it is
 	// written again.
 	TTLSeconds int `json:"ttl_seconds"`
+	// Refused are the payload versions the worker handed back because its
+	// handler does not accept them, most recent first.
+	Refused []Refusal `json:"refused,omitempty"`
+}
+
+// Refusal is a payload version of a type a worker handed back.
+type Refusal struct {
+	Type    string `json:"type"`
+	Version int    `json:"version"`
+	// Count is how many tasks the worker handed back since it started;
+	// Last when it handed back the last one.
+	Count uint64    `json:"count"`
+	Last  time.Time `json:"last"`
 }
 
 // Serves is one task type a worker serves.
@@ -57,6 +76,22 @@ type Serves struct {
 	Priorities []string `json:"priorities"`
 	// Concurrency is the type's slot count on this worker.
 	Concurrency int `json:"concurrency"`
+	// Versions are the payload versions its handler accepts, ascending;
+	// empty means every version.
+	Versions []int `json:"versions,omitempty"`
+}
+
+// Accepts reports whether the type's handler accepts payload version v.
+func (s *Serves) Accepts(v int) bool {
+	if len(s.Versions) == 0 {
+		return true
+	}
+	for _, a := range s.Versions {
+		if a == v {
+			return true
+		}
+	}
+	return false
 }
 
 // Rules are the validators of what a record names: task types and
@@ -116,6 +151,18 @@ func (r Rules) Check(rec *Record) error {
 		return bad("ttl %ds", rec.TTLSeconds)
 	case len(rec.Types) > MaxTypes:
 		return bad("%d types", len(rec.Types))
+	case len(rec.Refused) > MaxRefused:
+		return bad("%d refusals", len(rec.Refused))
+	}
+	for _, f := range rec.Refused {
+		if r.TaskType != nil {
+			if err := r.TaskType(f.Type); err != nil {
+				return fmt.Errorf("%w: refused type: %w", ErrInvalid, err)
+			}
+		}
+		if f.Version < 1 || f.Version > MaxPayloadVersion {
+			return bad("refused type %s: version %d", f.Type, f.Version)
+		}
 	}
 	for _, s := range rec.Types {
 		if r.TaskType != nil {
@@ -125,6 +172,14 @@ func (r Rules) Check(rec *Record) error {
 		}
 		if s.Concurrency < 0 || len(s.Priorities) == 0 || len(s.Priorities) > 8 {
 			return bad("type %s: %d priorities, concurrency %d", s.Type, len(s.Priorities), s.Concurrency)
+		}
+		if len(s.Versions) > MaxVersions {
+			return bad("type %s: %d versions", s.Type, len(s.Versions))
+		}
+		for _, v := range s.Versions {
+			if v < 1 || v > MaxPayloadVersion {
+				return bad("type %s: version %d", s.Type, v)
+			}
 		}
 		for _, p := range s.Priorities {
 			if r.Priority != nil {

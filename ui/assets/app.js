@@ -307,13 +307,19 @@ pages.workers = {
       el("td", { text: w.version }),
       el("td", {}, w.types.map((t) => el("div", {},
         el("a", { href: "#/workers?type=" + encodeURIComponent(t.type), text: t.type }),
-        el("span", { class: "muted", text: " " + t.priorities.join(", ") + " · " + t.concurrency + " slots" })))),
+        el("span", { class: "muted", text: " " + t.priorities.join(", ") + " · " + t.concurrency + " slots" +
+          (t.versions && t.versions.length ? " · payload v" + t.versions.join(", v") : "") })))),
       el("td", { class: "num", "data-col": "busy", text: w.busy + " / " + w.concurrency }),
       el("td", { title: fmtTime(w.started), text: fmtAge((taken - new Date(w.started).getTime()) / 1000) }),
       el("td", { "data-col": "seen", title: fmtTime(w.last_seen), text: fmtAge((taken - new Date(w.last_seen).getTime()) / 1000) + " ago" })));
     return [
       el("p", { class: "muted", text: "Running workers, from the worker registry. A worker that shuts down leaves at once; a killed one when its record's TTL passes (three heartbeat intervals: 15 s by default)." }),
       type ? el("p", {}, "Serving " + type + " · ", el("a", { href: "#/workers", text: "all workers" })) : null,
+      (out.unserved_versions || []).length ? el("div", { class: "warn", id: "unserved-versions" },
+        (out.unserved_versions || []).map((u) => el("p", { "data-unserved": u.type + "@" + u.version,
+          text: "Payload version " + u.version + " of " + u.type + ": no live worker accepts it. " + fmtNum(u.count) +
+            " hand-back(s) by " + u.refused_by.length + " worker(s), the last " +
+            fmtAge((taken - new Date(u.last).getTime()) / 1000) + " ago. Start a worker whose handler accepts it; after the workers' grace its tasks are dead-lettered with reason version." }))) : null,
       table([{ label: "ID" }, { label: "Host" }, { label: "PID", num: 1 }, { label: "Version" }, { label: "Types and priorities" },
         { label: "Busy", num: 1 }, { label: "Up" }, { label: "Last heartbeat" }], rows, type ? "No live worker serves " + type + "." : "No live workers."),
       out.invalid ? el("p", { class: "muted", text: out.invalid + " record(s) in the registry break its rules and are not listed." }) : null,

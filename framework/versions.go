@@ -1,0 +1,369 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/fleet"
+	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
+)
+
+// Payload versions let a task type's payload evolve through a rolling
+// deploy. A producer stamps the version it wrote ([PayloadVersion], or a
+// payload that implements [VersionedArgs]); a handler declares the
+// versions it decodes ([AcceptVersions], or the [VersionedArgs] payload of
+// a typed handler). A worker that receives a version its handler does not
+// accept hands the task back without spending an attempt: it stores the
+// task again as a one-shot schedule due shortly (the way a delayed task
+// waits, with the same task ID), acknowledges the delivery, and the
+// schedule fires it back into its queue with a fresh delivery count, where
+// a worker that accepts it takes it. Each hand-back of a task waits twice
+// as long as the one before (from [versionRetryBase] up to
+// [versionRetryMax]). A version that no live worker of the registry
+// accepts is dead-lettered with reason "version" once the worker's grace
+// period ([WithVersionGrace]) has passed since the task was first handed
+// back; until then it waits, visible in the registry (`jetflow workers`,
+// the dashboard, the Prometheus collector). See docs/operations.md,
+// "Rolling deploys and payload versions".
+
+// HeaderPayloadVersion is the payload version of a task, a decimal integer
+// from 1 to [MaxPayloadVersion] without sign or leading zero; a task
+// without it is version 1.
+const HeaderPayloadVersion = "Jetflow-Payload-Version"
+
+// Headers of a task handed back for its payload version: when it was first
+// handed back (RFC 3339), and how many times.
+const (
+	HeaderVersionRefusedSince = "Jetflow-Version-Refused-Since"
+	HeaderVersionRefusals     = "Jetflow-Version-Refusals"
+)
+
+// MaxPayloadVersion is the highest payload version.
+const MaxPayloadVersion = fleet.MaxPayloadVersion
+
+// DefaultVersionGrace is how long a task whose payload version no live
+// worker accepts waits before it is dead-lettered ([WithVersionGrace]).
+const DefaultVersionGrace = time.Hour
+
+// Waits between the hand-backs of one task.
+const (
+	versionRetryBase = 200 * time.Millisecond
+	versionRetryMax  = 30 * time.Second
+)
+
+// ErrVersion is wrapped by the error of a task dead-lettered because no
+// live worker accepts its payload version (dead-letter reason "version").
+var ErrVersion = errors.New("framework: no live worker accepts the payload version")
+
+// VersionedArgs is a payload that names its version. [Client.Enqueue] and
+// [Client.EnqueueArgs] stamp it on the task ([HeaderPayloadVersion]) unless
+// [PayloadVersion] is given, and a handler registered with [Handle] or
+// [HandleArgs] for it accepts the versions from 1 to it unless
+// [AcceptVersions] says otherwise: a struct grown by fields decodes the
+// payloads its earlier versions wrote. Declare it on the value receiver
+// and return a constant.
+type VersionedArgs interface {
+	// PayloadVersion returns the version, from 1 to [MaxPayloadVersion].
+	PayloadVersion() int
+}
+
+// PayloadVersion stamps the task with payload version v, from 1 to
+// [MaxPayloadVersion] ([HeaderPayloadVersion]).
+func PayloadVersion(v int) EnqueueOption {
+	return func(c *enqueueConfig) error {
+		if err := checkVersion(v); err != nil {
+			return err
+		}
+		c.version = v
+		return nil
+	}
+}
+
+// AcceptVersions declares the payload versions the type's handler decodes.
+// A task of another version is handed back without spending an attempt,
+// to run on a worker that accepts it (see [VersionedArgs]). A task without
+// a version is version 1. Default: every version, unless the handler's
+// payload implements [VersionedArgs].
+func AcceptVersions(versions ...int) HandlerOption {
+	return func(c *handlerConfig) error {
+		if len(versions) == 0 || len(versions) > fleet.MaxVersions {
+			return fmt.Errorf("%w: AcceptVersions takes 1 to %d versions, got %d", ErrInvalidOption, fleet.MaxVersions, len(versions))
+		}
+		for _, v := range versions {
+			if err := checkVersion(v); err != nil {
+				return err
+			}
+		}
+		vs := slices.Clone(versions)
+		slices.Sort(vs)
+		c.versions = slices.Compact(vs)
+		return nil
+	}
+}
+
+// WithVersionGrace sets how long a task whose payload version no live
+// worker accepts keeps waiting before it is dead-lettered with reason
+// "version", counted from its first hand-back. While a live worker of the
+// registry accepts the version the task waits for it, whatever the grace.
+// At least one second. Workers only. Default [DefaultVersionGrace].
+func WithVersionGrace(d time.Duration) WorkerOption {
+	return workerOnly(func(o *options) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: version grace %v, want at least 1s", ErrInvalidOption, d)
+		}
+		o.versionGrace = d
+		return nil
+	})
+}
+
+func checkVersion(v int) error {
+	if v < 1 || v > MaxPayloadVersion {
+		return fmt.Errorf("%w: payload version %d, want 1 to %d", ErrInvalidOption, v, MaxPayloadVersion)
+	}
+	return nil
+}
+
+// PayloadVersion returns the task's payload version ([HeaderPayloadVersion]):
+// 1 when the task has none, 0 when its header is not a valid version.
+func (t *Task) PayloadVersion() int {
+	v, err := parseVersion(t.Header(HeaderPayloadVersion))
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// parseVersion reads a version header from the wire.
+func parseVersion(s string) (int, error) {
+	if s == "" {
+		return 1, nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 || v > MaxPayloadVersion || strconv.Itoa(v) != s { // digits only, no sign, no leading zero
+		return 0, fmt.Errorf("header %s is %q, not a version from 1 to %d", HeaderPayloadVersion, truncate(s, 16), MaxPayloadVersion)
+	}
+	return v, nil
+}
+
+// versionOf returns the version T names, and false when T is not
+// [VersionedArgs] or names an invalid one.
+func versionOf[T any]() (int, bool) {
+	var zero T
+	a, ok := any(zero).(VersionedArgs)
+	if !ok {
+		return 0, false
+	}
+	v := 0
+	func() {
+		defer func() { _ = recover() }() // a pointer T reading its nil receiver
+		v = a.PayloadVersion()
+	}()
+	if checkVersion(v) != nil {
+		panic(fmt.Sprintf("framework: %T.PayloadVersion returns %d, want 1 to %d", zero, v, MaxPayloadVersion))
+	}
+	return v, true
+}
+
+// upTo returns the versions 1 to v.
+func upTo(v int) []int {
+	out := make([]int, v)
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
+}
+
+// payloadVersionHeader returns the version header value an enqueue of
+// payload with cfg stamps, "" for none.
+func payloadVersionHeader(cfg *enqueueConfig, payload any) (string, error) {
+	v := cfg.version
+	if v == 0 {
+		a, ok := payload.(VersionedArgs)
+		if !ok {
+			return "", nil
+		}
+		v = a.PayloadVersion()
+		if err := checkVersion(v); err != nil {
+			return "", fmt.Errorf("%w (%T.PayloadVersion)", err, payload)
+		}
+	}
+	return strconv.Itoa(v), nil
+}
+
+// versionState is a worker's record of the versions it handed back, and
+// its last read of the registry.
+type versionState struct {
+	mu       sync.Mutex
+	refused  map[refusedKey]*fleet.Refusal
+	listMu   sync.Mutex // one registry read at a time
+	listing  *fleet.Listing
+	listedAt time.Time
+}
+
+type refusedKey struct {
+	typ string
+	v   int
+}
+
+// note counts a hand-back of version v of typ.
+func (s *versionState) note(typ string, v int, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refused == nil {
+		s.refused = make(map[refusedKey]*fleet.Refusal)
+	}
+	k := refusedKey{typ, v}
+	r := s.refused[k]
+	if r == nil {
+		if len(s.refused) >= fleet.MaxRefused {
+			// Forget the oldest: the registry shows the recent ones.
+			var oldest refusedKey
+			first := true
+			for k, r := range s.refused {
+				if first || r.Last.Before(s.refused[oldest].Last) {
+					oldest, first = k, false
+				}
+			}
+			delete(s.refused, oldest)
+		}
+		r = &fleet.Refusal{Type: typ, Version: v}
+		s.refused[k] = r
+	}
+	r.Count++
+	r.Last = now.UTC()
+}
+
+// snapshot returns the refusals, most recent first.
+func (s *versionState) snapshot() []fleet.Refusal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]fleet.Refusal, 0, len(s.refused))
+	for _, r := range s.refused {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b fleet.Refusal) int { return b.Last.Compare(a.Last) })
+	return out
+}
+
+// checkPayloadVersion hands p back when its type declares versions and
+// p's is not among them, or fails it when its version header is invalid
+// or no live worker accepted it within the grace. It returns true when p
+// was settled or handed back.
+func (w *Worker) checkPayloadVersion(p *pending) bool {
+	accepted := p.tt.cfg.versions
+	if accepted == nil {
+		return false
+	}
+	t := &p.task
+	v, err := parseVersion(t.Header(HeaderPayloadVersion))
+	if err != nil {
+		w.settle(w.hardCtx, t, p, Permanent(fmt.Errorf("%w: %w", ErrCorruptTask, err)), 0)
+		return true
+	}
+	if _, ok := slices.BinarySearch(accepted, v); ok {
+		return false
+	}
+	now := time.Now()
+	w.versions.note(t.Type, v, now)
+	since := taskmsg.ParseTime(t.Header(HeaderVersionRefusedSince))
+	if since.IsZero() || since.After(now) {
+		since = now
+	}
+	n, _ := strconv.Atoi(t.Header(HeaderVersionRefusals))
+	n = max(0, min(n, 1<<20))
+	if now.Sub(since) >= w.opts.versionGrace && !w.versionServed(t.Type, v) {
+		err := fmt.Errorf("%w: version %d of task type %s, handed back %d times since %s (this worker accepts %v)",
+			ErrVersion, v, t.Type, n, since.UTC().Format(time.RFC3339), accepted)
+		w.settle(w.hardCtx, t, p, Permanent(err), 0)
+		return true
+	}
+	if !p.settled.CompareAndSwap(false, true) {
+		return true
+	}
+	delay := min(versionRetryBase<<min(n, 10), versionRetryMax)
+	err = w.versionBack(p, since, n+1, now.Add(delay))
+	if err != nil {
+		// Without the schedule, a redelivery (which spends a delivery).
+		t.Logger().Warn("jetflow could not hand back a task of a payload version its handler does not accept; redelivering it, which spends an attempt",
+			slog.Int("version", v), slog.Any(LogKeyError, err))
+		if nerr := p.msg.NakWithDelay(delay); nerr != nil {
+			w.ackFailed(w.hardCtx, t, p, "nak", nerr)
+		}
+		return true
+	}
+	w.stats.versionsBack.Add(1)
+	t.Logger().Debug("jetflow task handed back: payload version not accepted", slog.Int("version", v), slog.Duration("retry_in", delay))
+	if aerr := p.msg.Ack(); aerr != nil {
+		// Redelivered: its schedule is pending or fired already
+		// (versionBack finds it).
+		w.ackFailed(w.hardCtx, t, p, "ack", aerr)
+	}
+	return true
+}
+
+// versionBack stores p's task as a one-shot schedule due at due that fires
+// it into its queue again, with the hand-back headers set. The schedule
+// is deduplicated by the delivered message's sequence, so a redelivery of
+// the same message stores it once. A task that cannot fire from a
+// schedule (an ordered task, a cron tick) gets an error: it is redelivered
+// instead.
+func (w *Worker) versionBack(p *pending, since time.Time, n int, due time.Time) error {
+	t := &p.task
+	if p.tt.cfg.ordering != nil || t.Header(HeaderOrderingKey) != "" {
+		return errors.New("an ordered task stays in its key's queue")
+	}
+	if taskmsg.ReservedID(t.ID) {
+		return fmt.Errorf("task ID %s cannot be a delayed task's", t.ID)
+	}
+	h := make(nats.Header, len(t.Headers)+4)
+	for k, v := range t.Headers {
+		h[k] = v
+	}
+	h.Set(HeaderVersionRefusedSince, taskmsg.FormatTime(since))
+	h.Set(HeaderVersionRefusals, strconv.Itoa(n))
+	if h.Get(HeaderEnqueuedAt) == "" && !t.EnqueuedAt.IsZero() {
+		h.Set(HeaderEnqueuedAt, taskmsg.FormatTime(t.EnqueuedAt))
+	}
+	msg := taskmsg.DelayedSchedule(w.names.ScheduleSubject(t.ID), w.names.FiredSubject(t.Priority, t.Type), t.ID, due, h, t.Payload)
+	msg.Header.Set(jetstream.MsgIDHeader, "version-"+t.ID+"-"+strconv.FormatUint(t.Sequence, 10))
+	ctx, cancel := jsapi.WithTimeout(w.hardCtx)
+	defer cancel()
+	_, err := w.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(w.names.ScheduleStream()),
+		jetstream.WithExpectLastSequencePerSubject(0))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return fmt.Errorf("task %s already has a pending schedule", t.ID)
+	}
+	return err
+}
+
+// versionServed reports whether a live worker of the registry accepts
+// version v of typ. The registry is read at most once per registry
+// interval; when it cannot be read the answer is false (the grace decides).
+func (w *Worker) versionServed(typ string, v int) bool {
+	s := &w.versions
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	if s.listing == nil || time.Since(s.listedAt) > w.opts.fleet.interval {
+		ctx, cancel := context.WithTimeout(w.hardCtx, 5*time.Second)
+		l, err := fleetRules.List(ctx, w.js, w.names.WorkersBucket())
+		cancel()
+		if err != nil {
+			w.log.Warn("jetflow could not read the worker registry to find a worker for a payload version; dead-lettering after the grace",
+				slog.String(LogKeyTaskType, typ), slog.Int("version", v), slog.Any(LogKeyError, err))
+			return false
+		}
+		s.listing, s.listedAt = l, time.Now()
+	}
+	return s.listing.Accepts(typ, v)
+}
