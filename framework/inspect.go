@@ -121,8 +121,10 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 	// Read the schedule first, for the cancelled record: in the schedule
 	// stream, or still in the delay stream on its way there.
 	rec := TaskRecord{ID: id}
+	awaited := false // enqueued with Awaited: Wait needs the cancelled record
 	read := func(m jsapi.Stored) error {
 		p := i.names.ParsePending(m.Header)
+		awaited = m.Header.Get(HeaderAwaited) != ""
 		rec.Priority, rec.Type, rec.ScheduledFor, rec.EnqueuedAt = p.Priority, p.Type, p.Due, p.EnqueuedAt
 		return nil
 	}
@@ -152,7 +154,7 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 	if err != nil {
 		return nil
 	}
-	if _, err := kv.Get(ctx, stateKey(id)); err != nil {
+	if _, err := kv.Get(ctx, stateKey(id)); err != nil && !awaited {
 		return nil
 	}
 	now := time.Now().UTC()

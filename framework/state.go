@@ -81,6 +81,10 @@ type TaskRecord struct {
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 	// UpdatedAt is when the record was written.
 	UpdatedAt time.Time `json:"updated_at"`
+	// Progress is the last progress the handler reported
+	// ([ReportProgress]); the zero value when none. A value read from the
+	// bucket that breaks ReportProgress's rules reads as none.
+	Progress Progress `json:"progress,omitzero"`
 	// Result is the JSON value the handler stored with [SetResult].
 	Result json.RawMessage `json:"result,omitempty"`
 	// Revision is the record's KV revision. It is not stored.
@@ -241,10 +245,14 @@ func newStateWriter(nc *nats.Conn, names streams.Names, log *slog.Logger) (*stat
 }
 
 // SetResult stores v, encoded as JSON, with the succeeded record of the
-// task a handler's ctx belongs to; [Inspector.GetTask] returns it. Call it
-// before the handler returns; a later call replaces the value. It returns
-// [ErrNoTask] outside a handler and [ErrResultTooLarge] above
-// [MaxResultBytes]. Without state tracking the value is dropped.
+// task a handler's ctx belongs to; [Inspector.GetTask] and [Client.Wait]
+// return it. Call it before the handler returns; a later call replaces the
+// value. It works whether or not state tracking is on for the task's type:
+// a task of an untracked type that sets a result gets its final record
+// (and no "pending" or "running" one); the first such task of a worker
+// creates the state bucket (one round trip), and an error doing so is
+// returned. It returns [ErrNoTask] outside a handler and
+// [ErrResultTooLarge] above [MaxResultBytes].
 func SetResult(ctx context.Context, v any) error {
 	t := TaskFromContext(ctx)
 	if t == nil {
@@ -257,6 +265,11 @@ func SetResult(ctx context.Context, v any) error {
 	if len(data) > MaxResultBytes {
 		return fmt.Errorf("%w: %d bytes, the limit is %d; store large results elsewhere and keep a reference",
 			ErrResultTooLarge, len(data), MaxResultBytes)
+	}
+	if tr := t.tracker(); tr != nil {
+		if err := t.recordsAsked(ctx, tr); err != nil {
+			return err
+		}
 	}
 	t.stateOf().Result = data
 	return nil
@@ -272,6 +285,6 @@ func (r *TaskRecord) appendJSON(b []byte) []byte {
 	rec := staterec.Record{ID: r.ID, Type: r.Type, Priority: prio, State: string(r.State),
 		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Error: r.Error, Schedule: r.Schedule, Sequence: r.Sequence,
 		EnqueuedAt: r.EnqueuedAt, ScheduledFor: r.ScheduledFor, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-		NextAttemptAt: r.NextAttemptAt, UpdatedAt: r.UpdatedAt, Result: r.Result}
+		NextAttemptAt: r.NextAttemptAt, UpdatedAt: r.UpdatedAt, Progress: staterec.Progress(r.Progress), Result: r.Result}
 	return rec.AppendJSON(b)
 }

@@ -2,7 +2,9 @@ package framework
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jetflow-io/jetflow/internal/staterec"
 )
@@ -47,8 +49,10 @@ func (w *Worker) installState() {
 	}})
 }
 
-// prepareState creates the tracker and the buckets when at least one
-// registered type is tracked.
+// prepareState creates the tracker, and the buckets when at least one
+// registered type is tracked. Without a tracked type the tracker writes
+// only for the tasks that ask (progress, a result, [Awaited]), and the
+// first of them creates the buckets.
 func (w *Worker) prepareState(ctx context.Context, _ *Worker) error {
 	tracked := make(map[string]bool)
 	for _, tt := range w.order {
@@ -56,17 +60,46 @@ func (w *Worker) prepareState(ctx context.Context, _ *Worker) error {
 			tracked[tt.name] = true
 		}
 	}
+	var ensure func(context.Context) error
 	if len(tracked) == 0 {
-		return nil // Once creates the effects bucket when first used
-	}
-	if err := ensureBuckets(ctx, w.js, w.opts); err != nil {
+		// Once creates the effects bucket when first used.
+		ensure = func(ctx context.Context) error { return ensureBuckets(ctx, w.js, w.opts) }
+	} else if err := ensureBuckets(ctx, w.js, w.opts); err != nil {
 		return err
 	}
 	sw, err := newStateWriter(w.nc, w.names, w.log)
 	if err != nil {
 		return err
 	}
-	w.tracker = staterec.NewTracker(sw, w.opts.stateRunningAfter, tracked)
+	w.tracker = staterec.NewTracker(sw, w.opts.stateRunningAfter, tracked, ensure)
+	return nil
+}
+
+// readyTimeout bounds the creation of the state bucket when a task of an
+// untracked type first asks for records.
+const readyTimeout = 10 * time.Second
+
+// tracker returns the tracker of the worker running t, nil for a task
+// built outside a worker.
+func (t *Task) tracker() *staterec.Tracker {
+	if t.worker == nil {
+		return nil
+	}
+	return t.worker.tracker
+}
+
+// recordsAsked makes sure the state bucket exists before a task of an
+// untracked type writes records it asked for (progress, a result): the
+// first such task of a worker creates it.
+func (t *Task) recordsAsked(ctx context.Context, tr *staterec.Tracker) error {
+	if tr.Tracked(t.Type) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	if err := tr.Ready(ctx); err != nil {
+		return fmt.Errorf("framework: task %s: cannot store its state record: %w", t.ID, err)
+	}
 	return nil
 }
 
@@ -89,15 +122,28 @@ func recordPriority(p Priority) string {
 	return PriorityNormal.String()
 }
 
-func (w *Worker) stateStarted(_ context.Context, t *Task) {
+// stateStarted starts the records of a tracked task's attempt. A task of
+// an untracked type enqueued with [Awaited] gets only its final record: the
+// state bucket must exist for it.
+func (w *Worker) stateStarted(ctx context.Context, t *Task) {
 	if w.tracker.Tracked(t.Type) {
 		w.tracker.Started(record(t), t.stateOf())
+		return
+	}
+	if w.tracker != nil && t.Header(HeaderAwaited) != "" {
+		if err := t.recordsAsked(ctx, w.tracker); err != nil {
+			w.log.Warn("jetflow cannot store the final record of an awaited task", slog.Any(LogKeyError, err))
+		}
 	}
 }
 
-// stateFinished writes the record of an attempt's outcome.
+// stateFinished writes the record of an attempt's outcome: every outcome
+// of a tracked task; for a task of an untracked type that asked for
+// records, its final outcome, and a retry only when a progress record
+// would otherwise stay behind saying "running".
 func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
-	if !w.tracker.Tracked(t.Type) {
+	tracked := w.tracker.Tracked(t.Type)
+	if !tracked && (w.tracker == nil || t.state == nil && t.Header(HeaderAwaited) == "") {
 		return
 	}
 	out := staterec.Outcome{Took: o.Took, Delay: o.Delay}
@@ -106,6 +152,9 @@ func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
 		out.State = staterec.Succeeded
 	case ActionRetry:
 		out.State = staterec.Retrying
+		if !tracked && !t.state.Wrote() {
+			return
+		}
 	case ActionFail:
 		out.State = staterec.Failed
 		if o.DeadLettered {

@@ -3,11 +3,15 @@
 // hold), the writer that publishes records without waiting ([Writer]: plain
 // publishes for a worker's records, acknowledged "only if new" writes for a
 // client's first record, failures counted and logged sparsely), the
-// ordering of an attempt's delayed "running" record before its final one
-// ([Attempt]), the records a client writes after an enqueue
-// ([Writer.Enqueued]) and a worker as attempts start and end ([Tracker]:
-// which task types are tracked, "running" after a delay, the outcome's
-// record), and the record's JSON encoding without reflection
-// ([Record.AppendJSON]). The public record type (framework.TaskRecord)
-// stays in framework, which converts it to a [Record] to write it.
+// ordering of an attempt's delayed "running" record and its coalesced
+// progress records before its final one ([Attempt]: at most one progress
+// record per [ProgressInterval], the latest value winning), the rules a
+// progress obeys when reported and when read back ([CheckProgress]), the
+// records a client writes after an enqueue ([Writer.Enqueued]) and a worker
+// as attempts start and end ([Tracker]: which task types are tracked,
+// "running" after a delay, the outcome's record, and the final record of
+// an untracked task that asked for one), and the record's JSON encoding
+// without reflection ([Record.AppendJSON]). The public record type
+// (framework.TaskRecord) stays in framework, which converts it to a
+// [Record] to write it.
 package staterec

@@ -17,7 +17,8 @@ type Record struct {
 	EnqueuedAt, ScheduledFor  time.Time
 	StartedAt, FinishedAt     time.Time
 	NextAttemptAt, UpdatedAt  time.Time
-	Result                    []byte // raw JSON
+	Progress                  Progress // the zero value: none
+	Result                    []byte   // raw JSON
 }
 
 // AppendJSON appends r as JSON, byte for byte what encoding/json produces
@@ -71,6 +72,19 @@ func (r *Record) AppendJSON(b []byte) []byte {
 	}
 	b = append(b, `,"updated_at":`...)
 	b = jsonw.Time(b, r.UpdatedAt)
+	if !r.Progress.IsZero() {
+		b = append(b, `,"progress":{"done":`...)
+		b = strconv.AppendInt(b, r.Progress.Done, 10)
+		if r.Progress.Total != 0 {
+			b = append(b, `,"total":`...)
+			b = strconv.AppendInt(b, r.Progress.Total, 10)
+		}
+		if r.Progress.Message != "" {
+			b = append(b, `,"message":`...)
+			b = jsonw.String(b, r.Progress.Message)
+		}
+		b = append(b, '}')
+	}
 	if len(r.Result) > 0 {
 		b = append(b, `,"result":`...)
 		b = jsonw.Raw(b, r.Result)

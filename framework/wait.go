@@ -1,0 +1,193 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// HeaderAwaited marks a task enqueued with [Awaited]: its worker writes its
+// final state record even where state tracking is off for its type.
+const HeaderAwaited = "Jetflow-Awaited"
+
+// Awaited marks the task so that the worker running it writes its final
+// state record (succeeded, failed, dead) even where state tracking is off
+// for its type, and nothing else: no "pending" or "running" record. That
+// record is what [Client.Wait] waits for. Tasks of tracked types and tasks
+// whose handler calls [SetResult] or [ReportProgress] get it anyway.
+func Awaited() EnqueueOption {
+	return func(c *enqueueConfig) error {
+		if c.headers == nil {
+			c.headers = make(map[string]string, 1)
+		}
+		c.headers[HeaderAwaited] = "1"
+		return nil
+	}
+}
+
+// Errors of [Client.Wait].
+var (
+	// ErrTaskFailed reports a task that failed for good: a permanent
+	// error, or its last attempt failed ([TaskFailedError]).
+	ErrTaskFailed = errors.New("framework: task failed")
+	// ErrTaskCancelled reports a delayed task cancelled before it ran.
+	ErrTaskCancelled = errors.New("framework: task cancelled")
+)
+
+// TaskFailedError is what [Client.Wait] returns for a task that ended
+// without succeeding. It matches [ErrTaskFailed], or [ErrTaskCancelled]
+// for a cancelled task.
+type TaskFailedError struct {
+	// ID is the task's ID; State is StateFailed, StateDead or
+	// StateCancelled; Attempt the last attempt.
+	ID      string
+	State   TaskState
+	Attempt int
+	// LastError is the error text of the last attempt (at most 1 KiB).
+	LastError string
+}
+
+// Error says how the task ended, with its last error.
+func (e *TaskFailedError) Error() string {
+	switch e.State {
+	case StateCancelled:
+		return fmt.Sprintf("framework: task %s was cancelled before it ran", e.ID)
+	case StateDead:
+		return fmt.Sprintf("framework: task %s failed after %d attempt(s) and was dead-lettered: %s", e.ID, e.Attempt, e.LastError)
+	}
+	return fmt.Sprintf("framework: task %s failed after %d attempt(s): %s", e.ID, e.Attempt, e.LastError)
+}
+
+// Unwrap returns [ErrTaskCancelled] for a cancelled task, else
+// [ErrTaskFailed].
+func (e *TaskFailedError) Unwrap() error {
+	if e.State == StateCancelled {
+		return ErrTaskCancelled
+	}
+	return ErrTaskFailed
+}
+
+// Wait blocks until task id reaches a final state and returns its record.
+// It watches the task's key in the state bucket, so it sees a task that
+// finished before the call (while its record is kept: [WithStateTTL]) as
+// well as one that finishes later, without polling; give ctx a deadline.
+//
+// A task that succeeded returns its record and nil; [TaskRecord.DecodeResult]
+// (or [WaitResult]) reads its result. A task that failed for good, was
+// dead-lettered or was cancelled returns its record and a
+// [*TaskFailedError] (matching [ErrTaskFailed] or [ErrTaskCancelled]) with
+// its last error.
+//
+// Wait needs the task's final record: enqueue it with [Awaited], or track
+// its type's state ([WithTypeStateTracking]), or have its handler call
+// [SetResult]. A task without one is never seen to end. When ctx ends
+// first, Wait returns an error wrapping ctx's error: with the last record
+// seen when there is one (the task is still pending, running or retrying),
+// and also matching [ErrNotFound] when no record of the task appeared at
+// all (an unknown ID, a task not started yet, or one that writes no
+// record). Records say what happened, they are not a commit log: a task
+// whose worker died on its last attempt is dead-lettered by the router and
+// keeps its last record, and a record written while the state bucket's
+// stream was unavailable is lost (see docs/state.md).
+//
+// It creates the state bucket if it does not exist yet (see
+// [EnsureBuckets]). It is safe for concurrent use.
+func (c *Client) Wait(ctx context.Context, id string) (*TaskRecord, error) {
+	if err := streams.ValidateID(id); err != nil {
+		return nil, fmt.Errorf("framework: wait for task %q: %w", id, err)
+	}
+	kv, err := c.stateBucket(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("framework: wait for task %s: %w", id, err)
+	}
+	watch, err := kv.Watch(ctx, stateKey(id), jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("framework: wait for task %s: %w", id, c.waitErr(ctx, err))
+	}
+	defer func() { _ = watch.Stop() }()
+	var last *TaskRecord
+	for {
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				return nil, fmt.Errorf("framework: wait for task %s: %w: no state record of it appeared (an unknown ID, a task not started yet, or one that writes no record: enqueue it with Awaited): %w",
+					id, ErrNotFound, ctx.Err())
+			}
+			return last, fmt.Errorf("framework: wait for task %s: still %s (attempt %d): %w", id, last.State, last.Attempt, ctx.Err())
+		case e, ok := <-watch.Updates():
+			if !ok {
+				return last, fmt.Errorf("framework: wait for task %s: the watch ended: %w", id, c.waitErr(ctx, ErrNotConnected))
+			}
+			if e == nil {
+				continue // the initial value, if any, was delivered
+			}
+			var rec TaskRecord
+			if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.ID != id || !knownState(rec.State) {
+				return nil, fmt.Errorf("framework: wait for task %s: bad record at revision %d: not a record of this task", id, e.Revision())
+			}
+			rec.Revision = e.Revision()
+			last = &rec
+			if !rec.State.Final() {
+				continue
+			}
+			if rec.State == StateSucceeded {
+				return last, nil
+			}
+			return last, &TaskFailedError{ID: id, State: rec.State, Attempt: rec.Attempt, LastError: rec.Error}
+		}
+	}
+}
+
+// WaitResult waits for task id like [Client.Wait] and decodes its result
+// (the value its handler gave [SetResult]) into a T. It returns Wait's
+// errors, and one matching [ErrNotFound] when the task succeeded without a
+// result.
+func WaitResult[T any](ctx context.Context, c *Client, id string) (T, error) {
+	var v T
+	rec, err := c.Wait(ctx, id)
+	if err != nil {
+		return v, err
+	}
+	if err := rec.DecodeResult(&v); err != nil {
+		return v, fmt.Errorf("framework: result of task %s: %w", id, err)
+	}
+	return v, nil
+}
+
+// knownState reports whether s is one of the states a record can hold.
+func knownState(s TaskState) bool {
+	switch s {
+	case StatePending, StateScheduled, StateRunning, StateRetrying:
+		return true
+	}
+	return s.Final()
+}
+
+// stateBucket returns the state bucket, creating it (with the default
+// retention, the task stream's storage and replicas) when it does not
+// exist yet: Wait may start before any worker did.
+func (c *Client) stateBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := c.js.KeyValue(ctx, c.names.StateBucket())
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return kv, c.waitErr(ctx, err)
+	}
+	if err := ensureBuckets(ctx, c.js, c.opts); err != nil {
+		return nil, fmt.Errorf("state bucket %s does not exist and could not be created: %w", c.names.StateBucket(), c.waitErr(ctx, err))
+	}
+	kv, err = c.js.KeyValue(ctx, c.names.StateBucket())
+	return kv, c.waitErr(ctx, err)
+}
+
+// waitErr adds ErrNotConnected to err when the client's connection is
+// closed.
+func (c *Client) waitErr(_ context.Context, err error) error {
+	if err != nil && c.nc.IsClosed() && !errors.Is(err, ErrNotConnected) {
+		return fmt.Errorf("%w: %w", ErrNotConnected, err)
+	}
+	return err
+}
