@@ -40,6 +40,11 @@ type Stats struct {
 	// attempt, because their handler does not accept their payload
 	// version ([AcceptVersions]).
 	VersionsHandedBack uint64
+	// VersionsRedelivered counts tasks of a version their handler does not
+	// accept that could not be handed back that way (an ordered task, a
+	// cron tick, a worker that may not write schedules) and were
+	// redelivered instead, spending an attempt.
+	VersionsRedelivered uint64
 	// Running is the number of tasks running now.
 	Running int
 }
@@ -49,25 +54,26 @@ type workerStats struct {
 	// startedDirect counts tasks started from the subscription (startDirect).
 	startedDirect atomic.Uint64
 	// versionsBack counts tasks handed back for their payload version.
-	versionsBack atomic.Uint64
+	versionsBack, versionsRedelivered atomic.Uint64
 }
 
 // Stats returns a snapshot of the worker's counters.
 func (w *Worker) Stats() Stats {
 	running := w.sched.NumRunning()
 	s := Stats{
-		Started:            w.stats.started.Load(),
-		Succeeded:          w.stats.succeeded.Load(),
-		Retried:            w.stats.retried.Load(),
-		Failed:             w.stats.failed.Load(),
-		Panics:             w.stats.panics.Load(),
-		HandedBack:         w.stats.handedBack.Load(),
-		HeldEarly:          w.stats.heldEarly.Load(),
-		AckErrors:          w.stats.ackErrors.Load(),
-		HookPanics:         w.stats.hookPanics.Load(),
-		PullsLost:          w.stats.pullsLost.Load(),
-		VersionsHandedBack: w.stats.versionsBack.Load(),
-		Running:            running,
+		Started:             w.stats.started.Load(),
+		Succeeded:           w.stats.succeeded.Load(),
+		Retried:             w.stats.retried.Load(),
+		Failed:              w.stats.failed.Load(),
+		Panics:              w.stats.panics.Load(),
+		HandedBack:          w.stats.handedBack.Load(),
+		HeldEarly:           w.stats.heldEarly.Load(),
+		AckErrors:           w.stats.ackErrors.Load(),
+		HookPanics:          w.stats.hookPanics.Load(),
+		PullsLost:           w.stats.pullsLost.Load(),
+		VersionsHandedBack:  w.stats.versionsBack.Load(),
+		VersionsRedelivered: w.stats.versionsRedelivered.Load(),
+		Running:             running,
 	}
 	if w.mover != nil {
 		s.DelaysMoved, s.DelaysRejected, s.DelaysConflicts = w.mover.Moved.Load(), w.mover.Rejects.Load(), w.mover.Conflicts.Load()

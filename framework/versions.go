@@ -27,9 +27,10 @@ import (
 // task again as a one-shot schedule due shortly (the way a delayed task
 // waits, with the same task ID), acknowledges the delivery, and the
 // schedule fires it back into its queue with a fresh delivery count, where
-// a worker that accepts it takes it. Each hand-back of a task waits twice
-// as long as the one before (from [versionRetryBase] up to
-// [versionRetryMax]). A version that no live worker of the registry
+// a worker that accepts it takes it. While a live worker of the registry
+// accepts the version, the task comes back after [versionRetryServed];
+// while none does, each hand-back waits twice as long as the one before
+// (from [versionRetryBase] up to [versionRetryMax]). A version that no live worker of the registry
 // accepts is dead-lettered with reason "version" once the worker's grace
 // period ([WithVersionGrace]) has passed since the task was first handed
 // back; until then it waits, visible in the registry (`jetflow workers`,
@@ -55,10 +56,12 @@ const MaxPayloadVersion = fleet.MaxPayloadVersion
 // worker accepts waits before it is dead-lettered ([WithVersionGrace]).
 const DefaultVersionGrace = time.Hour
 
-// Waits between the hand-backs of one task.
+// Waits between the hand-backs of one task: short while a live worker
+// accepts its version, growing while none does.
 const (
-	versionRetryBase = 200 * time.Millisecond
-	versionRetryMax  = 30 * time.Second
+	versionRetryServed = 100 * time.Millisecond
+	versionRetryBase   = 200 * time.Millisecond
+	versionRetryMax    = 30 * time.Second
 )
 
 // ErrVersion is wrapped by the error of a task dead-lettered because no
@@ -281,7 +284,8 @@ func (w *Worker) checkPayloadVersion(p *pending) bool {
 	}
 	n, _ := strconv.Atoi(t.Header(HeaderVersionRefusals))
 	n = max(0, min(n, 1<<20))
-	if now.Sub(since) >= w.opts.versionGrace && !w.versionServed(t.Type, v) {
+	served := w.versionServed(t.Type, v)
+	if !served && now.Sub(since) >= w.opts.versionGrace {
 		err := fmt.Errorf("%w: version %d of task type %s, handed back %d times since %s (this worker accepts %v)",
 			ErrVersion, v, t.Type, n, since.UTC().Format(time.RFC3339), accepted)
 		w.settle(w.hardCtx, t, p, Permanent(err), 0)
@@ -290,10 +294,14 @@ func (w *Worker) checkPayloadVersion(p *pending) bool {
 	if !p.settled.CompareAndSwap(false, true) {
 		return true
 	}
-	delay := min(versionRetryBase<<min(n, 10), versionRetryMax)
+	delay := versionRetryServed
+	if !served {
+		delay = min(versionRetryBase<<min(n, 10), versionRetryMax)
+	}
 	err = w.versionBack(p, since, n+1, now.Add(delay))
 	if err != nil {
 		// Without the schedule, a redelivery (which spends a delivery).
+		w.stats.versionsRedelivered.Add(1)
 		t.Logger().Warn("jetflow could not hand back a task of a payload version its handler does not accept; redelivering it, which spends an attempt",
 			slog.Int("version", v), slog.Any(LogKeyError, err))
 		if nerr := p.msg.NakWithDelay(delay); nerr != nil {
@@ -348,13 +356,19 @@ func (w *Worker) versionBack(p *pending, since time.Time, n int, due time.Time) 
 }
 
 // versionServed reports whether a live worker of the registry accepts
-// version v of typ. The registry is read at most once per registry
-// interval; when it cannot be read the answer is false (the grace decides).
+// version v of typ. The registry is read again when the last read is older
+// than a registry interval, or than a second when it found no such worker
+// (one that just started is found soon). When it cannot be read the answer
+// is false (the grace decides).
 func (w *Worker) versionServed(typ string, v int) bool {
 	s := &w.versions
 	s.listMu.Lock()
 	defer s.listMu.Unlock()
-	if s.listing == nil || time.Since(s.listedAt) > w.opts.fleet.interval {
+	stale := s.listing == nil || time.Since(s.listedAt) > w.opts.fleet.interval
+	if !stale && !s.listing.Accepts(typ, v) {
+		stale = time.Since(s.listedAt) > time.Second
+	}
+	if stale {
 		ctx, cancel := context.WithTimeout(w.hardCtx, 5*time.Second)
 		l, err := fleetRules.List(ctx, w.js, w.names.WorkersBucket())
 		cancel()

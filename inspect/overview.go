@@ -118,6 +118,9 @@ type Overview struct {
 	// Registry is true when the worker registry was read: worker counts
 	// and NoWorker are known (see [Fleet].Registry).
 	Registry bool `json:"registry"`
+	// Unserved are the payload versions that live workers hand back and
+	// none accepts ([Fleet].Unserved).
+	Unserved []UnservedVersion `json:"unserved_versions,omitempty"`
 }
 
 // Overview returns every queue with its counts, backlog age, pause state

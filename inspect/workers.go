@@ -192,7 +192,7 @@ func (i *Operator) countWorkers(ctx context.Context, o *Overview) {
 		i.log.Warn("jetflow inspect: worker registry not read; worker counts unknown", slog.Any("error", err))
 		return
 	}
-	o.Registry = f.Registry
+	o.Registry, o.Unserved = f.Registry, f.Unserved
 	if !f.Registry {
 		return
 	}

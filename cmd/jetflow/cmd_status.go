@@ -45,6 +45,7 @@ func statusCommands() []*command {
 				return err
 			}
 			defer s.Close()
+			var topo topologyCheck
 			for {
 				octx, cancel := context.WithTimeout(ctx, c.conn.timeout)
 				o, err := s.op.Overview(octx)
@@ -55,6 +56,7 @@ func statusCommands() []*command {
 					}
 					return err
 				}
+				st := topo.check(ctx, c, s)
 				if f.typ != "" {
 					o.Queues = slices.DeleteFunc(o.Queues, func(q inspect.QueueOverview) bool { return q.Type != f.typ })
 				}
@@ -63,14 +65,16 @@ func statusCommands() []*command {
 				}
 				if c.json {
 					if f.watch {
-						if err := jsonLine(c, o); err != nil {
+						if err := jsonLine(c, statusWithTopology{o, st}); err != nil {
 							return err
 						}
-					} else if err := c.printJSON(o); err != nil {
+					} else if err := c.printJSON(statusWithTopology{o, st}); err != nil {
 						return err
 					}
 				} else if err := printStatus(c, o, s.nc.ConnectedUrlRedacted()); err != nil {
 					return err
+				} else {
+					st.print(c.stdout)
 				}
 				if !f.watch {
 					return nil
@@ -155,6 +159,7 @@ func printStatus(c *cli, o *inspect.Overview, url string) error {
 		if noWorker > 0 {
 			fmt.Fprintf(c.stdout, "\n%d queue(s) with waiting tasks and NO LIVE WORKER in the registry: start a worker serving the type at that priority (jetflow workers lists the live ones)\n", noWorker)
 		}
+		printUnserved(c, &inspect.Fleet{Unserved: o.Unserved, Taken: o.Taken}) // cmd_workers.go
 		if idle > 0 {
 			fmt.Fprintf(c.stdout, "\n%d queue(s) with waiting tasks and no pull request: are the workers running and connected?\n", idle)
 		}
