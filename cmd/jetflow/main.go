@@ -67,6 +67,7 @@ func commands() []*command {
 	cs = append(cs, keyCommands()...)
 	cs = append(cs, workflowCommands()...)
 	cs = append(cs, serveCommands()...)
+	cs = append(cs, upgradeCommands()...)
 	return cs
 }
 
