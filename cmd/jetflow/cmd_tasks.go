@@ -12,9 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -78,7 +81,7 @@ func taskCommands() []*command {
 	return []*command{
 		{
 			name:    "tasks ls",
-			summary: "list tasks waiting, scheduled (with type and due time), running or retrying (with last error)",
+			summary: "list tasks waiting, scheduled (with type and due time), running (with progress) or retrying (with last error)",
 			flags: func(fs *flag.FlagSet, c *cli) {
 				ls.prios = nil
 				fs.StringVar(&ls.typ, "type", "", "task type")
@@ -103,20 +106,27 @@ func taskCommands() []*command {
 				if err != nil {
 					return err
 				}
-				if c.json {
-					if tasks == nil {
-						tasks = []inspect.TaskSummary{}
+				var progress []framework.Progress
+				if st == framework.StateRunning {
+					if progress, err = progressOf(ctx, s, tasks); err != nil {
+						return err
 					}
-					return c.printJSON(tasks)
+				}
+				if c.json {
+					return c.printJSON(listViews(tasks, progress))
 				}
 				if len(tasks) == 0 {
 					fmt.Fprintf(c.stdout, "no %s tasks\n", ls.state)
 					return nil
 				}
 				now := time.Now()
-				t := newTable(c.stdout, "ID", "TYPE", "PRIORITY", "STATE", "ENQUEUED", "DUE", "ATTEMPT", "LAST ERROR")
+				cols := []string{"ID", "TYPE", "PRIORITY", "STATE", "ENQUEUED", "DUE", "ATTEMPT", "LAST ERROR"}
+				if progress != nil {
+					cols = append(cols, "PROGRESS")
+				}
+				t := newTable(c.stdout, cols...)
 				var broken []inspect.TaskSummary
-				for _, k := range tasks {
+				for i, k := range tasks {
 					attempt := "-"
 					if k.Attempt > 0 {
 						attempt = fmt.Sprint(k.Attempt)
@@ -126,7 +136,15 @@ func taskCommands() []*command {
 						state = "BROKEN"
 						broken = append(broken, k)
 					}
-					t.row(k.ID, k.Type, k.Priority, state, age(k.EnqueuedAt, now)+" ago", when(k.DueAt, now), attempt, cut(k.LastError, 60))
+					row := []any{k.ID, k.Type, k.Priority, state, age(k.EnqueuedAt, now) + " ago", when(k.DueAt, now), attempt, cut(k.LastError, 60)}
+					if progress != nil {
+						p := "-"
+						if !progress[i].IsZero() {
+							p = cut(progress[i].String(), 60)
+						}
+						row = append(row, p)
+					}
+					t.row(row...)
 				}
 				if err := t.flush(); err != nil {
 					return err
@@ -143,7 +161,7 @@ func taskCommands() []*command {
 		{
 			name:    "tasks get",
 			args:    "ID",
-			summary: "show one task: state, headers, payload, attempts, last error, due time",
+			summary: "show one task: state, headers, payload, attempts, last error, due time, progress, result",
 			run: func(ctx context.Context, c *cli, args []string) error {
 				if len(args) != 1 {
 					return usagef("tasks get takes one task ID")
@@ -196,6 +214,12 @@ func taskCommands() []*command {
 					t.row("record", fmt.Sprintf("%s, attempt %d/%d, updated %s", r.State, r.Attempt, r.MaxAttempts, when(r.UpdatedAt, now)))
 					if r.Error != "" {
 						t.row("record error", r.Error)
+					}
+					if !r.Progress.IsZero() {
+						t.row("progress", r.Progress.String())
+					}
+					if len(r.Result) > 0 {
+						t.row("result", cut(string(r.Result), 200))
 					}
 				}
 				var keys []string
@@ -327,6 +351,52 @@ func taskCommands() []*command {
 			},
 		},
 	}
+}
+
+// listView is a listed task as the CLI prints it in JSON: with its
+// progress when running tasks are listed and it reported one.
+type listView struct {
+	inspect.TaskSummary
+	Progress *framework.Progress `json:"progress,omitempty"`
+}
+
+func listViews(tasks []inspect.TaskSummary, progress []framework.Progress) []listView {
+	out := make([]listView, len(tasks))
+	for i := range tasks {
+		out[i].TaskSummary = tasks[i]
+		if progress != nil && !progress[i].IsZero() {
+			out[i].Progress = &progress[i]
+		}
+	}
+	return out
+}
+
+// progressOf reads the progress of each running task from its state
+// record (one request per task: a listing holds at most --limit); a task
+// without a record has none.
+func progressOf(ctx context.Context, s *session, tasks []inspect.TaskSummary) ([]framework.Progress, error) {
+	out := make([]framework.Progress, len(tasks))
+	kv, err := s.cl.JetStream().KeyValue(ctx, s.cl.Names().StateBucket())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("progress: %w", err)
+	}
+	for i, k := range tasks {
+		e, err := kv.Get(ctx, staterec.Key(k.ID))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("progress of task %s: %w", k.ID, err)
+		}
+		var rec framework.TaskRecord
+		if json.Unmarshal(e.Value(), &rec) == nil && rec.ID == k.ID && rec.State == framework.StateRunning {
+			out[i] = rec.Progress
+		}
+	}
+	return out, nil
 }
 
 // deadLettersOf returns the dead-letter records of task id, oldest first
