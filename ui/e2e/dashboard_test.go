@@ -165,6 +165,9 @@ func startApp(t *testing.T) *app {
 	w.HandleFunc("partner.sync", func(ctx context.Context, task *framework.Task) error {
 		return breaker.Call(ctx, "partner", func(context.Context) error { return errors.New("503 from partner") })
 	}, breaker.WithDependencies("partner"), framework.WithMaxAttempts(1))
+	// Its handler decodes payload versions 1 and 2: a version 3 task is
+	// handed back, and the Workers page says no live worker accepts it.
+	w.HandleFunc("invoice.render", func(context.Context, *framework.Task) error { return nil }, framework.AcceptVersions(1, 2))
 	workflow.Register(w, order)
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -448,8 +451,15 @@ func TestDashboard(t *testing.T) {
 		waitJS(t, ctx, `location.hash === "#/workers?type=mail.send" && document.querySelectorAll("[data-worker]").length === 1`, "filtered to mail.send")
 		page(t, ctx, a, "workers?type=export.csv", "workers")
 		waitJS(t, ctx, `document.querySelectorAll("[data-worker]").length === 0 && document.getElementById("main").textContent.includes("No live worker serves export.csv")`, "nobody serves export.csv")
+		// A payload version no live worker accepts is flagged above the
+		// table; the type's row says which versions the worker takes.
+		a.enqueue(t, "invoice.render", map[string]string{"invoice": "2026-117"}, framework.PayloadVersion(3))
 		page(t, ctx, a, "workers", "workers")
 		waitJS(t, ctx, `document.querySelectorAll("[data-worker]").length === 1`, "one worker listed")
+		waitJS(t, ctx, `!!document.querySelector('[data-unserved="invoice.render@3"]')`, "version 3 of invoice.render flagged")
+		if row := text(t, ctx, "[data-worker]"); !strings.Contains(row, "payload v1, v2") {
+			t.Errorf("worker row %q does not show the accepted payload versions of invoice.render", row)
+		}
 		screenshot(t, ctx, "workers")
 	})
 
@@ -557,9 +567,12 @@ func TestDashboard(t *testing.T) {
 
 	t.Run("scheduled", func(t *testing.T) {
 		page(t, ctx, a, "scheduled", "scheduled")
-		waitJS(t, ctx, `document.querySelectorAll("tr[data-task]").length === 2`, "two scheduled tasks")
-		if first := text(t, ctx, "tr[data-task] td a"); first != "later-1" {
-			t.Errorf("first due %q, want later-1", first)
+		// The two delayed tasks, soonest first (the version 3 task of the
+		// workers test waits as a schedule too, between its hand-backs).
+		waitJS(t, ctx, `!!document.querySelector('tr[data-task="later-1"]') && !!document.querySelector('tr[data-task="later-2"]')`, "two delayed tasks")
+		order := text(t, ctx, "tbody")
+		if i, j := strings.Index(order, "later-1"), strings.Index(order, "later-2"); i > j {
+			t.Errorf("later-2 listed before later-1: %q", order)
 		}
 		screenshot(t, ctx, "scheduled")
 	})
