@@ -3,6 +3,7 @@ package jetflowprom_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
@@ -63,5 +64,36 @@ func TestWorkerCollector(t *testing.T) {
 	problems, err := promlint.NewWithMetricFamilies(fams).Lint()
 	if err != nil || len(problems) > 0 {
 		t.Errorf("promlint: %v %v", problems, err)
+	}
+}
+
+// TestUnservedPayloadVersionGauge: a worker whose handler takes payload
+// versions 1 and 2 hands back a version 3 task; the collector exports
+// jetflow_payload_version_unserved{type,version="3"} 1, and no series for
+// the versions it accepts.
+func TestUnservedPayloadVersionGauge(t *testing.T) {
+	t.Parallel()
+	srv, cl := setup(t)
+	wc, err := jetflowprom.NewWorkerCollector(testutil.Connect(t, srv), jetflowprom.WorkerCollectorOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(wc)
+	w, err := framework.NewWorker(testutil.Connect(t, srv), framework.WithRegistryInterval(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.HandleFunc("invoice.render", func(context.Context, *framework.Task) error { return nil }, framework.AcceptVersions(1, 2))
+	testutil.StartWorker(t, w)
+	if _, err := cl.Enqueue(t.Context(), "invoice.render", "x", framework.PayloadVersion(3)); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Wait(t, waitLong, "version 3 exported as unserved", func() bool {
+		v, ok := value(t, reg, "jetflow_payload_version_unserved", map[string]string{"type": "invoice.render", "version": "3"})
+		return ok && v == 1
+	})
+	if _, ok := value(t, reg, "jetflow_payload_version_unserved", map[string]string{"type": "invoice.render", "version": "2"}); ok {
+		t.Error("a series for an accepted version")
 	}
 }
