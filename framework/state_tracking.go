@@ -140,7 +140,9 @@ func (w *Worker) stateStarted(ctx context.Context, t *Task) {
 // stateFinished writes the record of an attempt's outcome: every outcome
 // of a tracked task; for a task of an untracked type that asked for
 // records, its final outcome, and a retry only when a progress record
-// would otherwise stay behind saying "running".
+// would otherwise stay behind saying "running". The final record of an
+// awaited task, or of an untracked one, is confirmed by the server
+// (staterec.Writer.WriteConfirmed).
 func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
 	tracked := w.tracker.Tracked(t.Type)
 	if !tracked && (w.tracker == nil || t.state == nil && t.Header(HeaderAwaited) == "") {
@@ -166,7 +168,10 @@ func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
 	if o.Err != nil {
 		out.Error = truncate(o.Err.Error(), maxRecordError)
 	}
-	w.tracker.Finished(record(t), t.state, out)
+	// A final record someone may wait for is written with a confirmation,
+	// tried again while the bucket's stream cannot store it.
+	confirm := !tracked || t.Header(HeaderAwaited) != ""
+	w.tracker.Finished(record(t), t.state, out, confirm)
 }
 
 // stateOf returns t's tracking state, creating it.

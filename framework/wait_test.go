@@ -238,3 +238,80 @@ func TestWaitAcrossServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The final record of an awaited task is confirmed by the server: written
+// while the state bucket is gone, it is tried again until the bucket is
+// back, and Wait finds it.
+func TestAwaitedRecordOutlastsMissingBucket(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	started, release, ran := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	w := e.worker(t)
+	w.HandleFunc("wait.outage", func(ctx context.Context, task *framework.Task) error {
+		close(started)
+		<-release
+		defer close(ran)
+		return framework.SetResult(ctx, receipt{ChargeID: "kept"})
+	})
+	startWorker(t, w)
+	e.enqueue(t, "wait.outage", nil, framework.WithID("outage1"), framework.Awaited())
+	testutil.Recv(t, started, waitLong, "handler")
+	if err := e.js.DeleteKeyValue(t.Context(), streams.MustNames("").StateBucket()); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	testutil.Recv(t, ran, waitLong, "handler returned")
+	e.waitSettled(t, "wait.outage", framework.PriorityNormal)
+	if err := framework.EnsureBuckets(t.Context(), e.js); err != nil {
+		t.Fatal(err)
+	}
+	got, err := framework.WaitResult[receipt](waitCtx(t), e.cl, "outage1")
+	if err != nil || got.ChargeID != "kept" {
+		t.Fatalf("WaitResult = %+v, %v", got, err)
+	}
+}
+
+// A Wait outlasts the death of the worker running the task: the task is
+// redelivered after its ack wait, and the worker that finishes it writes
+// the final record.
+func TestWaitAcrossWorkerKill(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	started := make(chan struct{})
+	nc1 := testutil.Connect(t, e.srv)
+	w1, err := framework.NewWorker(nc1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1.HandleFunc("wait.kill", func(ctx context.Context, task *framework.Task) error {
+		if err := framework.ReportProgress(ctx, 1, 2, "half way"); err != nil {
+			return err
+		}
+		close(started)
+		<-ctx.Done() // until the test ends: this worker is dead
+		return ctx.Err()
+	}, framework.WithAckWait(time.Second))
+	startWorker(t, w1)
+	e.enqueue(t, "wait.kill", nil, framework.WithID("kill1"), framework.Awaited())
+	testutil.Recv(t, started, waitLong, "first worker's handler")
+
+	done := make(chan *framework.TaskRecord, 1)
+	go func() {
+		rec, err := e.cl.Wait(waitCtx(t), "kill1")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rec
+	}()
+	nc1.Close() // the worker's connection dies with its process
+
+	w2 := e.worker(t)
+	w2.HandleFunc("wait.kill", func(ctx context.Context, task *framework.Task) error {
+		return framework.SetResult(ctx, receipt{ChargeID: "second"})
+	}, framework.WithAckWait(time.Second))
+	startWorker(t, w2)
+	rec := testutil.Recv(t, done, waitLong, "Wait")
+	if rec == nil || rec.State != framework.StateSucceeded || rec.Attempt != 2 || !strings.Contains(string(rec.Result), "second") {
+		t.Fatalf("record %+v", rec)
+	}
+}

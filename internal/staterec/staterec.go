@@ -3,8 +3,10 @@ package staterec
 import (
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,10 +23,22 @@ const stallRetries = 25
 type Writer struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	prefix string // "$KV.<bucket>."
+	sure   jetstream.JetStream // confirmed writes (WriteConfirmed)
+	prefix string              // "$KV.<bucket>."
 	log    *slog.Logger
 	errs   atomic.Uint64
 }
+
+// Confirmed writes: how long a write waits for its acknowledgement, how
+// long it pauses before it is tried again, and how many times it is
+// tried (about two minutes when the server does not answer).
+const (
+	confirmTimeout = 5 * time.Second
+	confirmPause   = time.Second
+	confirmTries   = 20
+	// headerTry numbers the tries of a confirmed write after the first.
+	headerTry = "Jetflow-Record-Try"
+)
 
 // NewWriter returns a writer of records into bucket, keeping at most
 // maxPending acknowledged writes in flight.
@@ -36,8 +50,57 @@ func NewWriter(nc *nats.Conn, bucket string, maxPending int, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	sw.js = js
+	sure, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(maxPending),
+		jetstream.WithPublishAsyncTimeout(confirmTimeout),
+		jetstream.WithPublishAsyncErrHandler(sw.unconfirmed))
+	if err != nil {
+		return nil, err
+	}
+	sw.js, sw.sure = js, sure
 	return sw, nil
+}
+
+// WriteConfirmed publishes the record data of task id, overwriting any,
+// and makes sure the stream stored it, without waiting: a write the
+// server refuses, or does not acknowledge within 5 s (its stream has no
+// leader, the server restarts), is tried again after a pause of 1 s, up to
+// 20 times, unless the connection was closed. It is for the final records
+// a caller waits for (framework.Client.Wait): a plain [Writer.Write] of one
+// is lost when the stream cannot store it.
+func (sw *Writer) WriteConfirmed(id string, data []byte) {
+	sw.confirm(&nats.Msg{Subject: sw.prefix + Key(id), Data: data}, 1)
+}
+
+// confirm publishes msg, the try-th time.
+func (sw *Writer) confirm(msg *nats.Msg, try int) {
+	if try > 1 {
+		msg.Header = nats.Header{headerTry: []string{strconv.Itoa(try)}}
+	}
+	_, err := sw.sure.PublishMsgAsync(msg)
+	for i := 1; errors.Is(err, jetstream.ErrTooManyStalledMsgs) && i < stallRetries; i++ {
+		_, err = sw.sure.PublishMsgAsync(msg)
+	}
+	if err != nil {
+		sw.retry(msg, try, err)
+	}
+}
+
+// unconfirmed is the error handler of confirmed writes.
+func (sw *Writer) unconfirmed(_ jetstream.JetStream, msg *nats.Msg, err error) {
+	try, _ := strconv.Atoi(msg.Header.Get(headerTry))
+	sw.retry(msg, max(try, 1), err)
+}
+
+// retry writes msg again after a pause, unless it was tried enough or the
+// connection is closed for good.
+func (sw *Writer) retry(msg *nats.Msg, try int, err error) {
+	if try >= confirmTries || sw.nc.IsClosed() {
+		sw.fail(strings.TrimPrefix(msg.Subject, sw.prefix), err)
+		return
+	}
+	again := &nats.Msg{Subject: msg.Subject, Data: msg.Data}
+	time.AfterFunc(confirmPause, func() { sw.confirm(again, try+1) })
 }
 
 // Write publishes the record data of task id without waiting. With

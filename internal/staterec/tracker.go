@@ -124,8 +124,9 @@ type Outcome struct {
 
 // Finished writes the record of an attempt's outcome o, after its
 // "running" or progress record if one is being written, keeping the last
-// progress reported. a may be nil.
-func (tr *Tracker) Finished(rec Record, a *Attempt, o Outcome) {
+// progress reported. With confirm, a final record is written with
+// [Writer.WriteConfirmed]. a may be nil.
+func (tr *Tracker) Finished(rec Record, a *Attempt, o Outcome, confirm bool) {
 	now := time.Now().UTC()
 	rec.State, rec.UpdatedAt = o.State, now
 	switch o.State {
@@ -141,5 +142,10 @@ func (tr *Tracker) Finished(rec Record, a *Attempt, o Outcome) {
 	}
 	a.Finished() // after the "running" record, if one is being written
 	rec.Progress = a.Progress()
-	tr.w.Write(rec.ID, rec.AppendJSON(make([]byte, 0, 256)), false)
+	data := rec.AppendJSON(make([]byte, 0, 256))
+	if confirm && o.State != Retrying {
+		tr.w.WriteConfirmed(rec.ID, data)
+		return
+	}
+	tr.w.Write(rec.ID, data, false)
 }
