@@ -63,7 +63,20 @@ type stepDef struct {
 	inType      reflect.Type
 	outType     reflect.Type
 	declaration int
+	kind        stepKind // a plain step, a sleep (sleep.go) or a wait for an event
 }
+
+// stepKind says how a step's task runs it.
+type stepKind uint8
+
+const (
+	kindStep  stepKind = iota // runs its function and completes
+	kindSleep                 // runs its function for a wake time, then sleeps until it
+)
+
+// chainable reports whether the step may run on the task of the step before
+// it ([WithChaining]): a plain step without task options of its own.
+func (sd *stepDef) chainable() bool { return sd.kind == kindStep && len(sd.taskOpts) == 0 }
 
 // Option configures a [Definition] at [New].
 type Option func(*Definition) error

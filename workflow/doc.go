@@ -18,6 +18,13 @@
 // all of them (fan-in). [Definition.Validate] reports invalid names,
 // duplicate steps, unknown dependencies and cycles.
 //
+// # Sleeping
+//
+// [Sleep] and [SleepUntil] declare durable sleeps: steps that complete at a
+// wake time, through a server-side message schedule like a delayed task
+// ([framework.At]). A sleeping run holds nothing in any worker, survives
+// restarts of workers and servers, and never wakes early.
+//
 // # Running
 //
 // Workers run the steps: [Register] adds one handler per step (task type

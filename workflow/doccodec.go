@@ -53,7 +53,7 @@ func encodableTimes(r *Run) bool {
 		return false
 	}
 	for _, st := range r.Steps {
-		if st != nil && (!ok(st.EnqueuedAt) || !ok(st.StartedAt) || !ok(st.EndedAt) || !ok(st.CompensatedAt)) {
+		if st != nil && (!ok(st.EnqueuedAt) || !ok(st.StartedAt) || !ok(st.EndedAt) || !ok(st.CompensatedAt) || !ok(st.WakeAt)) {
 			return false
 		}
 	}
@@ -137,6 +137,7 @@ func (e *runEncoder) step(st *StepStatus) {
 	e.time(`,"started_at":`, st.StartedAt, true)
 	e.time(`,"ended_at":`, st.EndedAt, true)
 	e.time(`,"compensated_at":`, st.CompensatedAt, true)
+	e.time(`,"wake_at":`, st.WakeAt, true)
 	e.b = append(e.b, '}')
 }
 

@@ -56,6 +56,10 @@ const (
 	// StepCompensationFailed: its compensation failed for good; the
 	// remaining compensations still ran.
 	StepCompensationFailed StepState = "compensation_failed"
+	// StepSleeping: a sleep step ([Sleep], [SleepUntil]) waits for its wake
+	// time (StepStatus.WakeAt). No task runs and no worker holds it: a
+	// server-side schedule brings its task back at that time.
+	StepSleeping StepState = "sleeping"
 )
 
 // Run is the state document of one run, as stored on subject
@@ -126,6 +130,10 @@ type StepStatus struct {
 	EndedAt    time.Time `json:"ended_at,omitzero"`
 	// CompensatedAt is when its compensation completed or failed for good.
 	CompensatedAt time.Time `json:"compensated_at,omitzero"`
+	// WakeAt is the wake time of a sleep step ([Sleep], [SleepUntil]), set
+	// when it starts sleeping; the step completes at that time or later,
+	// never before.
+	WakeAt time.Time `json:"wake_at,omitzero"`
 }
 
 // Step returns the status of the step name, or nil.
@@ -256,10 +264,11 @@ func (r *Run) nextCompensation(now time.Time) string {
 	return ""
 }
 
-// skipPending marks steps that never started as skipped.
+// skipPending marks steps that never started, and sleeping steps, as
+// skipped. A sleeping step's wake task finds it skipped and does nothing.
 func (r *Run) skipPending(now time.Time) {
 	for _, s := range r.Steps {
-		if s.State == StepPending {
+		if s.State == StepPending || s.State == StepSleeping {
 			s.State = StepSkipped
 			s.EndedAt = now
 		}

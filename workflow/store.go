@@ -102,6 +102,19 @@ func (s *store) load(ctx context.Context, id string) (*Run, error) {
 	return decodeRecalled(id, m.Data, m.Sequence)
 }
 
+// holds reports whether stream holds a message on subject (a direct get).
+func (s *store) holds(ctx context.Context, stream, subject string) (bool, error) {
+	st, err := s.js.Stream(ctx, stream)
+	if err != nil {
+		return false, err
+	}
+	_, err = st.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // loadLeader reads the current document of run id from the stream leader,
 // which has every committed write (the stream message get API, not a direct
 // get).

@@ -62,7 +62,7 @@ func Register(w *framework.Worker, defs ...*Definition) {
 		for _, sd := range d.order {
 			typ := StepTaskType(d.name, sd.name)
 			opts := append([]framework.HandlerOption{framework.WithServedPriorities(d.priority)}, sd.taskOpts...)
-			w.Register(typ, rt.stepHandler(d, sd), opts...)
+			w.Register(typ, rt.handler(d, sd), opts...)
 			rt.types[typ] = typeRef{def: d, step: sd}
 			if sd.compensate != nil {
 				typ := CompensationTaskType(d.name, sd.name)
@@ -133,13 +133,13 @@ func (rt *runtime) recordDone(ctx context.Context, d *Definition, sd *stepDef, r
 	r, err := rt.update(ctx, d, id, r, func(r *Run) ([]*nats.Msg, bool, error) {
 		chained = nil
 		st := r.Step(sd.name)
-		if st == nil || !st.open() {
+		if st == nil || !(st.open() || st.State == StepSleeping) {
 			return nil, false, nil
 		}
 		next, comp := r.complete(st, out, attempt, started, time.Now().UTC())
 		tasks := make([]*nats.Msg, 0, len(next)+1)
 		for _, n := range next {
-			if nd := d.step(n); d.chain && chained == nil && nd != nil && len(nd.taskOpts) == 0 {
+			if nd := d.step(n); d.chain && chained == nil && nd != nil && nd.chainable() {
 				chained = nd
 				r.Step(n).Chained = true
 				continue
