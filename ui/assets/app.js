@@ -352,7 +352,7 @@ pages.task = {
       e.preventDefault();
       location.hash = "#/task/" + encodeURIComponent(form.elements.id.value.trim());
     } }, el("input", { name: "id", placeholder: "task ID", value: arg || "", size: 32 }), el("button", { class: "primary", text: "Look up" }));
-    if (!arg) return [form, el("p", { class: "muted", text: "Task records exist while state tracking is on (WithStateTracking), and for delayed tasks still waiting." })];
+    if (!arg) return [form, el("p", { class: "muted", text: "Task records exist while state tracking is on (WithStateTracking), for tasks that report progress, set a result or were enqueued with Awaited, and for delayed tasks still waiting." })];
     let rec;
     try {
       rec = await api("api/tasks/" + encodeURIComponent(arg));
@@ -364,6 +364,7 @@ pages.task = {
     return [form, el("dl", { class: "fields", id: "task-record" },
       f("ID", rec.id), f("Type", rec.type), f("Priority", rec.priority), f("State", badge(rec.state)),
       f("Attempt", rec.attempt ? rec.attempt + (rec.max_attempts ? " of " + rec.max_attempts : "") : ""),
+      f("Progress", rec.progress ? progressView(rec.progress) : null),
       f("Last error", rec.error ? el("span", { class: "err", text: rec.error }) : ""), f("Schedule", rec.schedule),
       f("Enqueued", fmtTime(rec.enqueued_at)), f("Due", fmtTime(rec.scheduled_for)), f("Started", fmtTime(rec.started_at)),
       f("Finished", fmtTime(rec.finished_at)), f("Next attempt", fmtTime(rec.next_attempt_at)), f("Updated", fmtTime(rec.updated_at)),
@@ -372,6 +373,18 @@ pages.task = {
         onclick: () => act("Cancel task " + rec.id + "?", "api/tasks/" + encodeURIComponent(rec.id) + "/cancel") }, "Cancel task")) : null];
   },
 };
+
+// progressView shows a handler's progress (framework.ReportProgress): a
+// bar when the total is known, the count and the message. The page
+// refreshes while the task runs.
+function progressView(p) {
+  const done = Number(p.done) || 0, total = Number(p.total) || 0;
+  const known = total > 0 && done <= total;
+  return el("span", { id: "task-progress" },
+    known ? el("progress", { max: total, value: done }) : null,
+    el("span", { text: (known ? " " + fmtNum(done) + " of " + fmtNum(total) + " (" + Math.floor(100 * done / total) + "%)" : fmtNum(done)) +
+      (p.message ? " · " + p.message : "") }));
+}
 
 const dlqFilter = { type: "", reason: "", contains: "" };
 const dlqPages = [0]; // cursors of the pages shown so far; the last is the current one
