@@ -1,19 +1,22 @@
 //go:build ignore
 
-// genprevious writes the messages a release of jetflow stores, as JSON, for
+// genmessages writes the messages a release of jetflow stores, as JSON, for
 // the wire-format compatibility test of package streams
 // (TestPreviousReleaseMessages). It is run inside a tree of that release,
 // not in this one:
 //
 //	rev=97b8596; dir=$(mktemp -d)
 //	git archive $rev | tar -x -C $dir
-//	cp streams/testdata/compat/genprevious.go $dir/
-//	(cd $dir && go run genprevious.go) > streams/testdata/compat/$rev.json
+//	cp streams/testdata/compat/genmessages.go $dir/
+//	(cd $dir && go run genmessages.go) > streams/testdata/compat/$rev.json
 //
 // It uses only API that release had: an embedded server with its topology
 // (testutil.StartEmbedded), a client, a worker with its delay mover and
-// dead-letter router, a repeating schedule (schedule.Register), and reads
-// what they stored with plain JetStream gets.
+// dead-letter router, a repeating schedule (schedule.Register), a
+// dead-letter replay (dlq.Replay), and reads what they stored with plain
+// JetStream gets. Run in this tree (go run streams/testdata/compat/genmessages.go)
+// it writes what this version stores, which crosscheck.go reads in an
+// earlier release's tree.
 package main
 
 import (
@@ -26,6 +29,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
@@ -43,7 +47,7 @@ type message struct {
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "genprevious:", err)
+		fmt.Fprintln(os.Stderr, "genmessages:", err)
 		os.Exit(1)
 	}
 }
@@ -168,6 +172,22 @@ func run() error {
 		if err := take("state-"+id, "KV_JETFLOW_STATE", "$KV.JETFLOW_STATE."+id); err != nil {
 			return err
 		}
+	}
+	// The replay of the dead letter as the release's dlq.Replay stores it,
+	// taken before any worker runs it.
+	if err := w.Shutdown(ctx); err != nil {
+		return err
+	}
+	dq := dlq.New(cl)
+	dead, _, err := dq.List(ctx, dlq.Filter{}, dlq.Page{})
+	if err != nil || len(dead) != 1 {
+		return fmt.Errorf("dead letters %d: %v", len(dead), err)
+	}
+	if _, err := dq.Replay(ctx, dead[0].Seq); err != nil {
+		return err
+	}
+	if err := wait(ctx, func() bool { return take("replay", "JETFLOW_TASKS", "jetflow.task.normal.compat.fail") == nil }); err != nil {
+		return fmt.Errorf("the replay: %w", err)
 	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
