@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/streams"
@@ -76,6 +77,8 @@ func (e *TaskFailedError) Unwrap() error {
 // It watches the task's key in the state bucket, so it sees a task that
 // finished before the call (while its record is kept: [WithStateTTL]) as
 // well as one that finishes later, without polling; give ctx a deadline.
+// When the client's connection reconnects (a server restarted), it starts
+// a new watch, which begins with the key's current value.
 //
 // A task that succeeded returns its record and nil; [TaskRecord.DecodeResult]
 // (or [WaitResult]) reads its result. A task that failed for good, was
@@ -105,6 +108,11 @@ func (c *Client) Wait(ctx context.Context, id string) (*TaskRecord, error) {
 	if err != nil {
 		return nil, fmt.Errorf("framework: wait for task %s: %w", id, err)
 	}
+	// A reconnection (a server restarted, or another one of the cluster)
+	// starts a new watch at once: the old one's consumer may be gone, and
+	// nats.go would notice only after its missed heartbeats (about 10 s).
+	reconnected := c.nc.StatusChanged(nats.CONNECTED)
+	defer c.nc.RemoveStatusListener(reconnected)
 	watch, err := kv.Watch(ctx, stateKey(id), jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, fmt.Errorf("framework: wait for task %s: %w", id, c.waitErr(ctx, err))
@@ -113,6 +121,13 @@ func (c *Client) Wait(ctx context.Context, id string) (*TaskRecord, error) {
 	var last *TaskRecord
 	for {
 		select {
+		case <-reconnected:
+			// The new watch starts with the key's current value. If it
+			// cannot start, the old one recovers by itself.
+			if w, err := kv.Watch(ctx, stateKey(id), jetstream.IgnoreDeletes()); err == nil {
+				_ = watch.Stop()
+				watch = w
+			}
 		case <-ctx.Done():
 			if last == nil {
 				return nil, fmt.Errorf("framework: wait for task %s: %w: no state record of it appeared (an unknown ID, a task not started yet, or one that writes no record: enqueue it with Awaited): %w",

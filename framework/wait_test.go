@@ -277,7 +277,7 @@ func TestAwaitedRecordOutlastsMissingBucket(t *testing.T) {
 func TestWaitAcrossWorkerKill(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	started := make(chan struct{})
+	started, dead := make(chan struct{}), make(chan struct{})
 	nc1 := testutil.Connect(t, e.srv)
 	w1, err := framework.NewWorker(nc1)
 	if err != nil {
@@ -288,10 +288,11 @@ func TestWaitAcrossWorkerKill(t *testing.T) {
 			return err
 		}
 		close(started)
-		<-ctx.Done() // until the test ends: this worker is dead
-		return ctx.Err()
+		<-dead // until the test ends: this worker is dead
+		return nil
 	}, framework.WithAckWait(time.Second))
 	startWorker(t, w1)
+	t.Cleanup(func() { close(dead) }) // before the worker's shutdown
 	e.enqueue(t, "wait.kill", nil, framework.WithID("kill1"), framework.Awaited())
 	testutil.Recv(t, started, waitLong, "first worker's handler")
 
