@@ -42,12 +42,18 @@ func (p *Plan) UpToDate() bool {
 // something.
 func (p *Plan) NeedsEnsure() bool { return len(p.Create)+len(p.Change) > 0 }
 
+// fieldRunDocuments is the Field of the [Drift] of run documents left in
+// the task stream.
+const fieldRunDocuments = "run documents"
+
 // Check compares the live topology of c with what [Ensure] creates and
 // changes nothing: every stream, Ensure's consumers and every KV bucket
 // that is missing, and every setting Ensure manages that differs, with
 // whether Ensure changes it in place or an operator must act (and what to
 // run). It applies Ensure's own rules, so a Plan that is up to date is one
-// on which Ensure changes nothing. The per-type consumers of the task
+// on which Ensure changes nothing. Workflow run documents left in the task
+// stream by the layout before the run stream are drift, fixed by
+// [MigrateRunDocuments]. The per-type consumers of the task
 // stream are not compared: a worker sets them right when it starts.
 //
 // It needs STREAM.INFO and CONSUMER.INFO on the topology's streams
@@ -112,4 +118,28 @@ func DeployedConfig(ctx context.Context, js jetstream.JetStream, prefix string) 
 		}
 	}
 	return c, true, nil
+}
+
+// checkRunDocuments reports, as drift, workflow run documents that a task
+// stream of the layout before the run stream still holds: Ensure takes
+// their subjects away from the task stream, [MigrateRunDocuments] moves
+// them.
+func checkRunDocuments(ctx context.Context, js jetstream.JetStream, n Names, rep *Report) error {
+	s, err := js.Stream(ctx, n.TaskStream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("streams: look up %s: %w", n.TaskStream(), err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(n.RunSubject(">")))
+	if err != nil {
+		return fmt.Errorf("streams: run documents in %s: %w", n.TaskStream(), err)
+	}
+	if docs := len(info.State.Subjects); docs > 0 {
+		rep.Drift = append(rep.Drift, Drift{Resource: n.TaskStream(), Field: fieldRunDocuments,
+			Have: fmt.Sprintf("%d run(s) on %s", docs, n.RunSubject(">")), Want: "none (run documents live in " + n.RunStream() + ", decision 023)",
+			Fix: n.fix(n.TaskStream(), fieldRunDocuments)})
+	}
+	return nil
 }

@@ -370,6 +370,11 @@ func ensure(ctx context.Context, js jetstream.JetStream, c Config, apply bool) (
 			return rep, err
 		}
 	}
+	if !old && !apply {
+		if err := step(func(one *Report) error { return checkRunDocuments(ctx, js, n, one) }); err != nil {
+			return rep, err
+		}
+	}
 	if err := ensureBuckets(ctx, js, c, rep, apply); err != nil {
 		return rep, err
 	}

@@ -20,6 +20,8 @@ func (n Names) fix(resource, field string) string {
 	switch {
 	case resource == n.TaskStream() && field == "AllowMsgSchedules":
 		return "stop producers and workers, then run `" + UpgradeCommand + " --migrate-task-stream` (streams.MigrateTaskStream; docs/upgrading.md)"
+	case resource == n.TaskStream() && field == fieldRunDocuments:
+		return "stop workflow workers and producers, then run `" + UpgradeCommand + " --migrate-run-documents` (streams.MigrateRunDocuments; docs/operations.md)"
 	case field == "DenyPurge":
 		return "the server never allows purges again on a stream that denies them: keep them denied (streams.Config.AllowTaskPurge false, the default) or recreate the stream: " +
 			n.recreate(resource)

@@ -20,8 +20,8 @@ import (
 // shows the same check in its TOPOLOGY line.
 
 type upgradeFlags struct {
-	dryRun, migrate bool
-	replicas        int
+	dryRun, migrate, runDocs bool
+	replicas                 int
 }
 
 func upgradeCommands() []*command {
@@ -33,6 +33,7 @@ func upgradeCommands() []*command {
 		flags: func(fs *flag.FlagSet, c *cli) {
 			fs.BoolVar(&f.dryRun, "dry-run", false, "change nothing: list what is missing, what upgrade would migrate and what needs an operator (streams.Check)")
 			fs.BoolVar(&f.migrate, "migrate-task-stream", false, "recreate a task stream of the layout before the schedule stream (streams.MigrateTaskStream; stop producers and workers first)")
+			fs.BoolVar(&f.runDocs, "migrate-run-documents", false, "then move the workflow run documents an earlier task stream holds to the run stream (streams.MigrateRunDocuments; stop workflow workers and producers first)")
 			fs.IntVar(&f.replicas, "replicas", 0, "replica count of every stream (default: the task stream's, or 1 for a new deployment)")
 		},
 		run: func(ctx context.Context, c *cli, args []string) error {
@@ -42,8 +43,8 @@ func upgradeCommands() []*command {
 			if f.replicas < 0 || f.replicas > 5 {
 				return usagef("--replicas %d: from 1 to 5", f.replicas)
 			}
-			if f.dryRun && f.migrate {
-				return usagef("--dry-run and --migrate-task-stream exclude each other")
+			if f.dryRun && (f.migrate || f.runDocs) {
+				return usagef("--dry-run changes nothing: it excludes --migrate-task-stream and --migrate-run-documents")
 			}
 			s, err := c.connect()
 			if err != nil {
@@ -85,6 +86,22 @@ func upgradeCommands() []*command {
 					return err
 				}
 			}
+			if f.runDocs && (out.Report == nil || len(out.Report.Drift) == 0) {
+				moved, err := streams.MigrateRunDocuments(octx, js, cfg)
+				if err != nil {
+					return err
+				}
+				out.RunDocuments = &moved
+			}
+			if out.Report != nil && len(out.Report.Drift) == 0 {
+				// What Ensure does not see: data an earlier layout left
+				// behind (run documents in the task stream).
+				after, err := streams.Check(octx, js, cfg)
+				if err != nil {
+					return err
+				}
+				out.Left = after.Drift
+			}
 			if c.json {
 				if err := c.printJSON(out.json()); err != nil {
 					return err
@@ -94,6 +111,9 @@ func upgradeCommands() []*command {
 			}
 			if out.Report != nil && len(out.Report.Drift) > 0 {
 				return fmt.Errorf("%d setting(s) cannot be changed in place: run the fixes above, then %s again", len(out.Report.Drift), streams.UpgradeCommand)
+			}
+			if len(out.Left) > 0 {
+				return fmt.Errorf("%d difference(s) left after the upgrade: run the fixes above", len(out.Left))
 			}
 			return nil
 		},
@@ -109,6 +129,11 @@ type upgradeOutput struct {
 	Plan      *streams.Plan
 	Report    *streams.Report
 	Migration *migrationOutput
+	// RunDocuments is how many run documents --migrate-run-documents
+	// moved.
+	RunDocuments *int
+	// Left is the drift Check still finds after Ensure.
+	Left []streams.Drift
 }
 
 type migrationOutput struct {
@@ -164,14 +189,18 @@ func (o *upgradeOutput) json() any {
 		Weaker    []driftJSON `json:"weaker"`
 	}
 	v := struct {
-		Prefix    string           `json:"prefix"`
-		Found     bool             `json:"found"`
-		DryRun    bool             `json:"dry_run"`
-		Replicas  int              `json:"replicas"`
-		Plan      *planJSON        `json:"plan,omitempty"`
-		Report    *reportJSON      `json:"report,omitempty"`
+		Prefix   string      `json:"prefix"`
+		Found    bool        `json:"found"`
+		DryRun   bool        `json:"dry_run"`
+		Replicas int         `json:"replicas"`
+		Plan     *planJSON   `json:"plan,omitempty"`
+		Report   *reportJSON `json:"report,omitempty"`
+		// Left is what Check still finds after the upgrade.
+		Left      []driftJSON      `json:"left,omitempty"`
 		Migration *migrationOutput `json:"migration,omitempty"`
-	}{Prefix: o.Prefix, Found: o.Found, DryRun: o.DryRun, Replicas: o.Replicas, Migration: o.Migration}
+		// RunDocuments is set with --migrate-run-documents.
+		RunDocuments *int `json:"run_documents_moved,omitempty"`
+	}{Prefix: o.Prefix, Found: o.Found, DryRun: o.DryRun, Replicas: o.Replicas, Migration: o.Migration, RunDocuments: o.RunDocuments, Left: driftsJSON(o.Left)}
 	if o.Plan != nil {
 		v.Plan = newPlanJSON(o.Plan)
 	}
@@ -220,7 +249,11 @@ func (o *upgradeOutput) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  unchanged %d resource(s)\n", len(r.Unchanged)+len(r.BucketsUnchanged))
 	printFixes(w, r.Drift, r.Weaker)
-	if len(r.Drift)+len(r.Weaker) == 0 {
+	if o.RunDocuments != nil {
+		fmt.Fprintf(w, "  moved     %d workflow run document(s) to the run stream\n", *o.RunDocuments)
+	}
+	printFixes(w, o.Left, nil)
+	if len(r.Drift)+len(r.Weaker)+len(o.Left) == 0 {
 		fmt.Fprintln(w, "up to date")
 	}
 }

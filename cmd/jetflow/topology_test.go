@@ -166,7 +166,7 @@ func TestUpgradeCommandCreatesADeployment(t *testing.T) {
 		}
 	}
 	e.fails(t, exitUsage, "--replicas 6", "upgrade", "--replicas", "6")
-	e.fails(t, exitUsage, "exclude each other", "upgrade", "--dry-run", "--migrate-task-stream")
+	e.fails(t, exitUsage, "excludes", "upgrade", "--dry-run", "--migrate-task-stream")
 	r := e.ok(t, nil, "upgrade", "--replicas", "1")
 	wantLines(t, "upgrade", r.stdout, "no deployment yet", "created   JETFLOW_TASKS", "created   JETFLOW_WORKERS", "up to date")
 	r = e.ok(t, nil, "status")
@@ -182,4 +182,46 @@ func streamInfo(t *testing.T, ctx context.Context, js jetstream.JetStream, name 
 		t.Fatal(err)
 	}
 	return s.CachedInfo().Config
+}
+
+// TestUpgradeCommandMovesRunDocuments: on the layout before the run
+// stream, upgrade takes the run subjects away from the task stream and
+// fails saying the documents left there need --migrate-run-documents,
+// which moves them; then nothing is left to do.
+func TestUpgradeCommandMovesRunDocuments(t *testing.T) {
+	t.Parallel()
+	srv := testutil.RunServer(t, testutil.WithListen())
+	nc, js := testutil.JetStream(t, srv)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, "JETFLOW_RUNS"); err != nil {
+		t.Fatal(err)
+	}
+	tasks := streamInfo(t, ctx, js, "JETFLOW_TASKS")
+	tasks.Subjects = append(tasks.Subjects, "jetflow.wf.>")
+	if _, err := js.UpdateStream(ctx, tasks); err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []string{"r1", "r2"} {
+		if _, err := js.Publish(ctx, "jetflow.wf."+run, []byte(`{"id":"`+run+`","status":"running"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newClientEnv(t, srv, nc)
+	r := e.ok(t, nil, "upgrade", "--dry-run")
+	wantLines(t, "upgrade --dry-run", r.stdout, "missing   JETFLOW_RUNS", "migrate   JETFLOW_TASKS Subjects:",
+		"DRIFT     JETFLOW_TASKS: run documents is 2 run(s) on jetflow.wf.>", "jetflow upgrade --migrate-run-documents")
+
+	r = e.cli(t, "upgrade")
+	if r.code != exitFailed || !strings.Contains(r.stderr, "left after the upgrade") ||
+		!strings.Contains(r.stdout, "created   JETFLOW_RUNS") || !strings.Contains(r.stdout, "jetflow upgrade --migrate-run-documents") {
+		t.Fatalf("upgrade with run documents in the task stream: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = e.ok(t, nil, "upgrade", "--migrate-run-documents")
+	wantLines(t, "upgrade --migrate-run-documents", r.stdout, "moved     2 workflow run document(s)", "up to date")
+	r = e.ok(t, nil, "upgrade", "--dry-run")
+	wantLines(t, "upgrade --dry-run after the migration", r.stdout, "up to date: nothing to create or migrate")
 }
