@@ -225,3 +225,46 @@ func TestUpgradeCommandMovesRunDocuments(t *testing.T) {
 	r = e.ok(t, nil, "upgrade", "--dry-run")
 	wantLines(t, "upgrade --dry-run after the migration", r.stdout, "up to date: nothing to create or migrate")
 }
+
+// TestUpgradeCommandMigratesTheTaskStream: on the layout before the
+// schedule stream, upgrade fails naming --migrate-task-stream, which
+// recreates the task stream with its tasks; then nothing is left to do.
+func TestUpgradeCommandMigratesTheTaskStream(t *testing.T) {
+	t.Parallel()
+	srv := testutil.RunServer(t, testutil.WithListen())
+	nc, js := testutil.JetStream(t, srv)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cfgs, err := streams.StreamConfigs(streams.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := cfgs[0]
+	tasks.AllowMsgSchedules, tasks.AllowRollup, tasks.DenyPurge, tasks.Sources = true, true, false, nil
+	tasks.Discard, tasks.AllowMsgTTL = jetstream.DiscardOld, true
+	tasks.Subjects = append(tasks.Subjects, "jetflow.sched.>", "jetflow.cron.>", "jetflow.wf.>")
+	if _, err := js.CreateStream(ctx, tasks); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "jetflow.task.normal.emails.send", []byte("{}"), jetstream.WithMsgID("before-1")); err != nil {
+		t.Fatal(err)
+	}
+	e := newClientEnv(t, srv, nc)
+
+	r := e.cli(t, "upgrade")
+	if r.code != exitFailed || !strings.Contains(r.stdout, "DRIFT     JETFLOW_TASKS: AllowMsgSchedules is true") ||
+		!strings.Contains(r.stdout, "jetflow upgrade --migrate-task-stream") {
+		t.Fatalf("upgrade on the layout before the schedule stream: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = e.ok(t, nil, "upgrade", "--migrate-task-stream")
+	wantLines(t, "upgrade --migrate-task-stream", r.stdout, "migrated the task stream: 1 message(s) copied, 1 restored", "up to date")
+	r = e.ok(t, nil, "upgrade", "--dry-run")
+	wantLines(t, "upgrade --dry-run after the migration", r.stdout, "up to date: nothing to create or migrate")
+	s, err := js.Stream(ctx, "JETFLOW_TASKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.GetLastMsgForSubject(ctx, "jetflow.task.normal.emails.send"); err != nil || m.Header.Get("Nats-Msg-Id") != "before-1" {
+		t.Fatalf("the task after the migration: %v, %v", m, err)
+	}
+}
