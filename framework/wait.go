@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -199,10 +201,23 @@ func (c *Client) stateBucket(ctx context.Context) (jetstream.KeyValue, error) {
 }
 
 // waitErr adds ErrNotConnected to err when the client's connection is
-// closed.
+// closed, and says what a request of the state bucket's stream that got no
+// answer may mean: a user not allowed to watch it gets none (the server
+// refuses the request without answering it).
 func (c *Client) waitErr(_ context.Context, err error) error {
-	if err != nil && c.nc.IsClosed() && !errors.Is(err, ErrNotConnected) {
+	switch {
+	case err == nil:
+		return nil
+	case c.nc.IsClosed() && !errors.Is(err, ErrNotConnected):
 		return fmt.Errorf("%w: %w", ErrNotConnected, err)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || natserr.NoResponse(err):
+		stream := "KV_" + c.names.StateBucket()
+		hint := ""
+		if le := c.nc.LastError(); errors.Is(le, nats.ErrPermissionViolation) && strings.Contains(le.Error(), stream) {
+			hint = " (" + le.Error() + ")"
+		}
+		return fmt.Errorf("%w: the state bucket's stream did not answer%s; waiting needs its user to be allowed $JS.API.STREAM.INFO.%s, $JS.API.CONSUMER.CREATE.%s.> and $JS.FC.%s.>",
+			err, hint, stream, stream, stream)
 	}
 	return err
 }

@@ -316,3 +316,21 @@ func TestWaitAcrossWorkerKill(t *testing.T) {
 		t.Fatalf("record %+v", rec)
 	}
 }
+
+// A user not allowed to watch the state bucket gets no answer from the
+// server: Wait says so at its deadline, naming the permissions it needs.
+func TestWaitWithoutPermission(t *testing.T) {
+	t.Parallel()
+	s := testutil.RunSecured(t, testutil.SecuredConfig{})
+	cl, err := framework.NewClient(s.Connect(t, testutil.SecuredProducer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	_, err = cl.Wait(ctx, "t1")
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "permissions violation") ||
+		!strings.Contains(err.Error(), "$JS.API.CONSUMER.CREATE.KV_JETFLOW_STATE.>") {
+		t.Fatalf("Wait as a producer: %v", err)
+	}
+}
