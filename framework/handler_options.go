@@ -266,3 +266,13 @@ func (w *Worker) HandlerValues(taskType string, key any) []any {
 	}
 	return nil
 }
+
+// AckWait returns the ack wait of taskType's consumers ([WithAckWait]): how
+// long a delivery stays with a worker that stopped sending heartbeats. 0
+// for an unregistered type. Plugins size leases on it.
+func (w *Worker) AckWait(taskType string) time.Duration {
+	if tt := w.types[taskType]; tt != nil {
+		return tt.cfg.ackWait
+	}
+	return 0
+}
