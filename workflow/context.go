@@ -55,8 +55,13 @@ func Info(ctx context.Context) (StepInfo, bool) {
 // completed. It reads the run document loaded when the task started: no
 // round trip.
 //
+// The output of a [WaitEvent] step is its event's payload; after a
+// [Timeout] with [TimeoutContinue] there is none, and Output returns an
+// error wrapping [ErrEventTimeout].
+//
 // Errors: [ErrNotInStep] outside a handler, [ErrNoOutput] for a step that is
-// not an ancestor or has no output, or the JSON decoding error.
+// not an ancestor or has no output, [ErrEventTimeout], or the JSON decoding
+// error.
 func Output[T any](ctx context.Context, step string) (T, error) {
 	var v T
 	sc := fromContext(ctx)
@@ -69,6 +74,9 @@ func Output[T any](ctx context.Context, step string) (T, error) {
 		}
 	}
 	st := sc.run.Step(step)
+	if st != nil && st.TimedOut {
+		return v, fmt.Errorf("%w: step %q of run %s: no event %s by %s", ErrEventTimeout, step, sc.info.RunID, st.EventKey, st.Deadline.Format("2006-01-02T15:04:05Z07:00"))
+	}
 	if st == nil || st.Output == nil {
 		return v, fmt.Errorf("%w: step %q of run %s has no output", ErrNoOutput, step, sc.info.RunID)
 	}

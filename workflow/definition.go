@@ -63,7 +63,9 @@ type stepDef struct {
 	inType      reflect.Type
 	outType     reflect.Type
 	declaration int
-	kind        stepKind // a plain step, a sleep (sleep.go) or a wait for an event
+	kind        stepKind      // a plain step, a sleep (sleep.go) or a wait for an event (events.go)
+	timeout     time.Duration // of a wait ([Timeout]); 0: none
+	onTimeout   TimeoutAction
 }
 
 // stepKind says how a step's task runs it.
@@ -72,6 +74,7 @@ type stepKind uint8
 const (
 	kindStep  stepKind = iota // runs its function and completes
 	kindSleep                 // runs its function for a wake time, then sleeps until it
+	kindWait                  // runs its function for an event key, then waits for the event
 )
 
 // chainable reports whether the step may run on the task of the step before
@@ -213,6 +216,8 @@ type stepConfig struct {
 	compOut    reflect.Type
 	taskOpts   []framework.HandlerOption
 	compOpts   []framework.HandlerOption
+	timeout    time.Duration
+	onTimeout  TimeoutAction
 }
 
 // After declares the steps that must complete before this one starts. A step
@@ -310,6 +315,8 @@ func Step[In, Out any](d *Definition, name string, fn func(ctx context.Context, 
 		name:        name,
 		taskOpts:    cfg.taskOpts,
 		compOpts:    cfg.compOpts,
+		timeout:     cfg.timeout,
+		onTimeout:   cfg.onTimeout,
 		inType:      inT,
 		outType:     outT,
 		declaration: len(d.steps),

@@ -25,6 +25,16 @@
 // ([framework.At]). A sleeping run holds nothing in any worker, survives
 // restarts of workers and servers, and never wakes early.
 //
+// # Waiting for events
+//
+// [WaitEvent] declares a step that waits for an event named by a key, with
+// an optional [Timeout]. Events are delivered with [Client.Signal],
+// [Client.SignalRun] or a plain publish on "<prefix>.event.<key>"; their
+// payload becomes the step's output. A waiting run holds nothing in any
+// worker; an event published before the run waits for it is kept for
+// [streams.DefaultEventRetention] and found when the wait begins; an event
+// resumes a run once.
+//
 // # Running
 //
 // Workers run the steps: [Register] adds one handler per step (task type

@@ -53,7 +53,7 @@ func encodableTimes(r *Run) bool {
 		return false
 	}
 	for _, st := range r.Steps {
-		if st != nil && (!ok(st.EnqueuedAt) || !ok(st.StartedAt) || !ok(st.EndedAt) || !ok(st.CompensatedAt) || !ok(st.WakeAt)) {
+		if st != nil && (!ok(st.EnqueuedAt) || !ok(st.StartedAt) || !ok(st.EndedAt) || !ok(st.CompensatedAt) || !ok(st.WakeAt) || !ok(st.Deadline)) {
 			return false
 		}
 	}
@@ -138,6 +138,11 @@ func (e *runEncoder) step(st *StepStatus) {
 	e.time(`,"ended_at":`, st.EndedAt, true)
 	e.time(`,"compensated_at":`, st.CompensatedAt, true)
 	e.time(`,"wake_at":`, st.WakeAt, true)
+	e.optStr(`,"event_key":`, st.EventKey)
+	e.time(`,"deadline":`, st.Deadline, true)
+	if st.TimedOut {
+		e.b = append(e.b, `,"timed_out":true`...)
+	}
 	e.b = append(e.b, '}')
 }
 

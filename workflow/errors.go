@@ -57,6 +57,20 @@ var (
 	// ([WithMaxOutputBytes]) or a run document above the server's max
 	// payload. The step fails permanently.
 	ErrOutputTooLarge = errors.New("workflow: output too large")
+	// ErrInvalidEvent reports an event that cannot be delivered: a key
+	// that [streams.ValidateEventKey] refuses, or a payload that is not
+	// JSON.
+	ErrInvalidEvent = errors.New("workflow: invalid event")
+	// ErrEventTooLarge reports an event payload over
+	// [streams.MaxEventBytes].
+	ErrEventTooLarge = errors.New("workflow: event payload too large")
+	// ErrEventTimeout reports a [WaitEvent] step whose [Timeout] ran out
+	// before its event came: the step's failure with [TimeoutFail], and
+	// what [Output] of it returns with [TimeoutContinue].
+	ErrEventTimeout = errors.New("workflow: event timeout")
+	// ErrNotWaiting reports a [Client.SignalRun] of a run that has no step
+	// waiting for an event.
+	ErrNotWaiting = errors.New("workflow: run waits for no event")
 	// ErrConflict reports a run document that kept changing under a writer
 	// until its retries ran out. The operation may be retried.
 	ErrConflict = errors.New("workflow: too many concurrent updates of the run")

@@ -60,6 +60,10 @@ const (
 	// time (StepStatus.WakeAt). No task runs and no worker holds it: a
 	// server-side schedule brings its task back at that time.
 	StepSleeping StepState = "sleeping"
+	// StepWaiting: a step of [WaitEvent] waits for the event
+	// StepStatus.EventKey, until StepStatus.Deadline when it has a
+	// [Timeout]. No task runs and no worker holds it.
+	StepWaiting StepState = "waiting"
 )
 
 // Run is the state document of one run, as stored on subject
@@ -134,6 +138,15 @@ type StepStatus struct {
 	// when it starts sleeping; the step completes at that time or later,
 	// never before.
 	WakeAt time.Time `json:"wake_at,omitzero"`
+	// EventKey is the key of the event a step of [WaitEvent] waits for,
+	// set when it starts waiting; Deadline is when its [Timeout] runs out
+	// (zero: no timeout).
+	EventKey string    `json:"event_key,omitempty"`
+	Deadline time.Time `json:"deadline,omitzero"`
+	// TimedOut is set on a step of [WaitEvent] whose timeout ran out with
+	// [TimeoutContinue]: it completed without an event, and [Output] of it
+	// returns an error wrapping [ErrEventTimeout].
+	TimedOut bool `json:"timed_out,omitempty"`
 }
 
 // Step returns the status of the step name, or nil.
@@ -164,6 +177,10 @@ func newRun(d *Definition, id string, input json.RawMessage, now time.Time) (*Ru
 
 // open reports whether the step still waits to run (enqueued or retrying).
 func (s *StepStatus) open() bool { return s.State == StepEnqueued || s.State == StepRetrying }
+
+// parked reports whether the step started and waits for a time or an event
+// (sleeping or waiting): it may still complete or fail.
+func (s *StepStatus) parked() bool { return s.State == StepSleeping || s.State == StepWaiting }
 
 // complete records the output of step st and returns the steps to enqueue
 // next and the compensation to start, if any. The caller checked st.open().
@@ -264,11 +281,12 @@ func (r *Run) nextCompensation(now time.Time) string {
 	return ""
 }
 
-// skipPending marks steps that never started, and sleeping steps, as
-// skipped. A sleeping step's wake task finds it skipped and does nothing.
+// skipPending marks steps that never started, and sleeping and waiting
+// steps, as skipped. Their wake, event and timeout tasks find them skipped
+// and do nothing.
 func (r *Run) skipPending(now time.Time) {
 	for _, s := range r.Steps {
-		if s.State == StepPending || s.State == StepSleeping {
+		if s.State == StepPending || s.State == StepSleeping || s.State == StepWaiting {
 			s.State = StepSkipped
 			s.EndedAt = now
 		}

@@ -110,8 +110,11 @@ func delayedTask(n streams.Names, d *Definition, taskType, runID, id string, due
 
 // handler returns the task handler of step sd.
 func (rt *runtime) handler(d *Definition, sd *stepDef) framework.HandlerFunc {
-	if sd.kind == kindSleep {
+	switch sd.kind {
+	case kindSleep:
 		return rt.sleepHandler(d, sd)
+	case kindWait:
+		return rt.waitHandler(d, sd)
 	}
 	return rt.stepHandler(d, sd)
 }

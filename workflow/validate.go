@@ -51,6 +51,9 @@ func (d *Definition) validateLocked() ([]*stepDef, error) {
 		problems = append(problems, fmt.Errorf("%w: %d steps, the limit is %d", ErrInvalidOption, len(d.steps), MaxSteps))
 	}
 	for _, s := range d.steps {
+		if s.timeout != 0 && s.kind != kindWait {
+			problems = append(problems, fmt.Errorf("step %q: %w: Timeout applies to WaitEvent steps only", s.name, ErrInvalidOption))
+		}
 		for _, a := range s.after {
 			switch {
 			case a == s.name:

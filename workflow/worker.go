@@ -46,7 +46,10 @@ type typeRef struct {
 // each workflow's priority, and adds a Finished hook ([framework.Hooks],
 // with [framework.Worker.AddHooks], beside the worker's own) that records
 // the final failures ([framework.ActionFail]) the step handlers did not see
-// themselves. Call it before the worker starts.
+// themselves. When a definition has [WaitEvent] steps, it also installs the
+// event router (see [EventRouterStats]), which creates the event and wait
+// streams at start where they are missing. Call it before the worker
+// starts.
 //
 // It panics on programmer errors, like [framework.Worker.Register]: an
 // invalid definition (the panic value is the *[DefinitionError]), two
@@ -69,6 +72,13 @@ func Register(w *framework.Worker, defs ...*Definition) {
 				opts := append([]framework.HandlerOption{framework.WithServedPriorities(d.priority)}, sd.compOpts...)
 				w.Register(typ, rt.compensationHandler(d, sd), opts...)
 				rt.types[typ] = typeRef{def: d, step: sd, comp: true}
+			}
+		}
+	}
+	for _, d := range defs {
+		for _, sd := range d.order {
+			if sd.kind == kindWait {
+				installRouter(w, rt.store)
 			}
 		}
 	}
@@ -133,7 +143,7 @@ func (rt *runtime) recordDone(ctx context.Context, d *Definition, sd *stepDef, r
 	r, err := rt.update(ctx, d, id, r, func(r *Run) ([]*nats.Msg, bool, error) {
 		chained = nil
 		st := r.Step(sd.name)
-		if st == nil || !(st.open() || st.State == StepSleeping) {
+		if st == nil || !(st.open() || st.parked()) {
 			return nil, false, nil
 		}
 		next, comp := r.complete(st, out, attempt, started, time.Now().UTC())
@@ -310,7 +320,7 @@ func (rt *runtime) stepFailed(ctx context.Context, t *framework.Task, d *Definit
 func (rt *runtime) failStep(ctx context.Context, d *Definition, runID string, r *Run, step string, cause error, attempt int) error {
 	_, err := rt.update(ctx, d, runID, r, func(r *Run) ([]*nats.Msg, bool, error) {
 		st := r.Step(step)
-		if st == nil || !st.open() {
+		if st == nil || !(st.open() || st.parked()) {
 			return nil, false, nil
 		}
 		comp := r.fail(st, errString(cause), attempt, time.Now().UTC())
