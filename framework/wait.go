@@ -97,8 +97,10 @@ func (e *TaskFailedError) Unwrap() error {
 // all (an unknown ID, a task not started yet, or one that writes no
 // record). Records say what happened, they are not a commit log: a task
 // whose worker died on its last attempt is dead-lettered by the router and
-// keeps its last record, and a record written while the state bucket's
-// stream was unavailable is lost (see docs/state.md).
+// keeps its last record; a record written while the state bucket's stream
+// was unavailable is lost, except the final record of a task that is
+// awaited or asked for records, which is tried again up to 20 times
+// (see docs/state.md).
 //
 // It creates the state bucket if it does not exist yet (see
 // [EnsureBuckets]). It is safe for concurrent use.
