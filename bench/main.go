@@ -36,6 +36,7 @@
 //	RESULT unique plain_us=… unique_us=… cost_us=… duplicate_us=…
 //	RESULT ratelimit_cost plain_per_s=… limited_per_s=… ratio=…
 //	RESULT ordering keys=1000 p1_per_s=… p4_per_s=… … unordered_per_s=…
+//	RESULT batch size=100 per_s=… single_per_s=… ratio=… n=… runs=…
 //	RESULT drain_types types=11 raw_per_s=… jetflow_per_s=… ratio=… one_priority_per_s=… one_priority_ratio=…
 //	RESULT backlog_1m tasks=1000000 enqueue_per_s=… enqueue_peak_rss_mb=… drain_per_s=… drain_ratio_to_100k=…  (with -big)
 //
@@ -106,6 +107,7 @@ const (
 	figUnique         = "unique"
 	figRateLimitCost  = "ratelimit_cost"
 	figOrdering       = "ordering"
+	figBatch          = "batch"
 	// The drain with the consumers of other task types on the stream.
 	figDrainTypes = "drain_types"
 	// Fair-baseline figures: sequential enqueue, latency under load, the
@@ -131,7 +133,7 @@ const (
 var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority,
 	figEnqueueOne, figLatency10k, figLatency20k, figDrainTCP, figLatency10kTCP, figLatency20kTCP,
 	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster,
-	figUnique, figRateLimitCost, figOrdering, figDrainTypes, figBacklog}
+	figUnique, figRateLimitCost, figOrdering, figBatch, figDrainTypes, figBacklog}
 
 // bigFigures run only when -big is given or -only names them.
 var bigFigures = map[string]bool{figBacklog: true}

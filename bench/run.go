@@ -223,6 +223,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{figUnique, e.runUnique},
 		{figRateLimitCost, e.runRateLimitCost},
 		{figOrdering, e.runOrdering},
+		{figBatch, e.runBatch},
 		{figDrainTypes, e.figureDrainTypes},
 		{figBacklog, e.figureBacklog},
 	}
