@@ -38,7 +38,7 @@ func explain(err error, c *cli) (string, int) {
 		}
 		return fmt.Sprintf("%v\n  %s", err, hint), exitConnect
 	case errors.Is(err, framework.ErrTopologyMissing):
-		return fmt.Sprintf("%v\n  no jetflow streams under prefix %q on %s: start a worker (it creates them), call streams.Ensure, or pass the right --prefix",
+		return fmt.Sprintf("%v\n  no jetflow streams under prefix %q on %s: run jetflow upgrade (or start a worker: it creates them), or pass the right --prefix",
 			err, prefixOf(c), c.conn.resolvedURL), exitFailed
 	case errors.Is(err, framework.ErrNotFound), errors.Is(err, workflow.ErrRunNotFound):
 		return err.Error(), exitFailed
