@@ -236,7 +236,7 @@ func workflowCommands() []*command {
 		limit        int
 	}
 	wfClient := func(s *session) (*workflow.Client, error) { return workflow.NewClient(s.cl) }
-	return []*command{
+	return append([]*command{
 		{
 			name:    "workflows ls",
 			summary: "list workflow runs, most recently updated first",
@@ -280,7 +280,7 @@ func workflowCommands() []*command {
 					return nil
 				}
 				now := time.Now()
-				t := newTable(c.stdout, "RUN", "WORKFLOW", "STATUS", "STEPS DONE", "CREATED", "UPDATED", "ERROR")
+				t := newTable(c.stdout, "RUN", "WORKFLOW", "STATUS", "STEPS DONE", "WAITS", "CREATED", "UPDATED", "ERROR")
 				for _, r := range runs {
 					done := 0
 					for _, st := range r.Steps {
@@ -288,7 +288,7 @@ func workflowCommands() []*command {
 							done++
 						}
 					}
-					t.row(r.ID, r.Workflow, r.Status, fmt.Sprintf("%d/%d", done, len(r.Steps)), age(r.CreatedAt, now)+" ago", age(r.UpdatedAt, now)+" ago", cut(r.Error, 50))
+					t.row(r.ID, r.Workflow, r.Status, fmt.Sprintf("%d/%d", done, len(r.Steps)), runWaits(r, now), age(r.CreatedAt, now)+" ago", age(r.UpdatedAt, now)+" ago", cut(r.Error, 50))
 				}
 				if err := t.flush(); err != nil {
 					return err
@@ -302,7 +302,7 @@ func workflowCommands() []*command {
 		{
 			name:    "workflows get",
 			args:    "RUN",
-			summary: "show one workflow run: its steps, their dependencies and states",
+			summary: "show one workflow run: its steps, their dependencies and states, what sleeping and waiting steps wait for",
 			run: func(ctx context.Context, c *cli, args []string) error {
 				if len(args) != 1 {
 					return usagef("workflows get takes one run ID")
@@ -331,7 +331,7 @@ func workflowCommands() []*command {
 					fmt.Fprintf(c.stdout, "error: %s\n", r.Error)
 				}
 				fmt.Fprintln(c.stdout)
-				t := newTable(c.stdout, "STEP", "AFTER", "STATE", "ATTEMPTS", "ENDED", "ERROR")
+				t := newTable(c.stdout, "STEP", "AFTER", "STATE", "ATTEMPTS", "WAITS", "ENDED", "ERROR")
 				for _, st := range r.Steps {
 					after := strings.Join(st.After, ",")
 					if after == "" {
@@ -341,10 +341,10 @@ func workflowCommands() []*command {
 					if st.CompensationError != "" {
 						errText += " (compensation: " + st.CompensationError + ")"
 					}
-					t.row(st.Name, after, st.State, st.Attempts, age(st.EndedAt, now), cut(errText, 60))
+					t.row(st.Name, after, st.State, st.Attempts, stepWaits(st, now), age(st.EndedAt, now), cut(errText, 60))
 				}
 				return t.flush()
 			},
 		},
-	}
+	}, workflowEventCommands(wfClient)...)
 }

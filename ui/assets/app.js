@@ -592,9 +592,19 @@ function dag(steps) {
     svg.append(el("svg:g", { class: "node " + s.state, transform: `translate(${p.x},${p.y})`, "data-step": s.name, "data-state": s.state },
       el("svg:rect", { width: NW, height: NH }),
       el("svg:text", { x: 10, y: 19, "font-weight": 600, text: s.name.length > 22 ? s.name.slice(0, 21) + "…" : s.name }),
-      el("svg:text", { x: 10, y: 37, fill: "#414a5c", text: s.state + (s.attempts > 1 ? " · " + s.attempts + " attempts" : "") })));
+      el("svg:text", { x: 10, y: 37, fill: "#414a5c", text: s.state + (s.state === "sleeping" || s.state === "waiting" ? " · " + (s.state === "sleeping" ? "wake " + fmtTime(s.wake_at) : s.event_key).slice(0, 20) : s.attempts > 1 ? " · " + s.attempts + " attempts" : "") })));
   }
   return el("div", { class: "dag" }, svg);
+}
+
+// stepWaits says what a sleeping step (workflow.Sleep) or a waiting step
+// (workflow.WaitEvent) waits for: its wake time, or its event key and the
+// deadline of its timeout.
+function stepWaits(s) {
+  if (s.state === "sleeping") return "wake at " + fmtTime(s.wake_at);
+  if (s.state === "waiting") return "event " + s.event_key + (s.deadline ? ", until " + fmtTime(s.deadline) : "");
+  if (s.timed_out) return "timed out without event " + s.event_key;
+  return "";
 }
 
 async function workflowRun(id) {
@@ -615,10 +625,10 @@ async function workflowRun(id) {
     el("h2", { text: "Steps" }),
     dag(r.steps || []),
     el("h2", {}),
-    table([{ label: "Step" }, { label: "After" }, { label: "State" }, { label: "Attempts", num: 1 }, { label: "Started" }, { label: "Ended" }, { label: "Error / output" }],
+    table([{ label: "Step" }, { label: "After" }, { label: "State" }, { label: "Attempts", num: 1 }, { label: "Waits for" }, { label: "Started" }, { label: "Ended" }, { label: "Error / output" }],
       (r.steps || []).map((s) => el("tr", { "data-step": s.name },
         el("td", { text: s.name }), el("td", { text: (s.after || []).join(", ") }), el("td", {}, badge(s.state)),
-        el("td", { class: "num", text: s.attempts || "" }), timeCell(s.started_at), timeCell(s.ended_at),
+        el("td", { class: "num", text: s.attempts || "" }), el("td", { "data-field": "waits", text: stepWaits(s) }), timeCell(s.started_at), timeCell(s.ended_at),
         el("td", {}, s.error ? el("span", { class: "err", text: s.error }) : el("code", { text: s.output !== undefined ? JSON.stringify(s.output).slice(0, 120) : "" }))))),
   ];
 }
