@@ -334,3 +334,23 @@ func TestWaitWithoutPermission(t *testing.T) {
 		t.Fatalf("Wait as a producer: %v", err)
 	}
 }
+
+// Awaited travels with a delayed task through its schedule: the worker that
+// runs it when due writes its final record.
+func TestWaitDelayedAwaited(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := e.worker(t)
+	w.HandleFunc("wait.delayed", func(ctx context.Context, task *framework.Task) error {
+		if task.Header(framework.HeaderAwaited) == "" {
+			return framework.Permanent(errors.New("the Awaited header was lost on the way"))
+		}
+		return nil
+	})
+	startWorker(t, w)
+	e.enqueue(t, "wait.delayed", nil, framework.WithID("delayed1"), framework.In(300*time.Millisecond), framework.Awaited())
+	rec, err := e.cl.Wait(waitCtx(t), "delayed1")
+	if err != nil || rec.State != framework.StateSucceeded || rec.ScheduledFor.IsZero() {
+		t.Fatalf("Wait on a delayed task = %+v, %v", rec, err)
+	}
+}
