@@ -302,7 +302,7 @@ func Worker(n streams.Names, o Options) (Permissions, error) {
 
 // Operator returns the permissions of an operator: read stream and consumer
 // state, task records, schedules, breaker records, the worker registry and
-// workflow runs; list,
+// workflow runs and events; deliver workflow events; list,
 // replay, delete and purge dead letters; register repeating schedules. It
 // cannot consume tasks. It gets no STREAM.PURGE of the schedule and delay
 // streams (cancelling a delayed task, removing a repeating schedule): a
@@ -347,6 +347,11 @@ func Operator(n streams.Names, o Options) (Permissions, error) {
 	pub = append(pub, direct(n.DelayStream())...)
 	pub = append(pub, direct(bk)...)
 	pub = append(pub, direct(n.RunStream())...)
+	// Workflow events: deliver one (jetflow workflows signal), and read
+	// the events kept and the runs waiting for them.
+	pub = append(pub, n.EventSubject(">"))
+	pub = append(pub, direct(n.EventStream())...)
+	pub = append(pub, direct(n.WaitStream())...)
 	return Permissions{Publish: pub, Subscribe: []string{inbox + ".>"}}, nil
 }
 

@@ -45,6 +45,10 @@ type EventInfo struct {
 	// kept for [streams.DefaultEventRetention]: a run that starts waiting
 	// for its key within that time resumes at once.
 	Waiting []string
+	// WaitingErr, when not nil, says why Waiting could not be listed (for
+	// example a producer allowed to publish events but not to read the
+	// wait stream). The event was stored all the same.
+	WaitingErr error `json:"-"`
 }
 
 // Signal delivers the event key with payload to the runs waiting for it
@@ -88,7 +92,7 @@ func (c *Client) Signal(ctx context.Context, key string, payload any, opts ...Si
 	info.Seq, info.Duplicate = ack.Sequence, ack.Duplicate
 	ws, err := c.store.waiters(ctx, key)
 	if err != nil {
-		return info, fmt.Errorf("workflow: signal %s: stored, but the waiting runs could not be listed: %w", key, err)
+		info.WaitingErr = fmt.Errorf("workflow: signal %s: stored, but the waiting runs could not be listed: %w", key, err)
 	}
 	for _, w := range ws {
 		info.Waiting = append(info.Waiting, w.run)

@@ -76,6 +76,8 @@ func workflowEventCommands(wfClient func(s *session) (*workflow.Client, error)) 
 				what = fmt.Sprintf("event %s dropped: a duplicate of the event with ID %s", info.Key, sig.id)
 			}
 			switch {
+			case info.WaitingErr != nil:
+				fmt.Fprintf(c.stdout, "%s; the waiting runs could not be listed: %v\n", what, info.WaitingErr)
 			case len(info.Waiting) == 0:
 				fmt.Fprintf(c.stdout, "%s; no run waits for it now: it is kept for %s for a run that starts waiting\n", what, short(streams.DefaultEventRetention))
 			default:
