@@ -238,7 +238,9 @@ func WithReason(reason string) CancelOption {
 }
 
 // Cancel stops run id: no further step is enqueued, steps already enqueued
-// are skipped when they come up, and running steps notice it through
+// are skipped when they come up, sleeping and waiting steps ([Sleep],
+// [WaitEvent]) are skipped at once (and no longer listed as waiting for
+// their event), and running steps notice it through
 // [Check] or, at the latest, when they finish (their output is recorded, and
 // nothing follows). It returns an error wrapping [ErrRunEnded] when the run
 // is no longer running, and [ErrRunNotFound] when there is no such run.
@@ -294,6 +296,16 @@ func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) er
 	})
 	if err == nil && resend {
 		err = c.store.publishTasks(ctx, queuedTasks(c.names, c.defs[r.Workflow], r, "", false))
+	}
+	if err == nil {
+		// Steps that waited for an event are skipped now: remove their
+		// wait entries, best effort (an entry left behind expires after
+		// its deadline, or is removed when an event for it comes).
+		for _, st := range r.Steps {
+			if st.State == StepSkipped && st.EventKey != "" {
+				_ = c.store.removeWait(ctx, st.EventKey, id)
+			}
+		}
 	}
 	return err
 }

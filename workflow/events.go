@@ -147,6 +147,11 @@ func (rt *runtime) waitHandler(d *Definition, sd *stepDef) framework.HandlerFunc
 		case st.State == StepWaiting:
 			return rt.resumeWait(ctx, sctx, t, d, sd, r, st)
 		case !st.open():
+			if st.State == StepSkipped && st.EventKey != "" && t.ID == eventTaskID(runID, sd.name) {
+				// Skipped while it waited (the run was cancelled or
+				// failed): its entry outlived it.
+				rt.store.unregisterWait(sctx, t, st.EventKey, runID)
+			}
 			return rt.resend(sctx, t, d, r, sd.name)
 		case r.Status != RunRunning:
 			return rt.skip(sctx, t, r, sd.name)
@@ -335,14 +340,21 @@ func (s *store) registerWait(ctx context.Context, d *Definition, run, step, key 
 // that expires at once. A failure is logged: the entry only costs the
 // router a look at a run that no longer waits.
 func (s *store) unregisterWait(ctx context.Context, t *framework.Task, key, run string) {
+	if err := s.removeWait(ctx, key, run); err != nil {
+		t.Logger().Warn("jetflow workflow could not remove a wait entry", slog.String("run", run), slog.String("event_key", key), slog.Any(framework.LogKeyError, err))
+	}
+}
+
+// removeWait replaces the wait entry of run for key by an empty one that
+// expires at once.
+func (s *store) removeWait(ctx context.Context, key, run string) error {
 	if key == "" {
-		return
+		return nil
 	}
 	m := &nats.Msg{Subject: s.names.WaitSubject(key, run), Header: nats.Header{}}
 	m.Header.Set(jetstream.MsgTTLHeader, "1")
-	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(s.names.WaitStream())); err != nil {
-		t.Logger().Warn("jetflow workflow could not remove a wait entry", slog.String("run", run), slog.String("event_key", key), slog.Any(framework.LogKeyError, err))
-	}
+	_, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(s.names.WaitStream()))
+	return err
 }
 
 // event returns the payload of the last event of key, as JSON ("null" for

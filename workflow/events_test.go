@@ -171,6 +171,37 @@ func TestWaitEventOnce(t *testing.T) {
 	}
 }
 
+// TestWaitEventCancel: cancelling a waiting run skips its waiting step and
+// removes its wait: an event for its key then resumes nothing.
+func TestWaitEventCancel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ships := newCounter()
+	def := payDef(ships)
+	c := e.run(t, def)
+	id := start(t, c, "pay", order{ID: "gone"})
+	waitStatus(t, c, id, "paid waiting", waiting)
+	if err := c.Cancel(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Status(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != workflow.RunCancelled {
+		t.Fatalf("run %s", r.Status)
+	}
+	checkState(t, r, "paid", workflow.StepSkipped)
+	info, err := c.Signal(t.Context(), "payment.confirmed.gone", payment{Ref: "late"})
+	if err != nil || len(info.Waiting) != 0 {
+		t.Fatalf("signal after the cancel: %+v, %v", info, err)
+	}
+	routed(t, e, info.Seq)
+	if r, err := c.Status(t.Context(), id); err != nil || r.Status != workflow.RunCancelled || ships.get(id+"/ship") != 0 {
+		t.Fatalf("after the event: %v %+v, ship ran %d times", err, r, ships.get(id+"/ship"))
+	}
+}
+
 // routed waits until the event router acknowledged the events up to seq.
 // (An event replaced by a later one of the same key before the router
 // read it is never delivered: the event stream keeps the last per key.)
