@@ -380,3 +380,49 @@ func TestWaitEventSurvivesRestart(t *testing.T) {
 		t.Fatalf("run %s (%s), ship %s, ran %d times", r.Status, r.Error, r.Step("ship").Output, ships.get(id+"/ship"))
 	}
 }
+
+// TestWaitEventRepairsItsRegistration: a first task that recorded the wait
+// but died before its wait entry was stored (the entry is removed here, and
+// the attempt fails) registers it again when redelivered, so that an event
+// published afterwards resumes the run.
+func TestWaitEventRepairsItsRegistration(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	second := make(chan error, 1)
+	crash := func(next framework.Handler) framework.Handler {
+		return framework.HandlerFunc(func(ctx context.Context, task *framework.Task) error {
+			run := task.Header(workflow.HeaderRun)
+			err := next.Handle(ctx, task)
+			if task.ID != run+":paid" {
+				return err
+			}
+			if task.Attempt == 1 {
+				m := &nats.Msg{Subject: "jetflow.waiting.payment.confirmed.crash." + run, Header: nats.Header{}}
+				m.Header.Set(jetstream.MsgTTLHeader, "1")
+				if _, perr := e.js.PublishMsg(ctx, m); perr != nil {
+					return perr
+				}
+				return errors.New("worker died before its wait entry was stored")
+			}
+			second <- err
+			return err
+		})
+	}
+	ships := newCounter()
+	def := payDef(ships, workflow.WithTaskOptions(fast, framework.WithTypeMiddleware(crash)))
+	c := e.run(t, def)
+	id := start(t, c, "pay", order{ID: "crash"})
+	if err := testutil.Recv(t, second, waitLong, "the redelivered first task"); err != nil {
+		t.Fatalf("second attempt: %v", err)
+	}
+	info, err := c.Signal(t.Context(), "payment.confirmed.crash", payment{Ref: "after"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Waiting) != 1 || info.Waiting[0] != id {
+		t.Fatalf("runs waiting: %v", info.Waiting)
+	}
+	if r := wait(t, c, id); r.Status != workflow.RunCompleted || shipped(t, r) != "after" {
+		t.Fatalf("run %s (%s)", r.Status, r.Error)
+	}
+}
