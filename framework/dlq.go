@@ -101,6 +101,7 @@ func (w *Worker) installDeadLetters() {
 		return
 	}
 	x := &dlqExt{w: w, core: newDeadLetterCore(w.nc, w.js, w.names, w.log), opts: o}
+	x.core.Routed = w.stateRouted // state_tracking.go
 	x.core.AckErrors = &w.stats.ackErrors
 	e := extension{
 		Plugin:     Plugin{Name: "dead-letters", Finished: x.finished, Prepare: x.prepare},

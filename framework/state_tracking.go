@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/staterec"
+	"github.com/jetflow-io/jetflow/streams"
 )
 
 // How clients and workers write task state records (internal/staterec):
@@ -180,4 +182,22 @@ func (t *Task) stateOf() *staterec.Attempt {
 		t.state = &staterec.Attempt{}
 	}
 	return t.state
+}
+
+// stateRouted writes the "dead" record of a task this worker's router or
+// reconciler dead-lettered (its own worker died on the last delivery, or
+// could not settle it), when its type is tracked here or it was enqueued
+// with [Awaited]: otherwise its record would stay "running", and a Wait on
+// it would last until its deadline.
+func (w *Worker) stateRouted(rt deadletter.RoutedTask) {
+	if w.tracker == nil || streams.ValidateID(rt.TaskID) != nil {
+		return
+	}
+	awaited := rt.Header.Get(HeaderAwaited) != ""
+	if !w.tracker.Tracked(rt.Type) && !awaited {
+		return
+	}
+	rec := staterec.Record{ID: rt.TaskID, Type: rt.Type, Priority: rt.Priority, Attempt: rt.Deliveries,
+		MaxAttempts: rt.Deliveries, Sequence: rt.Seq}
+	w.tracker.Finished(rec, nil, staterec.Outcome{State: staterec.Dead, Error: truncate(rt.Error, maxRecordError)}, true)
 }

@@ -354,3 +354,42 @@ func TestWaitDelayedAwaited(t *testing.T) {
 		t.Fatalf("Wait on a delayed task = %+v, %v", rec, err)
 	}
 }
+
+// A task whose worker dies on its last delivery is dead-lettered by
+// another worker's router: that worker writes its "dead" record, so a Wait
+// on it returns the failure instead of lasting until its deadline.
+func TestWaitOnTaskTheRouterDeadLetters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	started, dead := make(chan struct{}), make(chan struct{})
+	nc1 := testutil.Connect(t, e.srv)
+	w1, err := framework.NewWorker(nc1, framework.WithDeadLetterRouter(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1.HandleFunc("wait.lastdelivery", func(ctx context.Context, task *framework.Task) error {
+		close(started)
+		<-dead
+		return nil
+	}, framework.WithAckWait(time.Second), framework.WithMaxAttempts(1))
+	startWorker(t, w1)
+	t.Cleanup(func() { close(dead) })
+	e.enqueue(t, "wait.lastdelivery", nil, framework.WithID("last1"), framework.Awaited())
+	testutil.Recv(t, started, waitLong, "the handler of the only delivery")
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.cl.Wait(waitCtx(t), "last1")
+		errc <- err
+	}()
+	nc1.Close() // dies on its last delivery
+	// Another worker, of another type, runs the router.
+	w2 := e.worker(t)
+	w2.HandleFunc("wait.other", func(context.Context, *framework.Task) error { return nil })
+	startWorker(t, w2)
+	err = testutil.Recv(t, errc, waitLong, "Wait")
+	var failed *framework.TaskFailedError
+	if !errors.As(err, &failed) || !errors.Is(err, framework.ErrTaskFailed) || !strings.Contains(err.Error(), "deliveries") {
+		t.Fatalf("Wait: %v, want the task failed, dead-lettered after its deliveries", err)
+	}
+}

@@ -69,6 +69,10 @@ type Core struct {
 	// be sent (the worker's Stats.AckErrors). Set it before running the
 	// router.
 	AckErrors *atomic.Uint64
+	// Routed, when set, is told of each task the router or the reconciler
+	// dead-lettered (not of those a worker wrote itself): the worker
+	// writes its final state record. Set it before running the router.
+	Routed func(RoutedTask)
 
 	mu        sync.Mutex
 	handles   map[string]jetstream.Stream
@@ -460,6 +464,14 @@ func (c *Core) routeStored(ctx context.Context, m jsapi.Stored, deliveries int, 
 			return err
 		}
 		c.markDead(m.Seq, taskID, ack.Sequence)
+		if c.Routed != nil && !ack.Duplicate {
+			rt := RoutedTask{TaskID: taskID, Type: taskType, Priority: prio, Header: m.Header, Seq: m.Seq, Deliveries: deliveries,
+				Error: fmt.Sprintf("dead-lettered by the %s after %d deliveries (reason %s)", routedBy, deliveries, ReasonMaxDeliveries)}
+			if hist.last != nil && hist.last.Error != "" {
+				rt.Error += ": " + hist.last.Error
+			}
+			c.Routed(rt)
+		}
 		if !ack.Duplicate {
 			c.log.Warn("jetflow task reached its max deliveries; dead-lettered",
 				slog.String(logKeyTaskID, taskID), slog.String(logKeyTaskType, taskType),
@@ -470,4 +482,16 @@ func (c *Core) routeStored(ctx context.Context, m jsapi.Stored, deliveries int, 
 		return err
 	}
 	return nil
+}
+
+// RoutedTask is a task the router or the reconciler dead-lettered
+// ([Core.Routed]).
+type RoutedTask struct {
+	TaskID, Type, Priority string
+	// Header are the task's headers, as stored (untrusted).
+	Header     nats.Header
+	Seq        uint64
+	Deliveries int
+	// Error says how it died, with its last recorded error.
+	Error string
 }
