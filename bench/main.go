@@ -205,7 +205,7 @@ func defaultConfig() config {
 		delayLead:     2 * time.Second,
 		backlog:       50000,
 		lowWork:       50 * time.Microsecond,
-		criticalEvery: 5 * time.Millisecond,
+		criticalEvery: time.Millisecond,
 		timeout:       2 * time.Minute,
 		oneN:          10000,
 		types:         10,
