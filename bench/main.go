@@ -122,6 +122,8 @@ const (
 	figLatency10kTCP = "latency_10k_tcp"
 	figLatency20kTCP = "latency_20k_tcp"
 	figBacklog       = "backlog_1m"
+	figWaitEvent     = "wait_event"
+	figEarlyEvent    = "early_event"
 )
 
 // Values of -side.
@@ -133,7 +135,7 @@ const (
 var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority,
 	figEnqueueOne, figLatency10k, figLatency20k, figDrainTCP, figLatency10kTCP, figLatency20kTCP,
 	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster,
-	figUnique, figRateLimitCost, figOrdering, figBatch, figDrainTypes, figBacklog}
+	figUnique, figRateLimitCost, figOrdering, figBatch, figDrainTypes, figWaitEvent, figEarlyEvent, figBacklog}
 
 // bigFigures run only when -big is given or -only names them.
 var bigFigures = map[string]bool{figBacklog: true}

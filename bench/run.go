@@ -225,6 +225,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{figOrdering, e.runOrdering},
 		{figBatch, e.runBatch},
 		{figDrainTypes, e.figureDrainTypes},
+		{figWaitEvent, e.runWaitEvent}, {figEarlyEvent, e.runEarlyEvent},
 		{figBacklog, e.figureBacklog},
 	}
 	for _, f := range figures {
