@@ -186,12 +186,21 @@ func (c *Client) known() []string {
 }
 
 // Status returns the current document of run id, or an error wrapping
-// [ErrRunNotFound].
+// [ErrRunNotFound]. The progress of a step of [ForEach] that fans out
+// ([StepStatus.ItemsDone], ItemsFailed) is read from its fan-out state,
+// one more round trip per such step.
 func (c *Client) Status(ctx context.Context, id string) (*Run, error) {
 	if err := validateRunID(id); err != nil {
 		return nil, err
 	}
-	return c.store.load(ctx, id)
+	r, err := c.store.load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.store.progress(ctx, r); err != nil {
+		return nil, fmt.Errorf("workflow: read the fan-out progress of run %s: %w", id, err)
+	}
+	return r, nil
 }
 
 // waitPoll spaces the polls of [Client.Wait].

@@ -66,15 +66,19 @@ type stepDef struct {
 	kind        stepKind      // a plain step, a sleep (sleep.go) or a wait for an event (events.go)
 	timeout     time.Duration // of a wait ([Timeout]); 0: none
 	onTimeout   TimeoutAction
+	fan         *fanDef // of a ForEach step (fanout.go)
+	maxParallel int     // [MaxParallel] as given; 0: not given
+	collect     bool    // [CollectErrors] given
 }
 
 // stepKind says how a step's task runs it.
 type stepKind uint8
 
 const (
-	kindStep  stepKind = iota // runs its function and completes
-	kindSleep                 // runs its function for a wake time, then sleeps until it
-	kindWait                  // runs its function for an event key, then waits for the event
+	kindStep   stepKind = iota // runs its function and completes
+	kindSleep                  // runs its function for a wake time, then sleeps until it
+	kindWait                   // runs its function for an event key, then waits for the event
+	kindFanOut                 // runs one task per item of a list, then completes ([ForEach])
 )
 
 // chainable reports whether the step may run on the task of the step before
@@ -218,6 +222,8 @@ type stepConfig struct {
 	compOpts   []framework.HandlerOption
 	timeout    time.Duration
 	onTimeout  TimeoutAction
+	parallel   int
+	collect    bool
 }
 
 // After declares the steps that must complete before this one starts. A step
@@ -317,6 +323,8 @@ func Step[In, Out any](d *Definition, name string, fn func(ctx context.Context, 
 		compOpts:    cfg.compOpts,
 		timeout:     cfg.timeout,
 		onTimeout:   cfg.onTimeout,
+		maxParallel: cfg.parallel,
+		collect:     cfg.collect,
 		inType:      inT,
 		outType:     outT,
 		declaration: len(d.steps),

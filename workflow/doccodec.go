@@ -143,6 +143,9 @@ func (e *runEncoder) step(st *StepStatus) {
 	if st.TimedOut {
 		e.b = append(e.b, `,"timed_out":true`...)
 	}
+	e.int(`,"items":`, st.Items)
+	e.int(`,"items_done":`, st.ItemsDone)
+	e.int(`,"items_failed":`, st.ItemsFailed)
 	e.b = append(e.b, '}')
 }
 

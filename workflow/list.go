@@ -48,7 +48,9 @@ func (c *Client) List(ctx context.Context, f RunFilter) (runs []*Run, truncated 
 	if err != nil {
 		return nil, false, err
 	}
-	filter := c.names.RunSubject(">")
+	// Run IDs are one token: "*" leaves out the item subjects of fan-outs
+	// ("<run>.fan.…", "<run>.in.…", "<run>.out.…").
+	filter := c.names.RunSubject("*")
 	prefix := c.names.RunSubject("")
 	var seq uint64 = 1
 	// Every matching run by ID, with the sequence of its last revision. The

@@ -64,6 +64,10 @@ const (
 	// StepStatus.EventKey, until StepStatus.Deadline when it has a
 	// [Timeout]. No task runs and no worker holds it.
 	StepWaiting StepState = "waiting"
+	// StepFanningOut: a step of [ForEach] runs its items (StepStatus.Items
+	// of them); it completes when every item has a result. No task holds
+	// the step itself.
+	StepFanningOut StepState = "fanning_out"
 )
 
 // Run is the state document of one run, as stored on subject
@@ -147,6 +151,14 @@ type StepStatus struct {
 	// [TimeoutContinue]: it completed without an event, and [Output] of it
 	// returns an error wrapping [ErrEventTimeout].
 	TimedOut bool `json:"timed_out,omitempty"`
+	// Items is the number of items of a step of [ForEach], set when it
+	// starts fanning out. ItemsDone and ItemsFailed count the items with a
+	// result, and those whose result is an error ([CollectErrors]): stored
+	// when the step completes, filled in by [Client.Status] while it fans
+	// out (the run document is not rewritten per item).
+	Items       int `json:"items,omitempty"`
+	ItemsDone   int `json:"items_done,omitempty"`
+	ItemsFailed int `json:"items_failed,omitempty"`
 }
 
 // Step returns the status of the step name, or nil.
@@ -178,9 +190,12 @@ func newRun(d *Definition, id string, input json.RawMessage, now time.Time) (*Ru
 // open reports whether the step still waits to run (enqueued or retrying).
 func (s *StepStatus) open() bool { return s.State == StepEnqueued || s.State == StepRetrying }
 
-// parked reports whether the step started and waits for a time or an event
-// (sleeping or waiting): it may still complete or fail.
-func (s *StepStatus) parked() bool { return s.State == StepSleeping || s.State == StepWaiting }
+// parked reports whether the step started and waits for a time, an event or
+// its items (sleeping, waiting or fanning out): it may still complete or
+// fail.
+func (s *StepStatus) parked() bool {
+	return s.State == StepSleeping || s.State == StepWaiting || s.State == StepFanningOut
+}
 
 // complete records the output of step st and returns the steps to enqueue
 // next and the compensation to start, if any. The caller checked st.open().
@@ -281,12 +296,12 @@ func (r *Run) nextCompensation(now time.Time) string {
 	return ""
 }
 
-// skipPending marks steps that never started, and sleeping and waiting
-// steps, as skipped. Their wake, event and timeout tasks find them skipped
-// and do nothing.
+// skipPending marks steps that never started, and sleeping, waiting and
+// fanning-out steps, as skipped. Their wake, event, timeout and item tasks
+// find them skipped and do nothing.
 func (r *Run) skipPending(now time.Time) {
 	for _, s := range r.Steps {
-		if s.State == StepPending || s.State == StepSleeping || s.State == StepWaiting {
+		if s.State == StepPending || s.parked() {
 			s.State = StepSkipped
 			s.EndedAt = now
 		}

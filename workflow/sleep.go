@@ -115,6 +115,8 @@ func (rt *runtime) handler(d *Definition, sd *stepDef) framework.HandlerFunc {
 		return rt.sleepHandler(d, sd)
 	case kindWait:
 		return rt.waitHandler(d, sd)
+	case kindFanOut:
+		return rt.fanOutHandler(d, sd)
 	}
 	return rt.stepHandler(d, sd)
 }

@@ -119,12 +119,26 @@ func (s *store) holds(ctx context.Context, stream, subject string) (bool, error)
 // which has every committed write (the stream message get API, not a direct
 // get).
 func (s *store) loadLeader(ctx context.Context, id string) (*Run, error) {
-	if _, err := s.runStream(ctx); err != nil {
-		return nil, err
+	data, seq, err := s.lastFromLeader(ctx, s.names.RunSubject(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrRunNotFound, id)
 	}
-	req, err := json.Marshal(map[string]string{"last_by_subj": s.names.RunSubject(id)})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("workflow: read run %s: %w", id, err)
+	}
+	return decodeRecalled(id, data, seq)
+}
+
+// lastFromLeader reads the last message on subject of the run stream from
+// the stream leader. It returns an error wrapping jetstream.ErrMsgNotFound
+// when there is none.
+func (s *store) lastFromLeader(ctx context.Context, subject string) ([]byte, uint64, error) {
+	if _, err := s.runStream(ctx); err != nil {
+		return nil, 0, err
+	}
+	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
+	if err != nil {
+		return nil, 0, err
 	}
 	prefix := s.js.Options().APIPrefix
 	if prefix == "" {
@@ -133,10 +147,9 @@ func (s *store) loadLeader(ctx context.Context, id string) (*Run, error) {
 	if !strings.HasSuffix(prefix, ".") {
 		prefix += "."
 	}
-	subj := prefix + "STREAM.MSG.GET." + s.names.RunStream()
-	resp, err := s.nc.RequestWithContext(ctx, subj, req)
+	resp, err := s.nc.RequestWithContext(ctx, prefix+"STREAM.MSG.GET."+s.names.RunStream(), req)
 	if err != nil {
-		return nil, fmt.Errorf("workflow: read run %s: %w", id, err)
+		return nil, 0, err
 	}
 	var r struct {
 		Message *struct {
@@ -146,17 +159,17 @@ func (s *store) loadLeader(ctx context.Context, id string) (*Run, error) {
 		Error *jetstream.APIError `json:"error"`
 	}
 	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return nil, fmt.Errorf("workflow: read run %s: invalid response: %w", id, err)
+		return nil, 0, fmt.Errorf("invalid response: %w", err)
 	}
 	switch {
 	case r.Error != nil && r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return nil, fmt.Errorf("%w: %s", ErrRunNotFound, id)
+		return nil, 0, jetstream.ErrMsgNotFound
 	case r.Error != nil:
-		return nil, fmt.Errorf("workflow: read run %s: %w", id, r.Error)
+		return nil, 0, r.Error
 	case r.Message == nil:
-		return nil, fmt.Errorf("workflow: read run %s: empty response", id)
+		return nil, 0, errors.New("empty response")
 	}
-	return decodeRecalled(id, r.Message.Data, r.Message.Seq)
+	return r.Message.Data, r.Message.Seq, nil
 }
 
 // errCorrupt reports a run document that does not decode or does not pass
@@ -225,6 +238,9 @@ func checkRun(id string, r *Run) error {
 		}
 		if st.Attempts < 0 || st.CompensationAttempts < 0 {
 			return fmt.Errorf("step %s: negative attempt count", st.Name)
+		}
+		if st.Items < 0 || st.Items > MaxItems || st.ItemsDone < 0 || st.ItemsFailed < 0 {
+			return fmt.Errorf("step %s: item counts out of 0..%d", st.Name, MaxItems)
 		}
 	}
 	return nil

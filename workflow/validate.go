@@ -54,6 +54,7 @@ func (d *Definition) validateLocked() ([]*stepDef, error) {
 		if s.timeout != 0 && s.kind != kindWait {
 			problems = append(problems, fmt.Errorf("step %q: %w: Timeout applies to WaitEvent steps only", s.name, ErrInvalidOption))
 		}
+		problems = append(problems, d.checkFanOut(s)...)
 		for _, a := range s.after {
 			switch {
 			case a == s.name:

@@ -147,6 +147,9 @@ func (rt *runtime) recordDone(ctx context.Context, d *Definition, sd *stepDef, r
 			return nil, false, nil
 		}
 		next, comp := r.complete(st, out, attempt, started, time.Now().UTC())
+		if sd.fan != nil {
+			fanDone(st, out)
+		}
 		tasks := make([]*nats.Msg, 0, len(next)+1)
 		for _, n := range next {
 			if nd := d.step(n); d.chain && chained == nil && nd != nil && nd.chainable() {
