@@ -22,7 +22,7 @@ import (
 
 // The event-wait figures of issue 35 (workflow.WaitEvent):
 //
-//	RESULT wait_event runs=… waiting_rss_mb=… goroutines=… resume_p50_ms=… resume_p99_ms=… n_resumed=… signal_rate_per_s=… signal_p50_ms=… signal_p99_ms=… own_server=…
+//	RESULT wait_event runs=… waiting_rss_mb=… goroutines=… resume_p50_ms=… resume_p99_ms=… n_resumed=… signal_rate_per_s=… signal_p50_ms=… signal_p99_ms=… quiet_resume_p50_ms=… quiet_resume_p99_ms=… quiet_rate_per_s=… own_server=…
 //	RESULT early_event runs=… lost=… completed=…
 //
 // wait_event starts one worker with a workflow whose first step waits for
@@ -30,11 +30,12 @@ import (
 // reads the process's RSS (after a garbage collection that returns freed
 // memory to the system) and its goroutine count with the worker started and
 // idle, and again once every run waits: waiting_rss_mb and goroutines are
-// the increases. Then it signals waitSample of the runs, spread over them,
-// at waitSignalRate per second, and measures from each Signal call to the
-// start of the step after the wait (resume_), and the Signal calls
-// themselves (signal_: the publish and the listing of the key's waiting
-// runs). With a nats-server binary (or -url) the server runs in its own
+// the increases. Then it signals waitSample/5 of the runs, spread over
+// them, at waitQuietRate per second (quiet_resume_: one event at a time),
+// then waitSample others at waitSignalRate per second, and measures from
+// each Signal call to the start of the step after the wait (resume_), and
+// the Signal calls themselves (signal_: the publish and the listing of the
+// key's waiting runs). With a nats-server binary (or -url) the server runs in its own
 // process, so that the RSS is the worker's (own_server=1); otherwise the
 // embedded server's memory, holding the run documents and wait entries,
 // counts too (own_server=0). Each of -runs rounds uses a prefix of its
@@ -53,6 +54,9 @@ const (
 	// the signals per second.
 	waitSample     = 1000
 	waitSignalRate = 200
+	// waitQuietRate is the rate of the first, smaller set of signals
+	// (waitSample/5), one event at a time.
+	waitQuietRate = 20
 )
 
 // runWaitEvent measures and prints the wait_event figure.
@@ -67,22 +71,26 @@ func (e *env) runWaitEvent(ctx context.Context, out io.Writer) error {
 		}
 		own = 1
 	}
-	var rssMB, gor, p50, p99, s50, s99 []float64
+	var rssMB, gor, p50, p99, q50, q99, s50, s99 []float64
 	for r := 1; r <= e.cfg.runs; r++ {
 		res, err := t.waitEventRound(ctx, r, runs, sample)
 		if err != nil {
 			return fmt.Errorf("round %d: %w", r, err)
 		}
-		e.progress("wait_event run %d/%d: %d runs waiting (%+.1f MB RSS, %+d goroutines, %.1f s to reach the wait), %d resumed at %d/s: p50 %.2f ms, p99 %.2f ms (Signal calls p50 %.2f ms, p99 %.2f ms)",
-			r, e.cfg.runs, runs, res.rssMB, res.goroutines, res.reach.Seconds(), sample, waitSignalRate, res.p50, res.p99, res.signal50, res.signal99)
+		e.progress("wait_event run %d/%d: %d runs waiting (%+.1f MB RSS, %+d goroutines, %.1f s to reach the wait); resumed at %d/s: p50 %.2f ms, p99 %.2f ms; %d at %d/s: p50 %.2f ms, p99 %.2f ms (Signal calls p50 %.2f ms, p99 %.2f ms)",
+			r, e.cfg.runs, runs, res.rssMB, res.goroutines, res.reach.Seconds(), waitQuietRate, res.quiet50, res.quiet99,
+			sample, waitSignalRate, res.p50, res.p99, res.signal50, res.signal99)
 		rssMB = append(rssMB, res.rssMB)
 		gor = append(gor, float64(res.goroutines))
 		p50, p99 = append(p50, res.p50), append(p99, res.p99)
 		s50, s99 = append(s50, res.signal50), append(s99, res.signal99)
+		q50, q99 = append(q50, res.quiet50), append(q99, res.quiet99)
 	}
 	printResult(out, figWaitEvent, fint("runs", runs), fcpu("waiting_rss_mb", median(rssMB)), fint("goroutines", int(median(gor))),
 		fms("resume_p50_ms", median(p50)), fms("resume_p99_ms", median(p99)), fint("n_resumed", sample), fint("signal_rate_per_s", waitSignalRate),
-		fms("signal_p50_ms", median(s50)), fms("signal_p99_ms", median(s99)), fint("own_server", own))
+		fms("signal_p50_ms", median(s50)), fms("signal_p99_ms", median(s99)),
+		fms("quiet_resume_p50_ms", median(q50)), fms("quiet_resume_p99_ms", median(q99)), fint("quiet_rate_per_s", waitQuietRate),
+		fint("own_server", own))
 	return nil
 }
 
@@ -91,6 +99,8 @@ type waitEventResult struct {
 	goroutines int
 	reach      time.Duration
 	p50, p99   float64
+	// quiet50 and quiet99: the resume times at waitQuietRate.
+	quiet50, quiet99 float64
 	// signal50 and signal99 are percentiles of the Signal calls' times.
 	signal50, signal99 float64
 }
@@ -107,25 +117,11 @@ func (e *env) waitEventRound(ctx context.Context, round, runs, sample int) (_ wa
 	names := streams.MustNames(prefix)
 	keyOf := func(i int) string { return "bench.wait." + strconv.Itoa(i) }
 
-	var (
-		mu       sync.Mutex
-		signaled = make(map[int]time.Time, sample)
-		lat      = make([]time.Duration, 0, sample)
-		resumed  = make(chan struct{})
-	)
+	p := &resumeProbe{signaled: make(map[int]time.Time)}
 	def := workflow.New(wfWaitName)
 	workflow.WaitEvent(def, "approval", func(_ context.Context, i int) (string, error) { return keyOf(i), nil })
 	workflow.Step(def, "next", func(_ context.Context, i int) (struct{}, error) {
-		now := time.Now()
-		mu.Lock()
-		defer mu.Unlock()
-		if at, ok := signaled[i]; ok {
-			delete(signaled, i)
-			lat = append(lat, now.Sub(at))
-			if len(lat) == sample {
-				close(resumed)
-			}
-		}
+		p.resumed(i)
 		return struct{}{}, nil
 	}, workflow.After("approval"))
 
@@ -187,40 +183,99 @@ func (e *env) waitEventRound(ctx context.Context, round, runs, sample int) (_ wa
 	time.Sleep(time.Second)
 	rss1, g1 := settledRSS(), runtime.NumGoroutine()
 
-	// Signal sample runs spread over all of them at a steady rate.
-	calls := make([]time.Duration, 0, sample)
-	tick := time.NewTicker(time.Second / waitSignalRate)
-	defer tick.Stop()
-	for k := range sample {
-		i := k * (runs / sample)
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return waitEventResult{}, ctx.Err()
-		}
-		mu.Lock()
-		signaled[i] = time.Now()
-		mu.Unlock()
-		t0 := time.Now()
-		if _, err := wc.Signal(ctx, keyOf(i), map[string]string{"by": "bench"}); err != nil {
-			return waitEventResult{}, fmt.Errorf("bench: signal %s: %w", keyOf(i), err)
-		}
-		calls = append(calls, time.Since(t0))
-	}
-	if err := e.waitFor(ctx, resumed, fmt.Sprintf("%d signalled runs to resume", sample)); err != nil {
+	// Signal runs spread over all of them at a steady rate: a few at
+	// waitQuietRate, then sample at waitSignalRate. Run k*step+1 of the
+	// first set is next to run k*step of the second.
+	step := runs / sample
+	quiet, _, err := e.signalAt(ctx, wc, p, keyOf, waitQuietRate, max(sample/5, 1), func(k int) int { return k*step + 1 })
+	if err != nil {
 		return waitEventResult{}, err
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	lat, calls, err := e.signalAt(ctx, wc, p, keyOf, waitSignalRate, sample, func(k int) int { return k * step })
+	if err != nil {
+		return waitEventResult{}, err
+	}
 	return waitEventResult{
 		rssMB:      (float64(rss1) - float64(rss0)) / (1 << 20),
 		goroutines: g1 - g0,
 		reach:      reach,
 		p50:        ms(percentile(lat, 50)),
 		p99:        ms(percentile(lat, 99)),
+		quiet50:    ms(percentile(quiet, 50)),
+		quiet99:    ms(percentile(quiet, 99)),
 		signal50:   ms(percentile(calls, 50)),
 		signal99:   ms(percentile(calls, 99)),
 	}, nil
+}
+
+// resumeProbe times resumed runs: from the Signal of run i's event to the
+// start of the step after its wait.
+type resumeProbe struct {
+	mu       sync.Mutex
+	signaled map[int]time.Time
+	lat      []time.Duration
+	want     int
+	done     chan struct{}
+}
+
+// expect starts a new set of n signals.
+func (p *resumeProbe) expect(n int) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lat, p.want, p.done = make([]time.Duration, 0, n), n, make(chan struct{})
+	return p.done
+}
+
+func (p *resumeProbe) signal(i int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.signaled[i] = time.Now()
+}
+
+// resumed records that the step after run i's wait started.
+func (p *resumeProbe) resumed(i int) {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.signaled[i]
+	if !ok {
+		return
+	}
+	delete(p.signaled, i)
+	p.lat = append(p.lat, now.Sub(at))
+	if len(p.lat) == p.want {
+		close(p.done)
+	}
+}
+
+// signalAt signals the events of runs run(0) … run(n-1) at rate per
+// second and waits until they resumed. It returns the resume times and the
+// Signal calls' times.
+func (e *env) signalAt(ctx context.Context, wc *workflow.Client, p *resumeProbe, keyOf func(int) string, rate, n int, run func(k int) int) (lat, calls []time.Duration, _ error) {
+	done := p.expect(n)
+	calls = make([]time.Duration, 0, n)
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for k := range n {
+		i := run(k)
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		p.signal(i)
+		t0 := time.Now()
+		if _, err := wc.Signal(ctx, keyOf(i), map[string]string{"by": "bench"}); err != nil {
+			return nil, nil, fmt.Errorf("bench: signal %s: %w", keyOf(i), err)
+		}
+		calls = append(calls, time.Since(t0))
+	}
+	if err := e.waitFor(ctx, done, fmt.Sprintf("%d runs signalled at %d/s to resume", n, rate)); err != nil {
+		return nil, nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lat, calls, nil
 }
 
 // runEarlyEvent measures and prints the early_event figure.
