@@ -13,9 +13,9 @@
 //
 // Waiting and sleeping hold nothing in the worker: the wait and the sleep
 // are recorded in the run's document and in the server, and the worker lets
-// go of their tasks. The items are shipped in one step: a step per item
-// would need steps added at run time, which the static graphs of package
-// workflow do not have.
+// go of their tasks. The items are shipped in one step: the example does
+// not use run-time fan-out (workflow.ForEach), which would ship each item
+// as a task of its own.
 //
 // The program approves all orders but the last -unapproved ones itself,
 // -approve-after after starting them (none with -no-approve), as a person
