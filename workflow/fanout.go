@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"reflect"
 	"strconv"
 	"sync"
@@ -552,19 +553,48 @@ func (rt *runtime) callItem(ctx, sctx context.Context, t *framework.Task, d *Def
 // state, releasing the next item, and completes the step when i was the
 // last. An item counted already only sends the tasks in flight again.
 func (rt *runtime) count(ctx, sctx context.Context, t *framework.Task, d *Definition, sd *stepDef, r *Run, i int, failed bool) error {
+	fs, next, err := rt.countLocked(sctx, d, sd, r.ID, i, failed)
+	switch {
+	case err != nil:
+		return err
+	case fs == nil && t.Attempt > 1:
+		// Counted already by this task's previous delivery, which may
+		// have died before sending the task it released.
+		return rt.releaseAgain(sctx, t, d, sd, r)
+	case fs == nil:
+		return nil
+	}
+	if err := rt.store.publishTasks(sctx, next); err != nil {
+		// Sent again when this task is redelivered (releaseAgain).
+		return fmt.Errorf("workflow: release the next item of step %s of run %s: %w", sd.name, r.ID, err)
+	}
+	if fs.Done < fs.Total {
+		return nil
+	}
+	return rt.completeFanOut(ctx, sctx, t, d, sd, r.ID, fs)
+}
+
+// countLocked counts item i under the worker's lock of the fan-out and
+// returns the state written and the task it released; a nil state when
+// the item was counted already. The items of one fan-out that finish on
+// one worker count one at a time (a striped lock): they would only
+// conflict on the guard otherwise, and each conflict costs a read and a
+// retry (with 200 in flight, a fifth of the rate). The guard still orders
+// the counts of different workers.
+func (rt *runtime) countLocked(ctx context.Context, d *Definition, sd *stepDef, runID string, i int, failed bool) (*fanState, []*nats.Msg, error) {
+	lock := rt.counting.lock(runID, sd.name)
+	lock.Lock()
+	defer lock.Unlock()
 	for attempt := 0; ; attempt++ {
-		fs, err := rt.store.loadFan(sctx, r.ID, sd.name, attempt > 0)
+		fs, err := rt.store.loadFan(ctx, runID, sd.name, attempt > 0)
 		if err != nil {
-			return fmt.Errorf("workflow: read the fan-out of step %s of run %s: %w", sd.name, r.ID, err)
+			return nil, nil, fmt.Errorf("workflow: read the fan-out of step %s of run %s: %w", sd.name, runID, err)
 		}
 		if fs == nil || i >= fs.Total {
-			return framework.Permanent(fmt.Errorf("%w: run %s: fan-out of step %s has no item %d (its state expired, or was purged)", ErrNoOutput, r.ID, sd.name, i))
+			return nil, nil, framework.Permanent(fmt.Errorf("%w: run %s: fan-out of step %s has no item %d (its state expired, or was purged)", ErrNoOutput, runID, sd.name, i))
 		}
 		if fs.counted(i) {
-			if t.Attempt > 1 {
-				return rt.releaseAgain(sctx, t, d, sd, r)
-			}
-			return nil
+			return nil, nil, nil
 		}
 		fs.Counted[i/8] |= 1 << (i % 8)
 		fs.Done++
@@ -573,32 +603,39 @@ func (rt *runtime) count(ctx, sctx context.Context, t *framework.Task, d *Defini
 		}
 		var next []*nats.Msg
 		if fs.Released < fs.Total {
-			next = append(next, itemTask(rt, d, r.ID, sd.name, fs.Released))
+			next = append(next, itemTask(rt, d, runID, sd.name, fs.Released))
 			fs.Released++
 		}
 		data, err := json.Marshal(fs)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		_, err = rt.put(sctx, d, rt.store.fanSubject(r.ID, sd.name), data, fs.seq)
+		_, err = rt.put(ctx, d, rt.store.fanSubject(runID, sd.name), data, fs.seq)
 		if errors.Is(err, errConflict) {
 			if attempt >= maxConflictRetries {
-				return fmt.Errorf("%w: fan-out %s of run %s after %d attempts", ErrConflict, sd.name, r.ID, attempt+1)
+				return nil, nil, fmt.Errorf("%w: fan-out %s of run %s after %d attempts", ErrConflict, sd.name, runID, attempt+1)
+			}
+			if !backOff(ctx, attempt) {
+				return nil, nil, fmt.Errorf("workflow: count item %d of step %s of run %s: %w", i, sd.name, runID, ctx.Err())
 			}
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("workflow: count item %d of step %s of run %s: %w", i, sd.name, r.ID, err)
+			return nil, nil, fmt.Errorf("workflow: count item %d of step %s of run %s: %w", i, sd.name, runID, err)
 		}
-		if err := rt.store.publishTasks(sctx, next); err != nil {
-			// Sent again when this task is redelivered (releaseAgain).
-			return fmt.Errorf("workflow: release the next item of step %s of run %s: %w", sd.name, r.ID, err)
-		}
-		if fs.Done < fs.Total {
-			return nil
-		}
-		return rt.completeFanOut(ctx, sctx, t, d, sd, r.ID, fs)
+		return fs, next, nil
 	}
+}
+
+// countLocks serialise the counts of the fan-outs of one worker: a fan-out
+// always takes the same of its 64 locks.
+type countLocks [64]sync.Mutex
+
+func (l *countLocks) lock(runID, step string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(runID))
+	h.Write([]byte(step))
+	return &l[h.Sum32()%uint32(len(l))]
 }
 
 // completeFanOut completes the ForEach step whose items are all counted:

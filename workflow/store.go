@@ -452,11 +452,16 @@ func (s *store) update(ctx context.Context, id string, r *Run, fn mutation) (*Ru
 		if attempt >= maxConflictRetries {
 			return nil, fmt.Errorf("%w: %s after %d attempts", ErrConflict, id, attempt+1)
 		}
-		// Back off a little, with jitter, so that racing writers spread out.
-		d := time.Duration(rand.Int64N(int64(min(attempt+1, 20)) * int64(time.Millisecond)))
-		if !retry.Sleep(ctx, d) {
+		if !backOff(ctx, attempt) {
 			return nil, fmt.Errorf("workflow: update run %s: %w", id, ctx.Err())
 		}
 		r = nil
 	}
+}
+
+// backOff waits a little after the attempt-th conflicting write, with
+// jitter, so that racing writers spread out. It reports false when ctx
+// ended first.
+func backOff(ctx context.Context, attempt int) bool {
+	return retry.Sleep(ctx, time.Duration(rand.Int64N(int64(min(attempt+1, 20))*int64(time.Millisecond))))
 }

@@ -33,6 +33,8 @@ type runtime struct {
 	store *store
 	names streams.Names
 	types map[string]typeRef
+	// counting serialises the counts of a fan-out's items (fanout.go).
+	counting countLocks
 }
 
 type typeRef struct {
