@@ -226,6 +226,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{figBatch, e.runBatch},
 		{figDrainTypes, e.figureDrainTypes},
 		{figWaitEvent, e.runWaitEvent}, {figEarlyEvent, e.runEarlyEvent},
+		{figFanout, e.runFanout},
 		{figBacklog, e.figureBacklog},
 	}
 	for _, f := range figures {
