@@ -88,9 +88,16 @@ func workflowEventCommands(wfClient func(s *session) (*workflow.Client, error)) 
 	}}
 }
 
-// stepWaits says what a sleeping or waiting step waits for, for a table
-// cell: "-" for other steps.
+// stepWaits says what a sleeping or waiting step waits for, and how far a
+// fan-out got (items done/total), for a table cell: "-" for other steps.
 func stepWaits(st *workflow.StepStatus, now time.Time) string {
+	if st.Items > 0 {
+		s := fmt.Sprintf("items %d/%d", st.ItemsDone, st.Items)
+		if st.ItemsFailed > 0 {
+			s += fmt.Sprintf(" (%d failed)", st.ItemsFailed)
+		}
+		return s
+	}
 	switch st.State {
 	case workflow.StepSleeping:
 		return "wake " + when(st.WakeAt, now)

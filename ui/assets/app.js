@@ -599,8 +599,9 @@ function dag(steps) {
 
 // stepWaits says what a sleeping step (workflow.Sleep) or a waiting step
 // (workflow.WaitEvent) waits for: its wake time, or its event key and the
-// deadline of its timeout.
+// deadline of its timeout; and how far a fan-out (workflow.ForEach) got.
 function stepWaits(s) {
+  if (s.items) return "items " + (s.items_done || 0) + "/" + s.items + (s.items_failed ? " (" + s.items_failed + " failed)" : "");
   if (s.state === "sleeping") return "wake at " + fmtTime(s.wake_at);
   if (s.state === "waiting") return "event " + s.event_key + (s.deadline ? ", until " + fmtTime(s.deadline) : "");
   if (s.timed_out) return "timed out without event " + s.event_key;
