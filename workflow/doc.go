@@ -35,6 +35,18 @@
 // [streams.DefaultEventRetention] and found when the wait begins; an event
 // resumes a run once.
 //
+// # Fanning out over a list
+//
+// [ForEach] declares a step that runs a function once per item of the list
+// another step returns, each item on a task of its own, at most
+// [MaxParallel] of a run at once; the steps after it read the results in
+// item order with [Results] or [ItemResults]. The first item that fails for
+// good fails the run (with its compensations), unless the step has
+// [CollectErrors]. Items and results live beside the run document, one
+// message each, so a fan-out of [MaxItems] items writes the document once;
+// [Client.Status] reports its progress ([StepStatus.ItemsDone] of
+// [StepStatus.Items]).
+//
 // # Running
 //
 // Workers run the steps: [Register] adds one handler per step (task type
