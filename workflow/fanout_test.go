@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 	"github.com/jetflow-io/jetflow/workflow"
 )
@@ -368,5 +369,114 @@ func TestForEachWorkerKilled(t *testing.T) {
 	}
 	if st := r.Step("each"); st.ItemsDone != n {
 		t.Errorf("%d items counted, want %d", st.ItemsDone, n)
+	}
+}
+
+// TestForEachSurvivesServerRestart restarts the server on its store while
+// a fan-out has items in flight: a new worker finishes it, and the join
+// gets every result in item order, once.
+func TestForEachSurvivesServerRestart(t *testing.T) {
+	t.Parallel()
+	const n = 100
+	te := testutil.NewEnv(t, streams.Config{}, testutil.WithListen())
+	fc, err := framework.NewClient(te.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{srv: te.Server, nc: te.Conn, js: te.JS, fc: fc}
+	runs := newCounter()
+	got := make(chan []int, 2)
+	blocked := make(chan struct{}, n)
+	newDef := func(first bool) *workflow.Definition {
+		d := workflow.New("restart", workflow.WithMaxOutputBytes(1<<20))
+		workflow.Step(d, "list", listOf(n))
+		workflow.ForEach(d, "each", "list", func(ctx context.Context, item int) (int, error) {
+			if first && item >= 30 {
+				blocked <- struct{}{}
+				<-ctx.Done() // held until the worker stops
+				return 0, ctx.Err()
+			}
+			return 2 * item, nil
+		}, workflow.MaxParallel(10), workflow.WithTaskOptions(framework.WithAckWait(time.Second), fast))
+		workflow.Step(d, "join", joinInto(got, runs), workflow.After("each"))
+		return d
+	}
+	w, _ := e.worker(t, []*workflow.Definition{newDef(true)}, framework.WithConcurrency(16))
+	if err := w.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c := e.client(t, newDef(false))
+	id := start(t, c, "restart", nil)
+	testutil.Recv(t, blocked, waitLong, "an item held on the first worker")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel()
+	_ = w.Shutdown(ctx) // the held items are cut short
+	srv := testutil.RestartServer(t, e.srv)
+	e.srv = srv
+	testutil.Wait(t, waitLong, "server back", func() bool { return srv.JetStreamEnabled() && e.nc.IsConnected() })
+	w2, _ := e.worker(t, []*workflow.Definition{newDef(false)}, framework.WithConcurrency(16))
+	startWorker(t, w2)
+	var done *workflow.Run
+	testutil.Wait(t, waitLong, "run final after the restart", func() bool {
+		r, err := c.Status(t.Context(), id) // errors while the connection comes back are expected
+		done = r
+		return err == nil && r.Status.Final()
+	})
+	if done.Status != workflow.RunCompleted {
+		t.Fatalf("run %s: %s", done.Status, done.Error)
+	}
+	checkDoubled(t, testutil.Recv(t, got, waitLong, "join results"), n)
+	if runs.get("join") != 1 {
+		t.Errorf("join ran %d times, want 1", runs.get("join"))
+	}
+}
+
+// TestForEachCancel cancels a run mid fan-out: the step is skipped, the
+// items in flight start no others, and the join never runs.
+func TestForEachCancel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	runs := newCounter()
+	started := make(chan struct{}, 100)
+	gate := make(chan struct{})
+	d := workflow.New("cancelfan")
+	workflow.Step(d, "list", listOf(100))
+	workflow.ForEach(d, "each", "list", func(ctx context.Context, item int) (int, error) {
+		runs.inc("item")
+		started <- struct{}{}
+		<-gate
+		return item, nil
+	}, workflow.MaxParallel(2))
+	workflow.Step(d, "join", joinInto(make(chan []int, 1), runs), workflow.After("each"))
+	var handled atomic.Int32
+	countItems := func(next framework.Handler) framework.Handler {
+		return framework.HandlerFunc(func(ctx context.Context, t *framework.Task) error {
+			err := next.Handle(ctx, t)
+			if t.Header(workflow.HeaderItem) != "" {
+				handled.Add(1)
+			}
+			return err
+		})
+	}
+	w, _ := e.worker(t, []*workflow.Definition{d}, framework.WithMiddleware(countItems))
+	startWorker(t, w)
+	c := e.client(t, d)
+	id := start(t, c, "cancelfan", nil)
+	testutil.Recv(t, started, waitLong, "an item running")
+	if err := c.Cancel(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	r := wait(t, c, id)
+	if r.Status != workflow.RunCancelled {
+		t.Fatalf("run %s: %s", r.Status, r.Error)
+	}
+	checkState(t, r, "each", workflow.StepSkipped)
+	// The items in flight (item 0, and item 1 unless it saw the
+	// cancellation first) finish; the items they release find the run
+	// cancelled and do not run. Item 0 releases one at least: three tasks.
+	testutil.Wait(t, waitLong, "3 item tasks handled", func() bool { return handled.Load() >= 3 })
+	if got := runs.get("item"); got > 2 || runs.get("join") != 0 {
+		t.Errorf("%d items and %d joins ran after the cancellation", got, runs.get("join"))
 	}
 }
