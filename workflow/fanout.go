@@ -475,7 +475,7 @@ func (rt *runtime) runItem(ctx context.Context, t *framework.Task, d *Definition
 	case i >= st.Items:
 		return framework.Permanent(fmt.Errorf("workflow: run %s: item %d of step %s, which has %d", runID, i, sd.name, st.Items))
 	}
-	res, err := rt.loadResult(sctx, runID, sd.name, i)
+	res, err := rt.loadResult(sctx, runID, sd.name, i, false)
 	if err != nil {
 		return err
 	}
@@ -487,9 +487,10 @@ func (rt *runtime) runItem(ctx context.Context, t *framework.Task, d *Definition
 	return rt.count(ctx, sctx, t, d, sd, r, i, res.Error != "")
 }
 
-// loadResult reads the stored result of item i; nil when there is none.
-func (rt *runtime) loadResult(ctx context.Context, runID, step string, i int) (*itemResult, error) {
-	data, _, err := rt.store.last(ctx, rt.store.outSubject(runID, step, i), false)
+// loadResult reads the stored result of item i (from the stream leader when
+// leader is set); nil when there is none.
+func (rt *runtime) loadResult(ctx context.Context, runID, step string, i int, leader bool) (*itemResult, error) {
+	data, _, err := rt.store.last(ctx, rt.store.outSubject(runID, step, i), leader)
 	if err != nil {
 		return nil, fmt.Errorf("workflow: read the result of item %d of step %s of run %s: %w", i, step, runID, err)
 	}
@@ -507,7 +508,12 @@ func (rt *runtime) loadResult(ctx context.Context, runID, step string, i int) (*
 // returns the result stored (nil with the error to return when there is
 // none to count: a retry, or a failure that fails the step).
 func (rt *runtime) callItem(ctx, sctx context.Context, t *framework.Task, d *Definition, sd *stepDef, r *Run, i int) (*itemResult, error) {
-	data, _, err := rt.store.last(sctx, rt.store.inSubject(r.ID, sd.name, i), false)
+	in := rt.store.inSubject(r.ID, sd.name, i)
+	data, _, err := rt.store.last(sctx, in, false)
+	if err == nil && data == nil {
+		// A replica may lag behind the leader that stored it.
+		data, _, err = rt.store.last(sctx, in, true)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("workflow: read item %d of step %s of run %s: %w", i, sd.name, r.ID, err)
 	}
@@ -543,8 +549,13 @@ func (rt *runtime) callItem(ctx, sctx context.Context, t *framework.Task, d *Def
 		if !errors.Is(err, errConflict) {
 			return nil, fmt.Errorf("workflow: store the result of item %d of step %s of run %s: %w", i, sd.name, r.ID, err)
 		}
-		// Another delivery stored one first: count that one.
-		return rt.loadResult(sctx, r.ID, sd.name, i)
+		// Another delivery stored one first: count that one (read from
+		// the leader, which has it).
+		stored, err := rt.loadResult(sctx, r.ID, sd.name, i, true)
+		if err == nil && stored == nil {
+			err = fmt.Errorf("workflow: result of item %d of step %s of run %s: stored by another delivery, but not found", i, sd.name, r.ID)
+		}
+		return stored, err
 	}
 	return res, nil
 }
@@ -693,7 +704,12 @@ func ItemResults[R any](ctx context.Context, step string) ([]ItemResult[R], erro
 	for range min(resultReaders, st.Items) {
 		wg.Go(func() {
 			for i := range next {
-				data, _, err := sc.store.last(ctx, sc.store.outSubject(sc.info.RunID, step, i), false)
+				subj := sc.store.outSubject(sc.info.RunID, step, i)
+				data, _, err := sc.store.last(ctx, subj, false)
+				if err == nil && data == nil {
+					// A replica may lag behind the leader that stored it.
+					data, _, err = sc.store.last(ctx, subj, true)
+				}
 				var res itemResult
 				switch {
 				case err != nil:
