@@ -564,13 +564,14 @@ func (rt *runtime) callItem(ctx, sctx context.Context, t *framework.Task, d *Def
 // state, releasing the next item, and completes the step when i was the
 // last. An item counted already only sends the tasks in flight again.
 func (rt *runtime) count(ctx, sctx context.Context, t *framework.Task, d *Definition, sd *stepDef, r *Run, i int, failed bool) error {
-	fs, next, err := rt.countLocked(sctx, d, sd, r.ID, i, failed)
+	fs, next, unsure, err := rt.countLocked(sctx, d, sd, r.ID, i, failed)
 	switch {
 	case err != nil:
 		return err
-	case fs == nil && t.Attempt > 1:
-		// Counted already by this task's previous delivery, which may
-		// have died before sending the task it released.
+	case fs == nil && (t.Attempt > 1 || unsure):
+		// Counted already, by this task's previous delivery (which may
+		// have died before sending the task it released) or by a write
+		// of this one whose answer was lost.
 		return rt.releaseAgain(sctx, t, d, sd, r)
 	case fs == nil:
 		return nil
@@ -587,25 +588,35 @@ func (rt *runtime) count(ctx, sctx context.Context, t *framework.Task, d *Defini
 
 // countLocked counts item i under the worker's lock of the fan-out and
 // returns the state written and the task it released; a nil state when
-// the item was counted already. The items of one fan-out that finish on
+// the item was counted already (unsure: maybe by a write of this call
+// whose answer was lost). The items of one fan-out that finish on
 // one worker count one at a time (a striped lock): they would only
 // conflict on the guard otherwise, and each conflict costs a read and a
 // retry (with 200 in flight, a fifth of the rate). The guard still orders
 // the counts of different workers.
-func (rt *runtime) countLocked(ctx context.Context, d *Definition, sd *stepDef, runID string, i int, failed bool) (*fanState, []*nats.Msg, error) {
+func (rt *runtime) countLocked(ctx context.Context, d *Definition, sd *stepDef, runID string, i int, failed bool) (fs *fanState, next []*nats.Msg, unsure bool, err error) {
 	lock := rt.counting.lock(runID, sd.name)
 	lock.Lock()
 	defer lock.Unlock()
 	for attempt := 0; ; attempt++ {
-		fs, err := rt.store.loadFan(ctx, runID, sd.name, attempt > 0)
+		rctx, cancel := context.WithTimeout(ctx, countWriteTimeout)
+		fs, err := rt.store.loadFan(rctx, runID, sd.name, attempt > 0)
+		cancel()
+		if err != nil && ctx.Err() == nil && attempt < maxConflictRetries && !errors.Is(err, errCorrupt) {
+			// Unanswered or refused during a leader change: try again.
+			if !backOff(ctx, attempt) {
+				return nil, nil, unsure, ctx.Err()
+			}
+			continue
+		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("workflow: read the fan-out of step %s of run %s: %w", sd.name, runID, err)
+			return nil, nil, unsure, fmt.Errorf("workflow: read the fan-out of step %s of run %s: %w", sd.name, runID, err)
 		}
 		if fs == nil || i >= fs.Total {
-			return nil, nil, framework.Permanent(fmt.Errorf("%w: run %s: fan-out of step %s has no item %d (its state expired, or was purged)", ErrNoOutput, runID, sd.name, i))
+			return nil, nil, unsure, framework.Permanent(fmt.Errorf("%w: run %s: fan-out of step %s has no item %d (its state expired, or was purged)", ErrNoOutput, runID, sd.name, i))
 		}
 		if fs.counted(i) {
-			return nil, nil, nil
+			return nil, nil, unsure, nil
 		}
 		fs.Counted[i/8] |= 1 << (i % 8)
 		fs.Done++
@@ -619,24 +630,34 @@ func (rt *runtime) countLocked(ctx context.Context, d *Definition, sd *stepDef, 
 		}
 		data, err := json.Marshal(fs)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, unsure, err
 		}
-		_, err = rt.put(ctx, d, rt.store.fanSubject(runID, sd.name), data, fs.seq)
-		if errors.Is(err, errConflict) {
-			if attempt >= maxConflictRetries {
-				return nil, nil, fmt.Errorf("%w: fan-out %s of run %s after %d attempts", ErrConflict, sd.name, runID, attempt+1)
+		// A write whose answer is lost (a leader change) is not waited
+		// for as long as ctx allows: other items wait for the lock. It is
+		// read again from the leader, which says whether it was stored.
+		pctx, cancel := context.WithTimeout(ctx, countWriteTimeout)
+		_, err = rt.put(pctx, d, rt.store.fanSubject(runID, sd.name), data, fs.seq)
+		cancel()
+		if err == nil {
+			return fs, next, unsure, nil
+		}
+		if !errors.Is(err, errConflict) {
+			if ctx.Err() != nil || attempt >= maxConflictRetries {
+				return nil, nil, true, fmt.Errorf("workflow: count item %d of step %s of run %s: %w", i, sd.name, runID, err)
 			}
-			if !backOff(ctx, attempt) {
-				return nil, nil, fmt.Errorf("workflow: count item %d of step %s of run %s: %w", i, sd.name, runID, ctx.Err())
-			}
-			continue
+			unsure = true
 		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("workflow: count item %d of step %s of run %s: %w", i, sd.name, runID, err)
+		if attempt >= maxConflictRetries {
+			return nil, nil, unsure, fmt.Errorf("%w: fan-out %s of run %s after %d attempts", ErrConflict, sd.name, runID, attempt+1)
 		}
-		return fs, next, nil
+		if !backOff(ctx, attempt) {
+			return nil, nil, unsure, fmt.Errorf("workflow: count item %d of step %s of run %s: %w", i, sd.name, runID, ctx.Err())
+		}
 	}
 }
+
+// countWriteTimeout bounds one read and one write of a fan-out's count.
+const countWriteTimeout = 5 * time.Second
 
 // countLocks serialise the counts of the fan-outs of one worker: a fan-out
 // always takes the same of its 64 locks.
