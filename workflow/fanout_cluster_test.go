@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -21,6 +22,12 @@ func TestForEachAcrossLeaderElections(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
+	}
+	// It failed once in fourteen runs, without a message, and the cause is
+	// not found yet: until it is, it runs on demand (JETFLOW_HEAVY=1), not
+	// in every CI run. The open question is written in decision 044.
+	if os.Getenv("JETFLOW_HEAVY") != "1" {
+		t.Skip("set JETFLOW_HEAVY=1: an intermittent failure under investigation (decision 044)")
 	}
 	const n = 300
 	c := testutil.RunCluster(t, 3)
