@@ -88,7 +88,12 @@ func TestPerKeyLimitHoldsAcrossWorkers(t *testing.T) {
 		w.HandleFunc(typ, func(ctx context.Context, task *framework.Task) error {
 			g.enter(task.Key(), task.Attempt)
 			defer g.leave(task.Key())
-			time.Sleep(3 * time.Millisecond) // the work: a short call
+			// The work: a short call, so that tasks of a key overlap.
+			select {
+			case <-time.After(3 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 			done <- struct{}{}
 			return nil
 		}, keylimit.PerKey(limit))
