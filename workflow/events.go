@@ -134,16 +134,11 @@ func (rt *runtime) waitHandler(d *Definition, sd *stepDef) framework.HandlerFunc
 		runID := runIDOf(t)
 		sctx, cancel := stateContext(ctx)
 		defer cancel()
-		r, st, err := rt.read(sctx, d, runID, sd.name, func(st *StepStatus) bool { return st.State == StepPending })
+		r, st, err := rt.readStep(sctx, t, d, sd)
 		if err != nil {
-			return loadErr(t, err)
+			return err
 		}
 		switch {
-		case st == nil:
-			return framework.Permanent(fmt.Errorf("workflow: run %s of %s has no step %q: the definition changed under a running run (give a changed workflow a new name)",
-				runID, d.name, sd.name))
-		case st.State == StepPending:
-			return framework.RetryAfterErr(time.Second, fmt.Errorf("workflow: run %s: step %s has a task but is still pending in the run document", runID, sd.name))
 		case st.State == StepWaiting:
 			return rt.resumeWait(ctx, sctx, t, d, sd, r, st)
 		case !st.open():

@@ -99,18 +99,9 @@ func (rt *runtime) stepHandler(d *Definition, sd *stepDef) framework.HandlerFunc
 		runID := runIDOf(t)
 		sctx, cancel := stateContext(ctx)
 		defer cancel()
-		// A step whose task exists is at least enqueued: a document saying
-		// otherwise is a replica lagging behind.
-		r, st, err := rt.read(sctx, d, runID, sd.name, func(st *StepStatus) bool { return st.State == StepPending })
+		r, st, err := rt.readStep(sctx, t, d, sd)
 		if err != nil {
-			return loadErr(t, err)
-		}
-		if st == nil {
-			return framework.Permanent(fmt.Errorf("workflow: run %s of %s has no step %q: the definition changed under a running run (give a changed workflow a new name)",
-				runID, d.name, sd.name))
-		}
-		if st.State == StepPending {
-			return framework.RetryAfterErr(time.Second, fmt.Errorf("workflow: run %s: step %s has a task but is still pending in the run document", runID, sd.name))
+			return err
 		}
 		if !st.open() {
 			// A duplicate delivery, or a retry after the outcome was
@@ -133,6 +124,26 @@ func (rt *runtime) stepHandler(d *Definition, sd *stepDef) framework.HandlerFunc
 		}
 		return rt.runChain(ctx, sctx, t, d, r, chained)
 	}
+}
+
+// readStep reads the run of t and the state of its step sd, as a step's
+// task starts. The error is the one the task returns: a run that cannot be
+// read (loadErr), a step the document does not have (the definition changed
+// under the run: permanent), or a step still pending (a replica lagging
+// behind: a step whose task exists is at least enqueued; retried).
+func (rt *runtime) readStep(sctx context.Context, t *framework.Task, d *Definition, sd *stepDef) (*Run, *StepStatus, error) {
+	runID := runIDOf(t)
+	r, st, err := rt.read(sctx, d, runID, sd.name, func(st *StepStatus) bool { return st.State == StepPending })
+	switch {
+	case err != nil:
+		return nil, nil, loadErr(t, err)
+	case st == nil:
+		return nil, nil, framework.Permanent(fmt.Errorf("workflow: run %s of %s has no step %q: the definition changed under a running run (give a changed workflow a new name)",
+			runID, d.name, sd.name))
+	case st.State == StepPending:
+		return nil, nil, framework.RetryAfterErr(time.Second, fmt.Errorf("workflow: run %s: step %s has a task but is still pending in the run document", runID, sd.name))
+	}
+	return r, st, nil
 }
 
 // recordDone records the output of step sd and enqueues the steps its
