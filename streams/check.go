@@ -101,6 +101,9 @@ func DeployedConfig(ctx context.Context, js jetstream.JetStream, prefix string) 
 		return c, false, err
 	}
 	c.Replicas, c.Storage, c.DuplicateWindow = tasks.Replicas, tasks.Storage, tasks.Duplicates
+	if c.Partitions, err = partitionCount(tasks.Metadata); err != nil {
+		return c, true, err
+	}
 	if tasks.MaxBytes > 0 {
 		c.MaxTaskBytes = tasks.MaxBytes
 	}

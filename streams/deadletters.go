@@ -10,6 +10,7 @@ func DeadLetterTopology(n Names) deadletter.Topology {
 		TaskStream: n.TaskStream(), DLQStream: n.DLQStream(), AdvisoryStream: n.AdvisoryStream(),
 		ErrorsBucket: n.ErrorsBucket(), TaskWildcard: n.TaskWildcard(), OrderedWildcard: n.OrderedWildcard(),
 		DLQSubject: n.DLQSubject,
+		ErrorKeys:  n.errorKeys(),
 		Work: func(subject string) (string, string, string, bool) {
 			p, typ, err := n.ParseTaskSubject(subject)
 			if err != nil {

@@ -177,7 +177,10 @@ func DelayTopology(n Names) delays.Topology {
 			if err != nil {
 				return "", "", "", err
 			}
-			return n.FiredSubject(p, typ), p.String(), typ, nil
+			// The partition the producer chose is kept (any partition's
+			// staging subject: the schedule stream refuses one of a
+			// partition the deployment does not have).
+			return n.Partition(n.SubjectPartition(raw)).FiredSubject(p, typ), p.String(), typ, nil
 		},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,6 +47,13 @@ type Config struct {
 	// and benchmark setups that reset subjects between runs. Rollups are
 	// denied either way.
 	AllowTaskPurge bool
+	// Partitions is the number of task streams the tasks are spread over,
+	// 1 to [MaxPartitions] (decision 045): on a cluster, each partition's
+	// leader does its share of the work, so N partitions whose leaders sit
+	// on different servers drain up to N times faster than one. Default
+	// 0: the count deployed (1 for a new deployment). [Ensure] adds
+	// partitions to a deployment; it does not remove them (docs/partitions.md).
+	Partitions int
 }
 
 // Defaults used by [Config] fields left at their zero value.
@@ -76,67 +84,30 @@ func (c Config) withDefaults() (Config, Names, error) {
 	if c.AdvisoryMaxAge <= 0 {
 		c.AdvisoryMaxAge = DefaultAdvisoryMaxAge
 	}
+	if c.Partitions == 0 {
+		c.Partitions = 1
+	}
+	if err := ValidatePartitionCount(c.Partitions); err != nil {
+		return c, names, err
+	}
 	return c, names, nil
 }
 
 // StreamConfigs returns the JetStream configurations [Ensure] applies: the
-// task stream, the schedule stream, the dead-letter stream, the advisory
-// stream, the stream of workflow runs and the delay stream, in that order. It is exported so operators
-// can review or reproduce them.
+// task stream (of partition 0), the schedule stream, the dead-letter
+// stream, the advisory stream, the stream of workflow runs, the delay
+// stream and the task streams of partitions 1 to [Config.Partitions]-1, in
+// that order. It is exported so operators can review or reproduce them.
 func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	c, n, err := c.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	maxBytes := c.MaxTaskBytes
-	if maxBytes <= 0 {
-		maxBytes = -1
-	}
-	tasks := jetstream.StreamConfig{
-		Name:        n.TaskStream(),
-		Description: "jetflow tasks: work subjects and ordered tasks; fired schedules are sourced from " + n.ScheduleStream(),
-		// One wildcard per priority rather than "<prefix>.task.>": a
-		// publish on a subject with no valid priority (where no consumer
-		// would ever read it) is refused at the producer instead of
-		// stranding in the stream.
-		// (Workflow run documents moved to their own stream, decision
-		// 023.)
-		Subjects: append(prioritySubjects(n.prefix+".task."),
-			// Ordered tasks: slot subjects consumed by partition consumers
-			// with MaxAckPending 1 (ordering.go).
-			n.prefix+".ord.>",
-		),
-		Retention: jetstream.WorkQueuePolicy,
-		// Full means full: a new task is refused, no waiting task is
-		// evicted, so one producer's flood cannot discard another's work
-		// (decision 040; the stream holds no schedules, which would
-		// require discard-old).
-		Discard:    jetstream.DiscardNew,
-		MaxBytes:   maxBytes,
-		Storage:    c.Storage,
-		Replicas:   c.Replicas,
-		Duplicates: c.DuplicateWindow,
-		// No message TTL and no atomic batches: jetflow uses neither on
-		// task subjects, and a task with Nats-TTL would vanish unrun while
-		// its ID still counts as a duplicate (decision 040).
-		AllowMsgTTL:        false,
-		AllowAtomicPublish: false,
-		AllowDirect:        true,
-		// No message schedules here (they would force rollups and purges
-		// on): nobody who may publish a task can delete others' tasks with
-		// a Nats-Rollup header, and nobody can purge the stream.
-		AllowRollup: false,
-		DenyPurge:   !c.AllowTaskPurge,
-		Sources: []*jetstream.StreamSource{{
-			Name:              n.ScheduleStream(),
-			SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: n.FiredWildcard(), Destination: n.TaskWildcard()}},
-			Consumer:          &jetstream.StreamConsumerSource{Name: n.FiredConsumer(), DeliverSubject: n.FiredDeliverSubject()},
-		}},
-	}
+	tasks := taskStreamConfig(c, n)
 	sched := jetstream.StreamConfig{
 		Name:        n.ScheduleStream(),
 		Description: "jetflow schedules: one-shot delays, cron schedules, and fired schedules until the task stream sourced them",
-		Subjects:    append([]string{n.ScheduleSubject(">"), n.CronSubject(">")}, prioritySubjects(n.prefix+".fired.")...),
+		Subjects:    append([]string{n.ScheduleSubject(">"), n.CronSubject(">")}, firedSubjects(n, c.Partitions)...),
 		// Work queue: the task stream's sourcing consumer acknowledges a
 		// fired message once it is stored there, which deletes it here;
 		// schedules themselves are never consumed (the consumer's filter
@@ -166,15 +137,12 @@ func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	adv := jetstream.StreamConfig{
 		Name:        n.AdvisoryStream(),
 		Description: "jetflow: captured max-delivery and termination advisories of the task stream",
-		Subjects: []string{
-			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + n.TaskStream() + ".>",
-			"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED." + n.TaskStream() + ".>",
-		},
-		Retention: jetstream.LimitsPolicy,
-		Discard:   jetstream.DiscardOld,
-		MaxAge:    c.AdvisoryMaxAge,
-		Storage:   c.Storage,
-		Replicas:  c.Replicas,
+		Subjects:    advisorySubjects(n, c.Partitions),
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      c.AdvisoryMaxAge,
+		Storage:     c.Storage,
+		Replicas:    c.Replicas,
 	}
 	runs := jetstream.StreamConfig{
 		Name:        n.RunStream(),
@@ -195,7 +163,91 @@ func StreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	}
 	// The task stream comes first: an existing one gives up the run
 	// subjects before the run stream claims them.
-	return []jetstream.StreamConfig{tasks, sched, dlq, adv, runs, delayStreamConfig(c, n)}, nil
+	out := []jetstream.StreamConfig{tasks, sched, dlq, adv, runs, delayStreamConfig(c, n)}
+	for k := 1; k < c.Partitions; k++ {
+		out = append(out, taskStreamConfig(c, n.Partition(k)))
+	}
+	return out, nil
+}
+
+// taskStreamConfig returns the configuration of the task stream of n's
+// partition.
+func taskStreamConfig(c Config, n Names) jetstream.StreamConfig {
+	maxBytes := c.MaxTaskBytes
+	if maxBytes <= 0 {
+		maxBytes = -1
+	}
+	tasks := jetstream.StreamConfig{
+		Name:        n.TaskStream(),
+		Description: "jetflow tasks: work subjects and ordered tasks; fired schedules are sourced from " + n.ScheduleStream(),
+		// One wildcard per priority rather than "<prefix>.task.>": a
+		// publish on a subject with no valid priority (where no consumer
+		// would ever read it) is refused at the producer instead of
+		// stranding in the stream.
+		// (Workflow run documents moved to their own stream, decision
+		// 023.)
+		Subjects: append(prioritySubjects(n.base()+".task."),
+			// Ordered tasks: slot subjects consumed by partition consumers
+			// with MaxAckPending 1 (ordering.go).
+			n.OrderedWildcard(),
+		),
+		Retention: jetstream.WorkQueuePolicy,
+		// Full means full: a new task is refused, no waiting task is
+		// evicted, so one producer's flood cannot discard another's work
+		// (decision 040; the stream holds no schedules, which would
+		// require discard-old).
+		Discard:    jetstream.DiscardNew,
+		MaxBytes:   maxBytes,
+		Storage:    c.Storage,
+		Replicas:   c.Replicas,
+		Duplicates: c.DuplicateWindow,
+		// No message TTL and no atomic batches: jetflow uses neither on
+		// task subjects, and a task with Nats-TTL would vanish unrun while
+		// its ID still counts as a duplicate (decision 040).
+		AllowMsgTTL:        false,
+		AllowAtomicPublish: false,
+		AllowDirect:        true,
+		// No message schedules here (they would force rollups and purges
+		// on): nobody who may publish a task can delete others' tasks with
+		// a Nats-Rollup header, and nobody can purge the stream.
+		AllowRollup: false,
+		DenyPurge:   !c.AllowTaskPurge,
+		Sources: []*jetstream.StreamSource{{
+			Name:              n.ScheduleStream(),
+			SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: n.FiredWildcard(), Destination: n.TaskWildcard()}},
+			Consumer:          &jetstream.StreamConsumerSource{Name: n.FiredConsumer(), DeliverSubject: n.FiredDeliverSubject()},
+		}},
+	}
+	if n.part == 0 && c.Partitions > 1 {
+		tasks.Metadata = map[string]string{MetaPartitions: strconv.Itoa(c.Partitions)}
+	}
+	if n.part > 0 {
+		tasks.Description = fmt.Sprintf("jetflow tasks, partition %d of %d: work subjects and ordered tasks; fired schedules are sourced from %s",
+			n.part, c.Partitions, n.ScheduleStream())
+	}
+	return tasks
+}
+
+// firedSubjects returns the staging subjects of every partition, one
+// wildcard per priority.
+func firedSubjects(n Names, partitions int) []string {
+	var out []string
+	for _, p := range n.Partitions(partitions) {
+		out = append(out, prioritySubjects(p.base()+".fired.")...)
+	}
+	return out
+}
+
+// advisorySubjects returns the max-delivery and termination advisory
+// subjects of every partition's task stream.
+func advisorySubjects(n Names, partitions int) []string {
+	var out []string
+	for _, p := range n.Partitions(partitions) {
+		out = append(out,
+			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+p.TaskStream()+".>",
+			"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."+p.TaskStream()+".>")
+	}
+	return out
 }
 
 // prioritySubjects returns one wildcard per priority under prefix, for
@@ -296,12 +348,18 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, err
 // nothing: it reads every resource and records in the report what Ensure
 // would create and change ([Check]).
 func ensure(ctx context.Context, js jetstream.JetStream, c Config, apply bool) (*Report, error) {
+	if _, _, err := c.withDefaults(); err != nil {
+		return nil, err
+	}
+	rep := &Report{}
+	if err := c.resolvePartitions(ctx, js, rep); err != nil {
+		return rep, err
+	}
 	cfgs, err := StreamConfigs(c)
 	if err != nil {
 		return nil, err
 	}
-	_, n, _ := c.withDefaults()
-	rep := &Report{}
+	c, n, _ := c.withDefaults()
 	// A cluster that is still forming (or electing its meta leader) answers
 	// "no suitable peers" or "temporarily unavailable" for a moment: retry
 	// those until ctx ends (at most EnsureRetryFor when ctx has no
@@ -347,8 +405,10 @@ func ensure(ctx context.Context, js jetstream.JetStream, c Config, apply bool) (
 		if err := step(func(one *Report) error { return ensureStream(ctx, js, n, sched, one, apply) }); err != nil {
 			return rep, err
 		}
-		if err := step(func(one *Report) error { return ensureFiredConsumer(ctx, js, c, one, apply) }); err != nil {
-			return rep, err
+		for _, p := range n.Partitions(c.Partitions) {
+			if err := step(func(one *Report) error { return ensureFiredConsumer(ctx, js, c, p, one, apply) }); err != nil {
+				return rep, err
+			}
 		}
 		rest = append([]jetstream.StreamConfig{tasks}, rest...)
 	}
@@ -366,8 +426,10 @@ func ensure(ctx context.Context, js jetstream.JetStream, c Config, apply bool) (
 		return rep, err
 	}
 	if !old && apply {
-		if err := waitSourcing(ctx, js, tasks.Name, sched.Name); err != nil {
-			return rep, err
+		for _, p := range n.Partitions(c.Partitions) {
+			if err := waitSourcing(ctx, js, p.TaskStream(), sched.Name); err != nil {
+				return rep, err
+			}
 		}
 	}
 	if !old && !apply {

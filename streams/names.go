@@ -3,6 +3,7 @@ package streams
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -103,6 +104,7 @@ func validatePrefix(p string) error {
 type Names struct {
 	prefix string // e.g. "jetflow"
 	upper  string // e.g. "JETFLOW"
+	part   int    // the task partition these names address (partitions.go)
 }
 
 // DefaultPrefix is the subject prefix used when none is configured.
@@ -136,7 +138,12 @@ func MustNames(prefix string) Names {
 func (n Names) Prefix() string { return n.prefix }
 
 // TaskStream returns the name of the task stream, for example "JETFLOW_TASKS".
-func (n Names) TaskStream() string { return n.upper + "_TASKS" }
+func (n Names) TaskStream() string {
+	if n.part == 0 {
+		return n.upper + "_TASKS"
+	}
+	return n.upper + "_TASKS_P" + strconv.Itoa(n.part)
+}
 
 // DLQStream returns the name of the dead-letter stream, for example "JETFLOW_DLQ".
 func (n Names) DLQStream() string { return n.upper + "_DLQ" }
@@ -151,11 +158,11 @@ func (n Names) StateBucket() string { return n.upper + "_STATE" }
 // TaskSubject returns the work subject of a task type at a priority:
 // "<prefix>.task.<priority>.<type>". It does not validate its arguments.
 func (n Names) TaskSubject(p Priority, taskType string) string {
-	return n.prefix + ".task." + p.String() + "." + taskType
+	return n.base() + ".task." + p.String() + "." + taskType
 }
 
 // TaskWildcard returns the subject matching all work subjects: "<prefix>.task.>".
-func (n Names) TaskWildcard() string { return n.prefix + ".task.>" }
+func (n Names) TaskWildcard() string { return n.base() + ".task.>" }
 
 // ScheduleSubject returns the subject holding the one-shot schedule of a
 // delayed task: "<prefix>.sched.<id>".
@@ -207,9 +214,12 @@ func (n Names) ConsumerName(taskType string, p Priority) string {
 // ParseTaskSubject splits a work subject into its priority and task type. It
 // is the inverse of [Names.TaskSubject] and validates both parts.
 func (n Names) ParseTaskSubject(subject string) (Priority, string, error) {
-	rest, ok := strings.CutPrefix(subject, n.prefix+".task.")
+	rest, _, ok := n.cut(subject)
+	if ok {
+		rest, ok = strings.CutPrefix(rest, "task.")
+	}
 	if !ok {
-		return 0, "", fmt.Errorf("%w: %q does not start with %q", ErrInvalidSubject, subject, n.prefix+".task.")
+		return 0, "", fmt.Errorf("%w: %q does not start with %q", ErrInvalidSubject, subject, n.base()+".task.")
 	}
 	ps, taskType, ok := strings.Cut(rest, ".")
 	if !ok {

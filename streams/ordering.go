@@ -29,19 +29,22 @@ const MetaPartition = "jetflow.partition"
 // OrderedSubject returns the slot subject of an ordered task type:
 // "<prefix>.ord.<type>.<slot>". It does not validate its arguments.
 func (n Names) OrderedSubject(taskType string, slot int) string {
-	return n.prefix + ".ord." + taskType + "." + strconv.Itoa(slot)
+	return n.base() + ".ord." + taskType + "." + strconv.Itoa(slot)
 }
 
 // OrderedWildcard returns the subject matching every slot subject:
 // "<prefix>.ord.>".
-func (n Names) OrderedWildcard() string { return n.prefix + ".ord.>" }
+func (n Names) OrderedWildcard() string { return n.base() + ".ord.>" }
 
 // ParseOrderedSubject splits a slot subject into its task type and slot. It
 // is the inverse of [Names.OrderedSubject] and validates both parts.
 func (n Names) ParseOrderedSubject(subject string) (string, int, error) {
-	rest, ok := strings.CutPrefix(subject, n.prefix+".ord.")
+	rest, _, ok := n.cut(subject)
+	if ok {
+		rest, ok = strings.CutPrefix(rest, "ord.")
+	}
 	if !ok {
-		return "", 0, fmt.Errorf("%w: %q does not start with %q", ErrInvalidSubject, subject, n.prefix+".ord.")
+		return "", 0, fmt.Errorf("%w: %q does not start with %q", ErrInvalidSubject, subject, n.base()+".ord.")
 	}
 	i := strings.LastIndexByte(rest, '.')
 	if i < 0 {

@@ -36,30 +36,38 @@ func (n Names) ScheduleStream() string { return n.upper + "_SCHEDULES" }
 // The task stream sources it as [Names.TaskSubject]. It does not validate
 // its arguments.
 func (n Names) FiredSubject(p Priority, taskType string) string {
-	return n.prefix + ".fired." + p.String() + "." + taskType
+	return n.base() + ".fired." + p.String() + "." + taskType
 }
 
 // FiredWildcard returns the subject matching every staging subject:
 // "<prefix>.fired.>".
-func (n Names) FiredWildcard() string { return n.prefix + ".fired.>" }
+func (n Names) FiredWildcard() string { return n.base() + ".fired.>" }
 
 // FiredConsumer returns the name of the durable consumer of the schedule
 // stream through which the task stream sources fired schedules: "tasks".
-func (n Names) FiredConsumer() string { return "tasks" }
+func (n Names) FiredConsumer() string {
+	if n.part == 0 {
+		return "tasks"
+	}
+	return "tasks-p" + strconv.Itoa(n.part)
+}
 
 // FiredDeliverSubject returns the deliver subject of [Names.FiredConsumer]:
 // "<prefix>.sourcing.fired". Only the server publishes on it; no role needs
 // a permission for it.
-func (n Names) FiredDeliverSubject() string { return n.prefix + ".sourcing.fired" }
+func (n Names) FiredDeliverSubject() string { return n.prefix + ".sourcing.fired" + n.partTok() }
 
 // ParseFiredSubject splits a staging subject ([Names.FiredSubject]) into
 // its priority and task type, validating both.
 func (n Names) ParseFiredSubject(subject string) (Priority, string, error) {
-	rest, ok := strings.CutPrefix(subject, n.prefix+".fired.")
-	if !ok {
-		return 0, "", fmt.Errorf("%w: %q does not start with %q", ErrInvalidSubject, subject, n.prefix+".fired.")
+	rest, k, ok := n.cut(subject)
+	if ok {
+		rest, ok = strings.CutPrefix(rest, "fired.")
 	}
-	return n.ParseTaskSubject(n.prefix + ".task." + rest)
+	if !ok {
+		return 0, "", fmt.Errorf("%w: %q does not start with %q", ErrInvalidSubject, subject, n.base()+".fired.")
+	}
+	return n.Partition(k).ParseTaskSubject(n.Partition(k).base() + ".task." + rest)
 }
 
 // ParseScheduleTarget parses the Nats-Schedule-Target of a delayed task or
@@ -83,6 +91,12 @@ func FiredConsumerConfig(c Config) (jetstream.ConsumerConfig, error) {
 	if err != nil {
 		return jetstream.ConsumerConfig{}, err
 	}
+	return firedConsumerConfig(c, n), nil
+}
+
+// firedConsumerConfig is [FiredConsumerConfig] for the task partition n
+// names.
+func firedConsumerConfig(c Config, n Names) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:        n.FiredConsumer(),
 		Description:    "jetflow: the task stream sources fired schedules through this consumer",
@@ -95,7 +109,7 @@ func FiredConsumerConfig(c Config) (jetstream.ConsumerConfig, error) {
 		// delayed tasks come due in the same instant.
 		MaxAckPending: FiredMaxAckPending,
 		Replicas:      c.Replicas,
-	}, nil
+	}
 }
 
 // waitSourcing waits until stream sources origin: the server set up the
@@ -137,12 +151,8 @@ func waitSourcing(ctx context.Context, js jetstream.JetStream, stream, origin st
 // FiredMaxAckPending is the MaxAckPending of [FiredConsumerConfig].
 const FiredMaxAckPending = 20_000
 
-func ensureFiredConsumer(ctx context.Context, js jetstream.JetStream, c Config, rep *Report, apply bool) error {
-	want, err := FiredConsumerConfig(c)
-	if err != nil {
-		return err
-	}
-	_, n, _ := c.withDefaults()
+func ensureFiredConsumer(ctx context.Context, js jetstream.JetStream, c Config, n Names, rep *Report, apply bool) error {
+	want := firedConsumerConfig(c, n)
 	name := n.ScheduleStream() + "/" + want.Durable
 	have, err := js.PushConsumer(ctx, n.ScheduleStream(), want.Durable)
 	switch {

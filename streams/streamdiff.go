@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -123,6 +124,15 @@ func diffStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig, stre
 	set(want.AllowAtomicPublish != have.AllowAtomicPublish, "AllowAtomicPublish", want.AllowAtomicPublish, have.AllowAtomicPublish,
 		func() { next.AllowAtomicPublish = want.AllowAtomicPublish })
 	set(want.AllowDirect && !have.AllowDirect, "AllowDirect", true, false, func() { next.AllowDirect = true })
+	if w, h := want.Metadata[MetaPartitions], have.Metadata[MetaPartitions]; w != h && w != "" {
+		set(true, "Metadata."+MetaPartitions, w, h, func() {
+			next.Metadata = maps.Clone(have.Metadata)
+			if next.Metadata == nil {
+				next.Metadata = make(map[string]string, 1)
+			}
+			next.Metadata[MetaPartitions] = w
+		})
+	}
 	set(have.Description != want.Description, "Description", fmt.Sprintf("%q", want.Description), fmt.Sprintf("%q", have.Description),
 		func() { next.Description = want.Description })
 	return next, d

@@ -245,7 +245,7 @@ func TestDeployedConfigKeepsTheDeploymentsSettings(t *testing.T) {
 	if err != nil || !found {
 		t.Fatalf("DeployedConfig: %v, found %v", err, found)
 	}
-	chosen.Replicas = 1
+	chosen.Replicas, chosen.Partitions = 1, 1
 	if c != chosen {
 		t.Errorf("DeployedConfig %+v; want %+v", c, chosen)
 	}

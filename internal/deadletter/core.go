@@ -39,6 +39,10 @@ type Topology struct {
 	// ReadsSlot reports whether consumer is the name of the partition
 	// consumer that reads slot subject subject, under any partition count.
 	ReadsSlot func(subject, consumer string) bool
+	// ErrorKeys is the prefix of this task stream's keys in the errors
+	// bucket: "" for the first task stream, "p<k>." for task partition k,
+	// whose stream sequences overlap the first's.
+	ErrorKeys string
 }
 
 // task returns the task type and priority of a task stored on subject, a
@@ -73,6 +77,11 @@ type Core struct {
 	// dead-lettered (not of those a worker wrote itself): the worker
 	// writes its final state record. Set it before running the router.
 	Routed func(RoutedTask)
+	// Partitions, when set, returns the core of another task stream (a
+	// task partition) by name, nil for a stream jetflow does not know:
+	// one router consumes the advisories of every partition and routes
+	// each on its task's own stream. Set it before running the router.
+	Partitions func(stream string) *Core
 
 	mu        sync.Mutex
 	handles   map[string]jetstream.Stream
@@ -138,7 +147,7 @@ type failureHistory struct {
 func (c *Core) errorsStream() string { return "KV_" + c.topo.ErrorsBucket }
 
 func (c *Core) errorKey(seq uint64, key string) string {
-	return "$KV." + c.topo.ErrorsBucket + "." + strconv.FormatUint(seq, 10) + "." + key
+	return "$KV." + c.topo.ErrorsBucket + "." + c.topo.ErrorKeys + strconv.FormatUint(seq, 10) + "." + key
 }
 
 // Attempt is a failed attempt of a task, as its worker knows it.

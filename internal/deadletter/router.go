@@ -168,12 +168,19 @@ func (c *Core) handleAdvisory(ctx context.Context, m jetstream.Msg, later *sync.
 		c.acked(m, "term", m.Term())
 		return
 	}
+	// The task's own stream: this core's, or another task partition's.
+	d := c
 	if adv.Stream != c.topo.TaskStream {
-		c.acked(m, "ack", m.Ack())
-		return
+		if c.Partitions != nil {
+			d = c.Partitions(adv.Stream)
+		}
+		if d == nil || d.topo.TaskStream != adv.Stream {
+			c.acked(m, "ack", m.Ack())
+			return
+		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, jsapi.DefaultTimeout)
-	found, err := c.confirmAdvisory(rctx, &adv)
+	found, err := d.confirmAdvisory(rctx, &adv)
 	cancel()
 	if err != nil || found == nil {
 		c.settleAdvisory(ctx, m, adv, err)
@@ -190,7 +197,7 @@ func (c *Core) handleAdvisory(ctx context.Context, m jetstream.Msg, later *sync.
 			return // stopping: another router gets it after the ack wait
 		}
 		rctx, cancel := context.WithTimeout(ctx, 2*jsapi.DefaultTimeout)
-		err := c.routeConfirmed(rctx, *found, adv)
+		err := d.routeConfirmed(rctx, *found, adv)
 		cancel()
 		c.settleAdvisory(ctx, m, adv, err)
 	}()

@@ -1,0 +1,197 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Task partitions (decision 045). One task stream is one Raft group with
+// one leader, which does all of its work: past one server's capacity, the
+// tasks are spread over [Config.Partitions] task streams whose leaders the
+// cluster places on different servers. Partition 0 is the layout of a
+// deployment without partitions: stream "<PREFIX>_TASKS", subjects
+// "<prefix>.task.…" and "<prefix>.ord.…", so `nats pub` on a work subject
+// still reaches a worker. Partition k ≥ 1 is stream "<PREFIX>_TASKS_P<k>"
+// with subjects "<prefix>.p<k>.task.…", "<prefix>.p<k>.ord.…" and staging
+// subjects "<prefix>.p<k>.fired.…" in the one schedule stream. The client
+// chooses the partition ([PartitionOf]): by ordering key, so that a key
+// lives in one partition, else by task ID, so that a retried enqueue meets
+// its first copy in the same stream's duplicate window. Everything else
+// (schedules, delays, dead letters, buckets, runs) is shared.
+
+// MaxPartitions bounds [Config.Partitions].
+const MaxPartitions = 64
+
+// MetaPartitions is the metadata key of the first task stream that records
+// the deployment's partition count, when it is more than one.
+const MetaPartitions = "jetflow.partitions"
+
+// ErrPartitions reports an invalid partition count, or a change of the
+// count that [Ensure] does not make.
+var ErrPartitions = errors.New("streams: task partitions")
+
+// Partition returns the names of task partition k: the task stream, work,
+// slot and staging subjects, and the sourcing consumer of that partition.
+// Every other name is the same in every partition. Partition 0 is n's
+// base layout. It does not validate k.
+func (n Names) Partition(k int) Names {
+	n.part = k
+	return n
+}
+
+// PartitionIndex returns the task partition n addresses ([Names.Partition]).
+func (n Names) PartitionIndex() int { return n.part }
+
+// Partitions returns the names of partitions 0 to count-1 (at least one).
+func (n Names) Partitions(count int) []Names {
+	out := make([]Names, max(count, 1))
+	for k := range out {
+		out[k] = n.Partition(k)
+	}
+	return out
+}
+
+// base is the subject root of n's task partition: "<prefix>" or
+// "<prefix>.p<k>".
+func (n Names) base() string { return n.prefix + n.partTok() }
+
+// partTok is "" for partition 0, ".p<k>" otherwise.
+func (n Names) partTok() string {
+	if n.part == 0 {
+		return ""
+	}
+	return ".p" + strconv.Itoa(n.part)
+}
+
+// cut returns what follows the subject root of subject ([Names.base]) and
+// the partition it names. Names of partition 0 (a deployment's base names)
+// accept the root of any partition, "<prefix>." or "<prefix>.p<k>." with
+// k from 1 to [MaxPartitions]-1 written without leading zeros; the names
+// of partition k ≥ 1 accept only their own.
+func (n Names) cut(subject string) (rest string, part int, ok bool) {
+	if n.part > 0 {
+		rest, ok = strings.CutPrefix(subject, n.base()+".")
+		return rest, n.part, ok
+	}
+	rest, ok = strings.CutPrefix(subject, n.prefix+".")
+	if !ok || len(rest) < 3 || rest[0] != 'p' || rest[1] < '1' || rest[1] > '9' {
+		return rest, 0, ok
+	}
+	tok, after, found := strings.Cut(rest[1:], ".")
+	if !found {
+		return rest, 0, true
+	}
+	k, err := strconv.Atoi(tok)
+	if err != nil || k < 1 || k >= MaxPartitions || strconv.Itoa(k) != tok {
+		return rest, 0, true
+	}
+	return after, k, true
+}
+
+// SubjectPartition returns the task partition of a work, slot or staging
+// subject: 0 for a subject of the base layout or of no partition.
+func (n Names) SubjectPartition(subject string) int {
+	_, k, _ := n.cut(subject)
+	return k
+}
+
+// errorKeys is the prefix of the partition's keys in the errors bucket:
+// its stream sequences overlap the other partitions'.
+func (n Names) errorKeys() string {
+	if n.part == 0 {
+		return ""
+	}
+	return "p" + strconv.Itoa(n.part) + "."
+}
+
+// PartitionOf returns the partition of count that key hashes to (FNV-1a):
+// the same key always lands in the same partition of a given count. A
+// count below 2 gives 0.
+func PartitionOf(key string, count int) int {
+	if count < 2 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(count))
+}
+
+// ValidatePartitionCount checks a task partition count: 1 to
+// [MaxPartitions].
+func ValidatePartitionCount(count int) error {
+	if count < 1 || count > MaxPartitions {
+		return fmt.Errorf("%w: %d: want 1 to %d", ErrPartitions, count, MaxPartitions)
+	}
+	return nil
+}
+
+// partitionCount reads the partition count of a task stream's metadata:
+// 1 when it has none.
+func partitionCount(meta map[string]string) (int, error) {
+	v, ok := meta[MetaPartitions]
+	if !ok {
+		return 1, nil
+	}
+	count, err := strconv.Atoi(v)
+	if err != nil || ValidatePartitionCount(count) != nil {
+		return 0, fmt.Errorf("%w: metadata %s=%q on the task stream is not 1 to %d", ErrPartitions, MetaPartitions, v, MaxPartitions)
+	}
+	return count, nil
+}
+
+// DeployedPartitions returns the task partition count of the deployment n
+// names, from its first task stream's metadata: 1 when the stream has none,
+// and found false (with 1) when there is no task stream. Workers serve
+// every partition it gives; clients spread new tasks over them.
+func DeployedPartitions(ctx context.Context, js jetstream.JetStream, n Names) (count int, found bool, err error) {
+	s, err := js.Stream(ctx, n.Partition(0).TaskStream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 1, false, nil
+	}
+	if err != nil {
+		return 1, false, fmt.Errorf("streams: look up %s: %w", n.Partition(0).TaskStream(), err)
+	}
+	count, err = partitionCount(s.CachedInfo().Config.Metadata)
+	return count, true, err
+}
+
+// resolvePartitions sets c.Partitions to the deployed count when it is 0
+// (1 for a new deployment). A count below the deployed one is recorded as
+// drift and the deployed count kept: the partitions it would leave out
+// may still hold tasks, and removing them is a migration
+// (docs/partitions.md), not an update.
+func (c *Config) resolvePartitions(ctx context.Context, js jetstream.JetStream, rep *Report) error {
+	n, err := NewNames(c.Prefix)
+	if err != nil {
+		return err
+	}
+	var (
+		count int
+		found bool
+	)
+	err = retryTransient(ctx, func() error {
+		var err error
+		count, found, err = DeployedPartitions(ctx, js, n)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if c.Partitions == 0 {
+		c.Partitions = count
+		return nil
+	}
+	if found && c.Partitions < count {
+		rep.Drift = append(rep.Drift, Drift{Resource: n.TaskStream(), Field: "Partitions",
+			Want: strconv.Itoa(c.Partitions), Have: strconv.Itoa(count),
+			Fix: "partitions are not removed in place: drain the partitions above the new count first (docs/partitions.md)"})
+		c.Partitions = count
+	}
+	return nil
+}

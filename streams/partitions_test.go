@@ -1,0 +1,158 @@
+package streams_test
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+func TestPartitionNames(t *testing.T) {
+	t.Parallel()
+	n := streams.MustNames("")
+	p2 := n.Partition(2)
+	for _, c := range []struct{ got, want string }{
+		{n.TaskStream(), "JETFLOW_TASKS"},
+		{p2.TaskStream(), "JETFLOW_TASKS_P2"},
+		{p2.TaskSubject(streams.PriorityHigh, "mail.send"), "jetflow.p2.task.high.mail.send"},
+		{p2.OrderedSubject("orders", 7), "jetflow.p2.ord.orders.7"},
+		{p2.FiredSubject(streams.PriorityLow, "a"), "jetflow.p2.fired.low.a"},
+		{p2.FiredConsumer(), "tasks-p2"},
+		{n.FiredConsumer(), "tasks"},
+		{p2.DLQStream(), "JETFLOW_DLQ"}, // shared
+		{p2.DelaySubject("x"), "jetflow.delay.x"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+	// The base names parse every partition's subjects; a partition's names
+	// only their own.
+	for _, c := range []struct {
+		subject string
+		part    int
+		ok      bool
+	}{
+		{"jetflow.task.high.mail.send", 0, true},
+		{"jetflow.p2.task.high.mail.send", 2, true},
+		{"jetflow.p63.task.low.a", 63, true},
+		{"jetflow.p64.task.low.a", 0, false}, // beyond MaxPartitions
+		{"jetflow.p02.task.low.a", 0, false}, // not canonical
+		{"jetflow.p0.task.low.a", 0, false},
+		{"jetflow.p.task.low.a", 0, false},
+		{"jetflow.p2", 0, false},
+		{"jetflow.p2.task.urgent.a", 2, false},
+	} {
+		p, typ, err := n.ParseTaskSubject(c.subject)
+		if (err == nil) != c.ok {
+			t.Errorf("ParseTaskSubject(%q): %v %q %v, want ok=%v", c.subject, p, typ, err, c.ok)
+		}
+		if c.ok && n.SubjectPartition(c.subject) != c.part {
+			t.Errorf("SubjectPartition(%q) = %d, want %d", c.subject, n.SubjectPartition(c.subject), c.part)
+		}
+	}
+	if _, _, err := p2.ParseTaskSubject("jetflow.task.high.a"); err == nil {
+		t.Error("partition 2's names parsed a subject of partition 0")
+	}
+	if _, _, err := p2.ParseTaskSubject("jetflow.p3.task.high.a"); err == nil {
+		t.Error("partition 2's names parsed a subject of partition 3")
+	}
+	if typ, slot, err := n.ParseOrderedSubject("jetflow.p5.ord.orders.9"); err != nil || typ != "orders" || slot != 9 {
+		t.Errorf("ordered subject of partition 5: %q %d %v", typ, slot, err)
+	}
+	if p, typ, err := n.ParseScheduleTarget("jetflow.p5.fired.critical.a.b"); err != nil || p != streams.PriorityCritical || typ != "a.b" {
+		t.Errorf("staging subject of partition 5: %v %q %v", p, typ, err)
+	}
+	// A key always lands in the same partition; keys spread over all.
+	seen := make(map[int]int)
+	for i := range 3000 {
+		k := streams.PartitionOf("key-"+strconv.Itoa(i), 3)
+		if k != streams.PartitionOf("key-"+strconv.Itoa(i), 3) || k < 0 || k > 2 {
+			t.Fatalf("PartitionOf: %d", k)
+		}
+		seen[k]++
+	}
+	for k := range 3 {
+		if seen[k] < 800 {
+			t.Errorf("partition %d got %d of 3000 keys", k, seen[k])
+		}
+	}
+	if streams.PartitionOf("x", 1) != 0 || streams.PartitionOf("x", 0) != 0 {
+		t.Error("PartitionOf of one partition is not 0")
+	}
+	for _, bad := range []int{-1, streams.MaxPartitions + 1} {
+		if _, err := streams.StreamConfigs(streams.Config{Partitions: bad}); !errors.Is(err, streams.ErrPartitions) {
+			t.Errorf("Partitions %d: %v", bad, err)
+		}
+	}
+}
+
+func TestEnsurePartitions(t *testing.T) {
+	t.Parallel()
+	ctx, js := jsContext(t)
+	if _, err := streams.Ensure(ctx, js, streams.Config{Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	n := streams.MustNames("")
+	for k := range 3 {
+		cfg := streamConfig(t, ctx, js, n.Partition(k).TaskStream())
+		if want := n.Partition(k).TaskSubject(streams.PriorityNormal, ">"); !slices.Contains(cfg.Subjects, want) {
+			t.Errorf("partition %d subjects %v lack %s", k, cfg.Subjects, want)
+		}
+	}
+	if got := streamConfig(t, ctx, js, n.TaskStream()).Metadata[streams.MetaPartitions]; got != "3" {
+		t.Errorf("partition count in the metadata: %q", got)
+	}
+	if count, found, err := streams.DeployedPartitions(ctx, js, n); count != 3 || !found || err != nil {
+		t.Errorf("DeployedPartitions: %d %v %v", count, found, err)
+	}
+	// A process that does not say keeps the deployed count.
+	rep, err := streams.Ensure(ctx, js, streams.Config{})
+	if err != nil || len(rep.Created)+len(rep.Updated) != 0 {
+		t.Fatalf("Ensure without a count: %+v %v", rep, err)
+	}
+	if c, found, err := streams.DeployedConfig(ctx, js, ""); err != nil || !found || c.Partitions != 3 {
+		t.Errorf("DeployedConfig: %+v %v %v", c, found, err)
+	}
+	// Fewer partitions is refused, and changes nothing.
+	if _, err := streams.Ensure(ctx, js, streams.Config{Partitions: 2}); !errors.Is(err, streams.ErrDrift) {
+		t.Errorf("Ensure with fewer partitions: %v", err)
+	}
+	if _, err := js.Stream(ctx, n.Partition(2).TaskStream()); err != nil {
+		t.Errorf("partition 2 after a refused decrease: %v", err)
+	}
+	// More partitions adds streams.
+	if _, err := streams.Ensure(ctx, js, streams.Config{Partitions: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if count, _, _ := streams.DeployedPartitions(ctx, js, n); count != 4 {
+		t.Errorf("after growing to 4: %d", count)
+	}
+	// A schedule aimed at a partition's staging subject fires into that
+	// partition's task stream; one aimed at a partition the deployment
+	// does not have is refused.
+	due := time.Now().Add(100 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	sched := func(subject, target string) error {
+		_, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: []byte("body"), Header: nats.Header{
+			jetstream.ScheduleHeader: {"@at " + due}, jetstream.ScheduleTargetHeader: {target}}})
+		return err
+	}
+	if err := sched("jetflow.sched.a", n.Partition(3).FiredSubject(streams.PriorityHigh, "mail")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sched("jetflow.sched.b", n.Partition(9).FiredSubject(streams.PriorityHigh, "mail")); err == nil {
+		t.Error("a schedule aimed at partition 9 of 4 was stored")
+	}
+	waitMsgs(t, ctx, js, n.Partition(3).TaskStream(), n.Partition(3).TaskSubject(streams.PriorityHigh, "mail"), 1)
+	// Advisories of every partition are captured.
+	adv := streamConfig(t, ctx, js, n.AdvisoryStream())
+	if !slices.Contains(adv.Subjects, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.JETFLOW_TASKS_P3.>") {
+		t.Errorf("advisory subjects: %v", adv.Subjects)
+	}
+}
