@@ -6,11 +6,11 @@
 //
 // Usage:
 //
-//	go run ./bench [-n 50000] [-runs 3] [-concurrency 32] [-only drain,enqueue,latency,…]
-//	               [-big] [-url nats://…] [-quick] [-cpuprofile cpu.out] [-memprofile mem.out]
-//	go run ./bench -soak 10m [-soak-rate 5000] [-soak-dir DIR] [-url nats://…] [-cpuprofile cpu.out]
+//	go -C bench run . [-n 50000] [-runs 3] [-concurrency 32] [-only drain,enqueue,latency,…]
+//	                  [-big] [-url nats://…] [-quick] [-cpuprofile cpu.out] [-memprofile mem.out]
+//	go -C bench run . -soak 10m [-soak-rate 5000] [-soak-dir DIR] [-url nats://…] [-cpuprofile cpu.out]
 //
-// Run "go run ./bench -h" for the other flags (sizes, -state, -prefetch, and
+// Run "go -C bench run . -h" for the other flags (sizes, -state, -prefetch, and
 // the diagnostic -side and -raw-header).
 //
 // Every figure is measured -runs times. Drain and enqueue run in rounds of

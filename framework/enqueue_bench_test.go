@@ -18,7 +18,7 @@ import (
 // what a nats.go user writes for the same semantics (a publish with a
 // Nats-Msg-Id), on one embedded server. Allocations per operation are the
 // figure to watch: the rates swing with the machine, see docs/benchmarks.md
-// for the throughput figures (go run ./bench -only enqueue,enqueue_one).
+// for the throughput figures (go -C bench run . -only enqueue,enqueue_one).
 
 var benchPayload = json.RawMessage(`{"order":12345,"customer":"c-0001","amount":42.5,"note":"bench"}`)
 

@@ -1,5 +1,5 @@
 // Command soakplot draws the time series of the bench's soak
-// (go run ./bench -soak DURATION) as two PNG images:
+// (go -C bench run . -soak DURATION) as two PNG images:
 //
 //   - latency.png: p99 enqueue → handler start per priority and the p50 of
 //     all priorities, per sample interval, on a logarithmic scale;
