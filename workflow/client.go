@@ -60,7 +60,7 @@ func index(defs []*Definition) (map[string]*Definition, error) {
 		}
 		m[d.name] = d
 	}
-	return m, nil
+	return m, indexChildren(m, defs)
 }
 
 // StartOption configures one [Client.Start].
@@ -249,10 +249,13 @@ func WithReason(reason string) CancelOption {
 // Cancel stops run id: no further step is enqueued, steps already enqueued
 // are skipped when they come up, sleeping and waiting steps ([Sleep],
 // [WaitEvent]) are skipped at once (and no longer listed as waiting for
-// their event), and running steps notice it through
+// their event), the child runs of [Child] steps are cancelled (without
+// compensation), with their own children, and running steps notice it through
 // [Check] or, at the latest, when they finish (their output is recorded, and
 // nothing follows). It returns an error wrapping [ErrRunEnded] when the run
-// is no longer running, and [ErrRunNotFound] when there is no such run.
+// is no longer running (after cancelling any child run of it still
+// running: a cancellation that failed midway is finished by calling Cancel
+// again), and [ErrRunNotFound] when there is no such run.
 //
 // With [WithCompensation], calling Cancel again on a run it already put in
 // compensation re-sends the compensation task in progress and returns nil:
@@ -305,6 +308,19 @@ func (c *Client) Cancel(ctx context.Context, id string, opts ...CancelOption) er
 	})
 	if err == nil && resend {
 		err = c.store.publishTasks(ctx, queuedTasks(c.names, c.defs[r.Workflow], r, "", false))
+	}
+	if errors.Is(err, ErrRunEnded) {
+		// Its children may have outlived a cancellation interrupted
+		// midway: finish it.
+		if cur, lerr := c.store.load(ctx, id); lerr == nil && cur.hasChildren() {
+			if cerr := c.store.cancelChildren(ctx, cur); cerr != nil {
+				return errors.Join(err, cerr)
+			}
+		}
+		return err
+	}
+	if err == nil && r.hasChildren() {
+		err = c.store.cancelChildren(ctx, r)
 	}
 	if err == nil {
 		// Steps that waited for an event are skipped now: remove their

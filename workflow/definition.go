@@ -66,9 +66,10 @@ type stepDef struct {
 	kind        stepKind      // a plain step, a sleep (sleep.go) or a wait for an event (events.go)
 	timeout     time.Duration // of a wait ([Timeout]); 0: none
 	onTimeout   TimeoutAction
-	fan         *fanDef // of a ForEach step (fanout.go)
-	maxParallel int     // [MaxParallel] as given; 0: not given
-	collect     bool    // [CollectErrors] given
+	fan         *fanDef     // of a ForEach step (fanout.go)
+	maxParallel int         // [MaxParallel] as given; 0: not given
+	collect     bool        // [CollectErrors] given
+	child       *Definition // the workflow a step of [Child] starts
 }
 
 // stepKind says how a step's task runs it.
@@ -79,6 +80,7 @@ const (
 	kindSleep                  // runs its function for a wake time, then sleeps until it
 	kindWait                   // runs its function for an event key, then waits for the event
 	kindFanOut                 // runs one task per item of a list, then completes ([ForEach])
+	kindChild                  // starts a child run, then waits for it to end ([Child])
 )
 
 // chainable reports whether the step may run on the task of the step before

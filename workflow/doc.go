@@ -47,6 +47,17 @@
 // [Client.Status] reports its progress ([StepStatus.ItemsDone] of
 // [StepStatus.Items]).
 //
+// # Child runs
+//
+// [Child] declares a step that starts a run of another workflow and waits
+// for it, holding nothing in any worker. The child's ID is [ChildRunID] of
+// the parent's run and step, so a retried step never starts a second
+// child; its document names its parent ([Run.Parent]). The child's end
+// sends the step a task: a completed child's last output becomes the
+// step's output, a failed or cancelled one fails the step with
+// [ErrChildFailed]. A parent that is cancelled or fails cancels its
+// running children, and they cancel theirs.
+//
 // # Running
 //
 // Workers run the steps: [Register] adds one handler per step (task type

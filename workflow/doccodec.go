@@ -79,6 +79,17 @@ func (e *runEncoder) run(r *Run) {
 	if r.CompensateOnCancel {
 		e.b = append(e.b, `,"compensate_on_cancel":true`...)
 	}
+	if p := r.Parent; p != nil {
+		e.b = append(e.b, `,"parent":{"run":`...)
+		e.str(p.Run)
+		e.b = append(e.b, `,"workflow":`...)
+		e.str(p.Workflow)
+		e.b = append(e.b, `,"step":`...)
+		e.str(p.Step)
+		e.b = append(e.b, `,"priority":`...)
+		e.str(p.Priority)
+		e.b = append(e.b, '}')
+	}
 	e.time(`,"created_at":`, r.CreatedAt, false)
 	e.time(`,"updated_at":`, r.UpdatedAt, false)
 	e.time(`,"ended_at":`, r.EndedAt, true)
@@ -146,6 +157,7 @@ func (e *runEncoder) step(st *StepStatus) {
 	e.int(`,"items":`, st.Items)
 	e.int(`,"items_done":`, st.ItemsDone)
 	e.int(`,"items_failed":`, st.ItemsFailed)
+	e.optStr(`,"child_run":`, st.ChildRun)
 	e.b = append(e.b, '}')
 }
 
@@ -223,6 +235,10 @@ func (e *runEncoder) raw(m json.RawMessage) {
 // their dependencies and the raw values share three allocations.
 func cloneRun(r *Run) *Run {
 	c := *r
+	if r.Parent != nil {
+		p := *r.Parent
+		c.Parent = &p
+	}
 	if r.Steps == nil {
 		c.Input = bytes.Clone(r.Input)
 		return &c

@@ -49,6 +49,11 @@ func fillRandom(t *testing.T, rnd *rand.Rand, v reflect.Value) {
 		case json.RawMessage:
 			f.Set(reflect.ValueOf(json.RawMessage(nastyRaw[rnd.IntN(len(nastyRaw))])))
 			continue
+		case *ParentRef:
+			p := new(ParentRef)
+			fillRandom(t, rnd, reflect.ValueOf(p).Elem())
+			f.Set(reflect.ValueOf(p))
+			continue
 		case []*StepStatus:
 			steps := make([]*StepStatus, rnd.IntN(5))
 			for j := range steps {

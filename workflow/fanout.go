@@ -160,8 +160,10 @@ func (d *Definition) checkFanOut(s *stepDef) []error {
 		return nil
 	}
 	src := d.byName[s.fan.itemsFrom]
-	if src == nil {
-		return nil // reported as an unknown dependency
+	if src == nil || src.kind == kindChild {
+		// Reported as an unknown dependency; or a child's output, whose
+		// type is the child workflow's (checked when the items decode).
+		return nil
 	}
 	if want := reflect.SliceOf(s.fan.itemType); src.outType != want {
 		return []error{fmt.Errorf("step %q: %w: it fans out over the output of step %q, a %v; want a %v",

@@ -68,6 +68,10 @@ const (
 	// of them); it completes when every item has a result. No task holds
 	// the step itself.
 	StepFanningOut StepState = "fanning_out"
+	// StepChildRunning: a step of [Child] started its child run
+	// (StepStatus.ChildRun) and waits for it to end. No task runs and no
+	// worker holds it.
+	StepChildRunning StepState = "child_running"
 )
 
 // Run is the state document of one run, as stored on subject
@@ -89,6 +93,9 @@ type Run struct {
 	// CompensateOnCancel is set when the run was cancelled with
 	// [WithCompensation].
 	CompensateOnCancel bool `json:"compensate_on_cancel,omitempty"`
+	// Parent names the run and step that started this run, for a child run
+	// ([Child]); nil for a run started with [Client.Start].
+	Parent *ParentRef `json:"parent,omitempty"`
 	// CreatedAt, UpdatedAt and EndedAt are the times the run started, last
 	// changed and reached a final status.
 	CreatedAt time.Time `json:"created_at"`
@@ -159,6 +166,22 @@ type StepStatus struct {
 	Items       int `json:"items,omitempty"`
 	ItemsDone   int `json:"items_done,omitempty"`
 	ItemsFailed int `json:"items_failed,omitempty"`
+	// ChildRun is the ID of the run a step of [Child] started
+	// ([ChildRunID]), set when it starts waiting for it.
+	ChildRun string `json:"child_run,omitempty"`
+}
+
+// ParentRef names the run and the step of [Child] that started a child
+// run: where the child's end is reported.
+type ParentRef struct {
+	// Run is the parent run's ID.
+	Run string `json:"run"`
+	// Workflow is the parent's workflow.
+	Workflow string `json:"workflow"`
+	// Step is the parent's step that waits for the child.
+	Step string `json:"step"`
+	// Priority is the priority of the parent's tasks.
+	Priority string `json:"priority"`
 }
 
 // Step returns the status of the step name, or nil.
@@ -190,11 +213,11 @@ func newRun(d *Definition, id string, input json.RawMessage, now time.Time) (*Ru
 // open reports whether the step still waits to run (enqueued or retrying).
 func (s *StepStatus) open() bool { return s.State == StepEnqueued || s.State == StepRetrying }
 
-// parked reports whether the step started and waits for a time, an event or
-// its items (sleeping, waiting or fanning out): it may still complete or
-// fail.
+// parked reports whether the step started and waits for a time, an event,
+// its items or a child run (sleeping, waiting, fanning out or with its
+// child running): it may still complete or fail.
 func (s *StepStatus) parked() bool {
-	return s.State == StepSleeping || s.State == StepWaiting || s.State == StepFanningOut
+	return s.State == StepSleeping || s.State == StepWaiting || s.State == StepFanningOut || s.State == StepChildRunning
 }
 
 // complete records the output of step st and returns the steps to enqueue
@@ -296,9 +319,10 @@ func (r *Run) nextCompensation(now time.Time) string {
 	return ""
 }
 
-// skipPending marks steps that never started, and sleeping, waiting and
-// fanning-out steps, as skipped. Their wake, event, timeout and item tasks
-// find them skipped and do nothing.
+// skipPending marks steps that never started, and sleeping, waiting,
+// fanning-out and child-running steps, as skipped. Their wake, event,
+// timeout, item and child tasks find them skipped and do nothing (the
+// children are cancelled by whoever wrote this change: cancelChildren).
 func (r *Run) skipPending(now time.Time) {
 	for _, s := range r.Steps {
 		if s.State == StepPending || s.parked() {

@@ -117,6 +117,8 @@ func (rt *runtime) handler(d *Definition, sd *stepDef) framework.HandlerFunc {
 		return rt.waitHandler(d, sd)
 	case kindFanOut:
 		return rt.fanOutHandler(d, sd)
+	case kindChild:
+		return rt.childHandler(d, sd)
 	}
 	return rt.stepHandler(d, sd)
 }

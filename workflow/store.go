@@ -218,6 +218,9 @@ func checkRun(id string, r *Run) error {
 	if len(r.Steps) > MaxSteps {
 		return fmt.Errorf("%d steps, the limit is %d", len(r.Steps), MaxSteps)
 	}
+	if err := checkParent(r.Parent); err != nil {
+		return err
+	}
 	for i, st := range r.Steps {
 		if st == nil {
 			return fmt.Errorf("step %d is null", i)
@@ -241,6 +244,9 @@ func checkRun(id string, r *Run) error {
 		}
 		if st.Items < 0 || st.Items > MaxItems || st.ItemsDone < 0 || st.ItemsFailed < 0 {
 			return fmt.Errorf("step %s: item counts out of 0..%d", st.Name, MaxItems)
+		}
+		if st.ChildRun != "" && validateRunID(st.ChildRun) != nil {
+			return fmt.Errorf("step %s: child run %q is no valid run ID", st.Name, st.ChildRun)
 		}
 	}
 	return nil
@@ -326,6 +332,10 @@ func (s *store) commit(ctx context.Context, r *Run, expect uint64, tasks []*nats
 		// A final document is read again rarely (Wait, Status), and a
 		// slot in the memo is better spent on a run still running.
 		docs.forget(r.ID)
+	}
+	if r.Status.Final() && r.Parent != nil {
+		// A child run that ended tells its parent's step (child.go).
+		tasks = append(tasks[:len(tasks):len(tasks)], parentTask(s.names, r))
 	}
 	if len(tasks) > 0 {
 		if err := s.publishTasks(ctx, tasks); err != nil {

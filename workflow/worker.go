@@ -50,8 +50,10 @@ type typeRef struct {
 // the final failures ([framework.ActionFail]) the step handlers did not see
 // themselves. When a definition has [WaitEvent] steps, it also installs the
 // event router (see [EventRouterStats]), which creates the event and wait
-// streams at start where they are missing. Call it before the worker
-// starts.
+// streams at start where they are missing. The child workflows of [Child]
+// steps are validated with defs; they run on the workers they are
+// registered on (pass them here too to run them on w). Call it before the
+// worker starts.
 //
 // It panics on programmer errors, like [framework.Worker.Register]: an
 // invalid definition (the panic value is the *[DefinitionError]), two
@@ -269,7 +271,7 @@ func (rt *runtime) stepFailed(ctx context.Context, t *framework.Task, d *Definit
 // failStep records the final failure of step and starts compensating if the
 // run was running. It does nothing when the step is already settled.
 func (rt *runtime) failStep(ctx context.Context, d *Definition, runID string, r *Run, step string, cause error, attempt int) error {
-	_, err := rt.update(ctx, d, runID, r, func(r *Run) ([]*nats.Msg, bool, error) {
+	r, err := rt.update(ctx, d, runID, r, func(r *Run) ([]*nats.Msg, bool, error) {
 		st := r.Step(step)
 		if st == nil || !(st.open() || st.parked()) {
 			return nil, false, nil
@@ -280,6 +282,9 @@ func (rt *runtime) failStep(ctx context.Context, d *Definition, runID string, r 
 		}
 		return []*nats.Msg{compensationTask(rt.names, d, runID, comp)}, true, nil
 	})
+	if err == nil && r.hasChildren() {
+		err = rt.store.cancelChildren(ctx, r)
+	}
 	return err
 }
 
@@ -319,7 +324,8 @@ func (rt *runtime) failed(t *framework.Task, cause error) {
 		return
 	}
 	runID := runIDOf(t)
-	if validateRunID(runID) != nil {
+	if validateRunID(runID) != nil || t.ID == childDoneTaskID(runID, ref.step.name) {
+		// A child's end that failed is no failure of the step (child.go).
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stateTimeout)
@@ -367,6 +373,9 @@ func (rt *runtime) resend(ctx context.Context, t *framework.Task, d *Definition,
 	if t.Attempt <= 1 {
 		return nil
 	}
+	if r.hasChildren() {
+		rt.stopChildren(ctx, t, r) // an earlier attempt may have stopped before
+	}
 	tasks := queuedTasks(rt.names, d, r, step, false)
 	if len(tasks) == 0 {
 		return nil
@@ -391,6 +400,9 @@ func queuedTasks(n streams.Names, d *Definition, r *Run, parent string, roots bo
 		case s.State == StepCompensating:
 			tasks = append(tasks, compensationTask(n, d, r.ID, s.Name))
 		}
+	}
+	if r.Status.Final() && r.Parent != nil {
+		tasks = append(tasks, parentTask(n, r))
 	}
 	return tasks
 }
