@@ -302,7 +302,7 @@ func workflowCommands() []*command {
 		{
 			name:    "workflows get",
 			args:    "RUN",
-			summary: "show one workflow run: its steps, their dependencies and states, what sleeping and waiting steps wait for",
+			summary: "show one workflow run: its parent, its steps, their dependencies and states, what sleeping, waiting and child steps wait for",
 			run: func(ctx context.Context, c *cli, args []string) error {
 				if len(args) != 1 {
 					return usagef("workflows get takes one run ID")
@@ -329,6 +329,9 @@ func workflowCommands() []*command {
 				fmt.Fprintf(c.stdout, "run %s of %s: %s, created %s, updated %s\n", r.ID, r.Workflow, r.Status, when(r.CreatedAt, now), when(r.UpdatedAt, now))
 				if r.Error != "" {
 					fmt.Fprintf(c.stdout, "error: %s\n", r.Error)
+				}
+				if p := r.Parent; p != nil {
+					fmt.Fprintf(c.stdout, "child of run %s of %s, step %s\n", p.Run, p.Workflow, p.Step)
 				}
 				fmt.Fprintln(c.stdout)
 				t := newTable(c.stdout, "STEP", "AFTER", "STATE", "ATTEMPTS", "WAITS", "ENDED", "ERROR")

@@ -88,8 +88,9 @@ func workflowEventCommands(wfClient func(s *session) (*workflow.Client, error)) 
 	}}
 }
 
-// stepWaits says what a sleeping or waiting step waits for, and how far a
-// fan-out got (items done/total), for a table cell: "-" for other steps.
+// stepWaits says what a sleeping or waiting step waits for (a wake time, an
+// event, a child run), and how far a fan-out got (items done/total), for a
+// table cell: "-" for other steps.
 func stepWaits(st *workflow.StepStatus, now time.Time) string {
 	if st.Items > 0 {
 		s := fmt.Sprintf("items %d/%d", st.ItemsDone, st.Items)
@@ -107,6 +108,8 @@ func stepWaits(st *workflow.StepStatus, now time.Time) string {
 			s += " until " + when(st.Deadline, now)
 		}
 		return s
+	case workflow.StepChildRunning:
+		return "child " + st.ChildRun
 	}
 	if st.TimedOut {
 		return "timed out"
@@ -114,13 +117,13 @@ func stepWaits(st *workflow.StepStatus, now time.Time) string {
 	return "-"
 }
 
-// runWaits says what a run's sleeping and waiting steps wait for: the first
-// one, and how many more.
+// runWaits says what a run's sleeping and waiting steps (and those waiting
+// for a child run) wait for: the first one, and how many more.
 func runWaits(r *workflow.Run, now time.Time) string {
 	var first string
 	n := 0
 	for _, st := range r.Steps {
-		if st.State != workflow.StepSleeping && st.State != workflow.StepWaiting {
+		if st.State != workflow.StepSleeping && st.State != workflow.StepWaiting && st.State != workflow.StepChildRunning {
 			continue
 		}
 		if n == 0 {
