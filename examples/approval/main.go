@@ -9,13 +9,14 @@
 //	reserve  (compensation: release)
 //	approval workflow.WaitEvent, key "approval/<order>", workflow.Timeout(-timeout)
 //	due      workflow.SleepUntil the order's due time (-due after its start)
-//	ship     every item of the order, in one step
+//	items    the order's items
+//	ship     workflow.ForEach over the items: each item shipped on a task of its own
+//	confirm  the approval and every item's shipment, in item order
 //
 // Waiting and sleeping hold nothing in the worker: the wait and the sleep
 // are recorded in the run's document and in the server, and the worker lets
-// go of their tasks. The items are shipped in one step: the example does
-// not use run-time fan-out (workflow.ForEach), which would ship each item
-// as a task of its own.
+// go of their tasks. The items ship in parallel, one task per item, and
+// confirm reads their results with workflow.Results.
 //
 // The program approves all orders but the last -unapproved ones itself,
 // -approve-after after starting them (none with -no-approve), as a person
@@ -45,6 +46,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -151,16 +153,29 @@ func newDefinition(s *stock, timeout time.Duration) *workflow.Definition {
 	workflow.SleepUntil(def, "due", func(_ context.Context, o Order) (time.Time, error) {
 		return o.Due, nil
 	}, workflow.After("approval"))
-	workflow.Step(def, "ship", func(ctx context.Context, o Order) ([]string, error) {
+	workflow.Step(def, "items", func(_ context.Context, o Order) ([]string, error) {
+		return o.Items, nil
+	}, workflow.After("due"))
+	workflow.ForEach(def, "ship", "items", func(ctx context.Context, item string) (string, error) {
+		info, _ := workflow.Info(ctx) // the run ID is the order's ID
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !slices.Contains(s.shipped[info.RunID], item) { // an item task runs at least once
+			s.shipped[info.RunID] = append(s.shipped[info.RunID], item)
+		}
+		return "shipped " + item, nil
+	})
+	workflow.Step(def, "confirm", func(ctx context.Context, o Order) ([]string, error) {
 		a, err := workflow.Output[Approval](ctx, "approval")
 		if err != nil {
 			return nil, err
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.shipped[o.ID] = o.Items
-		return append([]string{"approved by " + a.By}, o.Items...), nil
-	}, workflow.After("due"))
+		shipped, err := workflow.Results[string](ctx, "ship")
+		if err != nil {
+			return nil, err
+		}
+		return append([]string{"approved by " + a.By}, shipped...), nil
+	}, workflow.After("ship"))
 	return def
 }
 
@@ -246,12 +261,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("wait for order %s: %w", id, err)
 		}
 		s.mu.Lock()
-		shipped, released := s.shipped[id], s.released[id]
+		shipped, released := slices.Clone(s.shipped[id]), s.released[id]
 		s.mu.Unlock()
+		slices.Sort(shipped) // the items ship in parallel
 		switch {
 		case r.Status == workflow.RunCompleted && len(shipped) > 0:
 			approved++
-			fmt.Fprintf(stdout, "order %s: shipped %v (%s)\n", id, shipped, r.Step("ship").Output)
+			fmt.Fprintf(stdout, "order %s: shipped %v (%s)\n", id, shipped, r.Step("confirm").Output)
 		case r.Status == workflow.RunFailed && released > 0:
 			compensated++
 			fmt.Fprintf(stdout, "order %s: %s; %d items released\n", id, r.Error, released)
