@@ -205,3 +205,33 @@ func TestHostileChildEnds(t *testing.T) {
 		t.Errorf("run after the hostile ones: %s (%s)", r.Status, r.Error)
 	}
 }
+
+// TestChildAdoptedAfterCrash: an attempt of the child step that stored the
+// child's document and died before sending its first task or recording
+// the child (left here by hand) is repaired by the next attempt: it finds
+// the child by its ID, sends its first task, and waits for it; no second
+// child starts (the stored child's input, not the new attempt's, decides
+// the result).
+func TestChildAdoptedAfterCrash(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	runs := newCounter()
+	quote := quoteDef(runs, nil)
+	buy := buyDef(runs, quote)
+	childID := workflow.ChildRunID("crash", "quote")
+	left := `{"id":"` + childID + `","workflow":"quote","status":"running","input":{"id":"crash-q","items":5},` +
+		`"parent":{"run":"crash","workflow":"buy","step":"quote","priority":"normal"},` +
+		`"steps":[{"name":"price","state":"enqueued"},{"name":"total","after":["price"],"state":"pending"}]}`
+	if _, err := e.js.Publish(t.Context(), "jetflow.wf."+childID, []byte(left)); err != nil {
+		t.Fatal(err)
+	}
+	c := e.run(t, buy, quote)
+
+	r := wait(t, c, start(t, c, "buy", order{ID: "crash", Items: 2}, workflow.WithRunID("crash")))
+	if r.Status != workflow.RunCompleted || outputInt(t, r, "pay") != 51 {
+		t.Fatalf("run %s (%s), pay %s (51: the child left behind; 41: a second child)", r.Status, r.Error, r.Step("pay").Output)
+	}
+	if runs.get("price") != 1 {
+		t.Errorf("price ran %d times, want once", runs.get("price"))
+	}
+}
