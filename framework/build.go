@@ -34,12 +34,13 @@ func enqueueOptions(opts []EnqueueOption) (enqueueConfig, error) {
 }
 
 // build validates a task and returns its message and TaskInfo.
-func (c *Client) build(taskType string, payload any, opts []EnqueueOption) (*nats.Msg, TaskInfo, error) {
-	return c.buildWith(taskType, payload, opts, nil)
+func (c *Client) build(taskType string, payload any, opts []EnqueueOption, partitions int) (*nats.Msg, TaskInfo, error) {
+	return c.buildWith(taskType, payload, opts, nil, partitions)
 }
 
 // buildWith is build, taking work subjects from subjects (nil: none).
-func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, subjects workSubjects) (*nats.Msg, TaskInfo, error) {
+// partitions is the deployment's task partition count (partitions.go).
+func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, subjects workSubjects, partitions int) (*nats.Msg, TaskInfo, error) {
 	if err := streams.ValidateTaskType(taskType); err != nil {
 		return nil, TaskInfo{}, err
 	}
@@ -72,7 +73,8 @@ func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, s
 	id := cfg.id
 	// Without dedup an immediate task's ID is its stream sequence, filled in
 	// from the acknowledgement (seqID).
-	anonymous := id == "" && c.opts.noDedup && !delayed
+	// (Sequences of task partitions overlap: there, every task has an ID.)
+	anonymous := id == "" && c.opts.noDedup && !delayed && partitions < 2
 	if id == "" && !anonymous {
 		id = nuid.Next()
 	}
@@ -102,9 +104,10 @@ func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, s
 	if version != "" {
 		set(HeaderPayloadVersion, version)
 	}
-	target := c.taskSubject(cfg.priority, taskType, subjects)
+	names := c.partitionFor(cfg.orderingKey, id, partitions) // partitions.go
+	target := c.taskSubject(names, cfg.priority, taskType, subjects)
 	if cfg.orderingKey != "" {
-		if target, err = orderedTarget(c.names, taskType, &cfg, delayed); err != nil {
+		if target, err = orderedTarget(names, taskType, &cfg, delayed); err != nil {
 			return nil, TaskInfo{}, err
 		}
 		set(HeaderOrderingKey, cfg.orderingKey)
@@ -116,7 +119,7 @@ func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, s
 		// never taken from the caller: a schedule can only fire into the
 		// staging subject of a work subject.
 		spec.DelaySubject = c.names.DelaySubject(id)
-		spec.ScheduleTarget = c.names.FiredSubject(cfg.priority, taskType)
+		spec.ScheduleTarget = names.FiredSubject(cfg.priority, taskType)
 	}
 	msg, size := taskmsg.BuildSized(spec)
 	info := TaskInfo{ID: id, Type: taskType, Priority: cfg.priority, Subject: msg.Subject}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,6 +36,11 @@ type Client struct {
 	ackTimeout time.Duration
 
 	unique uniqueStore // handle on the unique bucket (unique.go)
+	// parts is the deployment's task partition count once known, and
+	// spread the turn of tasks with neither key nor ID (partitions.go).
+	parts  atomic.Int32
+	spread atomic.Uint32
+	reread atomic.Int64 // Unix nanoseconds before which not to read the count again
 }
 
 // NewClient returns a client publishing on nc. The topology must exist
@@ -89,7 +95,7 @@ const DefaultEnqueueTimeout = 30 * time.Second
 // waiting for the server's acknowledgement: then retry with the same
 // [WithID] to be safe.
 func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts ...EnqueueOption) (TaskInfo, error) {
-	msg, info, err := c.build(taskType, payload, opts)
+	msg, info, err := c.build(taskType, payload, opts, c.partitionCount(ctx))
 	if err != nil {
 		return TaskInfo{}, err
 	}
@@ -228,12 +234,13 @@ func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec]
 	// Interned strings: the work subject of each type and priority, built
 	// once and shared by the messages and TaskInfos of the call.
 	subjects := make(workSubjects)
+	partitions := c.partitionCount(ctx) // partitions.go
 	for i, j := range seq {
 		if err := ctx.Err(); err != nil {
 			pending <- pendingPublish{index: i, err: err}
 			continue
 		}
-		msg, info, err := c.buildWith(j.Type, j.Payload, j.Options, subjects)
+		msg, info, err := c.buildWith(j.Type, j.Payload, j.Options, subjects, partitions)
 		if err != nil {
 			pending <- pendingPublish{index: i, err: err}
 			continue
@@ -269,21 +276,22 @@ const maxInternedSubjects = 256
 type workSubjects map[workSubjectKey]string
 
 type workSubjectKey struct {
-	priority Priority
-	taskType string
+	partition int
+	priority  Priority
+	taskType  string
 }
 
-// taskSubject returns the work subject of taskType at priority p, from
-// subjects when it holds it (nil: none).
-func (c *Client) taskSubject(p Priority, taskType string, subjects workSubjects) string {
+// taskSubject returns the work subject of taskType at priority p in the
+// task partition of names, from subjects when it holds it (nil: none).
+func (c *Client) taskSubject(names streams.Names, p Priority, taskType string, subjects workSubjects) string {
 	if subjects == nil {
-		return c.names.TaskSubject(p, taskType)
+		return names.TaskSubject(p, taskType)
 	}
-	k := workSubjectKey{p, taskType}
+	k := workSubjectKey{names.PartitionIndex(), p, taskType}
 	if s, ok := subjects[k]; ok {
 		return s
 	}
-	s := c.names.TaskSubject(p, taskType)
+	s := names.TaskSubject(p, taskType)
 	if len(subjects) < maxInternedSubjects {
 		subjects[k] = s
 	}
@@ -381,6 +389,9 @@ const asyncAckTimeout = 10 * time.Second
 // ctx has no deadline.
 func (c *Client) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
 	stream := c.taskStream
+	if k := c.names.SubjectPartition(msg.Subject); k > 0 {
+		stream = c.names.Partition(k).TaskStream()
+	}
 	if msg.Header.Get(taskmsg.HeaderScheduleTarget) != "" {
 		stream = c.names.DelayStream()
 	}

@@ -21,11 +21,16 @@ const maxEnsuring = 8
 // returned.
 func (w *Worker) ensureConsumers(ctx context.Context) ([]consumerSub, error) {
 	var subs []consumerSub
-	for _, tt := range w.order {
-		for _, p := range tt.cfg.priorities {
-			subs = append(subs, consumerSub{tt: tt, prio: p, ensure: func(ctx context.Context) (jetstream.Consumer, error) {
-				return streams.EnsureConsumer(ctx, w.js, w.names, w.consumerSpec(tt, p))
-			}})
+	parts := w.partitions() // partitions.go
+	for k, names := range parts {
+		for _, tt := range w.order {
+			for _, p := range tt.cfg.priorities {
+				spec := w.consumerSpec(tt, p)
+				spec.MaxAckPending = partitionCap(spec.MaxAckPending, len(parts), k)
+				subs = append(subs, consumerSub{tt: tt, prio: p, ensure: func(ctx context.Context) (jetstream.Consumer, error) {
+					return streams.EnsureConsumer(ctx, w.js, names, spec)
+				}})
+			}
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -89,8 +90,11 @@ func WithErrorRetention(d time.Duration) WorkerOption {
 // dlqExt is a worker's dead-letter extension.
 type dlqExt struct {
 	w    *Worker
-	core *deadletter.Core
+	core *deadletter.Core // of the first task partition
 	opts deadLetterOptions
+	// cores are the cores of every task partition, by partition, set by
+	// prepare (core alone before it).
+	cores []*deadletter.Core
 }
 
 // installDeadLetters installs the dead-letter extension unless
@@ -100,9 +104,8 @@ func (w *Worker) installDeadLetters() {
 	if o.disabled {
 		return
 	}
-	x := &dlqExt{w: w, core: newDeadLetterCore(w.nc, w.js, w.names, w.log), opts: o}
-	x.core.Routed = w.stateRouted // state_tracking.go
-	x.core.AckErrors = &w.stats.ackErrors
+	x := &dlqExt{w: w, core: w.deadLetterCore(w.names), opts: o}
+	x.cores = []*deadletter.Core{x.core}
 	e := extension{
 		Plugin:     Plugin{Name: "dead-letters", Finished: x.finished, Prepare: x.prepare},
 		deadLetter: x.deadLetter,
@@ -113,19 +116,61 @@ func (w *Worker) installDeadLetters() {
 	w.addExtension(e)
 }
 
-// prepare checks the streams and creates the errors bucket.
-func (x *dlqExt) prepare(ctx context.Context, _ *Worker) error {
+// deadLetterCore returns the dead-letter core of one task partition,
+// reporting routed tasks and acknowledgement errors to the worker.
+func (w *Worker) deadLetterCore(names streams.Names) *deadletter.Core {
+	c := newDeadLetterCore(w.nc, w.js, names, w.log)
+	c.Routed = w.stateRouted // state_tracking.go
+	c.AckErrors = &w.stats.ackErrors
+	return c
+}
+
+// prepare checks the streams, creates the errors bucket, and sets up a
+// core for each further task partition: the router, which reads the
+// advisories of all of them, routes each on its own partition's core.
+func (x *dlqExt) prepare(ctx context.Context, w *Worker) error {
 	ttl := x.opts.errorTTL
 	if ttl == 0 {
 		ttl = DefaultErrorRetention
 	}
-	return x.core.Prepare(ctx, ttl)
+	if err := x.core.Prepare(ctx, ttl); err != nil {
+		return err
+	}
+	parts := w.partitions() // partitions.go
+	if len(parts) < 2 {
+		return nil
+	}
+	cores := []*deadletter.Core{x.core}
+	byStream := map[string]*deadletter.Core{x.core.Topology().TaskStream: x.core}
+	for _, names := range parts[1:] {
+		c := w.deadLetterCore(names)
+		if _, err := c.Stream(ctx, names.TaskStream()); err != nil {
+			return err
+		}
+		cores = append(cores, c)
+		byStream[names.TaskStream()] = c
+	}
+	x.core.Partitions = func(stream string) *deadletter.Core { return byStream[stream] }
+	x.cores = cores
+	return nil
+}
+
+// coreOf returns the dead-letter core of t's partition.
+func (x *dlqExt) coreOf(t *Task) *deadletter.Core {
+	if len(x.cores) > 1 {
+		for _, c := range x.cores {
+			if c.Topology().TaskStream == t.Stream {
+				return c
+			}
+		}
+	}
+	return x.core
 }
 
 // finished records a failed attempt that will be retried.
 func (x *dlqExt) finished(_ context.Context, t *Task, o Outcome) {
 	if o.Action == ActionRetry {
-		x.core.RecordFailure(attemptOf(t, "", o.Err))
+		x.coreOf(t).RecordFailure(attemptOf(t, "", o.Err))
 	}
 }
 
@@ -142,7 +187,7 @@ func (x *dlqExt) deadLetter(ctx context.Context, t *Task, msg jetstream.Msg, cau
 	case IsPermanent(cause):
 		reason = deadletter.ReasonPermanent
 	}
-	return x.core.WriteFromWorker(ctx, attemptOf(t, msg.Subject(), cause), reason, t.Logger())
+	return x.coreOf(t).WriteFromWorker(ctx, attemptOf(t, msg.Subject(), cause), reason, t.Logger())
 }
 
 // attemptOf describes the failed attempt of t for the dead-letter core.
@@ -162,5 +207,12 @@ func (x *dlqExt) service(ctx context.Context, _ *Worker) {
 	if every == 0 {
 		every = DefaultReconcileInterval
 	}
-	x.core.Run(ctx, every)
+	// One router for every partition's advisories (prepare), one
+	// reconciler per partition's task stream.
+	var wg sync.WaitGroup
+	wg.Go(func() { x.core.RunRouter(ctx) })
+	for _, c := range x.cores {
+		wg.Go(func() { c.RunReconciler(ctx, every) })
+	}
+	wg.Wait()
 }

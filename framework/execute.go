@@ -312,7 +312,7 @@ func (w *Worker) fillTask(t *Task, p *pending) {
 		MaxAttempts: p.tt.cfg.maxAttempts,
 		Headers:     p.msg.Headers(),
 		Payload:     p.msg.Data(),
-		Stream:      w.taskStream,
+		Stream:      w.streamOf(p.msg.Subject()), // partitions.go
 		subject:     p.msg.Subject(),
 		Attempt:     1,
 		baseLogger:  w.log,

@@ -132,28 +132,32 @@ func orderedConsumers(ctx context.Context, w *Worker) ([]consumerSub, error) {
 		if o.BlockOnDeadLetter {
 			maxDeliver = -1 // the worker counts attempts and blocks instead
 		}
-		for p := range o.Partitions {
-			spec := streams.OrderedConsumerSpec{
-				TaskType:   tt.name,
-				Partitions: o.Partitions,
-				Partition:  p,
-				MaxDeliver: maxDeliver,
-				AckWait:    tt.cfg.ackWait,
-			}
-			ensure := func(ctx context.Context) (jetstream.Consumer, error) {
-				return streams.EnsureOrderedConsumer(ctx, w.js, w.names, spec)
-			}
-			var cons jetstream.Consumer
-			err := w.starting.waitingFor("consumer "+w.names.OrderedConsumerName(tt.name, o.Partitions, p), func() error {
-				return w.startStep(ctx, func(ctx context.Context) (err error) {
-					cons, err = ensure(ctx)
-					return err
+		// Each task partition holds the keys that hash to it, in their own
+		// slot consumers (decision 046).
+		for _, names := range w.partitions() {
+			for p := range o.Partitions {
+				spec := streams.OrderedConsumerSpec{
+					TaskType:   tt.name,
+					Partitions: o.Partitions,
+					Partition:  p,
+					MaxDeliver: maxDeliver,
+					AckWait:    tt.cfg.ackWait,
+				}
+				ensure := func(ctx context.Context) (jetstream.Consumer, error) {
+					return streams.EnsureOrderedConsumer(ctx, w.js, names, spec)
+				}
+				var cons jetstream.Consumer
+				err := w.starting.waitingFor("consumer "+names.TaskStream()+"/"+names.OrderedConsumerName(tt.name, o.Partitions, p), func() error {
+					return w.startStep(ctx, func(ctx context.Context) (err error) {
+						cons, err = ensure(ctx)
+						return err
+					})
 				})
-			})
-			if err != nil {
-				return nil, err
+				if err != nil {
+					return nil, err
+				}
+				subs = append(subs, consumerSub{tt: tt, prio: PriorityNormal, cons: cons, ensure: ensure})
 			}
-			subs = append(subs, consumerSub{tt: tt, prio: PriorityNormal, cons: cons, ensure: ensure})
 		}
 	}
 	return subs, nil

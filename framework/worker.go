@@ -44,6 +44,10 @@ type Worker struct {
 
 	// taskStream caches names.TaskStream(), read for every task.
 	taskStream string
+	// parts are the names of the task partitions the worker serves, and
+	// partStreams their task streams, read at Start (partitions.go).
+	parts       []streams.Names
+	partStreams []string
 
 	types map[string]*typeRunner
 	order []*typeRunner
@@ -270,6 +274,12 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("framework: start worker: %w", err)
 	}
 	if err := w.checkHandlerValues(); err != nil {
+		return fail(err)
+	}
+	err := w.starting.waitingFor("the task partitions", func() error {
+		return w.startStep(ctx, w.discoverPartitions) // partitions.go
+	})
+	if err != nil {
 		return fail(err)
 	}
 	for i := range w.ext {

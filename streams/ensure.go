@@ -48,7 +48,7 @@ type Config struct {
 	// denied either way.
 	AllowTaskPurge bool
 	// Partitions is the number of task streams the tasks are spread over,
-	// 1 to [MaxPartitions] (decision 045): on a cluster, each partition's
+	// 1 to [MaxPartitions] (decision 046): on a cluster, each partition's
 	// leader does its share of the work, so N partitions whose leaders sit
 	// on different servers drain up to N times faster than one. Default
 	// 0: the count deployed (1 for a new deployment). [Ensure] adds

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Task partitions (decision 045). One task stream is one Raft group with
+// Task partitions (decision 046). One task stream is one Raft group with
 // one leader, which does all of its work: past one server's capacity, the
 // tasks are spread over [Config.Partitions] task streams whose leaders the
 // cluster places on different servers. Partition 0 is the layout of a
