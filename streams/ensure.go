@@ -54,6 +54,14 @@ type Config struct {
 	// 0: the count deployed (1 for a new deployment). [Ensure] adds
 	// partitions to a deployment; it does not remove them (docs/partitions.md).
 	Partitions int
+	// PartitionTags places the task streams of the partitions on the
+	// servers tagged for them (server_tags in the servers' configuration):
+	// partition k on the servers with the tag PartitionTags[k mod
+	// len(PartitionTags)]. Without tags the cluster places them, which
+	// may put every single-replica stream on one server; replicated
+	// streams are spread by leader instead ([BalanceLeaders]). Default
+	// none.
+	PartitionTags []string
 }
 
 // Defaults used by [Config] fields left at their zero value.
@@ -217,6 +225,9 @@ func taskStreamConfig(c Config, n Names) jetstream.StreamConfig {
 			SubjectTransforms: []jetstream.SubjectTransformConfig{{Source: n.FiredWildcard(), Destination: n.TaskWildcard()}},
 			Consumer:          &jetstream.StreamConsumerSource{Name: n.FiredConsumer(), DeliverSubject: n.FiredDeliverSubject()},
 		}},
+	}
+	if len(c.PartitionTags) > 0 {
+		tasks.Placement = &jetstream.Placement{Tags: []string{c.PartitionTags[n.part%len(c.PartitionTags)]}}
 	}
 	if n.part == 0 && c.Partitions > 1 {
 		tasks.Metadata = map[string]string{MetaPartitions: strconv.Itoa(c.Partitions)}
@@ -430,6 +441,9 @@ func ensure(ctx context.Context, js jetstream.JetStream, c Config, apply bool) (
 			if err := waitSourcing(ctx, js, p.TaskStream(), sched.Name); err != nil {
 				return rep, err
 			}
+		}
+		if err := balanceCreated(ctx, js, c, rep); err != nil { // leaders.go
+			return rep, err
 		}
 	}
 	if !old && !apply {

@@ -1,16 +1,20 @@
 package streams_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
 )
 
 func TestPartitionNames(t *testing.T) {
@@ -154,5 +158,48 @@ func TestEnsurePartitions(t *testing.T) {
 	adv := streamConfig(t, ctx, js, n.AdvisoryStream())
 	if !slices.Contains(adv.Subjects, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.JETFLOW_TASKS_P3.>") {
 		t.Errorf("advisory subjects: %v", adv.Subjects)
+	}
+}
+
+// TestPartitionsSpreadOverACluster: on a three-node cluster, replicated
+// partitions get one leader per server (BalanceLeaders, run by the Ensure
+// that created them), and single-replica partitions sit on the servers
+// their tags name.
+func TestPartitionsSpreadOverACluster(t *testing.T) {
+	t.Parallel()
+	c := testutil.RunCluster(t, 3, func(o *server.Options) { o.Tags = jwt.TagList{o.ServerName} })
+	c.WaitJetStreamReady(t)
+	_, js := c.JetStream(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, err := streams.Ensure(ctx, js, streams.Config{Partitions: 3, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	leaders, err := streams.Leaders(ctx, js, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, l := range leaders {
+		seen[l.Leader] = true
+		if len(l.Peers) != 3 {
+			t.Errorf("partition %d: peers %v", l.Partition, l.Peers)
+		}
+	}
+	if len(leaders) != 3 || len(seen) != 3 {
+		t.Errorf("leaders %+v: want one per server", leaders)
+	}
+	tags := []string{"jetflow-n3", "jetflow-n1", "jetflow-n2"}
+	if _, err := streams.Ensure(ctx, js, streams.Config{Prefix: "tagged", Partitions: 3, PartitionTags: tags}); err != nil {
+		t.Fatal(err)
+	}
+	placed, err := streams.Leaders(ctx, js, "tagged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, l := range placed {
+		if l.Leader != tags[k] {
+			t.Errorf("partition %d on %q, want %q", k, l.Leader, tags[k])
+		}
 	}
 }

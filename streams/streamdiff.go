@@ -133,6 +133,10 @@ func diffStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig, stre
 			next.Metadata[MetaPartitions] = w
 		})
 	}
+	if want.Placement != nil && (have.Placement == nil || !slices.Equal(have.Placement.Tags, want.Placement.Tags)) {
+		// The server moves the stream to the servers of its new tags.
+		set(true, "Placement", fmt.Sprint(want.Placement.Tags), placementTags(have.Placement), func() { next.Placement = want.Placement })
+	}
 	set(have.Description != want.Description, "Description", fmt.Sprintf("%q", want.Description), fmt.Sprintf("%q", have.Description),
 		func() { next.Description = want.Description })
 	return next, d
@@ -165,4 +169,12 @@ func sourceList(sources []*jetstream.StreamSource) string {
 		out = append(out, one)
 	}
 	return strings.Join(out, ", ")
+}
+
+// placementTags formats the tags of a placement for a [Drift].
+func placementTags(p *jetstream.Placement) string {
+	if p == nil {
+		return "[]"
+	}
+	return fmt.Sprint(p.Tags)
 }

@@ -3,6 +3,7 @@ package streams_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -246,7 +247,7 @@ func TestDeployedConfigKeepsTheDeploymentsSettings(t *testing.T) {
 		t.Fatalf("DeployedConfig: %v, found %v", err, found)
 	}
 	chosen.Replicas, chosen.Partitions = 1, 1
-	if c != chosen {
+	if !reflect.DeepEqual(c, chosen) {
 		t.Errorf("DeployedConfig %+v; want %+v", c, chosen)
 	}
 	plan, err := streams.Check(ctx, js, c)
