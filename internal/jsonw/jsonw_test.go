@@ -27,6 +27,8 @@ func TestString(t *testing.T) {
 		{"empty", ""},
 		{"quote and backslash", `a"b\c`},
 		{"HTML", "<script>&amp;</script>"},
+		{"ampersand alone", "R&D"},
+		{"greater-than alone", "a>b"},
 		{"control characters", "a\nb\tc\x00d\x1f"},
 		{"DEL", "a\x7fb"},
 		{"non-ASCII", "café €"},
