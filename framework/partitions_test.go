@@ -1,0 +1,255 @@
+package framework_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+// newPartitionedEnv is newEnv on a deployment of n task partitions.
+func newPartitionedEnv(t *testing.T, n int) *env {
+	t.Helper()
+	te := testutil.NewEnv(t, streams.Config{Partitions: n})
+	cl, err := framework.NewClient(te.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{srv: te.Server, nc: te.Conn, js: te.JS, cl: cl}
+}
+
+// TestPartitionsServeEveryTask enqueues immediate, delayed, ordered and
+// failing tasks on a deployment of three task partitions: the client
+// spreads them over the three streams, one worker serves all of them, each
+// task runs once on the stream it was stored in, every key keeps its
+// order, and the failures of every partition reach the dead-letter stream
+// with their last error, whether the worker wrote them (permanent) or the
+// router did (max deliveries).
+func TestPartitionsServeEveryTask(t *testing.T) {
+	t.Parallel()
+	const parts = 3
+	e := newPartitionedEnv(t, parts)
+	w := e.worker(t, framework.WithConcurrency(16))
+	var (
+		mu     sync.Mutex
+		ranOn  = map[string]string{} // task ID → stream it ran from
+		twice  atomic.Int32
+		doneCh = make(chan struct{}, 1024)
+	)
+	w.HandleFunc("part.work", func(_ context.Context, task *framework.Task) error {
+		switch {
+		case strings.HasPrefix(task.ID, "perm-"):
+			return framework.Permanent(errors.New("declined " + task.ID))
+		case strings.HasPrefix(task.ID, "fail-"):
+			return errors.New("still down " + task.ID)
+		}
+		mu.Lock()
+		if _, ok := ranOn[task.ID]; ok {
+			twice.Add(1)
+		}
+		ranOn[task.ID] = task.Stream
+		mu.Unlock()
+		doneCh <- struct{}{}
+		return nil
+	}, framework.WithMaxAttempts(2), dlqFast)
+	const keys, events = 12, 5
+	c := newOrderChecker(keys * events)
+	framework.Handle(w, "part.ordered", func(_ context.Context, _ *framework.Task, ev orderEvent) error {
+		c.start(ev)
+		c.end(ev, true)
+		return nil
+	}, framework.WithOrdering(framework.Ordering{Partitions: 4}))
+	startWorker(t, w)
+
+	stored := map[string]string{} // task ID → stream the client stored it in
+	perStream := map[string]int{}
+	var specs []framework.TaskSpec
+	for i := range 300 {
+		specs = append(specs, framework.TaskSpec{Type: "part.work", Payload: i,
+			Options: []framework.EnqueueOption{framework.WithID(fmt.Sprintf("t-%d", i))}})
+	}
+	infos, err := e.cl.EnqueueMany(t.Context(), specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, info := range infos {
+		stored[info.ID] = info.Stream
+		perStream[info.Stream]++
+	}
+	for i := range 9 {
+		info := e.enqueue(t, "part.work", i, framework.WithID(fmt.Sprintf("d-%d", i)), framework.In(100*time.Millisecond))
+		if !info.ScheduledFor.After(time.Now().Add(-time.Second)) {
+			t.Errorf("delayed task %s: scheduled for %v", info.ID, info.ScheduledFor)
+		}
+		stored[info.ID] = "" // a delayed task reaches its stream when due
+	}
+	for n := range events {
+		for k := range keys {
+			key := fmt.Sprintf("acct-%d", k)
+			info := e.enqueue(t, "part.ordered", orderEvent{Key: key, N: n}, framework.Ordered(key))
+			if want := streams.MustNames("").Partition(streams.PartitionOf(key, parts)).TaskStream(); info.Stream != want {
+				t.Errorf("key %s stored in %s, want %s", key, info.Stream, want)
+			}
+		}
+	}
+	for i := range 6 {
+		prefix := "fail-"
+		if i%2 == 0 {
+			prefix = "perm-"
+		}
+		e.enqueue(t, "part.work", i, framework.WithID(fmt.Sprintf("%s%d", prefix, i)))
+	}
+	for k := range parts {
+		name := streams.MustNames("").Partition(k).TaskStream()
+		if perStream[name] < 50 {
+			t.Errorf("stream %s got %d of 300 tasks: %v", name, perStream[name], perStream)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), waitLong)
+	defer cancel()
+	for range 309 {
+		select {
+		case <-doneCh:
+		case <-ctx.Done():
+			mu.Lock()
+			t.Fatalf("%d of 309 tasks ran", len(ranOn))
+		}
+	}
+	c.wait(t)
+	mu.Lock()
+	for id, s := range stored {
+		got, ok := ranOn[id]
+		switch {
+		case !ok:
+			t.Errorf("task %s never ran", id)
+		case s != "" && got != s:
+			t.Errorf("task %s stored in %s ran from %s", id, s, got)
+		}
+	}
+	mu.Unlock()
+	if n := twice.Load(); n > 0 {
+		t.Errorf("%d tasks ran twice", n)
+	}
+	records := e.waitDeadLetters(t, 6)
+	seen := map[string]bool{}
+	for _, r := range records {
+		seen[r.TaskID] = true
+		if !strings.Contains(r.LastError, r.TaskID) {
+			t.Errorf("dead letter %s (%s, from %s): last error %q is not its own", r.TaskID, r.RoutedBy, r.OriginalSubject, r.LastError)
+		}
+	}
+	for i := range 6 {
+		prefix := "fail-"
+		if i%2 == 0 {
+			prefix = "perm-"
+		}
+		if id := fmt.Sprintf("%s%d", prefix, i); !seen[id] {
+			t.Errorf("no dead letter for %s: %v", id, records)
+		}
+	}
+	// Nothing left behind in any partition.
+	for k := range parts {
+		name := streams.MustNames("").Partition(k).TaskStream()
+		testutil.Wait(t, waitLong, name+" empty", func() bool { return e.dlqStreamMsgs(t, name, "") == 0 })
+	}
+}
+
+// TestClientPartitionOption: WithPartitions pins the count without
+// reading it, and refuses one out of range.
+func TestClientPartitionOption(t *testing.T) {
+	t.Parallel()
+	e := newPartitionedEnv(t, 2)
+	if _, err := framework.NewClient(e.nc, framework.WithPartitions(0)); !errors.Is(err, framework.ErrInvalidOption) {
+		t.Errorf("WithPartitions(0): %v", err)
+	}
+	one, err := framework.NewClient(e.nc, framework.WithPartitions(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		info, err := one.Enqueue(t.Context(), "part.one", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Stream != "JETFLOW_TASKS" {
+			t.Fatalf("a client pinned to one partition stored in %s", info.Stream)
+		}
+	}
+	four, err := framework.NewClient(e.nc, framework.WithPartitions(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed int
+	for i := range 20 {
+		if _, err := four.Enqueue(t.Context(), "part.four", i, framework.WithID(fmt.Sprintf("x-%d", i))); err != nil {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Error("a client pinned to 4 partitions of 2 stored every task")
+	}
+}
+
+// TestPartitionsKeepTheirOwnErrors: two tasks at the same sequence of two
+// partitions' streams fail with different errors; the one of the second
+// partition dies with its worker in its last attempt, so the router (of
+// the replacement worker) routes it from its partition's advisory and
+// writes its record from the errors bucket, after the other task's failure
+// was recorded there. The record keeps its own last error: the bucket keys
+// the partitions apart.
+func TestPartitionsKeepTheirOwnErrors(t *testing.T) {
+	t.Parallel()
+	const typ = "part.err"
+	e := newPartitionedEnv(t, 2)
+	ids := [2]string{}
+	for i := 0; ids[1] == "" || ids[0] == ""; i++ {
+		id := fmt.Sprintf("e-%d", i)
+		if k := streams.PartitionOf(id, 2); ids[k] == "" {
+			ids[k] = id
+		}
+	}
+	opts := []framework.HandlerOption{framework.WithMaxAttempts(2), framework.WithAckWait(300 * time.Millisecond), dlqFast}
+	failedOnce := make(chan struct{})
+	var once sync.Once
+	nc := testutil.Connect(t, e.srv)
+	dying, err := framework.NewWorker(nc, framework.WithDeadLetterRouter(false), framework.WithConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dying.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
+		if task.ID == ids[1] {
+			if task.Attempt == task.MaxAttempts {
+				nc.Close() // the worker dies mid-task: no record written
+				return nil
+			}
+			defer once.Do(func() { close(failedOnce) })
+		}
+		return errors.New("error of " + task.ID)
+	}, opts...)
+	startWorker(t, dying)
+	if info := e.enqueue(t, typ, 0, framework.WithID(ids[1])); info.Sequence != 1 {
+		t.Fatalf("task %s at sequence %d of %s, want the first", ids[1], info.Sequence, info.Stream)
+	}
+	testutil.Recv(t, failedOnce, waitLong, "first failure")
+	if info := e.enqueue(t, typ, 1, framework.WithID(ids[0])); info.Sequence != 1 {
+		t.Fatalf("task %s at sequence %d of %s, want the first", ids[0], info.Sequence, info.Stream)
+	}
+	rw := e.worker(t)
+	rw.HandleFunc(typ, func(_ context.Context, task *framework.Task) error {
+		return errors.New("error of " + task.ID)
+	}, opts...)
+	startWorker(t, rw)
+	for _, r := range e.waitDeadLetters(t, 2) {
+		if r.LastError != "error of "+r.TaskID {
+			t.Errorf("dead letter %s (%s, routed by %s): last error %q", r.TaskID, r.OriginalSubject, r.RoutedBy, r.LastError)
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/retry"
+)
+
+// PartitionLeader is where one task partition's stream is led.
+type PartitionLeader struct {
+	Partition int
+	Stream    string
+	// Leader is the server leading the stream ("" on a single server, or
+	// while it has no leader); Peers are the servers holding it, sorted.
+	Leader string
+	Peers  []string
+}
+
+// Leaders returns where the task stream of each partition of the
+// deployment is led.
+func Leaders(ctx context.Context, js jetstream.JetStream, prefix string) ([]PartitionLeader, error) {
+	n, err := NewNames(prefix)
+	if err != nil {
+		return nil, err
+	}
+	count, _, err := DeployedPartitions(ctx, js, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PartitionLeader, 0, count)
+	for _, p := range n.Partitions(count) {
+		l, err := leaderOf(ctx, js, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// leaderOf reads where the task stream of p's partition is led.
+func leaderOf(ctx context.Context, js jetstream.JetStream, p Names) (PartitionLeader, error) {
+	s, err := js.Stream(ctx, p.TaskStream())
+	if err != nil {
+		return PartitionLeader{}, fmt.Errorf("streams: look up %s: %w", p.TaskStream(), err)
+	}
+	l := PartitionLeader{Partition: p.part, Stream: p.TaskStream()}
+	if ci := s.CachedInfo().Cluster; ci != nil {
+		l.Leader = ci.Leader
+		if ci.Leader != "" {
+			l.Peers = append(l.Peers, ci.Leader)
+		}
+		for _, r := range ci.Replicas {
+			if r != nil {
+				l.Peers = append(l.Peers, r.Name)
+			}
+		}
+		slices.Sort(l.Peers)
+	}
+	return l, nil
+}
+
+// BalanceLeaders spreads the leaders of the partitions' replicated task
+// streams over their servers: partition k is led by the server at k mod
+// the number of its peers, in name order, so that N partitions on N
+// servers have one leader each. It asks the current leader of each other
+// one to step down in favour of that server, and waits until it did.
+// Single-replica streams are placed, not led (see [Config].PartitionTags):
+// they are left alone. [Ensure] balances the partitions it creates; call
+// BalanceLeaders (or `jetflow partitions balance`) after a server restart
+// moved leaders. It returns where each partition is led afterwards.
+func BalanceLeaders(ctx context.Context, js jetstream.JetStream, prefix string) ([]PartitionLeader, error) {
+	leaders, err := Leaders(ctx, js, prefix)
+	if err != nil {
+		return nil, err
+	}
+	n, _ := NewNames(prefix)
+	for i, l := range leaders {
+		if len(l.Peers) < 2 {
+			continue
+		}
+		want := l.Peers[l.Partition%len(l.Peers)]
+		if l.Leader == want {
+			continue
+		}
+		if leaders[i], err = stepDownTo(ctx, js, n.Partition(l.Partition), want); err != nil {
+			return leaders, err
+		}
+	}
+	return leaders, nil
+}
+
+// stepDownTo asks the leader of p's task stream to hand its leadership to
+// server want, and waits until want leads it.
+func stepDownTo(ctx context.Context, js jetstream.JetStream, p Names, want string) (PartitionLeader, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, EnsureRetryFor)
+		defer cancel()
+	}
+	body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": want}})
+	subject := "$JS.API.STREAM.LEADER.STEPDOWN." + p.TaskStream()
+	wait := ensureRetry.New()
+	asked := false
+	for {
+		l, err := leaderOf(ctx, js, p)
+		if err == nil && l.Leader == want {
+			return l, nil
+		}
+		if !asked && err == nil && l.Leader != "" {
+			var resp struct {
+				Error *jetstream.APIError `json:"error"`
+			}
+			m, rerr := js.Conn().RequestWithContext(ctx, subject, body)
+			switch {
+			case rerr != nil:
+				err = rerr
+			case json.Unmarshal(m.Data, &resp) != nil:
+				err = errors.New("unreadable answer")
+			case resp.Error != nil:
+				err = resp.Error
+			default:
+				asked = true
+			}
+		}
+		if !retry.Sleep(ctx, wait.NextBackOff()) {
+			return l, fmt.Errorf("streams: move the leader of %s to %s: %w (%w)", p.TaskStream(), want, err, ctx.Err())
+		}
+		if err != nil {
+			asked = false // ask again
+		}
+	}
+}
+
+// balanceCreated balances the leaders when this Ensure created partition
+// streams: a deployment that did not change keeps its leaders.
+func balanceCreated(ctx context.Context, js jetstream.JetStream, c Config, rep *Report) error {
+	if c.Partitions < 2 || c.Replicas < 2 {
+		return nil
+	}
+	n, _ := NewNames(c.Prefix)
+	for _, p := range n.Partitions(c.Partitions) {
+		if slices.Contains(rep.Created, p.TaskStream()) {
+			_, err := BalanceLeaders(ctx, js, c.Prefix)
+			return err
+		}
+	}
+	return nil
+}
