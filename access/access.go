@@ -118,7 +118,9 @@ func Admin(n streams.Names, o Options) (Permissions, error) {
 // its account imports from jetflow's, so the server's answers (the
 // publish acknowledgements) go back into the producer's account and can
 // never be stored by a stream. Run its client with
-// framework.WithStateTracking(false): it may not write the state bucket.
+// framework.WithStateTracking(false) and framework.WithPartitions(n), n
+// the deployment's task partition count: it may not write the state
+// bucket, nor read the count from the task stream.
 //
 // A delayed task's type travels in a header that permissions cannot see,
 // so a producer allowed "<prefix>.delay.>" may delay tasks of any type;

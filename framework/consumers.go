@@ -26,7 +26,9 @@ func (w *Worker) ensureConsumers(ctx context.Context) ([]consumerSub, error) {
 		for _, tt := range w.order {
 			for _, p := range tt.cfg.priorities {
 				spec := w.consumerSpec(tt, p)
-				spec.MaxAckPending = partitionCap(spec.MaxAckPending, len(parts), k)
+				if tt.cfg.capSet {
+					spec.MaxAckPending = partitionCap(spec.MaxAckPending, len(parts), k)
+				}
 				subs = append(subs, consumerSub{tt: tt, prio: p, ensure: func(ctx context.Context) (jetstream.Consumer, error) {
 					return streams.EnsureConsumer(ctx, w.js, names, spec)
 				}})

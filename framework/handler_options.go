@@ -15,6 +15,7 @@ type HandlerOption func(*handlerConfig) error
 type handlerConfig struct {
 	concurrency int
 	maxInFlight int
+	capSet      bool // WithMaxInFlight: a cap shared by the task partitions
 	maxAttempts int
 	timeout     time.Duration
 	backoff     BackoffPolicy
@@ -61,13 +62,16 @@ func WithTypeConcurrency(n int) HandlerOption {
 }
 
 // WithMaxInFlight caps the tasks of this type in flight across every worker
-// of the cluster, per priority (the consumer's MaxAckPending). Default 1000.
+// of the cluster, per priority (the consumer's MaxAckPending). On a
+// deployment of several task partitions the cap is split between them
+// (each partition's consumer gets its share, at least 1). Default 1000 per
+// partition.
 func WithMaxInFlight(n int) HandlerOption {
 	return func(c *handlerConfig) error {
 		if n < 1 {
 			return fmt.Errorf("%w: max in flight %d, want ≥ 1", ErrInvalidOption, n)
 		}
-		c.maxInFlight = n
+		c.maxInFlight, c.capSet = n, true
 		return nil
 	}
 }

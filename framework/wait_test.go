@@ -322,7 +322,7 @@ func TestWaitAcrossWorkerKill(t *testing.T) {
 func TestWaitWithoutPermission(t *testing.T) {
 	t.Parallel()
 	s := testutil.RunSecured(t, testutil.SecuredConfig{})
-	cl, err := framework.NewClient(s.Connect(t, testutil.SecuredProducer))
+	cl, err := framework.NewClient(s.Connect(t, testutil.SecuredProducer), framework.WithPartitions(1))
 	if err != nil {
 		t.Fatal(err)
 	}

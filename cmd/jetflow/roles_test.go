@@ -54,7 +54,7 @@ func TestOperatorRoleRunsTheCommands(t *testing.T) {
 		return framework.Permanent(errors.New("no such report"))
 	})
 	testutil.StartWorker(t, w)
-	producer, err := framework.NewClient(sec.Connect(t, testutil.SecuredProducer), framework.WithStateTracking(false))
+	producer, err := framework.NewClient(sec.Connect(t, testutil.SecuredProducer), framework.WithStateTracking(false), framework.WithPartitions(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	}{{"accounts", false}, {"single-account", true}} {
 		b.Run(layout.name, func(b *testing.B) {
 			s := testutil.RunSecured(b, testutil.SecuredConfig{SingleAccount: layout.single})
-			cl, err := framework.NewClient(s.Connect(b, testutil.SecuredProducer), framework.WithStateTracking(false))
+			cl, err := framework.NewClient(s.Connect(b, testutil.SecuredProducer), framework.WithStateTracking(false), framework.WithPartitions(1))
 			if err != nil {
 				b.Fatal(err)
 			}

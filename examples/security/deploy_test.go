@@ -100,7 +100,7 @@ func (d *deployment) worker(t *testing.T, reg func(w *framework.Worker), opts ..
 func (d *deployment) client(t *testing.T, role string) (*framework.Client, *conn) {
 	t.Helper()
 	c := d.connect(t, role)
-	cl, err := framework.NewClient(c.Conn, framework.WithStateTracking(false))
+	cl, err := framework.NewClient(c.Conn, framework.WithStateTracking(false), framework.WithPartitions(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,14 +130,16 @@ func run(ctx context.Context, out io.Writer) error {
 	}()
 	fmt.Fprintln(out, "worker: serving", taskType)
 
-	// The producer enqueues. It may not write the state bucket: its
-	// account has no JetStream, only the task intake.
+	// The producer enqueues. It may not write the state bucket, nor read
+	// the task partition count: its account has no JetStream, only the
+	// task intake (one partition here; a partitioned deployment gives its
+	// producers their count).
 	pc, err := connect(users[access.RoleProducer])
 	if err != nil {
 		return err
 	}
 	defer pc.Close()
-	cl, err := framework.NewClient(pc.Conn, framework.WithStateTracking(false))
+	cl, err := framework.NewClient(pc.Conn, framework.WithStateTracking(false), framework.WithPartitions(1))
 	if err != nil {
 		return err
 	}
