@@ -228,6 +228,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{figWaitEvent, e.runWaitEvent}, {figEarlyEvent, e.runEarlyEvent},
 		{figFanout, e.runFanout},
 		{figBacklog, e.figureBacklog},
+		// The scale-out figure starts its own capped cluster.
+		{figScaleOut, func(ctx context.Context, out io.Writer) error { return runScaleOut(ctx, cfg, out, stderr) }},
 	}
 	for _, f := range figures {
 		if !cfg.only[f.name] {

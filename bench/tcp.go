@@ -174,7 +174,7 @@ func startCluster(ctx context.Context, binary string, n int, stderr io.Writer) (
 	return withFreshPorts(func() ([]*standalone, error) { return startClusterOnce(ctx, binary, n) })
 }
 
-func startClusterOnce(ctx context.Context, binary string, n int) (_ []*standalone, err error) {
+func startClusterOnce(ctx context.Context, binary string, n int, extra ...[]string) (_ []*standalone, err error) {
 	ports := make([]int, 2*n) // client ports, then cluster ports
 	for i := range ports {
 		if ports[i], err = freePort(); err != nil {
@@ -192,8 +192,11 @@ func startClusterOnce(ctx context.Context, binary string, n int) (_ []*standalon
 		}
 	}()
 	for i := range n {
-		s, err := startServer(ctx, binary, "bench-n"+strconv.Itoa(i+1), ports[i],
-			"--cluster_name", "bench", "--cluster", routes[i], "--routes", strings.Join(routes, ","))
+		args := []string{"--cluster_name", "bench", "--cluster", routes[i], "--routes", strings.Join(routes, ",")}
+		if i < len(extra) {
+			args = append(args, extra[i]...)
+		}
+		s, err := startServer(ctx, binary, "bench-n"+strconv.Itoa(i+1), ports[i], args...)
 		if err != nil {
 			return nil, err
 		}
