@@ -95,7 +95,7 @@ func Install(w *framework.Worker, opts ...Option) (*Registry, error) {
 	x := &installed{reg: newRegistry(c)}
 	names := w.Names()
 	x.cluster = &circuit.Cluster{
-		ID: nuid.Next(), JS: w.JetStream(), Stream: names.TaskStream(),
+		ID: nuid.Next(), JS: w.JetStream(), Stream: names.TaskStream(), Streams: w.TaskStreams, // every task partition
 		Consumers: func(taskType string) []string {
 			out := make([]string, 0, len(streams.Priorities))
 			for _, p := range streams.Priorities {

@@ -40,6 +40,17 @@ func (w *Worker) partitions() []streams.Names {
 	return w.parts
 }
 
+// TaskStreams returns the task streams the worker serves, one per task
+// partition (streams.Config.Partitions), read at [Worker.Start]: the base
+// task stream alone before. Plugins that act on a type's consumers (a
+// breaker pausing them) act in each.
+func (w *Worker) TaskStreams() []string {
+	if len(w.partStreams) == 0 {
+		return []string{w.taskStream}
+	}
+	return w.partStreams
+}
+
 // streamOf returns the task stream of a message stored on subject.
 func (w *Worker) streamOf(subject string) string {
 	if len(w.partStreams) < 2 {

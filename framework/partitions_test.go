@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -250,6 +251,86 @@ func TestPartitionsKeepTheirOwnErrors(t *testing.T) {
 	for _, r := range e.waitDeadLetters(t, 2) {
 		if r.LastError != "error of "+r.TaskID {
 			t.Errorf("dead letter %s (%s, routed by %s): last error %q", r.TaskID, r.OriginalSubject, r.RoutedBy, r.LastError)
+		}
+	}
+}
+
+// TestPartitionsSeenAsOneQueue: the operator's views add the partitions up
+// (a queue's waiting tasks of every partition, a load per partition, every
+// task stream in the overview), and pausing a queue pauses it in every
+// partition.
+func TestPartitionsSeenAsOneQueue(t *testing.T) {
+	t.Parallel()
+	e := newPartitionedEnv(t, 3)
+	ctx := t.Context()
+	w := e.worker(t)
+	w.HandleFunc("part.q", func(context.Context, *framework.Task) error { return nil })
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Shutdown(ctx); err != nil { // the consumers stay, nobody pulls
+		t.Fatal(err)
+	}
+	for i := range 60 {
+		e.enqueue(t, "part.q", i)
+	}
+	op := inspect.New(e.cl)
+	st, err := op.QueueStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending int
+	for _, q := range st.Queues {
+		if q.Type == "part.q" && q.Priority == framework.PriorityNormal {
+			pending = q.Pending
+		}
+	}
+	if pending != 60 || len(st.Partitions) != 3 {
+		t.Fatalf("queue stats: %d pending, partitions %+v", pending, st.Partitions)
+	}
+	sum := 0
+	for k, p := range st.Partitions {
+		if p.Partition != k || p.Pending == 0 || p.Stream != streams.MustNames("").Partition(k).TaskStream() {
+			t.Errorf("partition %d: %+v", k, p)
+		}
+		sum += p.Pending
+	}
+	if sum != 60 {
+		t.Errorf("partitions hold %d tasks, want 60", sum)
+	}
+	acts, err := op.QueueActivity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range acts {
+		if a.Type == "part.q" && a.Priority == framework.PriorityNormal && a.Waiting != 60 {
+			t.Errorf("activity: %d waiting, want 60", a.Waiting)
+		}
+	}
+	ov, err := op.Overview(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskStreams := 0
+	for _, s := range ov.Streams {
+		if strings.HasPrefix(s.Name, "JETFLOW_TASKS") {
+			taskStreams++
+		}
+	}
+	if taskStreams != 3 {
+		t.Errorf("overview lists %d task streams, want 3", taskStreams)
+	}
+	if err := op.PauseQueue(ctx, "part.q", framework.PriorityNormal, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for k := range 3 {
+		stream := streams.MustNames("").Partition(k).TaskStream()
+		c, err := e.js.Consumer(ctx, stream, streams.MustNames("").ConsumerName("part.q", framework.PriorityNormal))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.CachedInfo().Paused {
+			t.Errorf("queue not paused in %s", stream)
 		}
 	}
 }

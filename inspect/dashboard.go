@@ -69,6 +69,11 @@ func (i *Operator) QueueActivity(ctx context.Context) ([]QueueActivity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect: queue activity: %w", err)
 	}
+	// The consumers of the other task partitions add to the same queues
+	// (partitions.go).
+	if acts, err = i.partitionActivities(ctx, acts, isQueue); err != nil {
+		return nil, fmt.Errorf("inspect: queue activity: %w", err)
+	}
 	var out []QueueActivity
 	for _, a := range acts {
 		p, typ, _ := i.names.ParseTaskSubject(a.Filter)
@@ -261,10 +266,7 @@ func (i *Operator) PauseQueue(ctx context.Context, taskType string, p framework.
 	if until.IsZero() {
 		until = time.Now().Add(PauseForever)
 	}
-	if _, err := i.js.PauseConsumer(ctx, i.names.TaskStream(), name, until); err != nil {
-		return i.queueErr("pause", taskType, p, err)
-	}
-	return nil
+	return i.pauseEverywhere(ctx, "pause", taskType, p, name, until)
 }
 
 // ResumeQueue resumes the consumer of queue (taskType, p), paused by hand or
@@ -279,10 +281,7 @@ func (i *Operator) ResumeQueue(ctx context.Context, taskType string, p framework
 	// delivery loop on nats-server 2.15: workers already waiting in a pull
 	// get nothing until they renew it (up to 15 s later). The end of a
 	// pause does wake it, so shorten the pause to a moment from now.
-	if _, err := i.js.PauseConsumer(ctx, i.names.TaskStream(), name, time.Now().Add(resumeDelay)); err != nil {
-		return i.queueErr("resume", taskType, p, err)
-	}
-	return nil
+	return i.pauseEverywhere(ctx, "resume", taskType, p, name, time.Now().Add(resumeDelay))
 }
 
 // resumeDelay is how soon after [Operator.ResumeQueue] the queue's pause

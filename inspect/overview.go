@@ -242,6 +242,14 @@ func (i *Operator) Overview(ctx context.Context) (*Overview, error) {
 		return a.Priority.Rank() - b.Priority.Rank()
 	})
 	out.Streams = append(out.Streams, streamOverview(si))
+	// The task streams of the other partitions, with their leaders.
+	if count, _, err := streams.DeployedPartitions(ctx, i.js, i.names); err == nil {
+		for _, p := range i.names.Partitions(count)[1:] {
+			if s, err := i.js.Stream(ctx, p.TaskStream()); err == nil {
+				out.Streams = append(out.Streams, streamOverview(s.CachedInfo()))
+			}
+		}
+	}
 	// The schedule stream: delayed tasks, cron schedules, and fired ones
 	// the task stream has not sourced yet.
 	if sched, err := i.js.Stream(ctx, i.names.ScheduleStream()); err == nil {

@@ -77,6 +77,9 @@ type QueueStats struct {
 	// tasks and dead letters of the others.
 	UnlistedScheduled int
 	UnlistedDead      uint64
+	// Partitions is the load of each task partition, in order (one on a
+	// deployment without partitions); Queues adds them up.
+	Partitions []PartitionStat
 	// Taken is when the snapshot was taken.
 	Taken time.Time
 }
@@ -109,23 +112,24 @@ func (i *Operator) QueueStats(ctx context.Context) (*QueueStats, error) {
 		typ  string
 		prio framework.Priority
 	}
+	queueOf := func(ci *jetstream.ConsumerInfo) (queue, bool) {
+		typ := ci.Config.Metadata[streams.MetaTaskType]
+		p, err := streams.ParsePriority(ci.Config.Metadata[streams.MetaPriority])
+		if streams.ValidateTaskType(typ) != nil || err != nil {
+			// Not a jetflow queue consumer (or metadata another tool
+			// wrote); derive from its filter if possible.
+			if p, typ, err = i.names.ParseTaskSubject(ci.Config.FilterSubject); err != nil {
+				return queue{}, false
+			}
+		}
+		return queue{typ, p}, true
+	}
 	snap, err := queuestate.Stats(ctx, i.nc, i.js, stream, queuestate.StatsConfig[queue]{
 		TaskStream: i.names.TaskStream(), ScheduleStream: i.names.ScheduleStream(), DLQStream: i.names.DLQStream(),
 		Schedules: i.names.ScheduleSubject(">"), Crons: i.names.CronSubject(">"), DLQPrefix: i.names.DLQSubject(""),
 		DelayStream: i.names.DelayStream(), Delays: i.names.DelaySubject(">"),
 		MaxScheduled: MaxScheduledScan, MaxJunk: MaxJunkSubjects, MaxQueues: MaxUnservedQueues,
-		QueueOf: func(ci *jetstream.ConsumerInfo) (queue, bool) {
-			typ := ci.Config.Metadata[streams.MetaTaskType]
-			p, err := streams.ParsePriority(ci.Config.Metadata[streams.MetaPriority])
-			if streams.ValidateTaskType(typ) != nil || err != nil {
-				// Not a jetflow queue consumer (or metadata another tool
-				// wrote); derive from its filter if possible.
-				if p, typ, err = i.names.ParseTaskSubject(ci.Config.FilterSubject); err != nil {
-					return queue{}, false
-				}
-			}
-			return queue{typ, p}, true
-		},
+		QueueOf: queueOf,
 		TargetOf: func(subject string) (queue, bool) {
 			p, typ, err := i.names.ParseScheduleTarget(subject)
 			return queue{typ, p}, err == nil
@@ -134,12 +138,17 @@ func (i *Operator) QueueStats(ctx context.Context) (*QueueStats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect: queue stats: %w", err)
 	}
+	// The queues of every task partition add up (partitions.go).
+	parts, err := addPartitions(ctx, i, stream, snap, queueOf)
+	if err != nil {
+		return nil, fmt.Errorf("inspect: queue stats: %w", err)
+	}
 	// Any publisher on the dead-letter subjects chooses the type token;
 	// these types become metric labels and table rows.
 	maps.DeleteFunc(snap.Dead, func(typ string, _ uint64) bool { return streams.ValidateTaskType(typ) != nil })
 	out := &QueueStats{Dead: snap.Dead, Scheduled: snap.Scheduled, Cron: snap.Cron, ScheduledTruncated: snap.Truncated,
 		Junk: snap.Junk, JunkSubjects: snap.JunkSubjects, UnlistedScheduled: snap.UnlistedScheduled, Taken: taken,
-		BrokenScheduled: snap.BrokenScheduled, BrokenCron: snap.BrokenCron}
+		BrokenScheduled: snap.BrokenScheduled, BrokenCron: snap.BrokenCron, Partitions: parts}
 	if len(out.Dead) > MaxUnservedQueues {
 		types := slices.Collect(maps.Keys(out.Dead))
 		slices.SortFunc(types, func(a, b string) int {

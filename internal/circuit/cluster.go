@@ -76,9 +76,12 @@ type Cluster struct {
 	ID string
 	// KV is the breaker bucket.
 	KV jetstream.KeyValue
-	// JS and Stream locate the consumers to pause.
-	JS     jetstream.JetStream
-	Stream string
+	// JS and Stream locate the consumers to pause. Streams, when set,
+	// returns every task stream to pause them in (one per task partition),
+	// and Stream is not used.
+	JS      jetstream.JetStream
+	Stream  string
+	Streams func() []string
 	// Types maps a dependency to the task types that declared it; fixed.
 	Types map[string][]string
 	// Consumers returns the durable consumers of a task type, every
@@ -206,23 +209,32 @@ func (c *Cluster) publish(ctx context.Context, rec Record) {
 // that do not exist (a priority nobody serves) are skipped.
 func (c *Cluster) pause(ctx context.Context, dep string, consumers []string, until time.Time) {
 	var wg sync.WaitGroup
-	for _, name := range consumers {
-		wg.Go(func() {
-			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			_, err := c.JS.PauseConsumer(pctx, c.Stream, name, until)
-			switch {
-			case err == nil:
-				c.Log.Info("jetflow consumer paused by circuit breaker", slog.String(c.LogKeyDep, dep),
-					slog.String("consumer", name), slog.Time("until", until))
-			case errors.Is(err, jetstream.ErrConsumerNotFound):
-			default:
-				c.Log.Warn("jetflow cannot pause consumer for circuit breaker", slog.String(c.LogKeyDep, dep),
-					slog.String("consumer", name), slog.Any(c.LogKeyErr, err))
-			}
-		})
+	streams := []string{c.Stream}
+	if c.Streams != nil {
+		streams = c.Streams()
+	}
+	for _, stream := range streams {
+		for _, name := range consumers {
+			wg.Go(func() { c.pauseOne(ctx, dep, stream, name, until) })
+		}
 	}
 	wg.Wait()
+}
+
+// pauseOne pauses one consumer of stream until until.
+func (c *Cluster) pauseOne(ctx context.Context, dep, stream, name string, until time.Time) {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := c.JS.PauseConsumer(pctx, stream, name, until)
+	switch {
+	case err == nil:
+		c.Log.Info("jetflow consumer paused by circuit breaker", slog.String(c.LogKeyDep, dep),
+			slog.String("stream", stream), slog.String("consumer", name), slog.Time("until", until))
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+	default:
+		c.Log.Warn("jetflow cannot pause consumer for circuit breaker", slog.String(c.LogKeyDep, dep),
+			slog.String("stream", stream), slog.String("consumer", name), slog.Any(c.LogKeyErr, err))
+	}
 }
 
 // remote handles a record written to the bucket: another worker's breaker
