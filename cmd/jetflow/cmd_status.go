@@ -164,9 +164,25 @@ func printStatus(c *cli, o *inspect.Overview, url string) error {
 			fmt.Fprintf(c.stdout, "\n%d queue(s) with waiting tasks and no pull request: are the workers running and connected?\n", idle)
 		}
 	}
-	var clustered bool
+	var (
+		clustered bool
+		parts     []string
+	)
+	names, _ := streams.NewNames(prefixOf(c)) // (validated when the command connected)
+	tasks := names.TaskStream()
 	for _, s := range o.Streams {
 		clustered = clustered || s.Cluster != ""
+		if s.Name == tasks || strings.HasPrefix(s.Name, tasks+"_P") {
+			leader := ""
+			if s.Leader != "" {
+				leader = ", led by " + s.Leader
+			}
+			parts = append(parts, fmt.Sprintf("%s (%d messages%s)", s.Name, s.Messages, leader))
+		}
+	}
+	if len(parts) > 1 {
+		// Task partitions (jetflow partitions ls has their peers).
+		fmt.Fprintf(c.stdout, "\nTASK PARTITIONS %d: %s\n", len(parts), strings.Join(parts, "; "))
 	}
 	if clustered {
 		fmt.Fprintln(c.stdout)

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+// partitions ls lists each task partition; partitions add grows the
+// deployment (and refuses to shrink it); the status lists every task
+// stream.
+func TestPartitionsCommands(t *testing.T) {
+	t.Parallel()
+	te := testutil.NewEnv(t, streams.Config{Partitions: 2}, testutil.WithListen())
+	e := newClientEnv(t, te.Server, te.Conn)
+	out := e.ok(t, nil, "partitions", "ls").stdout
+	if !strings.Contains(out, "JETFLOW_TASKS_P1") || strings.Contains(out, "JETFLOW_TASKS_P2") {
+		t.Errorf("ls of 2 partitions:\n%s", out)
+	}
+	var rows []streams.PartitionLeader
+	e.ok(t, &rows, "partitions", "add", "3", "--json")
+	if len(rows) != 3 || rows[2].Stream != "JETFLOW_TASKS_P2" {
+		t.Errorf("after add 3: %+v", rows)
+	}
+	if count, _, err := streams.DeployedPartitions(t.Context(), te.JS, streams.MustNames("")); err != nil || count != 3 {
+		t.Errorf("deployed count %d, %v", count, err)
+	}
+	e.fails(t, exitUsage, "not removed", "partitions", "add", "2")
+	e.fails(t, exitUsage, "partition count", "partitions", "add", "0")
+	if out := e.ok(t, nil, "status").stdout; !strings.Contains(out, "JETFLOW_TASKS_P2") {
+		t.Errorf("status does not list partition 2's stream:\n%s", out)
+	}
+}
