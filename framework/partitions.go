@@ -51,6 +51,18 @@ func (w *Worker) TaskStreams() []string {
 	return w.partStreams
 }
 
+// checkPartitionCount warns, once per count, when the deployment has more
+// task partitions than the worker serves: partitions added (jetflow
+// partitions add) after it started, whose tasks wait until it restarts.
+func (w *Worker) checkPartitionCount(ctx context.Context) {
+	count, _, err := streams.DeployedPartitions(ctx, w.js, w.names)
+	if err != nil || count <= len(w.partitions()) || w.warnedParts.Swap(int32(count)) == int32(count) {
+		return
+	}
+	w.log.Warn("jetflow deployment has more task partitions than this worker serves: restart it to serve them (their tasks wait)",
+		slog.Int("partitions", count), slog.Int("served", len(w.partitions())))
+}
+
 // streamOf returns the task stream of a message stored on subject.
 func (w *Worker) streamOf(subject string) string {
 	if len(w.partStreams) < 2 {

@@ -334,3 +334,29 @@ func TestPartitionsSeenAsOneQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestPartitionsStrandedReported: a task at a priority the worker does not
+// serve, stored in a partition other than the first, is reported stranded
+// at Start like one in the first.
+func TestPartitionsStrandedReported(t *testing.T) {
+	t.Parallel()
+	e := newPartitionedEnv(t, 3)
+	var id string
+	for i := 0; id == ""; i++ {
+		if c := fmt.Sprintf("s-%d", i); streams.PartitionOf(c, 3) == 2 {
+			id = c
+		}
+	}
+	info := e.enqueue(t, "part.s", nil, framework.WithID(id), framework.WithPriority(framework.PriorityLow))
+	if info.Stream != "JETFLOW_TASKS_P2" {
+		t.Fatalf("stored in %s", info.Stream)
+	}
+	w := e.worker(t)
+	w.HandleFunc("part.s", func(context.Context, *framework.Task) error { return nil },
+		framework.WithServedPriorities(framework.PriorityNormal))
+	startWorker(t, w)
+	got := w.Stranded()
+	if len(got) != 1 || got[0].Subject != "jetflow.p2.task.low.part.s" || got[0].Tasks != 1 {
+		t.Errorf("stranded %+v, want the low-priority subject of partition 2", got)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/queuestate"
+	"github.com/jetflow-io/jetflow/streams"
 )
 
 // A worker looks for tasks of its own types that wait on subjects no
@@ -102,6 +103,7 @@ func (w *Worker) startStrandedCheck(startCtx, svcCtx context.Context) {
 func (w *Worker) recheckStranded(ctx context.Context, seen map[string]bool) {
 	ctx, cancel := context.WithTimeout(ctx, strandedCheckTimeout)
 	defer cancel()
+	w.checkPartitionCount(ctx) // partitions.go
 	found, err := w.findStranded(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -131,7 +133,21 @@ func (w *Worker) recheckStranded(ctx context.Context, seen map[string]bool) {
 // there are some does it list the stream's consumers, whose filters may
 // cover them (another worker's).
 func (w *Worker) findStranded(ctx context.Context) ([]StrandedSubject, error) {
-	stream, err := w.js.Stream(ctx, w.taskStream)
+	var out []StrandedSubject
+	for _, names := range w.partitions() { // partitions.go
+		found, err := w.findStrandedIn(ctx, names)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, found...)
+	}
+	return out, nil
+}
+
+// findStrandedIn is findStranded in the task stream of names' partition.
+func (w *Worker) findStrandedIn(ctx context.Context, names streams.Names) ([]StrandedSubject, error) {
+	name := names.TaskStream()
+	stream, err := w.js.Stream(ctx, name)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return nil, fmt.Errorf("framework: stranded tasks: %w: %w", ErrTopologyMissing, err)
@@ -139,7 +155,7 @@ func (w *Worker) findStranded(ctx context.Context) ([]StrandedSubject, error) {
 		return nil, fmt.Errorf("framework: stranded tasks: %w", err)
 	}
 	var types []string
-	for _, wildcard := range []string{w.names.TaskWildcard(), w.names.OrderedWildcard()} {
+	for _, wildcard := range []string{names.TaskWildcard(), names.OrderedWildcard()} {
 		si, err := stream.Info(ctx, jetstream.WithSubjectFilter(wildcard))
 		if err != nil {
 			return nil, fmt.Errorf("framework: stranded tasks: %w", err)
@@ -154,11 +170,12 @@ func (w *Worker) findStranded(ctx context.Context) ([]StrandedSubject, error) {
 		return nil, nil
 	}
 	slices.Sort(types)
+	work, ord := strings.TrimSuffix(names.TaskWildcard(), ">"), strings.TrimSuffix(names.OrderedWildcard(), ">")
 	var wildcards []string
 	for _, typ := range types {
-		wildcards = append(wildcards, w.names.Prefix()+".task.*."+typ, w.names.Prefix()+".ord."+typ+".*")
+		wildcards = append(wildcards, work+"*."+typ, ord+typ+".*")
 	}
-	subs, err := queuestate.Stranded(ctx, w.nc, stream, w.taskStream, wildcards, maxStranded)
+	subs, err := queuestate.Stranded(ctx, w.nc, stream, name, wildcards, maxStranded)
 	if err != nil {
 		return nil, fmt.Errorf("framework: stranded tasks: %w", err)
 	}

@@ -48,6 +48,7 @@ type Worker struct {
 	// partStreams their task streams, read at Start (partitions.go).
 	parts       []streams.Names
 	partStreams []string
+	warnedParts atomic.Int32 // the partition count last warned of (partitions.go)
 
 	types map[string]*typeRunner
 	order []*typeRunner
