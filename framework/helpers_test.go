@@ -24,6 +24,8 @@ type env struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	cl  *framework.Client
+	// parts is the task partition count (newPartitionedEnv); 0 is one.
+	parts int
 }
 
 func newEnv(t *testing.T, opts ...testutil.ServerOption) *env {
@@ -90,11 +92,23 @@ func (e *env) waitSettled(t *testing.T, taskType string, p framework.Priority) *
 		ci = e.consumerInfo(t, taskType, p)
 		return ci.NumPending == 0 && ci.NumAckPending == 0
 	})
+	// The same consumer in the other task partitions.
+	names := streams.MustNames("")
+	for _, part := range names.Partitions(e.parts)[1:] {
+		testutil.Wait(t, waitLong, "consumer "+taskType+" settled in "+part.TaskStream(), func() bool {
+			c, err := e.js.Consumer(t.Context(), part.TaskStream(), names.ConsumerName(taskType, p))
+			if err != nil {
+				t.Fatalf("consumer %s/%s in %s: %v", taskType, p, part.TaskStream(), err)
+			}
+			info := c.CachedInfo()
+			return info.NumPending == 0 && info.NumAckPending == 0
+		})
+	}
 	return ci
 }
 
-// taskStreamMsgs returns the number of messages stored in the task stream
-// and the schedule stream (delayed tasks, cron schedules, fired schedules
+// taskStreamMsgs returns the number of messages stored in the task streams
+// (of every partition) and the schedule stream (delayed tasks, cron schedules, fired schedules
 // not yet sourced).
 func (e *env) taskStreamMsgs(t *testing.T) uint64 {
 	t.Helper()
@@ -102,7 +116,11 @@ func (e *env) taskStreamMsgs(t *testing.T) uint64 {
 	defer cancel()
 	names := streams.MustNames("")
 	var n uint64
-	for _, name := range []string{names.TaskStream(), names.ScheduleStream(), names.DelayStream()} {
+	all := []string{names.ScheduleStream(), names.DelayStream()}
+	for _, part := range names.Partitions(e.parts) {
+		all = append(all, part.TaskStream())
+	}
+	for _, name := range all {
 		s, err := e.js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)

@@ -112,6 +112,19 @@ var hostileHeaders = []hostileHeader{
 // JETFLOW_HOSTILE_SEED to replay one.
 func TestHostileProducerProperty(t *testing.T) {
 	t.Parallel()
+	hostileProperty(t, newEnv(t), 1)
+}
+
+// TestHostileProducerPropertyPartitioned is the property on a deployment
+// of three task partitions: the hostile messages go to every partition's
+// work subjects and staging targets, and to those of a partition the
+// deployment does not have.
+func TestHostileProducerPropertyPartitioned(t *testing.T) {
+	t.Parallel()
+	hostileProperty(t, newPartitionedEnv(t, 3), 3)
+}
+
+func hostileProperty(t *testing.T, e *env, partitions int) {
 	seed := uint64(time.Now().UnixNano())
 	if s, err := strconv.ParseUint(os.Getenv("JETFLOW_HOSTILE_SEED"), 10, 64); err == nil {
 		seed = s
@@ -124,7 +137,17 @@ func TestHostileProducerProperty(t *testing.T) {
 		good    = 120
 		hostile = 120
 	)
-	e := newEnv(t)
+	// root returns the subject root of a random partition: "jetflow" or
+	// "jetflow.p<k>", k sometimes one the deployment does not have.
+	root := func() string {
+		if partitions < 2 {
+			return "jetflow"
+		}
+		if k := r.IntN(partitions + 1); k > 0 {
+			return "jetflow.p" + strconv.Itoa(k)
+		}
+		return "jetflow"
+	}
 	var mu sync.Mutex
 	ranGood := make(map[string]int)
 	ranProbe := make(map[string]int)
@@ -175,7 +198,7 @@ func TestHostileProducerProperty(t *testing.T) {
 		default:
 			body = []byte("null")
 		}
-		subject := "jetflow.task." + prios[r.IntN(4)].String() + "." + types[r.IntN(2)]
+		subject := root() + ".task." + prios[r.IntN(4)].String() + "." + types[r.IntN(2)]
 		switch r.IntN(8) {
 		case 0:
 			subject = "jetflow.task.urgent." + plain // no such priority
@@ -186,7 +209,7 @@ func TestHostileProducerProperty(t *testing.T) {
 			subject = "jetflow.delay." + probe
 			switch r.IntN(3) {
 			case 0, 1:
-				h.Set("Jetflow-Schedule-Target", "jetflow.fired."+prios[r.IntN(4)].String()+"."+types[r.IntN(2)])
+				h.Set("Jetflow-Schedule-Target", root()+".fired."+prios[r.IntN(4)].String()+"."+types[r.IntN(2)])
 			default:
 				h.Set("Jetflow-Schedule-Target", pick("jetflow.task.normal."+plain, "jetflow.fired.urgent."+plain,
 					"jetflow.wf.run-1", "jetflow.fired.normal.UPPER", "")(r))

@@ -24,7 +24,7 @@ func newPartitionedEnv(t *testing.T, n int) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{srv: te.Server, nc: te.Conn, js: te.JS, cl: cl}
+	return &env{srv: te.Server, nc: te.Conn, js: te.JS, cl: cl, parts: n}
 }
 
 // TestPartitionsServeEveryTask enqueues immediate, delayed, ordered and
