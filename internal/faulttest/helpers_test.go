@@ -179,13 +179,18 @@ func (h *logCounter) summary() string {
 	return b.String()
 }
 
-// ensure creates the topology with the given replica count.
-func ensure(t *testing.T, js jetstream.JetStream, replicas int) {
+// ensure creates the topology with the given replica count and, when
+// given, task partition count.
+func ensure(t *testing.T, js jetstream.JetStream, replicas int, partitions ...int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if _, err := streams.Ensure(ctx, js, streams.Config{Replicas: replicas}); err != nil {
-		t.Fatalf("ensure topology (replicas %d): %v", replicas, err)
+	cfg := streams.Config{Replicas: replicas}
+	if len(partitions) > 0 {
+		cfg.Partitions = partitions[0]
+	}
+	if _, err := streams.Ensure(ctx, js, cfg); err != nil {
+		t.Fatalf("ensure topology (replicas %d, partitions %d): %v", replicas, cfg.Partitions, err)
 	}
 }
 
@@ -218,15 +223,24 @@ func taskStreamMsgs(t *testing.T, js jetstream.JetStream) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, streams.MustNames("").TaskStream())
+	names := streams.MustNames("")
+	count, _, err := streams.DeployedPartitions(ctx, js, names)
 	if err != nil {
-		t.Fatalf("task stream: %v", err)
+		t.Fatalf("task partitions: %v", err)
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatalf("task stream info: %v", err)
+	var n uint64
+	for _, p := range names.Partitions(count) {
+		s, err := js.Stream(ctx, p.TaskStream())
+		if err != nil {
+			t.Fatalf("task stream %s: %v", p.TaskStream(), err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatalf("task stream %s info: %v", p.TaskStream(), err)
+		}
+		n += info.State.Msgs
 	}
-	return info.State.Msgs
+	return n
 }
 
 // waitDone waits for l.done, failing with the ledger's report and the

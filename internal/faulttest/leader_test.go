@@ -67,6 +67,8 @@ type failover struct {
 type leaderLoss struct {
 	connect func(t *testing.T, opts ...nats.Option) *nats.Conn
 	fault   func(t *testing.T, r int) failover
+	// partitions is the task partition count of the topology (0: one).
+	partitions int
 }
 
 // TestStreamLeaderLossDuringEnqueueAndProcessing stops the task stream's
@@ -106,6 +108,36 @@ func TestStreamLeaderLossDuringEnqueueAndProcessing(t *testing.T) {
 	})
 }
 
+// TestPartitionLeaderLossDuringEnqueueAndProcessing is the leader loss on
+// a topology of three task partitions, one leader per server: the leader
+// of the second partition's stream stops while producers spread tasks over
+// all three and two workers serve them. Every acknowledged enqueue runs.
+func TestPartitionLeaderLossDuringEnqueueAndProcessing(t *testing.T) {
+	t.Parallel()
+	n := 2000
+	if heavy() {
+		n = 10000
+	}
+	p1 := streams.MustNames("").Partition(1)
+	c := testutil.RunCluster(t, 3)
+	runLeaderLoss(t, n, 1, leaderLoss{
+		partitions: 3,
+		connect:    func(t *testing.T, opts ...nats.Option) *nats.Conn { return c.Connect(t, opts...) },
+		fault: func(t *testing.T, _ int) failover {
+			fo := failover{what: "partition 1's stream leader", node: c.StreamLeader(t, p1.TaskStream())}
+			fo.at = time.Now()
+			c.StopNode(fo.node)
+			fo.down = time.Since(fo.at)
+			c.StreamLeader(t, p1.TaskStream())
+			fo.elect = time.Since(fo.at)
+			c.RestartNode(t, fo.node)
+			c.WaitJetStreamReady(t)
+			c.WaitStreamCurrent(t, p1.TaskStream())
+			return fo
+		},
+	})
+}
+
 // runLeaderLoss enqueues n tasks with 8 producers while two workers run
 // them, injects rounds faults spread over the enqueueing, and checks that
 // every acknowledged enqueue ran to success. It reports duplicate
@@ -117,7 +149,7 @@ func runLeaderLoss(t *testing.T, n, rounds int, ll leaderLoss) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ensure(t, js, 3)
+	ensure(t, js, 3, ll.partitions)
 
 	l := newLedger()
 	logs := newLogCounter()
