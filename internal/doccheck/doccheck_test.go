@@ -274,6 +274,12 @@ func TestDocsNameStreamsAndBucketsThatExist(t *testing.T) {
 			known[s] = true
 		}
 	}
+	// The task streams of the partitions, and their pattern
+	// ("JETFLOW_TASKS_P<k>").
+	for k := 1; k < streams.MaxPartitions; k++ {
+		known[names.Partition(k).TaskStream()] = true
+	}
+	known[names.TaskStream()+"_P"] = true
 	if !known[names.TaskStream()] || !known[names.EffectsBucket()] {
 		t.Fatalf("names of streams.Names not found: %v", known)
 	}
