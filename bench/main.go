@@ -188,6 +188,7 @@ type config struct {
 	soakDrain    time.Duration // bound on the wait for the last tasks after the load
 	soakWorkers  int           // workers, each on its own connection
 	soakReplicas int           // replicas of the topology ensured on -url
+	soakParts    int           // task partitions of the topology the soak ensures
 	soakHeap     string        // write a heap profile here when the load ends
 	soakServers  string        // without -url: "process" (three nats-server processes) or "embedded"
 	maxTaskBytes int64         // MaxTaskBytes of the topology the bench ensures (0: unlimited)
@@ -278,6 +279,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	soakDrain := fs.Duration("soak-drain", def.soakDrain, "bound on the wait for the soak's last tasks once the load ends")
 	soakWorkers := fs.Int("soak-workers", def.soakWorkers, "workers of the soak, each on its own connection (with -concurrency each)")
 	soakReplicas := fs.Int("soak-replicas", def.soakReplicas, "replicas of the topology the soak ensures on -url")
+	soakParts := fs.Int("soak-partitions", 1, "task partitions of the topology the soak ensures on its servers (docs/partitions.md)")
 	soakHeap := fs.String("soak-heapprofile", "", "write a heap profile (in use after a GC) to this file when the soak's load ends, before the drain")
 	soakServers := fs.String("soak-servers", def.soakServers, `the soak's cluster without -url: "process", three nats-server processes the bench starts (a go install'ed binary, as the TCP figures use), so that the RSS figures are jetflow's alone; or "embedded", three servers in the bench process`)
 	maxTaskBytes := fs.Int64("max-task-bytes", 0, "MaxTaskBytes of jetflow's task stream (0: unlimited, jetflow's default); a cap the run never reaches measures what the stream's limit check costs")
@@ -304,6 +306,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c.soak, c.soakRate, c.soakDir, c.soakInterval = *soak, *soakRate, *soakDir, *soakInterval
 	c.soakOutage, c.soakOpen, c.soakMaxDelay, c.soakWarmup = *soakOutage, *soakOpen, *soakMaxDelay, *soakWarmup
 	c.soakDrain, c.soakWorkers, c.soakReplicas, c.soakHeap = *soakDrain, *soakWorkers, *soakReplicas, *soakHeap
+	c.soakParts = *soakParts
 	c.soakServers = *soakServers
 	c.maxTaskBytes = *maxTaskBytes
 	if !*quick {

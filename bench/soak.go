@@ -206,6 +206,7 @@ func newSoakEnv(ctx context.Context, cfg config, stderr io.Writer) (*env, func()
 		}
 		top := topology // purges allowed: the soak purges its subjects below
 		top.Replicas = cfg.soakReplicas
+		top.Partitions = cfg.soakParts
 		if _, err := streams.Ensure(ctx, e.js, top); err != nil {
 			return fail(fmt.Errorf("bench: ensure R%d topology on %s: %w", cfg.soakReplicas, cfg.url, err))
 		}
