@@ -239,28 +239,6 @@ func taskStreamConfig(c Config, n Names) jetstream.StreamConfig {
 	return tasks
 }
 
-// firedSubjects returns the staging subjects of every partition, one
-// wildcard per priority.
-func firedSubjects(n Names, partitions int) []string {
-	var out []string
-	for _, p := range n.Partitions(partitions) {
-		out = append(out, prioritySubjects(p.base()+".fired.")...)
-	}
-	return out
-}
-
-// advisorySubjects returns the max-delivery and termination advisory
-// subjects of every partition's task stream.
-func advisorySubjects(n Names, partitions int) []string {
-	var out []string
-	for _, p := range n.Partitions(partitions) {
-		out = append(out,
-			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+p.TaskStream()+".>",
-			"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."+p.TaskStream()+".>")
-	}
-	return out
-}
-
 // prioritySubjects returns one wildcard per priority under prefix, for
 // example "jetflow.task.critical.>".
 func prioritySubjects(prefix string) []string {

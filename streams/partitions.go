@@ -195,3 +195,25 @@ func (c *Config) resolvePartitions(ctx context.Context, js jetstream.JetStream, 
 	}
 	return nil
 }
+
+// firedSubjects returns the staging subjects of every partition, one
+// wildcard per priority.
+func firedSubjects(n Names, partitions int) []string {
+	var out []string
+	for _, p := range n.Partitions(partitions) {
+		out = append(out, prioritySubjects(p.base()+".fired.")...)
+	}
+	return out
+}
+
+// advisorySubjects returns the max-delivery and termination advisory
+// subjects of every partition's task stream.
+func advisorySubjects(n Names, partitions int) []string {
+	var out []string
+	for _, p := range n.Partitions(partitions) {
+		out = append(out,
+			"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES."+p.TaskStream()+".>",
+			"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."+p.TaskStream()+".>")
+	}
+	return out
+}
