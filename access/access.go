@@ -84,6 +84,25 @@ type Options struct {
 	// Features are, for a worker, what it runs. Zero means
 	// [DefaultFeatures].
 	Features Feature
+	// Partitions is the deployment's task partition count
+	// (streams.Config.Partitions, 1 to streams.MaxPartitions): a producer
+	// may publish on the intake subjects of partitions 0 to Partitions-1;
+	// a worker gets its grants on the task stream in each of their task
+	// streams; an operator reads them all and may publish on their work
+	// subjects. Nothing is granted on a partition beyond the count. 0 or 1:
+	// one partition, the task stream alone.
+	Partitions int
+}
+
+// partitions returns the names of the task partitions o grants.
+func (o Options) partitions(n streams.Names) ([]streams.Names, error) {
+	if o.Partitions == 0 {
+		return n.Partitions(1), nil
+	}
+	if err := streams.ValidatePartitionCount(o.Partitions); err != nil {
+		return nil, fmt.Errorf("%w partitions: %w", ErrInvalid, err)
+	}
+	return n.Partitions(o.Partitions), nil
 }
 
 func (o Options) inbox(role string) (string, error) {
@@ -119,8 +138,9 @@ func Admin(n streams.Names, o Options) (Permissions, error) {
 // publish acknowledgements) go back into the producer's account and can
 // never be stored by a stream. Run its client with
 // framework.WithStateTracking(false) and framework.WithPartitions(n), n
-// the deployment's task partition count: it may not write the state
-// bucket, nor read the count from the task stream.
+// the deployment's task partition count (o.Partitions, the partitions it
+// may publish on): it may not write the state bucket, nor read the count
+// from the task stream.
 //
 // A delayed task's type travels in a header that permissions cannot see,
 // so a producer allowed "<prefix>.delay.>" may delay tasks of any type;
@@ -130,38 +150,58 @@ func Producer(n streams.Names, o Options) (Permissions, error) {
 	if err != nil {
 		return Permissions{}, err
 	}
-	pub, err := Intake(n, o.Types)
+	pub, err := PartitionedIntake(n, o.Partitions, o.Types)
 	if err != nil {
 		return Permissions{}, err
 	}
 	return Permissions{Publish: pub, Subscribe: []string{inbox + ".>"}}, nil
 }
 
-// Intake returns the subjects producers publish tasks on, for the task
-// types of types (type names or patterns with NATS wildcards; every type
-// when empty): immediate tasks at every priority, ordered tasks, and
-// delayed tasks. They are what the jetflow account exports as services and
-// what a tenant account imports.
+// Intake returns the subjects producers publish tasks on in a deployment
+// of one task partition: [PartitionedIntake] with a count of 1.
 func Intake(n streams.Names, types []string) ([]string, error) {
-	if len(types) == 0 {
-		return []string{n.TaskWildcard(), n.OrderedWildcard(), n.DelaySubject(">")}, nil
+	return PartitionedIntake(n, 1, types)
+}
+
+// PartitionedIntake returns the subjects producers publish tasks on, for
+// the task types of types (type names or patterns with NATS wildcards;
+// every type when empty), in task partitions 0 to partitions-1
+// (streams.Config.Partitions; 0 means 1): immediate tasks at every
+// priority and ordered tasks of each partition, then delayed tasks (one
+// delay stream for all). They are what the jetflow account exports as
+// services and what a tenant account imports.
+func PartitionedIntake(n streams.Names, partitions int, types []string) ([]string, error) {
+	parts, err := Options{Partitions: partitions}.partitions(n)
+	if err != nil {
+		return nil, err
 	}
-	var out []string
 	for _, t := range types {
 		if err := checkTypePattern(t); err != nil {
 			return nil, err
 		}
-		ord := n.Prefix() + ".ord." + t
-		if !strings.HasSuffix(t, ">") {
-			ord += ".*" // the slot
+	}
+	var out []string
+	for _, p := range parts {
+		if len(types) == 0 {
+			out = append(out, p.TaskWildcard(), p.OrderedWildcard())
+			continue
 		}
-		out = append(out, n.Prefix()+".task.*."+t, ord)
+		work, ord := strings.TrimSuffix(p.TaskWildcard(), ">"), strings.TrimSuffix(p.OrderedWildcard(), ">")
+		for _, t := range types {
+			o := ord + t
+			if !strings.HasSuffix(t, ">") {
+				o += ".*" // the slot
+			}
+			out = append(out, work+"*."+t, o)
+		}
 	}
 	return append(out, n.DelaySubject(">")), nil
 }
 
 // Worker returns the permissions of a worker serving o.Types with
-// o.Features, reporting circuit breakers of o.Dependencies. It may not
+// o.Features, reporting circuit breakers of o.Dependencies, in each of
+// o.Partitions task partitions (its consumers, and with the dead-letter
+// router, its reads and deletes, in every partition's task stream). It may not
 // publish tasks, touch other types' consumers, create or change the delay
 // mover's consumer, or purge streams. What it can still do is written in
 // docs/security.md: a worker is trusted with the tasks of its types, and
@@ -185,19 +225,25 @@ func Worker(n streams.Names, o Options) (Permissions, error) {
 			return Permissions{}, fmt.Errorf("%w worker dependency: %w", ErrInvalid, err)
 		}
 	}
-	tasks, adv := n.TaskStream(), n.AdvisoryStream()
-	api := "$JS.API."
-	pub := []string{
-		// Start-up checks of the topology.
-		api + "INFO",
-		api + "STREAM.INFO." + tasks,
-		api + "STREAM.INFO." + n.DLQStream(),
-		api + "STREAM.INFO." + kvStream(n.StateBucket()),
-		api + "STREAM.INFO." + kvStream(n.EffectsBucket()),
-		api + "STREAM.INFO." + kvStream(n.ErrorsBucket()),
-		api + "STREAM.INFO." + kvStream(n.BreakerBucket()),
-		api + "STREAM.INFO." + kvStream(n.WorkersBucket()),
+	parts, err := o.partitions(n)
+	if err != nil {
+		return Permissions{}, err
 	}
+	adv := n.AdvisoryStream()
+	api := "$JS.API."
+	// Start-up checks of the topology.
+	pub := []string{api + "INFO"}
+	for _, p := range parts {
+		pub = append(pub, api+"STREAM.INFO."+p.TaskStream())
+	}
+	pub = append(pub,
+		api+"STREAM.INFO."+n.DLQStream(),
+		api+"STREAM.INFO."+kvStream(n.StateBucket()),
+		api+"STREAM.INFO."+kvStream(n.EffectsBucket()),
+		api+"STREAM.INFO."+kvStream(n.ErrorsBucket()),
+		api+"STREAM.INFO."+kvStream(n.BreakerBucket()),
+		api+"STREAM.INFO."+kvStream(n.WorkersBucket()),
+	)
 	// Its record in the worker registry.
 	if o.WorkerID != "" {
 		if err := checkLiteral(o.WorkerID); err != nil || strings.Contains(o.WorkerID, ".") {
@@ -211,19 +257,23 @@ func Worker(n streams.Names, o Options) (Permissions, error) {
 	// no handler here (a watch of every record).
 	wk := kvStream(n.WorkersBucket())
 	pub = append(pub, api+"CONSUMER.CREATE."+wk+".>", api+"CONSUMER.DELETE."+wk+".>", "$JS.FC."+wk+".>")
-	// The consumers of its types: look up, create (the create subject
-	// carries the filter, which the server checks), pull, acknowledge,
-	// pause (an open breaker).
-	for _, t := range o.Types {
-		for _, p := range streams.Priorities {
-			c := n.ConsumerName(t, p)
-			pub = append(pub,
-				api+"CONSUMER.INFO."+tasks+"."+c,
-				api+"CONSUMER.CREATE."+tasks+"."+c+"."+n.TaskSubject(p, t),
-				api+"CONSUMER.MSG.NEXT."+tasks+"."+c,
-				api+"CONSUMER.PAUSE."+tasks+"."+c,
-				"$JS.ACK."+tasks+"."+c+".>",
-			)
+	// The consumers of its types, of the same names in every partition's
+	// task stream: look up, create (the create subject carries the filter,
+	// which the server checks), pull, acknowledge, pause (an open
+	// breaker).
+	for _, part := range parts {
+		tasks := part.TaskStream()
+		for _, t := range o.Types {
+			for _, p := range streams.Priorities {
+				c := n.ConsumerName(t, p)
+				pub = append(pub,
+					api+"CONSUMER.INFO."+tasks+"."+c,
+					api+"CONSUMER.CREATE."+tasks+"."+c+"."+part.TaskSubject(p, t),
+					api+"CONSUMER.MSG.NEXT."+tasks+"."+c,
+					api+"CONSUMER.PAUSE."+tasks+"."+c,
+					"$JS.ACK."+tasks+"."+c+".>",
+				)
+			}
 		}
 	}
 	if f&StateTracking != 0 {
@@ -249,11 +299,18 @@ func Worker(n streams.Names, o Options) (Permissions, error) {
 		)
 	}
 	if f&DeadLetterRouter != 0 {
+		// One router reads the advisories of every partition and the dead
+		// task in its partition's stream.
+		for _, part := range parts {
+			tasks := part.TaskStream()
+			pub = append(pub,
+				api+"DIRECT.GET."+tasks,
+				api+"STREAM.MSG.DELETE."+tasks,
+				api+"CONSUMER.LIST."+tasks,
+				api+"CONSUMER.INFO."+tasks+".*", // the router confirms a dead task with its consumer
+			)
+		}
 		pub = append(pub,
-			api+"DIRECT.GET."+tasks,
-			api+"STREAM.MSG.DELETE."+tasks,
-			api+"CONSUMER.LIST."+tasks,
-			api+"CONSUMER.INFO."+tasks+".*", // the router confirms a dead task with its consumer
 			api+"CONSUMER.INFO."+adv+".dlq-router",
 			api+"CONSUMER.CREATE."+adv+".dlq-router",
 			api+"CONSUMER.CREATE."+adv+".dlq-router.>",
@@ -302,7 +359,8 @@ func Worker(n streams.Names, o Options) (Permissions, error) {
 	return Permissions{Publish: dedup(pub), Subscribe: []string{inbox + ".>"}}, nil
 }
 
-// Operator returns the permissions of an operator: read stream and consumer
+// Operator returns the permissions of an operator, over o.Partitions task
+// partitions: read stream and consumer
 // state, task records, schedules, breaker records, the worker registry and
 // workflow runs and events; deliver workflow events; list,
 // replay, delete and purge dead letters; register repeating schedules. It
@@ -315,8 +373,12 @@ func Operator(n streams.Names, o Options) (Permissions, error) {
 	if err != nil {
 		return Permissions{}, err
 	}
+	parts, err := o.partitions(n)
+	if err != nil {
+		return Permissions{}, err
+	}
 	api := "$JS.API."
-	dlq, tasks, sched := n.DLQStream(), n.TaskStream(), n.ScheduleStream()
+	dlq, sched := n.DLQStream(), n.ScheduleStream()
 	bk, wk := kvStream(n.BreakerBucket()), kvStream(n.WorkersBucket())
 	direct := func(stream string) []string {
 		return []string{api + "DIRECT.GET." + stream, api + "DIRECT.GET." + stream + ".>"}
@@ -330,21 +392,27 @@ func Operator(n streams.Names, o Options) (Permissions, error) {
 		api + "STREAM.MSG.GET." + dlq,
 		api + "STREAM.MSG.DELETE." + dlq,
 		api + "STREAM.PURGE." + dlq,
-		n.TaskWildcard(),
+	}
+	for _, p := range parts {
+		pub = append(pub, p.TaskWildcard())
+	}
+	pub = append(pub,
 		// Repeating schedules.
 		n.CronSubject(">"),
 		// Breaker records: list the keys (an ordered consumer) and read.
-		api + "CONSUMER.CREATE." + bk + ".>", api + "CONSUMER.DELETE." + bk + ".>",
-		"$JS.FC." + bk + ".>",
+		api+"CONSUMER.CREATE."+bk+".>", api+"CONSUMER.DELETE."+bk+".>",
+		"$JS.FC."+bk+".>",
 		// Workflow runs.
-		api + "STREAM.MSG.GET." + n.RunStream(),
+		api+"STREAM.MSG.GET."+n.RunStream(),
 		// The worker registry (a watch of every record).
-		api + "CONSUMER.CREATE." + wk + ".>", api + "CONSUMER.DELETE." + wk + ".>",
-		"$JS.FC." + wk + ".>",
-	}
+		api+"CONSUMER.CREATE."+wk+".>", api+"CONSUMER.DELETE."+wk+".>",
+		"$JS.FC."+wk+".>",
+	)
 	pub = append(pub, direct(dlq)...)
 	pub = append(pub, api+"DIRECT.GET."+kvStream(n.StateBucket())+".>")
-	pub = append(pub, direct(tasks)...)
+	for _, p := range parts {
+		pub = append(pub, direct(p.TaskStream())...)
+	}
 	pub = append(pub, direct(sched)...)
 	pub = append(pub, direct(n.DelayStream())...)
 	pub = append(pub, direct(bk)...)

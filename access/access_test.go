@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -150,5 +151,155 @@ func TestConfigParses(t *testing.T) {
 		if _, err := Config(n, bad.account, bad.users, bad.tenants...); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Config(%q, %v, %v): %v, want ErrInvalid", bad.account, bad.users, bad.tenants, err)
 		}
+	}
+}
+
+// TestPartitionGrants: with Partitions, each role gets its grants on the
+// task stream in every partition's stream, and its task subjects in every
+// partition, and nothing on a partition beyond the count; 0 and 1 grant
+// the same as one partition always did.
+func TestPartitionGrants(t *testing.T) {
+	t.Parallel()
+	n := streams.MustNames("")
+	for _, r := range []struct {
+		role  string
+		perms func(streams.Names, Options) (Permissions, error)
+	}{{RoleProducer, Producer}, {RoleWorker, Worker}, {RoleOperator, Operator}, {RoleAdmin, Admin}} {
+		o := Options{Types: []string{"email.send"}}
+		zero, err := r.perms(n, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Partitions = 1
+		one, err := r.perms(n, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(zero.Publish, one.Publish) {
+			t.Errorf("%s: Partitions 1 grants %v, 0 grants %v", r.role, one.Publish, zero.Publish)
+		}
+		for _, bad := range []int{-1, streams.MaxPartitions + 1} {
+			if _, err := r.perms(n, Options{Partitions: bad}); r.role != RoleAdmin && !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s with %d partitions: %v, want ErrInvalid", r.role, bad, err)
+			}
+		}
+	}
+
+	w, err := Worker(n, Options{Types: []string{"email.send"}, Partitions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"$JS.API.STREAM.INFO.JETFLOW_TASKS", "$JS.API.STREAM.INFO.JETFLOW_TASKS_P2",
+		"$JS.API.CONSUMER.CREATE.JETFLOW_TASKS.email_send-high.jetflow.task.high.email.send",
+		"$JS.API.CONSUMER.CREATE.JETFLOW_TASKS_P1.email_send-high.jetflow.p1.task.high.email.send",
+		"$JS.API.CONSUMER.INFO.JETFLOW_TASKS_P2.email_send-low",
+		"$JS.API.CONSUMER.MSG.NEXT.JETFLOW_TASKS_P2.email_send-low",
+		"$JS.API.CONSUMER.PAUSE.JETFLOW_TASKS_P1.email_send-critical",
+		"$JS.ACK.JETFLOW_TASKS_P2.email_send-normal.>",
+		"$JS.API.DIRECT.GET.JETFLOW_TASKS_P1", "$JS.API.STREAM.MSG.DELETE.JETFLOW_TASKS_P2",
+		"$JS.API.CONSUMER.LIST.JETFLOW_TASKS_P1", "$JS.API.CONSUMER.INFO.JETFLOW_TASKS_P2.*",
+	} {
+		if !slices.Contains(w.Publish, want) {
+			t.Errorf("worker of 3 partitions may not publish %s", want)
+		}
+	}
+	for _, s := range w.Publish {
+		if strings.Contains(s, "_P3") || strings.Contains(s, ".p3.") {
+			t.Errorf("worker of 3 partitions may publish %s", s)
+		}
+		if strings.Contains(s, "CONSUMER.CREATE.JETFLOW_TASKS_P1.") && !strings.Contains(s, ".jetflow.p1.task.") {
+			t.Errorf("worker may create a consumer of partition 1 on another partition's subjects: %s", s)
+		}
+	}
+	if got, want := len(w.Publish), len(mustWorker(t, n, 1).Publish)+2*(4*5+4+1); got != want {
+		t.Errorf("worker of 3 partitions has %d grants, want %d (one partition's and, per more partition, 20 consumer lines, 4 router lines, 1 stream info)", got, want)
+	}
+
+	p, err := Producer(n, Options{Types: []string{"billing.charge", "tenant_a.>"}, Partitions: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"jetflow.task.*.billing.charge", "jetflow.ord.billing.charge.*", "jetflow.task.*.tenant_a.>", "jetflow.ord.tenant_a.>",
+		"jetflow.p1.task.*.billing.charge", "jetflow.p1.ord.billing.charge.*", "jetflow.p1.task.*.tenant_a.>", "jetflow.p1.ord.tenant_a.>",
+		"jetflow.p2.task.*.billing.charge", "jetflow.p2.ord.billing.charge.*", "jetflow.p2.task.*.tenant_a.>", "jetflow.p2.ord.tenant_a.>",
+		"jetflow.delay.>",
+	}
+	if !slices.Equal(p.Publish, want) {
+		t.Errorf("producer of 3 partitions publishes %v, want %v", p.Publish, want)
+	}
+	all, err := PartitionedIntake(n, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"jetflow.task.>", "jetflow.ord.>", "jetflow.p1.task.>", "jetflow.p1.ord.>", "jetflow.delay.>"}; !slices.Equal(all, want) {
+		t.Errorf("intake of 2 partitions %v, want %v", all, want)
+	}
+
+	op, err := Operator(n, Options{Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"jetflow.task.>", "jetflow.p1.task.>", "$JS.API.DIRECT.GET.JETFLOW_TASKS_P1", "$JS.API.DIRECT.GET.JETFLOW_TASKS_P1.>"} {
+		if !slices.Contains(op.Publish, want) {
+			t.Errorf("operator of 2 partitions may not publish %s", want)
+		}
+	}
+	if slices.Contains(op.Publish, "jetflow.p2.task.>") || slices.Contains(op.Publish, "jetflow.p1.ord.>") {
+		t.Errorf("operator of 2 partitions publishes %v", op.Publish)
+	}
+}
+
+func mustWorker(t *testing.T, n streams.Names, partitions int) Permissions {
+	t.Helper()
+	p, err := Worker(n, Options{Types: []string{"email.send"}, Partitions: partitions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestLayoutPartitions: the jetflow account exports, and each tenant
+// imports, the intake of every partition; Config is the layout of one.
+func TestLayoutPartitions(t *testing.T) {
+	t.Parallel()
+	n := streams.MustNames("")
+	prod, _ := Producer(n, Options{Types: []string{"tenant_a.>"}, Partitions: 2})
+	users := []User{{Name: "producer", Password: "pw", Permissions: prod}}
+	block, err := Layout{Account: "JETFLOW", Partitions: 2, Tenants: []Tenant{{Account: "TENANT_A", Types: []string{"tenant_a.>"}, Users: users}}}.Render(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`{ service: "jetflow.p1.task.>", accounts: ["TENANT_A"] }`,
+		`{ service: "jetflow.p1.ord.>", accounts: ["TENANT_A"] }`,
+		`{ service: { account: "JETFLOW", subject: "jetflow.p1.task.*.tenant_a.>" } }`,
+		`{ service: { account: "JETFLOW", subject: "jetflow.p1.ord.tenant_a.>" } }`,
+	} {
+		if !strings.Contains(block, want) {
+			t.Errorf("layout of 2 partitions lacks %s\n%s", want, block)
+		}
+	}
+	if strings.Contains(block, ".p2.") {
+		t.Errorf("layout of 2 partitions names partition 2\n%s", block)
+	}
+	file := filepath.Join(t.TempDir(), "server.conf")
+	if err := os.WriteFile(file, []byte("jetstream {store_dir: \""+t.TempDir()+"\"}\n"+block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.ProcessConfigFile(file); err != nil {
+		t.Fatalf("%v\n%s", err, block)
+	}
+	one, err := Config(n, "JETFLOW", nil, Tenant{Account: "TENANT_A", Types: []string{"tenant_a.>"}, Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := Layout{Account: "JETFLOW", Partitions: 1, Tenants: []Tenant{{Account: "TENANT_A", Types: []string{"tenant_a.>"}, Users: users}}}.Render(n)
+	if err != nil || one != same {
+		t.Errorf("Config is not the layout of one partition (%v):\n%s\n%s", err, one, same)
+	}
+	if _, err := (Layout{Account: "JETFLOW", Partitions: streams.MaxPartitions + 1}).Render(n); !errors.Is(err, ErrInvalid) {
+		t.Errorf("layout of %d partitions: %v, want ErrInvalid", streams.MaxPartitions+1, err)
 	}
 }

@@ -32,41 +32,69 @@ type Tenant struct {
 }
 
 // Config renders the "accounts" block of a nats-server configuration for
-// the documented deployment: account, holding JetStream and jetflow's
-// streams, with the users in users (admin, workers, operators), exporting
-// the intake subjects ([Intake]) as services to the tenants; and one
-// account per tenant importing the intake subjects of its types. With no
-// tenant it renders the single-account layout, which does not stop
-// reply-subject injection (docs/security.md).
-//
-// Add the rest of the configuration around it (listen, tls, jetstream's
-// store_dir). Names and passwords are checked, not escaped: an invalid one
-// returns an error wrapping [ErrInvalid].
+// the documented deployment of one task partition: [Layout] with Account
+// account, Users users and Tenants tenants. Use a Layout for a deployment
+// of more partitions.
 func Config(n streams.Names, account string, users []User, tenants ...Tenant) (string, error) {
+	return Layout{Account: account, Users: users, Tenants: tenants}.Render(n)
+}
+
+// Layout is the accounts layout of the documented deployment
+// (docs/security.md), which [Layout.Render] renders: an account holding
+// JetStream and jetflow's streams, with the admin, workers and operators,
+// exporting the intake subjects ([PartitionedIntake]) as services to the
+// tenants; and one account per tenant of producers importing the intake
+// subjects of its types. With no tenant it is the single-account layout,
+// which does not stop reply-subject injection (docs/security.md).
+type Layout struct {
+	// Account is the name of the account holding JetStream, for example
+	// "JETFLOW". Required.
+	Account string
+	// Partitions is the deployment's task partition count
+	// (streams.Config.Partitions): the account exports, and the tenants
+	// import, the intake subjects of partitions 0 to Partitions-1. Give
+	// the users the same count in their [Options]. 0 or 1: one partition.
+	Partitions int
+	// Users are the users of Account (admin, workers, operators).
+	Users []User
+	// Tenants are the accounts of producers. Default none.
+	Tenants []Tenant
+}
+
+// Render renders the "accounts" block of l for the topology names n. Add
+// the rest of the configuration around it (listen, tls, jetstream's
+// store_dir). Names and passwords are checked, not escaped: an invalid one,
+// or a partition count out of range, returns an error wrapping
+// [ErrInvalid].
+func (l Layout) Render(n streams.Names) (string, error) {
 	var b strings.Builder
 	w := func(indent int, format string, args ...any) {
 		b.WriteString(strings.Repeat("  ", indent))
 		fmt.Fprintf(&b, format, args...)
 		b.WriteByte('\n')
 	}
+	account := l.Account
 	if err := checkLiteral(account); err != nil || strings.Contains(account, ".") {
 		return "", fmt.Errorf("%w account name %q", ErrInvalid, account)
+	}
+	intake, err := PartitionedIntake(n, l.Partitions, nil)
+	if err != nil {
+		return "", err
 	}
 	w(0, "accounts {")
 	w(1, "%s {", account)
 	w(2, "jetstream: enabled")
-	if err := writeUsers(w, users); err != nil {
+	if err := writeUsers(w, l.Users); err != nil {
 		return "", err
 	}
-	if len(tenants) > 0 {
+	if len(l.Tenants) > 0 {
 		var names []string
-		for _, t := range tenants {
+		for _, t := range l.Tenants {
 			if err := checkLiteral(t.Account); err != nil || strings.Contains(t.Account, ".") || t.Account == account {
 				return "", fmt.Errorf("%w tenant account name %q", ErrInvalid, t.Account)
 			}
 			names = append(names, quote(t.Account))
 		}
-		intake, _ := Intake(n, nil)
 		w(2, "exports: [")
 		for _, s := range intake {
 			w(3, "{ service: %s, accounts: [%s] }", quote(s), strings.Join(names, ", "))
@@ -74,8 +102,8 @@ func Config(n streams.Names, account string, users []User, tenants ...Tenant) (s
 		w(2, "]")
 	}
 	w(1, "}")
-	for _, t := range tenants {
-		subjects, err := Intake(n, t.Types)
+	for _, t := range l.Tenants {
+		subjects, err := PartitionedIntake(n, l.Partitions, t.Types)
 		if err != nil {
 			return "", err
 		}
