@@ -20,14 +20,21 @@ const maxEnsuring = 8
 // back in registration order. The first error ends the others and is
 // returned.
 func (w *Worker) ensureConsumers(ctx context.Context) ([]consumerSub, error) {
-	var subs []consumerSub
 	parts := w.partitions() // partitions.go
-	for k, names := range parts {
+	return w.ensureConsumersIn(ctx, parts, len(parts))
+}
+
+// ensureConsumersIn is ensureConsumers in the task partitions of parts, of
+// count partitions in all (which split a cap set with WithMaxInFlight).
+func (w *Worker) ensureConsumersIn(ctx context.Context, parts []streams.Names, count int) ([]consumerSub, error) {
+	var subs []consumerSub
+	for _, names := range parts {
+		k := names.PartitionIndex()
 		for _, tt := range w.order {
 			for _, p := range tt.cfg.priorities {
 				spec := w.consumerSpec(tt, p)
 				if tt.cfg.capSet {
-					spec.MaxAckPending = partitionCap(spec.MaxAckPending, len(parts), k)
+					spec.MaxAckPending = partitionCap(spec.MaxAckPending, count, k)
 				}
 				subs = append(subs, consumerSub{tt: tt, prio: p, ensure: func(ctx context.Context) (jetstream.Consumer, error) {
 					return streams.EnsureConsumer(ctx, w.js, names, spec)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -92,9 +91,8 @@ type dlqExt struct {
 	w    *Worker
 	core *deadletter.Core // of the first task partition
 	opts deadLetterOptions
-	// cores are the cores of every task partition, by partition, set by
-	// prepare (core alone before it).
-	cores []*deadletter.Core
+	// parts are the cores of every task partition (dlq_partitions.go).
+	parts dlqPartitions
 }
 
 // installDeadLetters installs the dead-letter extension unless
@@ -105,10 +103,11 @@ func (w *Worker) installDeadLetters() {
 		return
 	}
 	x := &dlqExt{w: w, core: w.deadLetterCore(w.names), opts: o}
-	x.cores = []*deadletter.Core{x.core}
+	x.parts.init(x.core)
 	e := extension{
 		Plugin:     Plugin{Name: "dead-letters", Finished: x.finished, Prepare: x.prepare},
 		deadLetter: x.deadLetter,
+		grown:      x.grow,
 	}
 	if !o.routerDisabled {
 		e.Service = x.service
@@ -126,8 +125,7 @@ func (w *Worker) deadLetterCore(names streams.Names) *deadletter.Core {
 }
 
 // prepare checks the streams, creates the errors bucket, and sets up a
-// core for each further task partition: the router, which reads the
-// advisories of all of them, routes each on its own partition's core.
+// core for each further task partition (dlq_partitions.go).
 func (x *dlqExt) prepare(ctx context.Context, w *Worker) error {
 	ttl := x.opts.errorTTL
 	if ttl == 0 {
@@ -136,35 +134,7 @@ func (x *dlqExt) prepare(ctx context.Context, w *Worker) error {
 	if err := x.core.Prepare(ctx, ttl); err != nil {
 		return err
 	}
-	parts := w.partitions() // partitions.go
-	if len(parts) < 2 {
-		return nil
-	}
-	cores := []*deadletter.Core{x.core}
-	byStream := map[string]*deadletter.Core{x.core.Topology().TaskStream: x.core}
-	for _, names := range parts[1:] {
-		c := w.deadLetterCore(names)
-		if _, err := c.Stream(ctx, names.TaskStream()); err != nil {
-			return err
-		}
-		cores = append(cores, c)
-		byStream[names.TaskStream()] = c
-	}
-	x.core.Partitions = func(stream string) *deadletter.Core { return byStream[stream] }
-	x.cores = cores
-	return nil
-}
-
-// coreOf returns the dead-letter core of t's partition.
-func (x *dlqExt) coreOf(t *Task) *deadletter.Core {
-	if len(x.cores) > 1 {
-		for _, c := range x.cores {
-			if c.Topology().TaskStream == t.Stream {
-				return c
-			}
-		}
-	}
-	return x.core
+	return x.grow(ctx, w, w.partitions()[1:])
 }
 
 // finished records a failed attempt that will be retried.
@@ -207,12 +177,5 @@ func (x *dlqExt) service(ctx context.Context, _ *Worker) {
 	if every == 0 {
 		every = DefaultReconcileInterval
 	}
-	// One router for every partition's advisories (prepare), one
-	// reconciler per partition's task stream.
-	var wg sync.WaitGroup
-	wg.Go(func() { x.core.RunRouter(ctx) })
-	for _, c := range x.cores {
-		wg.Go(func() { c.RunReconciler(ctx, every) })
-	}
-	wg.Wait()
+	x.parts.run(ctx, x.core, every) // dlq_partitions.go
 }

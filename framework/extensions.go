@@ -86,8 +86,12 @@ func (w *Worker) Plugin(name string) (any, bool) {
 type extension struct {
 	Plugin
 	// consumers runs at Start after prepare and returns further consumers
-	// to pull (ordered partitions).
-	consumers func(ctx context.Context, w *Worker) ([]consumerSub, error)
+	// to pull (ordered partitions) in the task partitions of parts; again
+	// for partitions added while the worker runs (partitions.go).
+	consumers func(ctx context.Context, w *Worker, parts []streams.Names) ([]consumerSub, error)
+	// grown, when set, is told of task partitions added while the worker
+	// runs, before their consumers are pulled.
+	grown func(ctx context.Context, w *Worker, parts []streams.Names) error
 	// deadLetter runs before a task is terminated: permanent error,
 	// undecodable payload, or failed last attempt. If it returns an error
 	// the task is not terminated but retried later, so nothing is lost.

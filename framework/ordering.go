@@ -121,7 +121,7 @@ func (w *Worker) installOrdering() {
 }
 
 // orderedConsumers ensures the partition consumers of the ordered types.
-func orderedConsumers(ctx context.Context, w *Worker) ([]consumerSub, error) {
+func orderedConsumers(ctx context.Context, w *Worker, parts []streams.Names) ([]consumerSub, error) {
 	var subs []consumerSub
 	for _, tt := range w.order {
 		o := tt.cfg.ordering
@@ -134,7 +134,7 @@ func orderedConsumers(ctx context.Context, w *Worker) ([]consumerSub, error) {
 		}
 		// Each task partition holds the keys that hash to it, in their own
 		// slot consumers (decision 046).
-		for _, names := range w.partitions() {
+		for _, names := range parts {
 			for p := range o.Partitions {
 				spec := streams.OrderedConsumerSpec{
 					TaskType:   tt.name,

@@ -17,59 +17,121 @@ import (
 // (WithMaxInFlight) is split across its partitions' consumers; the default
 // cap, which no one chose, applies to each.
 
+// partSet is the set of task partitions a worker serves: their names and
+// task streams, in partition order. It only grows.
+type partSet struct {
+	names   []streams.Names
+	streams []string
+}
+
 // discoverPartitions reads the partition count of the deployment.
 func (w *Worker) discoverPartitions(ctx context.Context) error {
 	count, _, err := streams.DeployedPartitions(ctx, w.js, w.names)
 	if err != nil {
 		return err
 	}
-	w.parts = w.names.Partitions(count)
-	w.partStreams = make([]string, len(w.parts))
-	for k, p := range w.parts {
-		w.partStreams[k] = p.TaskStream()
-	}
+	w.setPartitions(count)
 	return nil
+}
+
+// setPartitions makes the worker's partitions the first count.
+func (w *Worker) setPartitions(count int) {
+	ps := &partSet{names: w.names.Partitions(count)}
+	for _, p := range ps.names {
+		ps.streams = append(ps.streams, p.TaskStream())
+	}
+	w.parts.Store(ps)
 }
 
 // partitions returns the names of the partitions the worker serves: the
 // base names alone before Start.
 func (w *Worker) partitions() []streams.Names {
-	if len(w.parts) == 0 {
-		return []streams.Names{w.names}
+	if ps := w.parts.Load(); ps != nil {
+		return ps.names
 	}
-	return w.parts
+	return []streams.Names{w.names}
 }
 
 // TaskStreams returns the task streams the worker serves, one per task
-// partition (streams.Config.Partitions), read at [Worker.Start]: the base
-// task stream alone before. Plugins that act on a type's consumers (a
-// breaker pausing them) act in each.
+// partition (streams.Config.Partitions), read at [Worker.Start] and when
+// partitions are added: the base task stream alone before Start. Plugins
+// that act on a type's consumers (a breaker pausing them) act in each.
 func (w *Worker) TaskStreams() []string {
-	if len(w.partStreams) == 0 {
-		return []string{w.taskStream}
+	if ps := w.parts.Load(); ps != nil {
+		return ps.streams
 	}
-	return w.partStreams
+	return []string{w.taskStream}
 }
 
-// checkPartitionCount warns, once per count, when the deployment has more
-// task partitions than the worker serves: partitions added (jetflow
-// partitions add) after it started, whose tasks wait until it restarts.
+// checkPartitionCount serves the task partitions added to the deployment
+// (jetflow partitions add) since the worker started, at each stranded
+// check: their consumers, dead-letter cores and fetchers, as at Start. It
+// warns, once per count, when it cannot (their tasks wait, and it tries
+// again at the next check).
 func (w *Worker) checkPartitionCount(ctx context.Context) {
 	count, _, err := streams.DeployedPartitions(ctx, w.js, w.names)
-	if err != nil || count <= len(w.partitions()) || w.warnedParts.Swap(int32(count)) == int32(count) {
+	served := len(w.partitions())
+	if err != nil || count <= served {
 		return
 	}
-	w.log.Warn("jetflow deployment has more task partitions than this worker serves: restart it to serve them (their tasks wait)",
-		slog.Int("partitions", count), slog.Int("served", len(w.partitions())))
+	if err := w.growPartitions(ctx, count); err != nil {
+		if w.warnedParts.Swap(int32(count)) != int32(count) {
+			w.log.Warn("jetflow worker cannot serve the task partitions added to the deployment yet; their tasks wait",
+				slog.Int("partitions", count), slog.Int("served", served), slog.Any(LogKeyError, err))
+		}
+		return
+	}
+	w.log.Info("jetflow worker serves the task partitions added to the deployment",
+		slog.Int("partitions", count), slog.Int("were", served))
+}
+
+// growPartitions serves partitions up to count: it ensures their consumers
+// (the extensions' too), tells the extensions, then starts their fetchers,
+// unless the worker is stopping.
+func (w *Worker) growPartitions(ctx context.Context, count int) error {
+	added := w.names.Partitions(count)[len(w.partitions()):]
+	subs, err := w.ensureConsumersIn(ctx, added, count)
+	if err != nil {
+		return err
+	}
+	for i := range w.ext {
+		if f := w.ext[i].consumers; f != nil {
+			more, err := f(ctx, w, added)
+			if err != nil {
+				return fmt.Errorf("%s: %w", w.ext[i].Name, err)
+			}
+			subs = append(subs, more...)
+		}
+		if f := w.ext[i].grown; f != nil {
+			if err := f(ctx, w, added); err != nil {
+				return fmt.Errorf("%s: %w", w.ext[i].Name, err)
+			}
+		}
+	}
+	w.growMu.Lock()
+	defer w.growMu.Unlock()
+	select {
+	case <-w.stopFetch:
+		return nil // stopping: Shutdown waits for no further fetcher
+	default:
+	}
+	w.setPartitions(count)
+	for _, s := range subs {
+		w.health.Loop(w.names.ConsumerName(s.tt.name, s.prio))
+		w.fetchers.Add(1)
+		go w.fetch(s)
+	}
+	return nil
 }
 
 // streamOf returns the task stream of a message stored on subject.
 func (w *Worker) streamOf(subject string) string {
-	if len(w.partStreams) < 2 {
+	ps := w.parts.Load()
+	if ps == nil || len(ps.streams) < 2 {
 		return w.taskStream
 	}
-	if k := w.names.SubjectPartition(subject); k < len(w.partStreams) {
-		return w.partStreams[k]
+	if k := w.names.SubjectPartition(subject); k < len(ps.streams) {
+		return ps.streams[k]
 	}
 	return w.taskStream
 }

@@ -360,3 +360,80 @@ func TestPartitionsStrandedReported(t *testing.T) {
 		t.Errorf("stranded %+v, want the low-priority subject of partition 2", got)
 	}
 }
+
+// TestPartitionsAddedWhileRunning: partitions added to a live deployment
+// (jetflow partitions add) are served by a running worker within its
+// stranded check: ordered and plain tasks a new producer spreads over them
+// run, and a failure there is dead-lettered with its record. Nothing
+// waits for a restart.
+func TestPartitionsAddedWhileRunning(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ran := make(chan string, 512)
+	w := e.worker(t, framework.WithStrandedCheck(time.Second))
+	w.HandleFunc("part.grow", func(_ context.Context, task *framework.Task) error {
+		if strings.HasPrefix(task.ID, "perm-") {
+			return framework.Permanent(errors.New("declined " + task.ID))
+		}
+		ran <- task.ID
+		return nil
+	})
+	framework.Handle(w, "part.grow.ordered", func(_ context.Context, task *framework.Task, _ int) error {
+		ran <- task.ID
+		return nil
+	}, framework.WithOrdering(framework.Ordering{Partitions: 2}))
+	startWorker(t, w)
+	if got := w.TaskStreams(); len(got) != 1 {
+		t.Fatalf("task streams before: %v", got)
+	}
+	if _, err := streams.Ensure(t.Context(), e.js, streams.Config{Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := framework.NewClient(e.nc) // a producer started after the change
+	if err != nil {
+		t.Fatal(err)
+	}
+	perStream := map[string]int{}
+	want := map[string]bool{}
+	for i := range 60 {
+		id := fmt.Sprintf("g-%d", i)
+		info, err := cl.Enqueue(t.Context(), "part.grow", i, framework.WithID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		perStream[info.Stream]++
+		want[id] = true
+		oid := fmt.Sprintf("o-%d", i)
+		if _, err := cl.Enqueue(t.Context(), "part.grow.ordered", i, framework.WithID(oid), framework.Ordered(fmt.Sprintf("k-%d", i%7))); err != nil {
+			t.Fatal(err)
+		}
+		want[oid] = true
+	}
+	if len(perStream) != 3 {
+		t.Fatalf("the new producer stored in %v, want 3 streams", perStream)
+	}
+	var perm string
+	for i := 0; perm == ""; i++ {
+		if id := fmt.Sprintf("perm-%d", i); streams.PartitionOf(id, 3) == 2 {
+			perm = id
+		}
+	}
+	if _, err := cl.Enqueue(t.Context(), "part.grow", 0, framework.WithID(perm)); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(waitLong)
+	for len(want) > 0 {
+		select {
+		case id := <-ran:
+			delete(want, id)
+		case <-timeout:
+			t.Fatalf("%d tasks never ran (task streams served: %v)", len(want), w.TaskStreams())
+		}
+	}
+	if got := w.TaskStreams(); len(got) != 3 {
+		t.Errorf("task streams after: %v", got)
+	}
+	if d := e.waitDeadLetters(t, 1)[0]; d.TaskID != perm || !strings.HasPrefix(d.OriginalSubject, "jetflow.p2.") {
+		t.Errorf("dead letter %s from %s, want %s from partition 2", d.TaskID, d.OriginalSubject, perm)
+	}
+}

@@ -43,12 +43,10 @@ type Worker struct {
 	lastStart *pull.Starts
 
 	// taskStream caches names.TaskStream(), read for every task.
-	taskStream string
-	// parts are the names of the task partitions the worker serves, and
-	// partStreams their task streams, read at Start (partitions.go).
-	parts       []streams.Names
-	partStreams []string
-	warnedParts atomic.Int32 // the partition count last warned of (partitions.go)
+	taskStream  string
+	parts       atomic.Pointer[partSet] // the task partitions served (partitions.go)
+	growMu      sync.Mutex              // held while fetchers of added partitions start
+	warnedParts atomic.Int32            // the partition count last warned of
 
 	types map[string]*typeRunner
 	order []*typeRunner
@@ -306,7 +304,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	for i := range w.ext {
 		if f := w.ext[i].consumers; f != nil {
-			more, err := f(ctx, w)
+			more, err := f(ctx, w, w.partitions())
 			if err != nil {
 				return fail(fmt.Errorf("%s: %w", w.ext[i].Name, err))
 			}
@@ -399,7 +397,9 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	w.stopOnce.Do(func() {
 		first = true
 		w.state.Store(workerStopping)
+		w.growMu.Lock() // no fetcher of an added partition starts after this (partitions.go)
 		close(w.stopFetch)
+		w.growMu.Unlock()
 		w.stopParked()
 	})
 	if !first {
