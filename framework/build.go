@@ -34,13 +34,13 @@ func enqueueOptions(opts []EnqueueOption) (enqueueConfig, error) {
 }
 
 // build validates a task and returns its message and TaskInfo.
-func (c *Client) build(taskType string, payload any, opts []EnqueueOption, partitions int) (*nats.Msg, TaskInfo, error) {
+func (c *Client) build(taskType string, payload any, opts []EnqueueOption, partitions streams.Layout) (*nats.Msg, TaskInfo, error) {
 	return c.buildWith(taskType, payload, opts, nil, partitions)
 }
 
 // buildWith is build, taking work subjects from subjects (nil: none).
-// partitions is the deployment's task partition count (partitions.go).
-func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, subjects workSubjects, partitions int) (*nats.Msg, TaskInfo, error) {
+// partitions is the deployment's layout of task partitions (partitions.go).
+func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, subjects workSubjects, partitions streams.Layout) (*nats.Msg, TaskInfo, error) {
 	if err := streams.ValidateTaskType(taskType); err != nil {
 		return nil, TaskInfo{}, err
 	}
@@ -74,7 +74,7 @@ func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, s
 	// Without dedup an immediate task's ID is its stream sequence, filled in
 	// from the acknowledgement (seqID).
 	// (Sequences of task partitions overlap: there, every task has an ID.)
-	anonymous := id == "" && c.opts.noDedup && !delayed && partitions < 2
+	anonymous := id == "" && c.opts.noDedup && !delayed && partitions.Partitions < 2
 	if id == "" && !anonymous {
 		id = nuid.Next()
 	}

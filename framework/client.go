@@ -38,9 +38,10 @@ type Client struct {
 	unique uniqueStore // handle on the unique bucket (unique.go)
 	// parts is the deployment's task partition count once known, and
 	// spread the turn of tasks with neither key nor ID (partitions.go).
-	parts  atomic.Int32
+	parts  atomic.Pointer[streams.Layout]
 	spread atomic.Uint32
 	reread atomic.Int64 // Unix nanoseconds before which not to read the count again
+	gaveUp atomic.Bool  // the count could not be read: stay on the first partition
 }
 
 // NewClient returns a client publishing on nc. The topology must exist

@@ -151,12 +151,16 @@ func partitionCap(total, count, k int) int {
 }
 
 // WithPartitions makes the client spread its tasks over count task
-// partitions (streams.Config.Partitions) without reading the count from
+// partitions (streams.Config.Partitions) without reading the layout from
 // the server: for producers whose credentials may not read the task
-// stream's configuration, or to keep a client on fewer partitions than
-// the deployment has (its tasks are served either way). A count above the
-// deployment's fails the enqueues that hash beyond it. Clients only.
-// Default: the deployed count, read once by the first enqueue.
+// stream's configuration, or to keep a client on fewer partitions than the
+// deployment has (its tasks are served either way). Ordered tasks are
+// spread over count too: on a deployment that partitions were added to,
+// give the count it had before (streams.Layout.Ordered, `jetflow
+// partitions ls`), or keys would change partitions and lose their order. A
+// count above the deployment's fails the enqueues that hash beyond it.
+// Clients only. Default: the deployed layout, read at the first enqueue
+// and every minute after.
 func WithPartitions(count int) ClientOption {
 	return clientOnly(func(o *options) error {
 		if err := streams.ValidatePartitionCount(count); err != nil {
@@ -167,65 +171,77 @@ func WithPartitions(count int) ClientOption {
 	})
 }
 
-// partitionCount returns the task partition count the client spreads
-// over: WithPartitions, else the deployed count, read once. While there is
-// no deployment yet, the client enqueues on the first partition and reads
-// again at most every partitionReread. When the count cannot be read (a
-// server that does not answer in time, credentials without the JetStream
-// API, as the producers of package access have) it stays on the first
-// partition, where workers serve its tasks too, and warns once: give such
-// producers WithPartitions.
-func (c *Client) partitionCount(ctx context.Context) int {
-	if c.opts.partitions > 0 {
-		return c.opts.partitions
+// partitionCount returns the layout the client spreads tasks over:
+// WithPartitions, else the deployed layout, read at the first enqueue and
+// again every partitionRefresh (partitions added to a live deployment are
+// used within a minute; ordered tasks keep the partitions they had). While
+// there is no deployment yet, the client enqueues on the first partition
+// and reads again at most every partitionReread. When the layout cannot be
+// read (a server that does not answer in time, credentials without the
+// JetStream API, as the producers of package access have) it keeps what it
+// had (the first partition at first, with a warning): give such producers
+// WithPartitions.
+func (c *Client) partitionCount(ctx context.Context) streams.Layout {
+	if n := c.opts.partitions; n > 0 {
+		return streams.Layout{Partitions: n, Ordered: n}
 	}
-	if n := c.parts.Load(); n > 0 {
-		return int(n)
+	have := streams.Layout{Partitions: 1, Ordered: 1}
+	if l := c.parts.Load(); l != nil {
+		have = *l
 	}
 	now := time.Now().UnixNano()
 	next := c.reread.Load()
-	if now < next || !c.reread.CompareAndSwap(next, now+int64(partitionReread)) {
-		return 1
+	if now < next || c.gaveUp.Load() {
+		return have
+	}
+	wait := partitionReread
+	if c.parts.Load() != nil {
+		wait = partitionRefresh
+	}
+	if !c.reread.CompareAndSwap(next, now+int64(wait)) {
+		return have
 	}
 	rctx, cancel := context.WithTimeout(ctx, partitionLookup)
-	count, found, err := streams.DeployedPartitions(rctx, c.js, c.names)
+	l, found, err := streams.DeployedLayout(rctx, c.js, c.names)
 	cancel()
 	switch {
 	case err != nil && ctx.Err() != nil:
 		c.reread.Store(0)
-		return 1
-	case err != nil:
+		return have
+	case err != nil && c.parts.Load() == nil:
 		c.opts.logger.Warn("jetflow client cannot read the task partition count; enqueueing on the first partition (see framework.WithPartitions)",
 			slog.Any(LogKeyError, err))
-		c.parts.Store(1)
-		return 1
-	case !found:
-		return 1
+		c.gaveUp.Store(true)
+		return have
+	case err != nil || !found:
+		return have
 	}
-	c.parts.Store(int32(count))
-	return count
+	c.parts.Store(&l)
+	return l
 }
 
-// partitionLookup bounds the client's read of the partition count, and
-// partitionReread spaces those reads while there is no deployment.
+// partitionLookup bounds the client's read of the partition count,
+// partitionReread spaces those reads while there is no deployment, and
+// partitionRefresh once there is.
 const (
-	partitionLookup = 2 * time.Second
-	partitionReread = 10 * time.Second
+	partitionLookup  = 2 * time.Second
+	partitionReread  = 10 * time.Second
+	partitionRefresh = time.Minute
 )
 
 // partitionFor returns the names of the partition of a task with ordering
-// key key (every task of a key in one partition, where it keeps its
-// order) or else task ID id (a retried enqueue meets its first copy in the
+// key key (every task of a key in one of the ordered partitions, where it
+// keeps its order through added partitions) or else task ID id (a retried enqueue meets its first copy in the
 // same stream's duplicate window); a task with neither takes the next
 // partition in turn.
-func (c *Client) partitionFor(key, id string, partitions int) streams.Names {
+func (c *Client) partitionFor(key, id string, l streams.Layout) streams.Names {
 	switch {
-	case partitions < 2:
-		return c.names
 	case key != "":
-		return c.names.Partition(streams.PartitionOf(key, partitions))
+		return c.names.Partition(streams.PartitionOf(key, l.Ordered))
+	case l.Partitions < 2:
+		return c.names
 	case id != "":
-		return c.names.Partition(streams.PartitionOf(id, partitions))
+		return c.names.Partition(streams.PartitionOf(id, l.Partitions))
 	}
-	return c.names.Partition(int(c.spread.Add(1) % uint32(partitions)))
+	return c.names.Partition(int(c.spread.Add(1) % uint32(l.Partitions)))
 }

@@ -386,6 +386,12 @@ func TestPartitionsAddedWhileRunning(t *testing.T) {
 	if got := w.TaskStreams(); len(got) != 1 {
 		t.Fatalf("task streams before: %v", got)
 	}
+	// Ordered tasks of keys enqueued before the change.
+	before := map[string]string{}
+	for k := range 7 {
+		info := e.enqueue(t, "part.grow.ordered", -1, framework.WithID(fmt.Sprintf("b-%d", k)), framework.Ordered(fmt.Sprintf("k-%d", k)))
+		before[fmt.Sprintf("k-%d", k)] = info.Stream
+	}
 	if _, err := streams.Ensure(t.Context(), e.js, streams.Config{Partitions: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -403,9 +409,13 @@ func TestPartitionsAddedWhileRunning(t *testing.T) {
 		}
 		perStream[info.Stream]++
 		want[id] = true
-		oid := fmt.Sprintf("o-%d", i)
-		if _, err := cl.Enqueue(t.Context(), "part.grow.ordered", i, framework.WithID(oid), framework.Ordered(fmt.Sprintf("k-%d", i%7))); err != nil {
+		oid, key := fmt.Sprintf("o-%d", i), fmt.Sprintf("k-%d", i%7)
+		oinfo, err := cl.Enqueue(t.Context(), "part.grow.ordered", i, framework.WithID(oid), framework.Ordered(key))
+		if err != nil {
 			t.Fatal(err)
+		}
+		if oinfo.Stream != before[key] {
+			t.Errorf("key %s moved from %s to %s with the added partitions: its order would not hold", key, before[key], oinfo.Stream)
 		}
 		want[oid] = true
 	}
@@ -420,6 +430,9 @@ func TestPartitionsAddedWhileRunning(t *testing.T) {
 	}
 	if _, err := cl.Enqueue(t.Context(), "part.grow", 0, framework.WithID(perm)); err != nil {
 		t.Fatal(err)
+	}
+	for k := range 7 {
+		want[fmt.Sprintf("b-%d", k)] = true
 	}
 	timeout := time.After(waitLong)
 	for len(want) > 0 {

@@ -62,6 +62,10 @@ type Config struct {
 	// streams are spread by leader instead ([BalanceLeaders]). Default
 	// none.
 	PartitionTags []string
+
+	// ordered is the deployed count ordered tasks are spread over, read by
+	// Ensure (0: all partitions, a new deployment).
+	ordered int
 }
 
 // Defaults used by [Config] fields left at their zero value.
@@ -230,7 +234,11 @@ func taskStreamConfig(c Config, n Names) jetstream.StreamConfig {
 		tasks.Placement = &jetstream.Placement{Tags: []string{c.PartitionTags[n.part%len(c.PartitionTags)]}}
 	}
 	if n.part == 0 && c.Partitions > 1 {
-		tasks.Metadata = map[string]string{MetaPartitions: strconv.Itoa(c.Partitions)}
+		ordered := c.ordered
+		if ordered < 1 || ordered > c.Partitions {
+			ordered = c.Partitions
+		}
+		tasks.Metadata = map[string]string{MetaPartitions: strconv.Itoa(c.Partitions), MetaOrderedPartitions: strconv.Itoa(ordered)}
 	}
 	if n.part > 0 {
 		tasks.Description = fmt.Sprintf("jetflow tasks, partition %d of %d: work subjects and ordered tasks; fired schedules are sourced from %s",

@@ -29,8 +29,22 @@ import (
 const MaxPartitions = 64
 
 // MetaPartitions is the metadata key of the first task stream that records
-// the deployment's partition count, when it is more than one.
-const MetaPartitions = "jetflow.partitions"
+// the deployment's partition count, when it is more than one, and
+// MetaOrderedPartitions the count ordered tasks are spread over: the count
+// the deployment had before partitions were added to it, which never
+// changes, so that a key stays in its partition (and in order) however
+// many partitions are added.
+const (
+	MetaPartitions        = "jetflow.partitions"
+	MetaOrderedPartitions = "jetflow.partitions.ordered"
+)
+
+// Layout is how a deployment's tasks are spread: Partitions task
+// partitions, and the first Ordered of them for ordered tasks (by key).
+type Layout struct {
+	Partitions int
+	Ordered    int
+}
 
 // ErrPartitions reports an invalid partition count, or a change of the
 // count that [Ensure] does not make.
@@ -134,15 +148,37 @@ func ValidatePartitionCount(count int) error {
 // partitionCount reads the partition count of a task stream's metadata:
 // 1 when it has none.
 func partitionCount(meta map[string]string) (int, error) {
-	v, ok := meta[MetaPartitions]
-	if !ok {
-		return 1, nil
+	l, err := layoutOf(meta)
+	return l.Partitions, err
+}
+
+// layoutOf reads the layout of a first task stream's metadata: one
+// partition when it has none; ordered tasks over every partition when it
+// does not say.
+func layoutOf(meta map[string]string) (Layout, error) {
+	l := Layout{Partitions: 1, Ordered: 1}
+	read := func(key string, max int) (int, error) {
+		v := meta[key]
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > max {
+			return 0, fmt.Errorf("%w: metadata %s=%q on the task stream is not 1 to %d", ErrPartitions, key, v, max)
+		}
+		return n, nil
 	}
-	count, err := strconv.Atoi(v)
-	if err != nil || ValidatePartitionCount(count) != nil {
-		return 0, fmt.Errorf("%w: metadata %s=%q on the task stream is not 1 to %d", ErrPartitions, MetaPartitions, v, MaxPartitions)
+	if _, ok := meta[MetaPartitions]; !ok {
+		return l, nil
 	}
-	return count, nil
+	var err error
+	if l.Partitions, err = read(MetaPartitions, MaxPartitions); err != nil {
+		return Layout{}, err
+	}
+	l.Ordered = l.Partitions
+	if _, ok := meta[MetaOrderedPartitions]; ok {
+		if l.Ordered, err = read(MetaOrderedPartitions, l.Partitions); err != nil {
+			return Layout{}, err
+		}
+	}
+	return l, nil
 }
 
 // DeployedPartitions returns the task partition count of the deployment n
@@ -150,15 +186,23 @@ func partitionCount(meta map[string]string) (int, error) {
 // and found false (with 1) when there is no task stream. Workers serve
 // every partition it gives; clients spread new tasks over them.
 func DeployedPartitions(ctx context.Context, js jetstream.JetStream, n Names) (count int, found bool, err error) {
+	l, found, err := DeployedLayout(ctx, js, n)
+	return l.Partitions, found, err
+}
+
+// DeployedLayout is [DeployedPartitions] with the count ordered tasks are
+// spread over.
+func DeployedLayout(ctx context.Context, js jetstream.JetStream, n Names) (l Layout, found bool, err error) {
+	l = Layout{Partitions: 1, Ordered: 1}
 	s, err := js.Stream(ctx, n.Partition(0).TaskStream())
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 1, false, nil
+		return l, false, nil
 	}
 	if err != nil {
-		return 1, false, fmt.Errorf("streams: look up %s: %w", n.Partition(0).TaskStream(), err)
+		return l, false, fmt.Errorf("streams: look up %s: %w", n.Partition(0).TaskStream(), err)
 	}
-	count, err = partitionCount(s.CachedInfo().Config.Metadata)
-	return count, true, err
+	l, err = layoutOf(s.CachedInfo().Config.Metadata)
+	return l, true, err
 }
 
 // resolvePartitions sets c.Partitions to the deployed count when it is 0
@@ -172,16 +216,23 @@ func (c *Config) resolvePartitions(ctx context.Context, js jetstream.JetStream, 
 		return err
 	}
 	var (
-		count int
+		l     Layout
 		found bool
 	)
 	err = retryTransient(ctx, func() error {
 		var err error
-		count, found, err = DeployedPartitions(ctx, js, n)
+		l, found, err = DeployedLayout(ctx, js, n)
 		return err
 	})
 	if err != nil {
 		return err
+	}
+	count := l.Partitions
+	// Ordered tasks stay over the partitions they had (a key keeps its
+	// partition); a new deployment spreads them over all.
+	c.ordered = l.Ordered
+	if !found {
+		c.ordered = 0
 	}
 	if c.Partitions == 0 {
 		c.Partitions = count

@@ -138,6 +138,10 @@ func TestEnsurePartitions(t *testing.T) {
 	if count, _, _ := streams.DeployedPartitions(ctx, js, n); count != 4 {
 		t.Errorf("after growing to 4: %d", count)
 	}
+	// Ordered tasks keep the partitions they had.
+	if l, _, err := streams.DeployedLayout(ctx, js, n); err != nil || l != (streams.Layout{Partitions: 4, Ordered: 3}) {
+		t.Errorf("layout after growing 3 → 4: %+v %v", l, err)
+	}
 	// A schedule aimed at a partition's staging subject fires into that
 	// partition's task stream; one aimed at a partition the deployment
 	// does not have is refused.
@@ -201,5 +205,35 @@ func TestPartitionsSpreadOverACluster(t *testing.T) {
 		if l.Leader != tags[k] {
 			t.Errorf("partition %d on %q, want %q", k, l.Leader, tags[k])
 		}
+	}
+}
+
+// TestLayoutOfGrownDeployment: a deployment grown from one partition keeps
+// its ordered tasks in the first; a hostile layout in the metadata is
+// refused.
+func TestLayoutOfGrownDeployment(t *testing.T) {
+	t.Parallel()
+	ctx, js := jsContext(t)
+	n := streams.MustNames("")
+	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := streams.Ensure(ctx, js, streams.Config{Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if l, _, err := streams.DeployedLayout(ctx, js, n); err != nil || l != (streams.Layout{Partitions: 3, Ordered: 1}) {
+		t.Errorf("layout after growing 1 → 3: %+v %v", l, err)
+	}
+	s, err := js.Stream(ctx, n.TaskStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.Metadata[streams.MetaOrderedPartitions] = "9" // more than the partitions
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := streams.DeployedLayout(ctx, js, n); !errors.Is(err, streams.ErrPartitions) {
+		t.Errorf("ordered partitions beyond the count: %v", err)
 	}
 }

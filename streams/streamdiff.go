@@ -124,14 +124,19 @@ func diffStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig, stre
 	set(want.AllowAtomicPublish != have.AllowAtomicPublish, "AllowAtomicPublish", want.AllowAtomicPublish, have.AllowAtomicPublish,
 		func() { next.AllowAtomicPublish = want.AllowAtomicPublish })
 	set(want.AllowDirect && !have.AllowDirect, "AllowDirect", true, false, func() { next.AllowDirect = true })
-	if w, h := want.Metadata[MetaPartitions], have.Metadata[MetaPartitions]; w != h && w != "" {
-		set(true, "Metadata."+MetaPartitions, w, h, func() {
-			next.Metadata = maps.Clone(have.Metadata)
-			if next.Metadata == nil {
-				next.Metadata = make(map[string]string, 1)
-			}
-			next.Metadata[MetaPartitions] = w
-		})
+	cloned := false // next.Metadata is a copy of have's, not have's own map
+	for _, key := range []string{MetaPartitions, MetaOrderedPartitions} {
+		if w, h := want.Metadata[key], have.Metadata[key]; w != h && w != "" {
+			set(true, "Metadata."+key, w, h, func() {
+				if !cloned {
+					next.Metadata, cloned = maps.Clone(have.Metadata), true
+				}
+				if next.Metadata == nil {
+					next.Metadata = make(map[string]string, 2)
+				}
+				next.Metadata[key] = w
+			})
+		}
 	}
 	if want.Placement != nil && (have.Placement == nil || !slices.Equal(have.Placement.Tags, want.Placement.Tags)) {
 		// The server moves the stream to the servers of its new tags.

@@ -99,7 +99,7 @@ func partitionCommands() []*command {
 			name: "partitions add",
 			args: "N",
 			summary: "grow the deployment to N task partitions (streams.Ensure): the new streams are created and their leaders spread; " +
-				"restart the workers, then the producers (docs/partitions.md)",
+				"running workers and clients use them within a minute, ordered keys keep their partitions (docs/partitions.md)",
 			run: func(ctx context.Context, c *cli, args []string) error {
 				if len(args) != 1 {
 					return usagef("partitions add takes the new partition count")
@@ -133,7 +133,7 @@ func partitionCommands() []*command {
 					return err
 				}
 				if !c.json {
-					fmt.Fprintf(c.stdout, "%d task partitions (were %d); restart the workers, then the producers, to spread new tasks over them\n\n", n, before)
+					fmt.Fprintf(c.stdout, "%d task partitions (were %d): running workers serve them, and clients spread new tasks over them, within a minute\n\n", n, before)
 				}
 				return show(ctx, c, js, leaders)
 			},
