@@ -46,6 +46,9 @@ func partitionCommands() []*command {
 		if c.json {
 			return c.printJSON(rows)
 		}
+		if l, _, err := streams.DeployedLayout(ctx, js, streams.MustNames(prefixOf(c))); err == nil && l.Ordered < l.Partitions {
+			fmt.Fprintf(c.stdout, "ordered tasks stay in the first %d partitions (the count before partitions were added)\n\n", l.Ordered)
+		}
 		t := newTable(c.stdout, "PARTITION", "STREAM", "LEADER", "PEERS", "MESSAGES")
 		for _, r := range rows {
 			leader := r.Leader

@@ -27,6 +27,9 @@ func TestPartitionsCommands(t *testing.T) {
 	if count, _, err := streams.DeployedPartitions(t.Context(), te.JS, streams.MustNames("")); err != nil || count != 3 {
 		t.Errorf("deployed count %d, %v", count, err)
 	}
+	if out := e.ok(t, nil, "partitions", "ls").stdout; !strings.Contains(out, "ordered tasks stay in the first 2 partitions") {
+		t.Errorf("ls after add 3:\n%s", out)
+	}
 	e.fails(t, exitUsage, "not removed", "partitions", "add", "2")
 	e.fails(t, exitUsage, "partition count", "partitions", "add", "0")
 	if out := e.ok(t, nil, "status").stdout; !strings.Contains(out, "JETFLOW_TASKS_P2") {
