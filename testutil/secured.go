@@ -60,7 +60,16 @@ type SecuredConfig struct {
 	// delay streams. Default false: the accounts layout.
 	SingleAccount bool
 	// Streams is the topology the admin ensures. Default streams.Config{}.
+	// Its Partitions is the task partition count every user's permissions
+	// and the accounts are rendered for (access.Options.Partitions,
+	// access.Layout.Partitions).
 	Streams streams.Config
+	// ProducerPartitions, when set, is the task partition count the two
+	// producers' permissions are rendered for instead of
+	// Streams.Partitions: fewer, to test a producer granted fewer
+	// partitions than the deployment has. Their accounts import every
+	// partition's subjects either way. Default 0: Streams.Partitions.
+	ProducerPartitions int
 }
 
 // SecuredUser is a user of a [Secured] server.
@@ -77,7 +86,8 @@ type SecuredUser struct {
 // Secured is an embedded nats-server configured as docs/security.md
 // documents: the jetflow account with JetStream, the admin, worker and
 // operator users, and two tenant accounts of producers importing the task
-// intake subjects as services ([access.Config]). Build it with
+// intake subjects as services ([access.Layout]), all of them for the
+// deployment's task partitions. Build it with
 // [RunSecured]. Its methods are safe for concurrent use.
 type Secured struct {
 	// Server is the running server.
@@ -153,17 +163,22 @@ func newSecured(dir string, cfg SecuredConfig) (*Secured, error) {
 		role  string
 		perms func(streams.Names, access.Options) (access.Permissions, error)
 	}{{SecuredAdmin, access.Admin}, {SecuredWorker, access.Worker}, {SecuredOperator, access.Operator}} {
-		u, err := user(r.role, SecuredAccount, r.perms, access.Options{Types: cfg.Types, Dependencies: cfg.Dependencies, Features: cfg.WorkerFeatures})
+		u, err := user(r.role, SecuredAccount, r.perms, access.Options{Types: cfg.Types, Dependencies: cfg.Dependencies,
+			Features: cfg.WorkerFeatures, Partitions: cfg.Streams.Partitions})
 		if err != nil {
 			return nil, err
 		}
 		own = append(own, u)
 	}
-	pa, err := user(SecuredProducer, tenantA, access.Producer, access.Options{})
+	producerParts := cfg.ProducerPartitions
+	if producerParts == 0 {
+		producerParts = cfg.Streams.Partitions
+	}
+	pa, err := user(SecuredProducer, tenantA, access.Producer, access.Options{Partitions: producerParts})
 	if err != nil {
 		return nil, err
 	}
-	pb, err := user(SecuredProducerB, tenantB, access.Producer, access.Options{Types: cfg.ProducerBTypes})
+	pb, err := user(SecuredProducerB, tenantB, access.Producer, access.Options{Types: cfg.ProducerBTypes, Partitions: producerParts})
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +190,12 @@ func newSecured(dir string, cfg SecuredConfig) (*Secured, error) {
 				"$JS.API.STREAM.INFO."+names.TaskStream(),
 				"$JS.API.STREAM.INFO."+names.DelayStream())
 		}
-		block, err = access.Config(names, SecuredAccount, append(own, pa, pb))
+		block, err = access.Layout{Account: SecuredAccount, Partitions: cfg.Streams.Partitions, Users: append(own, pa, pb)}.Render(names)
 	} else {
-		block, err = access.Config(names, SecuredAccount, own,
-			access.Tenant{Account: SecuredTenantA, Users: []access.User{pa}},
-			access.Tenant{Account: SecuredTenantB, Types: cfg.ProducerBTypes, Users: []access.User{pb}})
+		block, err = access.Layout{Account: SecuredAccount, Partitions: cfg.Streams.Partitions, Users: own, Tenants: []access.Tenant{
+			{Account: SecuredTenantA, Users: []access.User{pa}},
+			{Account: SecuredTenantB, Types: cfg.ProducerBTypes, Users: []access.User{pb}},
+		}}.Render(names)
 	}
 	if err != nil {
 		return nil, err

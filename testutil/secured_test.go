@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,6 +98,53 @@ func TestRunSecuredAccounts(t *testing.T) {
 	}
 	if _, err := pbjs.Publish(ctx, names.TaskSubject(streams.PriorityHigh, "tenant_b.job"), nil); err != nil {
 		t.Errorf("tenant B publishing its own type: %v", err)
+	}
+}
+
+// TestRunSecuredPartitions: on a deployment of three task partitions whose
+// producers are granted two, a producer stores tasks in partition 1's
+// stream through its account's import, and its publishes on partition 2's
+// work and slot subjects are refused: nothing reaches that stream.
+func TestRunSecuredPartitions(t *testing.T) {
+	t.Parallel()
+	s := testutil.RunSecured(t, testutil.SecuredConfig{Streams: streams.Config{Partitions: 3}, ProducerPartitions: 2})
+	names := streams.MustNames("")
+	violations := make(chan error, 8)
+	pc := s.Connect(t, testutil.SecuredProducer, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		violations <- err
+	}))
+	pjs, err := jetstream.New(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	p1, p2 := names.Partition(1), names.Partition(2)
+	if ack, err := pjs.Publish(ctx, p1.TaskSubject(streams.PriorityNormal, "email.send"), nil); err != nil || ack.Stream != p1.TaskStream() {
+		t.Fatalf("publish on partition 1: %+v, %v", ack, err)
+	}
+	for _, subject := range []string{p2.TaskSubject(streams.PriorityNormal, "email.send"), p2.OrderedSubject("email.send", 0)} {
+		if err := pc.Publish(subject, nil); err != nil {
+			t.Fatal(err)
+		}
+		err := testutil.Recv(t, violations, 30*time.Second, "the publish on "+subject+" refused")
+		if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), subject) {
+			t.Errorf("publish on %s: %v, want a permission violation", subject, err)
+		}
+	}
+	_, js := adminJS(t, s)
+	for _, part := range []streams.Names{p1, p2} {
+		st, err := js.Stream(ctx, part.TaskStream())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(0)
+		if part.PartitionIndex() == 1 {
+			want = 1
+		}
+		if got := st.CachedInfo().State.Msgs; got != want {
+			t.Errorf("%s holds %d tasks, want %d", part.TaskStream(), got, want)
+		}
 	}
 }
 
