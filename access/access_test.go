@@ -260,14 +260,14 @@ func mustWorker(t *testing.T, n streams.Names, partitions int) Permissions {
 	return p
 }
 
-// TestLayoutPartitions: the jetflow account exports, and each tenant
+// TestAccountsPartitions: the jetflow account exports, and each tenant
 // imports, the intake of every partition; Config is the layout of one.
-func TestLayoutPartitions(t *testing.T) {
+func TestAccountsPartitions(t *testing.T) {
 	t.Parallel()
 	n := streams.MustNames("")
 	prod, _ := Producer(n, Options{Types: []string{"tenant_a.>"}, Partitions: 2})
 	users := []User{{Name: "producer", Password: "pw", Permissions: prod}}
-	block, err := Layout{Account: "JETFLOW", Partitions: 2, Tenants: []Tenant{{Account: "TENANT_A", Types: []string{"tenant_a.>"}, Users: users}}}.Render(n)
+	block, err := Accounts{Account: "JETFLOW", Partitions: 2, Tenants: []Tenant{{Account: "TENANT_A", Types: []string{"tenant_a.>"}, Users: users}}}.Render(n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,11 +295,11 @@ func TestLayoutPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	same, err := Layout{Account: "JETFLOW", Partitions: 1, Tenants: []Tenant{{Account: "TENANT_A", Types: []string{"tenant_a.>"}, Users: users}}}.Render(n)
+	same, err := Accounts{Account: "JETFLOW", Partitions: 1, Tenants: []Tenant{{Account: "TENANT_A", Types: []string{"tenant_a.>"}, Users: users}}}.Render(n)
 	if err != nil || one != same {
 		t.Errorf("Config is not the layout of one partition (%v):\n%s\n%s", err, one, same)
 	}
-	if _, err := (Layout{Account: "JETFLOW", Partitions: streams.MaxPartitions + 1}).Render(n); !errors.Is(err, ErrInvalid) {
-		t.Errorf("layout of %d partitions: %v, want ErrInvalid", streams.MaxPartitions+1, err)
+	if _, err := (Accounts{Account: "JETFLOW", Partitions: streams.MaxPartitions + 1}).Render(n); !errors.Is(err, ErrInvalid) {
+		t.Errorf("accounts of %d partitions: %v, want ErrInvalid", streams.MaxPartitions+1, err)
 	}
 }

@@ -32,21 +32,21 @@ type Tenant struct {
 }
 
 // Config renders the "accounts" block of a nats-server configuration for
-// the documented deployment of one task partition: [Layout] with Account
-// account, Users users and Tenants tenants. Use a Layout for a deployment
+// the documented deployment of one task partition: [Accounts] with Account
+// account, Users users and Tenants tenants. Use [Accounts] for a deployment
 // of more partitions.
 func Config(n streams.Names, account string, users []User, tenants ...Tenant) (string, error) {
-	return Layout{Account: account, Users: users, Tenants: tenants}.Render(n)
+	return Accounts{Account: account, Users: users, Tenants: tenants}.Render(n)
 }
 
-// Layout is the accounts layout of the documented deployment
-// (docs/security.md), which [Layout.Render] renders: an account holding
+// Accounts is the accounts layout of the documented deployment
+// (docs/security.md), which [Accounts.Render] renders: an account holding
 // JetStream and jetflow's streams, with the admin, workers and operators,
 // exporting the intake subjects ([PartitionedIntake]) as services to the
 // tenants; and one account per tenant of producers importing the intake
 // subjects of its types. With no tenant it is the single-account layout,
 // which does not stop reply-subject injection (docs/security.md).
-type Layout struct {
+type Accounts struct {
 	// Account is the name of the account holding JetStream, for example
 	// "JETFLOW". Required.
 	Account string
@@ -61,35 +61,35 @@ type Layout struct {
 	Tenants []Tenant
 }
 
-// Render renders the "accounts" block of l for the topology names n. Add
+// Render renders the "accounts" block of a for the topology names n. Add
 // the rest of the configuration around it (listen, tls, jetstream's
 // store_dir). Names and passwords are checked, not escaped: an invalid one,
 // or a partition count out of range, returns an error wrapping
 // [ErrInvalid].
-func (l Layout) Render(n streams.Names) (string, error) {
+func (a Accounts) Render(n streams.Names) (string, error) {
 	var b strings.Builder
 	w := func(indent int, format string, args ...any) {
 		b.WriteString(strings.Repeat("  ", indent))
 		fmt.Fprintf(&b, format, args...)
 		b.WriteByte('\n')
 	}
-	account := l.Account
+	account := a.Account
 	if err := checkLiteral(account); err != nil || strings.Contains(account, ".") {
 		return "", fmt.Errorf("%w account name %q", ErrInvalid, account)
 	}
-	intake, err := PartitionedIntake(n, l.Partitions, nil)
+	intake, err := PartitionedIntake(n, a.Partitions, nil)
 	if err != nil {
 		return "", err
 	}
 	w(0, "accounts {")
 	w(1, "%s {", account)
 	w(2, "jetstream: enabled")
-	if err := writeUsers(w, l.Users); err != nil {
+	if err := writeUsers(w, a.Users); err != nil {
 		return "", err
 	}
-	if len(l.Tenants) > 0 {
+	if len(a.Tenants) > 0 {
 		var names []string
-		for _, t := range l.Tenants {
+		for _, t := range a.Tenants {
 			if err := checkLiteral(t.Account); err != nil || strings.Contains(t.Account, ".") || t.Account == account {
 				return "", fmt.Errorf("%w tenant account name %q", ErrInvalid, t.Account)
 			}
@@ -102,8 +102,8 @@ func (l Layout) Render(n streams.Names) (string, error) {
 		w(2, "]")
 	}
 	w(1, "}")
-	for _, t := range l.Tenants {
-		subjects, err := PartitionedIntake(n, l.Partitions, t.Types)
+	for _, t := range a.Tenants {
+		subjects, err := PartitionedIntake(n, a.Partitions, t.Types)
 		if err != nil {
 			return "", err
 		}

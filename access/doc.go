@@ -15,7 +15,7 @@
 //
 // A deployment of several task partitions (streams.Config.Partitions)
 // gives its count to every role ([Options].Partitions) and to the layout
-// ([Layout].Partitions): producers publish on every partition's intake
+// ([Accounts].Partitions): producers publish on every partition's intake
 // subjects ([PartitionedIntake]), workers get their grants on the task
 // stream in each partition's stream, operators read them all. Nothing is
 // granted on a partition beyond the count.
@@ -25,7 +25,7 @@
 // Subject permissions do not apply to the server's own replies: in a single
 // account, a producer's permitted publish with its reply subject set to a
 // schedule, KV or dead-letter subject makes the server store its answer
-// there. [Layout] (and [Config], its shorthand for one task partition)
+// there. [Accounts] (and [Config], its shorthand for one task partition)
 // renders the layout that prevents it: an account holding
 // JetStream with the admin, workers and operators, exporting the intake
 // subjects ([Intake]) as services, and one account per tenant of producers

@@ -62,7 +62,7 @@ type SecuredConfig struct {
 	// Streams is the topology the admin ensures. Default streams.Config{}.
 	// Its Partitions is the task partition count every user's permissions
 	// and the accounts are rendered for (access.Options.Partitions,
-	// access.Layout.Partitions).
+	// access.Accounts.Partitions).
 	Streams streams.Config
 	// ProducerPartitions, when set, is the task partition count the two
 	// producers' permissions are rendered for instead of
@@ -86,7 +86,7 @@ type SecuredUser struct {
 // Secured is an embedded nats-server configured as docs/security.md
 // documents: the jetflow account with JetStream, the admin, worker and
 // operator users, and two tenant accounts of producers importing the task
-// intake subjects as services ([access.Layout]), all of them for the
+// intake subjects as services ([access.Accounts]), all of them for the
 // deployment's task partitions. Build it with
 // [RunSecured]. Its methods are safe for concurrent use.
 type Secured struct {
@@ -190,9 +190,9 @@ func newSecured(dir string, cfg SecuredConfig) (*Secured, error) {
 				"$JS.API.STREAM.INFO."+names.TaskStream(),
 				"$JS.API.STREAM.INFO."+names.DelayStream())
 		}
-		block, err = access.Layout{Account: SecuredAccount, Partitions: cfg.Streams.Partitions, Users: append(own, pa, pb)}.Render(names)
+		block, err = access.Accounts{Account: SecuredAccount, Partitions: cfg.Streams.Partitions, Users: append(own, pa, pb)}.Render(names)
 	} else {
-		block, err = access.Layout{Account: SecuredAccount, Partitions: cfg.Streams.Partitions, Users: own, Tenants: []access.Tenant{
+		block, err = access.Accounts{Account: SecuredAccount, Partitions: cfg.Streams.Partitions, Users: own, Tenants: []access.Tenant{
 			{Account: SecuredTenantA, Users: []access.User{pa}},
 			{Account: SecuredTenantB, Types: cfg.ProducerBTypes, Users: []access.User{pb}},
 		}}.Render(names)
