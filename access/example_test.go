@@ -59,3 +59,43 @@ func ExampleConfig() {
 	//   }
 	// }
 }
+
+// Render the accounts of a deployment of two task partitions: the jetflow
+// account exports, and the tenant imports, the intake subjects of both.
+// Its producer's permissions come from access.Producer with the same
+// Partitions, and its client runs with framework.WithPartitions(2).
+func ExampleAccounts() {
+	n := streams.MustNames("")
+	conf, err := access.Accounts{Account: "JETFLOW", Partitions: 2,
+		Tenants: []access.Tenant{{Account: "TENANT_A", Types: []string{"tenant_a.>"}}}}.Render(n)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Print(conf)
+	// Output:
+	// accounts {
+	//   JETFLOW {
+	//     jetstream: enabled
+	//     users: [
+	//     ]
+	//     exports: [
+	//       { service: "jetflow.task.>", accounts: ["TENANT_A"] }
+	//       { service: "jetflow.ord.>", accounts: ["TENANT_A"] }
+	//       { service: "jetflow.p1.task.>", accounts: ["TENANT_A"] }
+	//       { service: "jetflow.p1.ord.>", accounts: ["TENANT_A"] }
+	//       { service: "jetflow.delay.>", accounts: ["TENANT_A"] }
+	//     ]
+	//   }
+	//   TENANT_A {
+	//     users: [
+	//     ]
+	//     imports: [
+	//       { service: { account: "JETFLOW", subject: "jetflow.task.*.tenant_a.>" } }
+	//       { service: { account: "JETFLOW", subject: "jetflow.ord.tenant_a.>" } }
+	//       { service: { account: "JETFLOW", subject: "jetflow.p1.task.*.tenant_a.>" } }
+	//       { service: { account: "JETFLOW", subject: "jetflow.p1.ord.tenant_a.>" } }
+	//       { service: { account: "JETFLOW", subject: "jetflow.delay.>" } }
+	//     ]
+	//   }
+	// }
+}
