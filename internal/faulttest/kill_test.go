@@ -56,15 +56,27 @@ func (s *syncBuffer) String() string {
 // another worker runs every one of them once their ack wait passes.
 func TestKilledWorkerProcessTasksRunElsewhere(t *testing.T) {
 	t.Parallel()
+	killedWorkerProcess(t, 1)
+}
+
+// TestKilledWorkerProcessPartitioned is the kill -9 of a worker process on
+// a deployment of three task partitions: the killed process held tasks of
+// every partition, and another worker runs each of them.
+func TestKilledWorkerProcessPartitioned(t *testing.T) {
+	t.Parallel()
+	killedWorkerProcess(t, 3)
+}
+
+func killedWorkerProcess(t *testing.T, partitions int) {
 	const (
-		tasks   = 5
+		tasks   = 6
 		typ     = "fault.work"
 		ackWait = 2 * time.Second
 	)
 	bin := buildTestWorker(t)
 	srv := testutil.RunServer(t, testutil.WithListen())
 	nc, js := testutil.JetStream(t, srv)
-	ensure(t, js, 1)
+	ensure(t, js, 1, partitions)
 	cl, err := framework.NewClient(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -96,12 +108,18 @@ func TestKilledWorkerProcessTasksRunElsewhere(t *testing.T) {
 	l := newLedger()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
+	stored := map[string]bool{}
 	for i := range tasks {
 		id := fmt.Sprintf("kill-%d", i)
-		if _, err := cl.Enqueue(ctx, typ, nil, framework.WithID(id)); err != nil {
+		info, err := cl.Enqueue(ctx, typ, nil, framework.WithID(id))
+		if err != nil {
 			t.Fatal(err)
 		}
+		stored[info.Stream] = true
 		l.enqueued(id)
+	}
+	if partitions > 1 && len(stored) < 2 {
+		t.Fatalf("the tasks were stored in %v, want partitions spread", stored)
 	}
 	for range tasks {
 		select {
