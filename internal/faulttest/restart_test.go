@@ -23,6 +23,18 @@ import (
 // ticking after it, each tick running once.
 func TestServerRestartLosesNothing(t *testing.T) {
 	t.Parallel()
+	serverRestart(t, 1)
+}
+
+// TestServerRestartLosesNothingPartitioned is the restart on a deployment
+// of three task partitions: waiting, running and delayed tasks of every
+// partition survive it.
+func TestServerRestartLosesNothingPartitioned(t *testing.T) {
+	t.Parallel()
+	serverRestart(t, 3)
+}
+
+func serverRestart(t *testing.T, partitions int) {
 	const (
 		running = 4
 		waiting = 50
@@ -31,7 +43,7 @@ func TestServerRestartLosesNothing(t *testing.T) {
 	)
 	srv := testutil.RunServer(t, testutil.WithListen())
 	nc, js := testutil.JetStream(t, srv)
-	ensure(t, js, 1)
+	ensure(t, js, 1, partitions)
 	cl, err := framework.NewClient(nc)
 	if err != nil {
 		t.Fatal(err)
