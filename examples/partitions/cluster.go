@@ -104,7 +104,11 @@ func waitLeaders(ctx context.Context, js jetstream.JetStream, avoid string) ([]s
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		ls, err := streams.Leaders(ctx, js, "")
+		// A request in flight when its server stops gets no answer: ask
+		// again rather than wait for the run's deadline.
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ls, err := streams.Leaders(actx, js, "")
+		cancel()
 		if err == nil && !slices.ContainsFunc(ls, func(l streams.PartitionLeader) bool {
 			return l.Leader == avoid || (l.Leader == "" && len(l.Peers) > 0)
 		}) {

@@ -25,8 +25,9 @@ type ledger struct {
 	ran      map[string]string // the stream each task first completed in
 	runs     map[string]int    // completions per task
 	next     map[string]int    // per key: the first sequence not yet completed
-	maxDone  map[string]int    // per key: the highest sequence completed
-	failed   map[string]bool   // tasks failed once on purpose
+	seqsDone map[string]map[int]bool
+	maxDone  map[string]int  // per key: the highest sequence completed
+	failed   map[string]bool // tasks failed once on purpose
 	ticks    map[string]time.Time
 	tickRuns int
 	killedAt time.Time
@@ -37,7 +38,7 @@ type ledger struct {
 
 func newLedger() *ledger {
 	return &ledger{want: map[string]kind{}, streamOf: map[string]string{}, ran: map[string]string{},
-		runs: map[string]int{}, next: map[string]int{}, maxDone: map[string]int{}, failed: map[string]bool{},
+		runs: map[string]int{}, next: map[string]int{}, maxDone: map[string]int{}, seqsDone: map[string]map[int]bool{}, failed: map[string]bool{},
 		ticks: map[string]time.Time{}, progress: make(chan struct{}, 1)}
 }
 
@@ -90,8 +91,12 @@ func (l *ledger) done(id, stream, key string, seq int) {
 		l.ran[id] = stream
 	}
 	if key != "" {
-		if seq == l.next[key] {
-			l.next[key] = seq + 1
+		if l.seqsDone[key] == nil {
+			l.seqsDone[key] = map[int]bool{}
+		}
+		l.seqsDone[key][seq] = true
+		for l.seqsDone[key][l.next[key]] {
+			l.next[key]++
 		}
 		if m, ok := l.maxDone[key]; !ok || seq > m {
 			l.maxDone[key] = seq
