@@ -30,6 +30,7 @@ type ledger struct {
 	failed   map[string]bool // tasks failed once on purpose
 	ticks    map[string]time.Time
 	tickRuns int
+	maxLate  time.Duration // the latest start of a delayed task after its due time
 	killedAt time.Time
 
 	violations []string
@@ -106,6 +107,13 @@ func (l *ledger) done(id, stream, key string, seq int) {
 	l.poke()
 }
 
+// late records how long after its due time a delayed task started.
+func (l *ledger) late(d time.Duration) {
+	l.mu.Lock()
+	l.maxLate = max(l.maxLate, d)
+	l.mu.Unlock()
+}
+
 // tick records a run of the schedule's tick with the given key and time.
 func (l *ledger) tick(key string, at time.Time) {
 	l.mu.Lock()
@@ -180,6 +188,7 @@ type summary struct {
 	violations                            []string
 	lostIDs                               []string
 	ticks, tickAfterKill                  int
+	maxLate                               time.Duration
 }
 
 // summarize checks the ledger; expected returns the stream a task is
@@ -190,6 +199,7 @@ func (l *ledger) summarize(expected func(id string, k kind, stored string) strin
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s.enqueued = len(l.want)
+	s.maxLate = l.maxLate
 	s.violations = append(s.violations, l.violations...)
 	for id, k := range l.want {
 		s.byKind[k]++

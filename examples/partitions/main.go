@@ -35,9 +35,14 @@
 // and a stopped server can cost an acknowledgement) and prints one line per
 // phase, then
 //
-//	RESULT partitions tasks=N partitions=3 per_partition=a/b/c delayed=D ordered=O cron_ticks=T killed=jetflow-n2 lost=0 order_violations=0 duplicates=U misplaced=0 retries=R elapsed_ms=E
+//	RESULT partitions tasks=N partitions=3 per_partition=a/b/c delayed=D ordered=O cron_ticks=T killed=jetflow-n2 lost=0 order_violations=0 duplicates=U misplaced=0 retries=R enqueue_retries=E delayed_max_late_ms=L elapsed_ms=M
 //
-// (per_partition: the tasks that ran in each partition's stream). It exits
+// (per_partition: the tasks that ran in each partition's stream; retries:
+// ordered tasks failed once on purpose; enqueue_retries: tasks sent again,
+// with their ID, after an enqueue failed; delayed_max_late_ms: the latest
+// start of a delayed task after its due time: one on its way to a delay
+// mover when the server stopped can wait for the movers' ack wait, 30 s,
+// before another mover takes it). It exits
 // 1 when a task was lost or misplaced, a key ran out of order, the
 // schedule never ticked after the stop, or -timeout passed.
 //

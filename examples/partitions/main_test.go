@@ -18,7 +18,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-var resultRE = regexp.MustCompile(`(?m)^RESULT partitions tasks=(\d+) partitions=(\d+) per_partition=([\d/]+) delayed=(\d+) ordered=(\d+) cron_ticks=(\d+) killed=(\S+) lost=(\d+) order_violations=(\d+) duplicates=\d+ misplaced=(\d+) retries=\d+ enqueue_retries=\d+ elapsed_ms=\d+$`)
+var resultRE = regexp.MustCompile(`(?m)^RESULT partitions tasks=(\d+) partitions=(\d+) per_partition=([\d/]+) delayed=(\d+) ordered=(\d+) cron_ticks=(\d+) killed=(\S+) lost=(\d+) order_violations=(\d+) duplicates=\d+ misplaced=(\d+) retries=\d+ enqueue_retries=\d+ delayed_max_late_ms=\d+ elapsed_ms=\d+$`)
 
 // runDemo runs the example in process and returns its RESULT fields.
 func runDemo(t *testing.T, args ...string) []string {

@@ -112,9 +112,13 @@ func (d *demo) startWorker(ctx context.Context, i int) error {
 	// back after the ack wait: keep it short.
 	ackWait := framework.WithAckWait(5 * time.Second)
 	framework.Handle(w, jobType, func(_ context.Context, t *framework.Task, j Job) error {
-		if j.Run == d.run {
-			d.l.done(t.ID, t.Stream, "", 0)
+		if j.Run != d.run {
+			return nil
 		}
+		if !t.ScheduledFor.IsZero() {
+			d.l.late(time.Since(t.ScheduledFor))
+		}
+		d.l.done(t.ID, t.Stream, "", 0)
 		return nil
 	}, ackWait)
 	framework.Handle(w, stepType, func(_ context.Context, t *framework.Task, s Step) error {
@@ -327,9 +331,10 @@ func (d *demo) report(leaders []streams.PartitionLeader, killed string, p *produ
 		d.say("lost (first %d): %s", len(s.lostIDs), strings.Join(s.lostIDs, " "))
 	}
 	lost := s.lost + (d.cfg.tasks - s.enqueued) // tasks never stored count as lost when the run ends early
-	fmt.Fprintf(d.out, "RESULT partitions tasks=%d partitions=%d per_partition=%s delayed=%d ordered=%d cron_ticks=%d killed=%s lost=%d order_violations=%d duplicates=%d misplaced=%d retries=%d enqueue_retries=%d elapsed_ms=%d\n",
+	fmt.Fprintf(d.out, "RESULT partitions tasks=%d partitions=%d per_partition=%s delayed=%d ordered=%d cron_ticks=%d killed=%s lost=%d order_violations=%d duplicates=%d misplaced=%d retries=%d enqueue_retries=%d delayed_max_late_ms=%d elapsed_ms=%d\n",
 		s.enqueued, len(names), strings.Join(per, "/"), s.byKind[delayed], s.byKind[ordered], s.ticks, killed,
-		lost, len(s.violations), s.duplicates, s.misplaced, d.retries.Load(), p.retried.Load(), time.Since(d.start).Milliseconds())
+		lost, len(s.violations), s.duplicates, s.misplaced, d.retries.Load(), p.retried.Load(), s.maxLate.Milliseconds(),
+		time.Since(d.start).Milliseconds())
 	switch {
 	case waitErr != nil:
 		return waitErr
