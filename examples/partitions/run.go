@@ -22,6 +22,9 @@ import (
 // workers is the number of workers, one per node of the embedded cluster.
 const workers = 3
 
+// ensureWait bounds streams.Ensure.
+const ensureWait = 30 * time.Second
+
 // demo is one run: its servers, connections, workers and ledger.
 type demo struct {
 	cfg    config
@@ -157,8 +160,13 @@ func (d *demo) execute(ctx, runCtx context.Context) error {
 	if d.js, err = jetstream.New(pnc); err != nil {
 		return err
 	}
-	if _, err := streams.Ensure(runCtx, d.js, streams.Config{Partitions: cfg.partitions, Replicas: cfg.replicas}); err != nil {
-		return err
+	// Ensure takes seconds; bound it, so that a stall shows as its own
+	// error and not as the run's timeout.
+	ectx, cancel := context.WithTimeout(runCtx, ensureWait)
+	_, err = streams.Ensure(ectx, d.js, streams.Config{Partitions: cfg.partitions, Replicas: cfg.replicas})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("ensure the topology: %w", err)
 	}
 	leaders, err := waitLeaders(runCtx, d.js, "\x00")
 	if err != nil {
