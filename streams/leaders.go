@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -97,7 +98,9 @@ func BalanceLeaders(ctx context.Context, js jetstream.JetStream, prefix string) 
 }
 
 // stepDownTo asks the leader of p's task stream to hand its leadership to
-// server want, and waits until want leads it.
+// server want, and waits until want leads it. It asks again when another
+// server took the leadership instead (or the request failed), at most every
+// stepDownAgain.
 func stepDownTo(ctx context.Context, js jetstream.JetStream, p Names, want string) (PartitionLeader, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -107,36 +110,42 @@ func stepDownTo(ctx context.Context, js jetstream.JetStream, p Names, want strin
 	body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": want}})
 	subject := "$JS.API.STREAM.LEADER.STEPDOWN." + p.TaskStream()
 	wait := ensureRetry.New()
-	asked := false
+	var (
+		asked   time.Time
+		askedOf string // the leader asked to step down
+		last    = errors.New("the leadership did not move")
+	)
 	for {
 		l, err := leaderOf(ctx, js, p)
-		if err == nil && l.Leader == want {
+		switch {
+		case err != nil:
+			last = err
+		case l.Leader == want:
 			return l, nil
-		}
-		if !asked && err == nil && l.Leader != "" {
+		case l.Leader != "" && (l.Leader != askedOf || time.Since(asked) >= stepDownAgain):
+			asked, askedOf = time.Now(), l.Leader
 			var resp struct {
 				Error *jetstream.APIError `json:"error"`
 			}
 			m, rerr := js.Conn().RequestWithContext(ctx, subject, body)
 			switch {
 			case rerr != nil:
-				err = rerr
+				last = rerr
 			case json.Unmarshal(m.Data, &resp) != nil:
-				err = errors.New("unreadable answer")
+				last = errors.New("unreadable answer")
 			case resp.Error != nil:
-				err = resp.Error
-			default:
-				asked = true
+				last = resp.Error
 			}
 		}
 		if !retry.Sleep(ctx, wait.NextBackOff()) {
-			return l, fmt.Errorf("streams: move the leader of %s to %s: %w (%w)", p.TaskStream(), want, err, ctx.Err())
-		}
-		if err != nil {
-			asked = false // ask again
+			return l, fmt.Errorf("streams: move the leader of %s to %s: %w (%w)", p.TaskStream(), want, last, ctx.Err())
 		}
 	}
 }
+
+// stepDownAgain is how long stepDownTo waits for a step-down to take
+// effect before it asks again.
+const stepDownAgain = 2 * time.Second
 
 // balanceCreated balances the leaders when this Ensure created partition
 // streams: a deployment that did not change keeps its leaders.
