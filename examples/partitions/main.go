@@ -10,7 +10,7 @@
 // node each (knowing the others, to fail over to) and serve every
 // partition. A producer enqueues -tasks tasks at -rate per second, every
 // one with its own ID: immediate tasks and tasks delayed by 200 ms to 2 s
-// (framework.In), spread over the partitions by ID, and three tenths
+// (framework.At), spread over the partitions by ID, and three tenths
 // ordered tasks (framework.Ordered over -keys keys; a key's tasks live in
 // one partition and carry their sequence number; one in seven fails once
 // and is retried). A repeating schedule ("@every 1s") enqueues a tick

@@ -15,6 +15,7 @@ import (
 type Job struct {
 	Run string `json:"run"`
 	N   int    `json:"n"`
+	Due int64  `json:"due,omitempty"` // a delayed task's due time, Unix nanoseconds
 }
 
 // Step is the payload of the ordered type: the seq-th task of its key.
@@ -41,10 +42,22 @@ const (
 
 // item is one task of the plan.
 type item struct {
-	id   string
-	kind kind
-	key  string
-	spec framework.TaskSpec
+	id    string
+	kind  kind
+	key   string
+	n     int
+	delay time.Duration // of a delayed task: its due time is set when it is sent
+	spec  framework.TaskSpec
+}
+
+// specAt returns the item's task spec when sent at now.
+func (it item) specAt(run string, now time.Time) framework.TaskSpec {
+	if it.kind != delayed {
+		return it.spec
+	}
+	due := now.Add(it.delay)
+	return framework.TaskSpec{Type: jobType, Payload: Job{Run: run, N: it.n, Due: due.UnixNano()},
+		Options: []framework.EnqueueOption{framework.WithID(it.id), framework.At(due)}}
 }
 
 // plan returns the run's tasks in enqueue order, shuffled: three tenths
@@ -77,10 +90,8 @@ func plan(cfg config, run string) []item {
 			it.spec = framework.TaskSpec{Type: stepType, Payload: Step{Run: run, Key: it.key, Seq: seq},
 				Options: []framework.EnqueueOption{framework.WithID(it.id), framework.Ordered(it.key)}}
 		case delayed:
-			it.id = fmt.Sprintf("%s-d-%d", run, i)
-			d := minDelay + time.Duration(rng.Int64N(int64(maxDelay-minDelay)))
-			it.spec = framework.TaskSpec{Type: jobType, Payload: Job{Run: run, N: i},
-				Options: []framework.EnqueueOption{framework.WithID(it.id), framework.In(d)}}
+			it.id, it.n = fmt.Sprintf("%s-d-%d", run, i), i
+			it.delay = minDelay + time.Duration(rng.Int64N(int64(maxDelay-minDelay)))
 		default:
 			it.id = fmt.Sprintf("%s-i-%d", run, i)
 			it.spec = framework.TaskSpec{Type: jobType, Payload: Job{Run: run, N: i},
@@ -96,6 +107,7 @@ func plan(cfg config, run string) []item {
 // still being enqueued after the fault.
 type producer struct {
 	client *framework.Client
+	run    string
 	l      *ledger
 	items  []item
 	rate   int
@@ -142,6 +154,7 @@ func (p *producer) loop(ctx context.Context) error {
 func (p *producer) send(ctx context.Context, backlog []item) ([]item, error) {
 	var batch []item
 	var specs []framework.TaskSpec
+	now := time.Now()
 	inBatch := map[string]bool{}
 	held := map[string]bool{}
 	left := backlog[:0:0]
@@ -157,7 +170,7 @@ func (p *producer) send(ctx context.Context, backlog []item) ([]item, error) {
 			inBatch[it.key] = true
 		}
 		batch = append(batch, it)
-		specs = append(specs, it.spec)
+		specs = append(specs, it.specAt(p.run, now))
 	}
 	if len(batch) == 0 {
 		return left, nil

@@ -118,8 +118,8 @@ func (d *demo) startWorker(ctx context.Context, i int) error {
 		if j.Run != d.run {
 			return nil
 		}
-		if !t.ScheduledFor.IsZero() {
-			d.l.late(time.Since(t.ScheduledFor))
+		if j.Due != 0 {
+			d.l.late(time.Since(time.Unix(0, j.Due)))
 		}
 		d.l.done(t.ID, t.Stream, "", 0)
 		return nil
@@ -193,7 +193,7 @@ func (d *demo) execute(ctx, runCtx context.Context) error {
 
 	items := plan(cfg, d.run)
 	gate := make(chan struct{})
-	p := &producer{client: client, l: d.l, items: items, rate: cfg.rate, gateAt: cfg.tasks / 2, gate: gate}
+	p := &producer{client: client, run: d.run, l: d.l, items: items, rate: cfg.rate, gateAt: cfg.tasks / 2, gate: gate}
 	pctx, stopProducer := context.WithCancel(runCtx)
 	defer stopProducer()
 	produced := make(chan error, 1)
