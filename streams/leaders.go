@@ -36,13 +36,31 @@ func Leaders(ctx context.Context, js jetstream.JetStream, prefix string) ([]Part
 	}
 	out := make([]PartitionLeader, 0, count)
 	for _, p := range n.Partitions(count) {
-		l, err := leaderOf(ctx, js, p)
+		l, err := leaderWithin(ctx, js, p)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// leaderWithin is leaderOf, each attempt bounded by stepDownRequest and
+// retried until ctx ends (a lookup can go unanswered while a leadership
+// changes).
+func leaderWithin(ctx context.Context, js jetstream.JetStream, p Names) (PartitionLeader, error) {
+	wait := ensureRetry.New()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, stepDownRequest)
+		l, err := leaderOf(rctx, js, p)
+		cancel()
+		if err == nil || ctx.Err() != nil || errors.Is(err, jetstream.ErrStreamNotFound) {
+			return l, err
+		}
+		if !retry.Sleep(ctx, wait.NextBackOff()) {
+			return l, err
+		}
+	}
 }
 
 // leaderOf reads where the task stream of p's partition is led.
@@ -115,8 +133,12 @@ func stepDownTo(ctx context.Context, js jetstream.JetStream, p Names, want strin
 		askedOf string // the leader asked to step down
 		last    = errors.New("the leadership did not move")
 	)
+	// Each request is bounded on its own: one lost while the leadership
+	// changes must not hold the loop until the caller's deadline.
 	for {
-		l, err := leaderOf(ctx, js, p)
+		rctx, cancel := context.WithTimeout(ctx, stepDownRequest)
+		l, err := leaderOf(rctx, js, p)
+		cancel()
 		switch {
 		case err != nil:
 			last = err
@@ -127,7 +149,9 @@ func stepDownTo(ctx context.Context, js jetstream.JetStream, p Names, want strin
 			var resp struct {
 				Error *jetstream.APIError `json:"error"`
 			}
-			m, rerr := js.Conn().RequestWithContext(ctx, subject, body)
+			rctx, cancel := context.WithTimeout(ctx, stepDownRequest)
+			m, rerr := js.Conn().RequestWithContext(rctx, subject, body)
+			cancel()
 			switch {
 			case rerr != nil:
 				last = rerr
@@ -144,8 +168,12 @@ func stepDownTo(ctx context.Context, js jetstream.JetStream, p Names, want strin
 }
 
 // stepDownAgain is how long stepDownTo waits for a step-down to take
-// effect before it asks again.
-const stepDownAgain = 2 * time.Second
+// effect before it asks again, and stepDownRequest bounds each of its
+// requests.
+const (
+	stepDownAgain   = 2 * time.Second
+	stepDownRequest = 2 * time.Second
+)
 
 // balanceCreated balances the leaders when this Ensure created partition
 // streams: a deployment that did not change keeps its leaders.
