@@ -333,18 +333,5 @@ func (rt *runtime) awaitChild(ctx, sctx context.Context, t *framework.Task, d *D
 // endChild records that a step waiting for its child will not complete
 // because its run is no longer running.
 func (rt *runtime) endChild(ctx context.Context, r *Run, step string) error {
-	_, err := rt.store.update(ctx, r.ID, r, func(r *Run) ([]*nats.Msg, bool, error) {
-		st := r.Step(step)
-		if st == nil || st.State != StepChildRunning || r.Status == RunRunning {
-			return nil, false, nil
-		}
-		st.State = StepSkipped
-		st.EndedAt = time.Now().UTC()
-		r.UpdatedAt = st.EndedAt
-		return nil, true, nil
-	})
-	if err != nil {
-		return fmt.Errorf("workflow: record skipped step %s of run %s: %w", step, r.ID, err)
-	}
-	return nil
+	return rt.skipHeld(ctx, r, step, StepChildRunning) // sleep.go
 }

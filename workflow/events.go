@@ -298,18 +298,8 @@ func (rt *runtime) failWait(ctx context.Context, t *framework.Task, d *Definitio
 // steps skipped), and removes its wait entry.
 func (rt *runtime) endWait(ctx context.Context, t *framework.Task, r *Run, step string) error {
 	key := r.Step(step).EventKey
-	_, err := rt.store.update(ctx, r.ID, r, func(r *Run) ([]*nats.Msg, bool, error) {
-		st := r.Step(step)
-		if st == nil || st.State != StepWaiting || r.Status == RunRunning {
-			return nil, false, nil
-		}
-		st.State = StepSkipped
-		st.EndedAt = time.Now().UTC()
-		r.UpdatedAt = st.EndedAt
-		return nil, true, nil
-	})
-	if err != nil {
-		return fmt.Errorf("workflow: record skipped step %s of run %s: %w", step, r.ID, err)
+	if err := rt.skipHeld(ctx, r, step, StepWaiting); err != nil { // sleep.go
+		return err
 	}
 	rt.store.unregisterWait(ctx, t, key, r.ID)
 	return nil

@@ -4,9 +4,6 @@ import (
 	"context"
 	"os"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
@@ -30,22 +27,7 @@ func TestForEachAcrossLeaderElections(t *testing.T) {
 		t.Skip("set JETFLOW_HEAVY=1: an intermittent failure under investigation (decision 044)")
 	}
 	const n = 300
-	c := testutil.RunCluster(t, 3)
-	urls := c.ClientURLs()
-	connect := func(i int) *nats.Conn {
-		nc, err := nats.Connect(urls[i], nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
-	_, js := c.JetStream(t)
-	ctx, cancel := context.WithTimeout(t.Context(), waitLong)
-	defer cancel()
-	if _, err := streams.Ensure(ctx, js, streams.Config{Replicas: 3}); err != nil {
-		t.Fatal(err)
-	}
+	c, connect := r3Cluster(t) // helpers_test.go
 	runs := newCounter()
 	got := make(chan []int, 2)
 	gate := make(chan struct{})

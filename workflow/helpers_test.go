@@ -193,3 +193,27 @@ func checkState(t *testing.T, r *workflow.Run, step string, want workflow.StepSt
 		t.Errorf("step %s is %s, want %s (error %q)", step, st.State, want, st.Error)
 	}
 }
+
+// r3Cluster starts a three-node cluster with the topology ensured at R3,
+// and returns it with connect, which opens a connection to node i that
+// reconnects for ever and closes at cleanup.
+func r3Cluster(t *testing.T) (*testutil.Cluster, func(i int) *nats.Conn) {
+	t.Helper()
+	c := testutil.RunCluster(t, 3)
+	urls := c.ClientURLs()
+	connect := func(i int) *nats.Conn {
+		nc, err := nats.Connect(urls[i], nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	_, js := c.JetStream(t)
+	ctx, cancel := context.WithTimeout(t.Context(), waitLong)
+	defer cancel()
+	if _, err := streams.Ensure(ctx, js, streams.Config{Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	return c, connect
+}

@@ -239,9 +239,16 @@ func (rt *runtime) resendDelayed(ctx context.Context, t *framework.Task, msg *na
 // run is no longer running (a document written before skipPending marked
 // sleeping steps skipped).
 func (rt *runtime) skipSleeping(ctx context.Context, t *framework.Task, r *Run, step string) error {
+	return rt.skipHeld(ctx, r, step, StepSleeping)
+}
+
+// skipHeld records that a step held in state (sleeping, waiting for an
+// event or for its child) will not complete because its run is no longer
+// running: skipped, unless it left that state meanwhile.
+func (rt *runtime) skipHeld(ctx context.Context, r *Run, step string, state StepState) error {
 	_, err := rt.store.update(ctx, r.ID, r, func(r *Run) ([]*nats.Msg, bool, error) {
 		st := r.Step(step)
-		if st == nil || st.State != StepSleeping || r.Status == RunRunning {
+		if st == nil || st.State != state || r.Status == RunRunning {
 			return nil, false, nil
 		}
 		st.State = StepSkipped

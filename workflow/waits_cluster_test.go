@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -22,22 +20,7 @@ func TestWaitAndSleepAcrossLeaderElections(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}
-	c := testutil.RunCluster(t, 3)
-	urls := c.ClientURLs()
-	connect := func(i int) *nats.Conn {
-		nc, err := nats.Connect(urls[i], nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
-	_, js := c.JetStream(t)
-	ctx, cancel := context.WithTimeout(t.Context(), waitLong)
-	defer cancel()
-	if _, err := streams.Ensure(ctx, js, streams.Config{Replicas: 3}); err != nil {
-		t.Fatal(err)
-	}
+	c, connect := r3Cluster(t) // helpers_test.go
 
 	ships := newCounter()
 	at := newStamps()
