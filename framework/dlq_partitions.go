@@ -2,6 +2,8 @@ package framework
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,11 +46,8 @@ func (x *dlqExt) grow(ctx context.Context, w *Worker, parts []streams.Names) err
 		if _, err := c.Stream(ctx, names.TaskStream()); err != nil {
 			return err
 		}
-		old := x.parts.cores.Load()
-		next := &dlqCores{list: append(old.list[:len(old.list):len(old.list)], c), byStream: make(map[string]*deadletter.Core, len(old.byStream)+1)}
-		for k, v := range old.byStream {
-			next.byStream[k] = v
-		}
+		old := x.parts.cores.Load() // immutable: copied, then replaced
+		next := &dlqCores{list: append(slices.Clone(old.list), c), byStream: maps.Clone(old.byStream)}
 		next.byStream[names.TaskStream()] = c
 		x.parts.cores.Store(next)
 		select {
