@@ -74,14 +74,27 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("disable-extensions", true),
-		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1360, 900),
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(cancel)
-	return ctx
+	// Chromium started on a busy machine sometimes exits before it
+	// serves its DevTools socket ("chrome failed to start"): start it
+	// here, once more after such a failure, so that a test's own steps
+	// never see it.
+	var err error
+	for range 2 {
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(opts, chromedp.UserDataDir(t.TempDir()))...)
+		ctx, cancel := chromedp.NewContext(actx)
+		if _, err = chromedp.Run(ctx, chromedp.Evaluate[int]("1")); err == nil {
+			t.Cleanup(cancelAlloc)
+			t.Cleanup(cancel)
+			return ctx
+		}
+		cancel()
+		cancelAlloc()
+		t.Logf("start Chromium: %v", err)
+	}
+	t.Fatalf("start Chromium twice: %v", err)
+	return nil
 }
 
 // app is the system under test: a server, a worker with real handlers, a
