@@ -37,7 +37,7 @@
 //	RESULT ratelimit_cost plain_per_s=… limited_per_s=… ratio=…
 //	RESULT ordering keys=1000 p1_per_s=… p4_per_s=… … unordered_per_s=…
 //	RESULT batch size=100 per_s=… single_per_s=… ratio=… n=… runs=…
-//	RESULT drain_types types=11 raw_per_s=… jetflow_per_s=… ratio=… one_priority_per_s=… one_priority_ratio=…
+//	RESULT drain_types types=11 raw_per_s=… jetflow_per_s=… ratio=… one_type_per_s=… types_over_one=… one_stream_per_s=… one_stream_ratio=… one_priority_per_s=… one_priority_ratio=…
 //	RESULT backlog_1m tasks=1000000 enqueue_per_s=… enqueue_peak_rss_mb=… drain_per_s=… drain_ratio_to_100k=…  (with -big)
 //
 // With -soak DURATION the bench runs only the soak, against a three-node
@@ -165,11 +165,12 @@ type config struct {
 	criticalEvery time.Duration // interval between critical tasks
 	timeout       time.Duration // bound on any single wait
 
-	oneN    int    // tasks of the enqueue_one figure
-	types   int    // other task types of the drain_types figure
-	url     string // server of the TCP figures; "": a nats-server process the bench starts
-	bigN    int    // tasks of the backlog_1m figure
-	bigRefN int    // tasks of its reference drain
+	oneN      int    // tasks of the enqueue_one figure
+	types     int    // other task types of the drain_types figure
+	typeParts int    // task partitions of its deployment spread by type
+	url       string // server of the TCP figures; "": a nats-server process the bench starts
+	bigN      int    // tasks of the backlog_1m figure
+	bigRefN   int    // tasks of its reference drain
 
 	// Child mode of the backlog figure (hidden flags): enqueue n tasks of
 	// childType to the server at enqueueChild, print the rate, exit.
@@ -212,6 +213,7 @@ func defaultConfig() config {
 		timeout:       2 * time.Minute,
 		oneN:          10000,
 		types:         10,
+		typeParts:     9,
 		bigN:          1000000,
 		bigRefN:       100000,
 		soakRate:      5000,
@@ -264,6 +266,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	side := fs.String("side", "", "run only the raw or the jetflow side of drain and enqueue (to profile one of them)")
 	oneN := fs.Int("one-n", def.oneN, "tasks of the enqueue_one figure (sequential enqueues)")
 	types := fs.Int("types", def.types, "other task types whose consumers share the task stream in the drain_types figure")
+	typeParts := fs.Int("type-partitions", def.typeParts, "task partitions of the deployment spread by type in the drain_types figure (2 to 64)")
 	url := fs.String("url", "", "NATS server of the TCP figures (drain_tcp, backlog_1m), for the bench only: it purges its subjects there and creates and deletes a stream RAWDEDUP_TASKS (default: start nats-server "+natsServerVersion+" from PATH, GOBIN or GOPATH/bin)")
 	big := fs.Bool("big", false, "also run backlog_1m: 1,000,000 tasks enqueued by a child process in one call, then drained (several minutes)")
 	enqueueChild := fs.String("enqueue-child", "", "internal: enqueue -n tasks to this server URL and exit (the child process of backlog_1m)")
@@ -310,7 +313,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c.soakServers = *soakServers
 	c.maxTaskBytes = *maxTaskBytes
 	if !*quick {
-		c.oneN, c.types = *oneN, *types
+		c.oneN, c.types, c.typeParts = *oneN, *types, *typeParts
 	}
 	sel, err := parseOnly(*only, *big)
 	if err != nil {
@@ -373,6 +376,8 @@ func (c config) validate() error {
 		return fmt.Errorf("bench: -n, -runs, -concurrency, -window, -backlog, -delay-tasks and -one-n must be ≥ 1")
 	case c.types < 0 || c.types > 200:
 		return fmt.Errorf("bench: -types must be 0 to 200")
+	case c.typeParts < 2 || c.typeParts > 64:
+		return fmt.Errorf("bench: -type-partitions must be 2 to 64")
 	}
 	return nil
 }

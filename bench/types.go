@@ -24,12 +24,19 @@ const typeIdle = "bench.idle"
 // (stream.ackMsg → checkForInterest), and a consumer whose filter does not
 // match tokenizes the subject. The cost of an ack thus grows with the
 // consumers of the stream, and jetflow's four per type multiply it. The
-// third measurement serves one priority per type
-// (framework.WithServedPriorities), which leaves one consumer per type, as
-// raw has.
+// jetflow side is measured three ways: on a deployment of -type-partitions
+// partitions spread by type (decision 047), where the drain's stream holds
+// the consumers of its share of the types (ratio, the figure's target);
+// on the default deployment of one task stream (one_stream_ratio); and
+// serving one priority per type (framework.WithServedPriorities), which
+// leaves one consumer per type, as raw has (one_priority_ratio). The
+// deployment spread by type also drains the drain's type alone, with no
+// other type's consumers (types_over_one: the drain with the other types
+// over the drain without them).
 func (e *env) figureDrainTypes(ctx context.Context, out io.Writer) error {
 	k := e.cfg.types
 	var rawRates, jfRates, oneRates, ratios, oneRatios, rawCPU, jfCPU, oneCPU []float64
+	var btRates, btRatios, btCPU, oneTypeRates, overOne []float64
 	all, normal := streams.Priorities[:], []streams.Priority{streams.PriorityNormal}
 	// withIdle runs side on a new task stream that holds the idle types'
 	// consumers at prios.
@@ -66,6 +73,23 @@ func (e *env) figureDrainTypes(ctx context.Context, out io.Writer) error {
 			}
 			e.progress("%s run %d/%d jetflow, one priority per type, %d consumers: %8.0f tasks/s, %5.1f µs CPU/task",
 				figDrainTypes, r, e.cfg.runs, k+1, or.rate, usOf(or.cpu))
+			br, err := e.drainByType(ctx, k, e.cfg.typeParts) // types_bytype.go
+			if err != nil {
+				return fmt.Errorf("jetflow by-type run %d: %w", r, err)
+			}
+			e.progress("%s run %d/%d jetflow, %d partitions by type: %8.0f tasks/s, %5.1f µs CPU/task",
+				figDrainTypes, r, e.cfg.runs, e.cfg.typeParts, br.rate, usOf(br.cpu))
+			ot, err := e.drainByType(ctx, 0, e.cfg.typeParts)
+			if err != nil {
+				return fmt.Errorf("jetflow by-type run %d, one type: %w", r, err)
+			}
+			e.progress("%s run %d/%d jetflow, %d partitions by type, the drain's type alone: %8.0f tasks/s (%.3f of it with the other types)",
+				figDrainTypes, r, e.cfg.runs, e.cfg.typeParts, ot.rate, br.rate/ot.rate)
+			oneTypeRates, overOne = append(oneTypeRates, ot.rate), append(overOne, br.rate/ot.rate)
+			btRates, btCPU = append(btRates, br.rate), append(btCPU, usOf(br.cpu))
+			if rr.rate > 0 {
+				btRatios = append(btRatios, br.rate/rr.rate)
+			}
 			jfRates, jfCPU = append(jfRates, jr.rate), append(jfCPU, usOf(jr.cpu))
 			oneRates, oneCPU = append(oneRates, or.rate), append(oneCPU, usOf(or.cpu))
 		}
@@ -75,10 +99,15 @@ func (e *env) figureDrainTypes(ctx context.Context, out io.Writer) error {
 		}
 	}
 	printResult(out, figDrainTypes, fint("types", k+1),
-		fint("raw_consumers", k+1), fint("jetflow_consumers", (k+1)*streams.NumPriorities),
-		frate("raw_per_s", median(rawRates)), frate("jetflow_per_s", median(jfRates)), fratio("ratio", median(ratios)),
+		fint("raw_consumers", k+1), fint("jetflow_consumers", byTypeConsumers(k, e.cfg.typeParts)),
+		fint("one_stream_consumers", (k+1)*streams.NumPriorities),
+		fint("type_partitions", e.cfg.typeParts),
+		frate("raw_per_s", median(rawRates)), frate("jetflow_per_s", median(btRates)), fratio("ratio", median(btRatios)),
+		frate("one_type_per_s", median(oneTypeRates)), fratio("types_over_one", median(overOne)),
+		frate("one_stream_per_s", median(jfRates)), fratio("one_stream_ratio", median(ratios)),
 		frate("one_priority_per_s", median(oneRates)), fratio("one_priority_ratio", median(oneRatios)),
-		fcpu("raw_cpu_us", median(rawCPU)), fcpu("jetflow_cpu_us", median(jfCPU)), fcpu("one_priority_cpu_us", median(oneCPU)),
+		fcpu("raw_cpu_us", median(rawCPU)), fcpu("jetflow_cpu_us", median(btCPU)), fcpu("one_stream_cpu_us", median(jfCPU)),
+		fcpu("one_priority_cpu_us", median(oneCPU)),
 		fint("n", e.cfg.n), fint("runs", e.cfg.runs))
 	return nil
 }
@@ -92,4 +121,19 @@ func (e *env) ensureIdleTypes(ctx context.Context, k int, prios []streams.Priori
 		}
 	}
 	return nil
+}
+
+// byTypeConsumers is how many consumers the stream the drain's tasks go to
+// holds on a deployment of parts partitions spread by type, with k idle
+// types: four per type that partition serves.
+func byTypeConsumers(k, parts int) int {
+	l := streams.Layout{Partitions: parts, Ordered: parts, By: streams.PartitionByType}
+	home := l.TypePartition(typeDrain)
+	n := streams.NumPriorities
+	for i := range k {
+		if l.Serves(home, fmt.Sprintf("%s%d", typeIdle, i)) {
+			n += streams.NumPriorities
+		}
+	}
+	return n
 }

@@ -104,7 +104,7 @@ func (c *Client) buildWith(taskType string, payload any, opts []EnqueueOption, s
 	if version != "" {
 		set(HeaderPayloadVersion, version)
 	}
-	names := c.partitionFor(cfg.orderingKey, id, partitions) // partitions.go
+	names := c.partitionFor(cfg.orderingKey, taskType, id, partitions) // partitions.go
 	target := c.taskSubject(names, cfg.priority, taskType, subjects)
 	if cfg.orderingKey != "" {
 		if target, err = orderedTarget(names, taskType, &cfg, delayed); err != nil {

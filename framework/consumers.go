@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,21 +21,27 @@ const maxEnsuring = 8
 // back in registration order. The first error ends the others and is
 // returned.
 func (w *Worker) ensureConsumers(ctx context.Context) ([]consumerSub, error) {
-	parts := w.partitions() // partitions.go
-	return w.ensureConsumersIn(ctx, parts, len(parts))
+	return w.ensureConsumersIn(ctx, w.partitions(), w.layout()) // partitions.go
 }
 
 // ensureConsumersIn is ensureConsumers in the task partitions of parts, of
-// count partitions in all (which split a cap set with WithMaxInFlight).
-func (w *Worker) ensureConsumersIn(ctx context.Context, parts []streams.Names, count int) ([]consumerSub, error) {
+// layout l: in the partitions of parts that serve each type (all of them,
+// unless l spreads by type), with a cap set with WithMaxInFlight split
+// over all the partitions of l that serve the type.
+func (w *Worker) ensureConsumersIn(ctx context.Context, parts []streams.Names, l streams.Layout) ([]consumerSub, error) {
 	var subs []consumerSub
 	for _, names := range parts {
 		k := names.PartitionIndex()
 		for _, tt := range w.order {
+			served := l.ServedBy(tt.name)
+			share := slices.Index(served, k)
+			if share < 0 {
+				continue // spread by type: another partition's type
+			}
 			for _, p := range tt.cfg.priorities {
 				spec := w.consumerSpec(tt, p)
 				if tt.cfg.capSet {
-					spec.MaxAckPending = partitionCap(spec.MaxAckPending, count, k)
+					spec.MaxAckPending = partitionCap(spec.MaxAckPending, len(served), share)
 				}
 				subs = append(subs, consumerSub{tt: tt, prio: p, ensure: func(ctx context.Context) (jetstream.Consumer, error) {
 					return streams.EnsureConsumer(ctx, w.js, names, spec)

@@ -81,7 +81,7 @@ func (f workerOnly) applyWorker(o *options) error { return f(o) }
 
 type options struct {
 	names             streams.Names
-	partitions        int // WithPartitions (partitions.go)
+	partitions        *streams.Layout // WithPartitions, WithPartitionLayout (partitions.go)
 	logger            *slog.Logger
 	hooks             []Hooks // WithHooks, in the order given
 	codec             Codec

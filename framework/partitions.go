@@ -18,29 +18,40 @@ import (
 // cap, which no one chose, applies to each.
 
 // partSet is the set of task partitions a worker serves: their names and
-// task streams, in partition order. It only grows.
+// task streams, in partition order, and the deployment's layout. It only
+// grows.
 type partSet struct {
 	names   []streams.Names
 	streams []string
+	layout  streams.Layout
 }
 
-// discoverPartitions reads the partition count of the deployment.
+// discoverPartitions reads the partition layout of the deployment.
 func (w *Worker) discoverPartitions(ctx context.Context) error {
-	count, _, err := streams.DeployedPartitions(ctx, w.js, w.names)
+	l, _, err := streams.DeployedLayout(ctx, w.js, w.names)
 	if err != nil {
 		return err
 	}
-	w.setPartitions(count)
+	w.setPartitions(l)
 	return nil
 }
 
-// setPartitions makes the worker's partitions the first count.
-func (w *Worker) setPartitions(count int) {
-	ps := &partSet{names: w.names.Partitions(count)}
+// setPartitions makes the worker's partitions the first l.Partitions.
+func (w *Worker) setPartitions(l streams.Layout) {
+	ps := &partSet{names: w.names.Partitions(l.Partitions), layout: l}
 	for _, p := range ps.names {
 		ps.streams = append(ps.streams, p.TaskStream())
 	}
 	w.parts.Store(ps)
+}
+
+// layout returns the partition layout the worker serves: one partition
+// before Start.
+func (w *Worker) layout() streams.Layout {
+	if ps := w.parts.Load(); ps != nil {
+		return ps.layout
+	}
+	return streams.Layout{Partitions: 1, Ordered: 1}
 }
 
 // partitions returns the names of the partitions the worker serves: the
@@ -69,12 +80,12 @@ func (w *Worker) TaskStreams() []string {
 // warns, once per count, when it cannot (their tasks wait, and it tries
 // again at the next check).
 func (w *Worker) checkPartitionCount(ctx context.Context) {
-	count, _, err := streams.DeployedPartitions(ctx, w.js, w.names)
-	served := len(w.partitions())
+	l, _, err := streams.DeployedLayout(ctx, w.js, w.names)
+	count, served := l.Partitions, len(w.partitions())
 	if err != nil || count <= served {
 		return
 	}
-	if err := w.growPartitions(ctx, count); err != nil {
+	if err := w.growPartitions(ctx, l); err != nil {
 		if w.warnedParts.Swap(int32(count)) != int32(count) {
 			w.log.Warn("jetflow worker cannot serve the task partitions added to the deployment yet; their tasks wait",
 				slog.Int("partitions", count), slog.Int("served", served), slog.Any(LogKeyError, err))
@@ -85,12 +96,14 @@ func (w *Worker) checkPartitionCount(ctx context.Context) {
 		slog.Int("partitions", count), slog.Int("were", served))
 }
 
-// growPartitions serves partitions up to count: it ensures their consumers
-// (the extensions' too), tells the extensions, then starts their fetchers,
-// unless the worker is stopping.
-func (w *Worker) growPartitions(ctx context.Context, count int) error {
-	added := w.names.Partitions(count)[len(w.partitions()):]
-	subs, err := w.ensureConsumersIn(ctx, added, count)
+// growPartitions serves the partitions of l it does not serve yet: it
+// ensures their consumers (the extensions' too), tells the extensions,
+// then starts their fetchers, unless the worker is stopping. Spread by
+// type, a type moves only to an added partition (streams.Layout.Serves),
+// so the partitions served already need no new consumer.
+func (w *Worker) growPartitions(ctx context.Context, l streams.Layout) error {
+	added := w.names.Partitions(l.Partitions)[len(w.partitions()):]
+	subs, err := w.ensureConsumersIn(ctx, added, l)
 	if err != nil {
 		return err
 	}
@@ -115,7 +128,7 @@ func (w *Worker) growPartitions(ctx context.Context, count int) error {
 		return nil // stopping: Shutdown waits for no further fetcher
 	default:
 	}
-	w.setPartitions(count)
+	w.setPartitions(l)
 	for _, s := range subs {
 		w.health.Loop(w.names.ConsumerName(s.tt.name, s.prio))
 		w.fetchers.Add(1)
@@ -162,11 +175,30 @@ func partitionCap(total, count, k int) int {
 // Clients only. Default: the deployed layout, read at the first enqueue
 // and every minute after.
 func WithPartitions(count int) ClientOption {
+	return WithPartitionLayout(streams.Layout{Partitions: count, Ordered: count})
+}
+
+// WithPartitionLayout is [WithPartitions] with the whole layout: the count
+// ordered tasks are spread over (streams.Layout.Ordered, 0 for all), and
+// what spreads the others (streams.Layout.By): give a deployment spread
+// by type (streams.PartitionByType) its layout, or tasks would go to
+// partitions that do not serve their type and wait there. Clients only.
+func WithPartitionLayout(l streams.Layout) ClientOption {
 	return clientOnly(func(o *options) error {
-		if err := streams.ValidatePartitionCount(count); err != nil {
+		if l.Ordered == 0 {
+			l.Ordered = l.Partitions
+		}
+		err := streams.ValidatePartitionCount(l.Partitions)
+		if err == nil && (l.Ordered < 1 || l.Ordered > l.Partitions) {
+			err = fmt.Errorf("%w: %d ordered of %d", streams.ErrPartitions, l.Ordered, l.Partitions)
+		}
+		if err == nil && l.By != "" && l.By != streams.PartitionByTask && l.By != streams.PartitionByType {
+			err = fmt.Errorf("%w: partition by %q", streams.ErrPartitions, l.By)
+		}
+		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
-		o.partitions = count
+		o.partitions = &l
 		return nil
 	})
 }
@@ -182,8 +214,8 @@ func WithPartitions(count int) ClientOption {
 // had (the first partition at first, with a warning): give such producers
 // WithPartitions.
 func (c *Client) partitionCount(ctx context.Context) streams.Layout {
-	if n := c.opts.partitions; n > 0 {
-		return streams.Layout{Partitions: n, Ordered: n}
+	if l := c.opts.partitions; l != nil {
+		return *l
 	}
 	have := streams.Layout{Partitions: 1, Ordered: 1}
 	if l := c.parts.Load(); l != nil {
@@ -229,17 +261,20 @@ const (
 	partitionRefresh = time.Minute
 )
 
-// partitionFor returns the names of the partition of a task with ordering
-// key key (every task of a key in one of the ordered partitions, where it
-// keeps its order through added partitions) or else task ID id (a retried enqueue meets its first copy in the
-// same stream's duplicate window); a task with neither takes the next
-// partition in turn.
-func (c *Client) partitionFor(key, id string, l streams.Layout) streams.Names {
+// partitionFor returns the names of the partition of a task of taskType
+// with ordering key key (every task of a key in one of the ordered
+// partitions, where it keeps its order through added partitions), else of
+// its type when l spreads by type, else of task ID id (a retried enqueue
+// meets its first copy in the same stream's duplicate window); a task with
+// none takes the next partition in turn.
+func (c *Client) partitionFor(key, taskType, id string, l streams.Layout) streams.Names {
 	switch {
 	case key != "":
 		return c.names.Partition(streams.PartitionOf(key, l.Ordered))
 	case l.Partitions < 2:
 		return c.names
+	case l.ByType():
+		return c.names.Partition(l.TypePartition(taskType))
 	case id != "":
 		return c.names.Partition(streams.PartitionOf(id, l.Partitions))
 	}

@@ -101,9 +101,11 @@ func DeployedConfig(ctx context.Context, js jetstream.JetStream, prefix string) 
 		return c, false, err
 	}
 	c.Replicas, c.Storage, c.DuplicateWindow = tasks.Replicas, tasks.Storage, tasks.Duplicates
-	if c.Partitions, err = partitionCount(tasks.Metadata); err != nil {
+	l, err := layoutOf(tasks.Metadata)
+	if err != nil {
 		return c, true, err
 	}
+	c.Partitions, c.PartitionBy = l.Partitions, l.By
 	if tasks.MaxBytes > 0 {
 		c.MaxTaskBytes = tasks.MaxBytes
 	}

@@ -62,6 +62,13 @@ type Config struct {
 	// streams are spread by leader instead ([BalanceLeaders]). Default
 	// none.
 	PartitionTags []string
+	// PartitionBy is what spreads tasks over the partitions:
+	// [PartitionByTask] (by task ID, so one busy type uses every
+	// partition) or [PartitionByType] (by type, so each task stream holds
+	// the consumers of a share of the types: for deployments of many
+	// types, decision 047). It is chosen with the second partition and
+	// does not change after. Default "": the deployed one, else by task.
+	PartitionBy PartitionKey
 
 	// ordered is the deployed count ordered tasks are spread over, read by
 	// Ensure (0: all partitions, a new deployment).
@@ -100,6 +107,9 @@ func (c Config) withDefaults() (Config, Names, error) {
 		c.Partitions = 1
 	}
 	if err := ValidatePartitionCount(c.Partitions); err != nil {
+		return c, names, err
+	}
+	if err := validatePartitionKey(c.PartitionBy); err != nil {
 		return c, names, err
 	}
 	return c, names, nil
@@ -239,6 +249,9 @@ func taskStreamConfig(c Config, n Names) jetstream.StreamConfig {
 			ordered = c.Partitions
 		}
 		tasks.Metadata = map[string]string{MetaPartitions: strconv.Itoa(c.Partitions), MetaOrderedPartitions: strconv.Itoa(ordered)}
+		if c.PartitionBy == PartitionByType {
+			tasks.Metadata[MetaPartitionBy] = string(PartitionByType)
+		}
 	}
 	if n.part > 0 {
 		tasks.Description = fmt.Sprintf("jetflow tasks, partition %d of %d: work subjects and ordered tasks; fired schedules are sourced from %s",

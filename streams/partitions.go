@@ -40,10 +40,14 @@ const (
 )
 
 // Layout is how a deployment's tasks are spread: Partitions task
-// partitions, and the first Ordered of them for ordered tasks (by key).
+// partitions, the first Ordered of them for ordered tasks (by key), and
+// the others by task ID or by task type (By).
 type Layout struct {
 	Partitions int
 	Ordered    int
+	// By is what spreads unordered tasks: [PartitionByTask] (also when
+	// empty) or [PartitionByType].
+	By PartitionKey
 }
 
 // ErrPartitions reports an invalid partition count, or a change of the
@@ -145,13 +149,6 @@ func ValidatePartitionCount(count int) error {
 	return nil
 }
 
-// partitionCount reads the partition count of a task stream's metadata:
-// 1 when it has none.
-func partitionCount(meta map[string]string) (int, error) {
-	l, err := layoutOf(meta)
-	return l.Partitions, err
-}
-
 // layoutOf reads the layout of a first task stream's metadata: one
 // partition when it has none; ordered tasks over every partition when it
 // does not say.
@@ -177,6 +174,12 @@ func layoutOf(meta map[string]string) (Layout, error) {
 		if l.Ordered, err = read(MetaOrderedPartitions, l.Partitions); err != nil {
 			return Layout{}, err
 		}
+	}
+	if by, ok := meta[MetaPartitionBy]; ok {
+		if by != string(PartitionByTask) && by != string(PartitionByType) {
+			return Layout{}, fmt.Errorf("%w: metadata %s=%q on the task stream is not %q or %q", ErrPartitions, MetaPartitionBy, by, PartitionByTask, PartitionByType)
+		}
+		l.By = PartitionKey(by)
 	}
 	return l, nil
 }
@@ -234,6 +237,7 @@ func (c *Config) resolvePartitions(ctx context.Context, js jetstream.JetStream, 
 	if !found {
 		c.ordered = 0
 	}
+	c.resolvePartitionBy(n, l, found, rep) // typepartitions.go
 	if c.Partitions == 0 {
 		c.Partitions = count
 		return nil

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,8 +48,16 @@ func partitionCommands() []*command {
 		if c.json {
 			return c.printJSON(rows)
 		}
-		if l, _, err := streams.DeployedLayout(ctx, js, streams.MustNames(prefixOf(c))); err == nil && l.Ordered < l.Partitions {
-			fmt.Fprintf(c.stdout, "ordered tasks stay in the first %d partitions (the count before partitions were added)\n\n", l.Ordered)
+		if l, _, err := streams.DeployedLayout(ctx, js, streams.MustNames(prefixOf(c))); err == nil {
+			if l.ByType() {
+				fmt.Fprintln(c.stdout, "spread by task type: partition 0 serves every type, each other one the types that hash to it")
+			}
+			if l.Ordered < l.Partitions {
+				fmt.Fprintf(c.stdout, "ordered tasks stay in the first %d partitions (the count before partitions were added)\n", l.Ordered)
+			}
+			if l.ByType() || l.Ordered < l.Partitions {
+				fmt.Fprintln(c.stdout)
+			}
 		}
 		t := newTable(c.stdout, "PARTITION", "STREAM", "LEADER", "PEERS", "MESSAGES")
 		for _, r := range rows {
@@ -59,6 +69,7 @@ func partitionCommands() []*command {
 		}
 		return t.flush()
 	}
+	var add struct{ by string }
 	return []*command{
 		{
 			name:    "partitions ls",
@@ -103,6 +114,10 @@ func partitionCommands() []*command {
 			args: "N",
 			summary: "grow the deployment to N task partitions (streams.Ensure): the new streams are created and their leaders spread; " +
 				"running workers and clients use them within a minute, ordered keys keep their partitions (docs/partitions.md)",
+			flags: func(fs *flag.FlagSet, c *cli) {
+				add.by = ""
+				fs.StringVar(&add.by, "by", "", `spread tasks by "task" ID or by "type" (decision 047); chosen with the second partition, kept after (default: the deployed spread, else task)`)
+			},
 			run: func(ctx context.Context, c *cli, args []string) error {
 				if len(args) != 1 {
 					return usagef("partitions add takes the new partition count")
@@ -128,6 +143,12 @@ func partitionCommands() []*command {
 				}
 				before := cfg.Partitions
 				cfg.Partitions = n
+				if add.by != "" {
+					if before > 1 && cfg.PartitionBy != streams.PartitionKey(add.by) && !(add.by == string(streams.PartitionByTask) && cfg.PartitionBy == "") {
+						return usagef("the deployment's partitions are spread by %s: the spread does not change in place (docs/partitions.md)", cmp.Or(cfg.PartitionBy, streams.PartitionByTask))
+					}
+					cfg.PartitionBy = streams.PartitionKey(add.by)
+				}
 				if _, err := streams.Ensure(ctx, js, cfg); err != nil && !errors.Is(err, streams.ErrDrift) {
 					return err
 				}

@@ -36,3 +36,24 @@ func TestPartitionsCommands(t *testing.T) {
 		t.Errorf("status does not list partition 2's stream:\n%s", out)
 	}
 }
+
+// partitions add --by type spreads a deployment of one partition by type,
+// and ls says so; the spread of a partitioned deployment is kept.
+func TestPartitionsAddByType(t *testing.T) {
+	t.Parallel()
+	te := testutil.NewEnv(t, streams.Config{}, testutil.WithListen())
+	e := newClientEnv(t, te.Server, te.Conn)
+	e.ok(t, nil, "partitions", "add", "4", "--by", "type")
+	l, _, err := streams.DeployedLayout(t.Context(), te.JS, streams.MustNames(""))
+	if err != nil || !l.ByType() || l.Partitions != 4 {
+		t.Fatalf("layout %+v (%v), want 4 partitions by type", l, err)
+	}
+	if out := e.ok(t, nil, "partitions", "ls").stdout; !strings.Contains(out, "spread by task type") {
+		t.Errorf("ls of a deployment spread by type:\n%s", out)
+	}
+	e.fails(t, exitUsage, "does not change in place", "partitions", "add", "5", "--by", "task")
+	e.ok(t, nil, "partitions", "add", "5")
+	if l, _, _ := streams.DeployedLayout(t.Context(), te.JS, streams.MustNames("")); !l.ByType() || l.Partitions != 5 {
+		t.Errorf("after add 5: %+v, want 5 partitions still by type", l)
+	}
+}
