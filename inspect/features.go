@@ -17,8 +17,12 @@ import (
 // RateLimitInfo is the state of one cluster-wide rate limit, as
 // [Operator.RateLimits] reads it.
 type RateLimitInfo struct {
-	// Name is "type.<task type>" or "dep.<dependency>".
+	// Name is "type.<task type>", "dep.<dependency>", or for the limit of
+	// one key of a type (ratelimit.WithKeyLimit) "key.<task type>.<key in
+	// unpadded base64url>".
 	Name string
+	// Key is the task key of a per-key limit, "" for the others.
+	Key string `json:",omitempty"`
 	// Limit is the configured limit (of the last worker that reserved).
 	Limit ratelimit.Limit
 	// LastSecond is the number of permits reserved during the last full
@@ -40,7 +44,8 @@ func (i *Operator) RateLimits(ctx context.Context) ([]RateLimitInfo, error) {
 	}
 	var out []RateLimitInfo
 	for _, in := range infos {
-		out = append(out, RateLimitInfo{Name: in.Key, Limit: ratelimit.Limit(in.Limit), LastSecond: in.LastSecond,
+		_, key, _ := ratelimit.ParseKey(in.Key)
+		out = append(out, RateLimitInfo{Name: in.Key, Key: key, Limit: ratelimit.Limit(in.Limit), LastSecond: in.LastSecond,
 			Next: in.Next, ThrottledUntil: in.ThrottledUntil})
 	}
 	return out, nil
@@ -52,6 +57,9 @@ func validLimitKey(k string) bool {
 	}
 	if d, ok := strings.CutPrefix(k, "dep."); ok {
 		return framework.ValidateDependency(d) == nil
+	}
+	if t, _, ok := ratelimit.ParseKey(k); ok {
+		return streams.ValidateTaskType(t) == nil
 	}
 	return false
 }

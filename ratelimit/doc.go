@@ -7,6 +7,9 @@
 //	err := ratelimit.Install(w, ratelimit.WithDependency("payments-gw", ratelimit.Limit{Limit: 100}))
 //	w.HandleFunc("emails.send", send, ratelimit.WithLimit(ratelimit.Limit{Limit: 20}))
 //
+// [WithKeyLimit] gives each task key of a type (framework.WithKey: a
+// tenant, a customer) a limit of its own.
+//
 // A task of a type with a limit ([WithLimit]) waits for its permit before
 // its handler runs, without spending an attempt: in place for a short wait,
 // otherwise set aside (its slot serves other tasks, heartbeats keep it

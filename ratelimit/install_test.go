@@ -24,7 +24,14 @@ func TestWithLimitNeedsInstall(t *testing.T) {
 		t.Fatalf("Start without ratelimit.Install = %v, want ErrInvalidOption naming ratelimit.Install", err)
 	}
 
+	w = e.Worker(t)
+	w.Register("needs.key.limits", framework.HandlerFunc(noop), ratelimit.WithKeyLimit(ratelimit.Limit{Limit: 10}))
+	if err := w.Start(t.Context()); !errors.Is(err, framework.ErrInvalidOption) || !strings.Contains(err.Error(), "ratelimit.WithKeyLimit needs ratelimit.Install") {
+		t.Fatalf("Start with a per-key limit without ratelimit.Install = %v", err)
+	}
+
 	w = e.worker(t)
 	w.Register("needs.limits", framework.HandlerFunc(noop), ratelimit.WithLimit(ratelimit.Limit{Limit: 10}))
+	w.Register("needs.key.limits", framework.HandlerFunc(noop), ratelimit.WithKeyLimit(ratelimit.Limit{Limit: 10}))
 	startWorker(t, w)
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
 	engine "github.com/jetflow-io/jetflow/internal/ratelimit"
@@ -101,6 +104,11 @@ type limits struct {
 	byKey map[string]*engine.Limiter // fixed after prepare
 	gate  engine.Gate                // *Task → permit of a type limit
 	stop  chan struct{}
+	keys  keyLimiters // per-key limits (keys.go)
+	// keyTypes counts the types with a per-key limit, fixed at Start.
+	keyTypes int
+	kv       jetstream.KeyValue
+	log      *slog.Logger
 }
 
 // typeGate is a type's limit; lim is set at prepare.
@@ -133,14 +141,14 @@ func Install(w *framework.Worker, opts ...Option) error {
 		}
 	}
 	x := &limits{deps: c.deps, types: make(map[string]*typeGate), byKey: make(map[string]*engine.Limiter),
-		stop: make(chan struct{})}
+		stop: make(chan struct{}), keys: keyLimiters{byID: make(map[string]*keyLimiter)}}
 	w.Use(framework.Plugin{
 		Name:    pluginName,
 		Value:   x,
-		Keys:    []any{typeKey{}},
+		Keys:    []any{typeKey{}, keyLimitKey{}},
 		Wrap:    x.wrap,
 		Prepare: x.prepare,
-		Service: func(ctx context.Context, _ *framework.Worker) { <-ctx.Done(); close(x.stop) },
+		Service: func(ctx context.Context, _ *framework.Worker) { x.sweepKeys(ctx); close(x.stop) },
 		Hold: func(_ *framework.Task, err error) (time.Duration, bool) {
 			var h *holdError
 			if errors.As(err, &h) {
@@ -148,7 +156,10 @@ func Install(w *framework.Worker, opts ...Option) error {
 			}
 			return 0, false
 		},
-		Finished: func(_ context.Context, t *framework.Task, _ framework.Outcome) { x.gate.Forget(t, x.byKey) },
+		Finished: func(_ context.Context, t *framework.Task, _ framework.Outcome) {
+			x.gate.Forget(t, x.byKey)
+			x.keys.forget(t)
+		},
 	})
 	return nil
 }
@@ -157,6 +168,10 @@ func Install(w *framework.Worker, opts ...Option) error {
 // permit is due. A wait longer than the limit's horizon sets the task aside
 // (holdError) and keeps its permit for the rerun.
 func (x *limits) wrap(w *framework.Worker, taskType string, next framework.Handler) framework.Handler {
+	if ks := w.HandlerValues(taskType, keyLimitKey{}); len(ks) > 0 {
+		x.keyTypes++
+		next = x.wrapKeys(ks[len(ks)-1].(engine.Limit), next)
+	}
 	vs := w.HandlerValues(taskType, typeKey{})
 	if len(vs) == 0 {
 		return next
@@ -175,9 +190,24 @@ func (x *limits) wrap(w *framework.Worker, taskType string, next framework.Handl
 	})
 }
 
+// wrapKeys gates next with the per-key limit l: it runs once the permit
+// of its task's key is due.
+func (x *limits) wrapKeys(l engine.Limit, next framework.Handler) framework.Handler {
+	return framework.HandlerFunc(func(ctx context.Context, t *framework.Task) error {
+		hold, err := x.admitKey(ctx, l, t) // keys.go
+		if err != nil {
+			return err
+		}
+		if hold > 0 {
+			return &holdError{wait: hold}
+		}
+		return next.Handle(ctx, t)
+	})
+}
+
 // prepare creates the limiters, and the bucket when there is a limit.
 func (x *limits) prepare(ctx context.Context, w *framework.Worker) error {
-	if len(x.types) == 0 && len(x.deps) == 0 {
+	if len(x.types) == 0 && len(x.deps) == 0 && x.keyTypes == 0 {
 		return nil
 	}
 	names := w.Names()
@@ -185,6 +215,7 @@ func (x *limits) prepare(ctx context.Context, w *framework.Worker) error {
 	if err != nil {
 		return err
 	}
+	x.kv, x.log = kv, w.Logger()
 	add := func(key string, l engine.Limit) *engine.Limiter {
 		lim := engine.NewLimiter(key, l, kv, w.Logger(), x.stop)
 		x.byKey[key] = lim

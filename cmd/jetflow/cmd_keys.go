@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/ratelimit"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -50,6 +51,7 @@ type blockedView struct {
 // limitView is a rate limit as the CLI prints it in JSON.
 type limitView struct {
 	Name            string    `json:"name"`
+	Key             string    `json:"key,omitempty"` // the task key of a per-key limit
 	Limit           int       `json:"limit"`
 	Interval        string    `json:"interval"`
 	IntervalSeconds float64   `json:"interval_seconds"`
@@ -263,7 +265,7 @@ func keyCommands() []*command {
 				now := time.Now()
 				views := []limitView{}
 				for _, in := range infos {
-					v := limitView{Name: in.Name, Limit: in.Limit.Limit, Interval: in.Limit.Interval.String(),
+					v := limitView{Name: in.Name, Key: in.Key, Limit: in.Limit.Limit, Interval: in.Limit.Interval.String(),
 						IntervalSeconds: in.Limit.Interval.Seconds(), Burst: in.Limit.Burst, LastSecond: in.LastSecond,
 						Next: in.Next, ThrottledUntil: in.ThrottledUntil, Throttled: in.ThrottledUntil.After(now)}
 					if in.Limit.Interval > 0 {
@@ -285,7 +287,11 @@ func keyCommands() []*command {
 					if v.Throttled {
 						thr = when(v.ThrottledUntil, now)
 					}
-					t.row(v.Name, fmt.Sprintf("%d / %s", v.Limit, v.Interval), v.Burst, v.LastSecond,
+					name := v.Name
+					if typ, key, ok := ratelimit.ParseKey(v.Name); ok {
+						name = fmt.Sprintf("key.%s %q", typ, key) // the key as given, not its bucket encoding
+					}
+					t.row(name, fmt.Sprintf("%d / %s", v.Limit, v.Interval), v.Burst, v.LastSecond,
 						fmt.Sprintf("%.4g", v.PerSecond), thr)
 				}
 				return t.flush()

@@ -54,3 +54,12 @@ func (g *Gate) Forget(key any, ls map[string]*Limiter) {
 		}
 	}
 }
+
+// ForgetIn drops the permit held for key, cancelling it in l if it was not
+// granted yet: for a gate whose permits come from many limiters, each key's
+// from one known to the caller.
+func (g *Gate) ForgetIn(key any, l *Limiter) {
+	if p, ok := g.held.LoadAndDelete(key); ok {
+		l.Cancel(p.(*Permit))
+	}
+}

@@ -64,6 +64,13 @@ func (l *Limiter) Request() *Permit {
 	return p
 }
 
+// Idle reports whether l has no waiter and no reservation under way.
+func (l *Limiter) Idle() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.running && len(l.queue) == 0
+}
+
 // Cancel removes p if it was not granted yet.
 func (l *Limiter) Cancel(p *Permit) {
 	l.mu.Lock()
