@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -43,6 +44,11 @@ func ValidateKey(k string) error {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return fmt.Errorf("task key %q contains the control character %U", truncate(k, 32), r)
 		}
+	}
+	if strings.TrimSpace(k) != k {
+		// A header value loses them on the wire: the handler would see
+		// another key than the producer gave.
+		return fmt.Errorf("task key %q starts or ends with a space, which its header does not keep", truncate(k, 32))
 	}
 	return nil
 }

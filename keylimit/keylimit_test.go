@@ -289,7 +289,7 @@ func TestBadKeys(t *testing.T) {
 		t.Errorf("dead letter %+v", r)
 	}
 
-	for _, k := range []string{"", strings.Repeat("k", framework.MaxKeyLen+1), "a\nb", "\xff"} {
+	for _, k := range []string{"", strings.Repeat("k", framework.MaxKeyLen+1), "a\nb", "\xff", " padded "} {
 		if _, err := e.Client.Enqueue(t.Context(), typ, "x", framework.WithKey(k)); !errors.Is(err, framework.ErrInvalidOption) {
 			t.Errorf("WithKey(%q): %v", k, err)
 		}

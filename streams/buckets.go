@@ -150,3 +150,8 @@ func EnsureRetention(ctx context.Context, js jetstream.JetStream, n Names, state
 	}
 	return nil
 }
+
+// DebounceBucket returns the name of the bucket of debounced enqueues
+// (package debounce), for example "JETFLOW_DEBOUNCE": one record per key
+// of a type with enqueues waiting to run.
+func (n Names) DebounceBucket() string { return n.upper + "_DEBOUNCE" }

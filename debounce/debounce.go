@@ -1,0 +1,198 @@
+package debounce
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Options says how enqueues of one key are debounced.
+type Options struct {
+	// Key names what is debounced: enqueues of the same type and Key run
+	// once per burst. Required; see framework.ValidateKey. The run carries
+	// it as its task key (framework.WithKey).
+	Key string
+	// Window is how long the key must stay quiet before its burst runs:
+	// each enqueue pushes the run back to a Window after it. At least
+	// [MinWindow].
+	Window time.Duration
+	// MaxWait bounds that: the run is due no later than MaxWait after the
+	// burst's first enqueue, however often the key is enqueued. At least
+	// Window, at most [MaxMaxWait]. Default 10 × Window (capped).
+	MaxWait time.Duration
+}
+
+// Bounds of [Options].
+const (
+	MinWindow  = 10 * time.Millisecond
+	MaxMaxWait = 12 * time.Hour
+)
+
+// HeaderCheck marks a check (the delayed task [Enqueue] sends a window
+// ahead) with the key it checks, in unpadded base64url (a header value
+// loses its outer spaces; a key may have them). Its name does not start with "Jetflow-"
+// so that it rides framework.WithHeader.
+const HeaderCheck = "X-Jetflow-Debounce"
+
+// HeaderCapped marks a check due at its burst's maximum wait, with the
+// burst's first time (Unix nanoseconds): it runs the burst if the burst is
+// still that one, whatever the clocks of the producer and the worker say.
+const HeaderCapped = "X-Jetflow-Debounce-Capped"
+
+// bucketAge is how long the bucket keeps a record not written again: well
+// past any burst ([MaxMaxWait]), so that only a record whose check was never
+// enqueued expires.
+const bucketAge = 2 * MaxMaxWait
+
+// record is a key's burst in the bucket. It comes from the bucket, where
+// anyone with write permission may have put anything: check it.
+type record struct {
+	First    int64  `json:"first"`    // Unix nanoseconds of the burst's first enqueue
+	MaxWait  int64  `json:"max_wait"` // nanoseconds
+	Last     string `json:"last"`     // ID of the last enqueue's check
+	Payload  []byte `json:"payload"`
+	Encoding string `json:"encoding,omitempty"` // "" (JSON) or "raw"
+}
+
+// withDefaults validates o and fills MaxWait.
+func (o Options) withDefaults() (Options, error) {
+	if err := framework.ValidateKey(o.Key); err != nil {
+		return o, fmt.Errorf("%w: debounce: %w", framework.ErrInvalidOption, err)
+	}
+	if o.Window < MinWindow {
+		return o, fmt.Errorf("%w: debounce window %v, want at least %v", framework.ErrInvalidOption, o.Window, MinWindow)
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = min(10*o.Window, MaxMaxWait)
+	}
+	if o.MaxWait < o.Window || o.MaxWait > MaxMaxWait {
+		return o, fmt.Errorf("%w: debounce max wait %v, want %v (the window) to %v", framework.ErrInvalidOption, o.MaxWait, o.Window, MaxMaxWait)
+	}
+	return o, nil
+}
+
+// recordKey returns the bucket key of key's record for taskType:
+// "<type>.<key in unpadded base64url>", valid for any valid key.
+func recordKey(taskType, key string) string {
+	return taskType + "." + base64.RawURLEncoding.EncodeToString([]byte(key))
+}
+
+// bucket returns the debounce bucket of names, created when missing.
+func bucket(ctx context.Context, js jetstream.JetStream, names streams.Names) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, names.DebounceBucket())
+	if err == nil || !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return kv, err
+	}
+	cfg := jsapi.TaskStreamBucket(ctx, js, names.TaskStream(), jetstream.KeyValueConfig{
+		Bucket:      names.DebounceBucket(),
+		Description: "jetflow debounce: the burst of enqueues of each key of a type waiting to run (package debounce)",
+		History:     1,
+		TTL:         bucketAge,
+	})
+	if err := jsapi.EnsureBucket(ctx, js, cfg, false); err != nil {
+		return nil, fmt.Errorf("debounce: create bucket %s: %w", cfg.Bucket, err)
+	}
+	return js.KeyValue(ctx, cfg.Bucket)
+}
+
+// Enqueue debounces a task of taskType with payload under o: it records
+// the enqueue as its key's last and enqueues a check due o.Window later (or
+// at the burst's maximum wait). The handler of taskType runs once for the
+// burst, with the last payload, on a worker with [Install]. opts apply to
+// the check; its priority is the run's. It returns the check's TaskInfo.
+// Invalid options and payloads get an error wrapping
+// framework.ErrInvalidOption, and nothing is recorded.
+func Enqueue(ctx context.Context, c *framework.Client, taskType string, payload any, o Options, opts ...framework.EnqueueOption) (framework.TaskInfo, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return framework.TaskInfo{}, err
+	}
+	if err := streams.ValidateTaskType(taskType); err != nil {
+		return framework.TaskInfo{}, fmt.Errorf("%w: %w", framework.ErrInvalidOption, err)
+	}
+	rec := record{MaxWait: int64(o.MaxWait), Last: "dbc-" + nuid.Next()}
+	switch p := payload.(type) {
+	case []byte:
+		rec.Payload, rec.Encoding = p, "raw"
+	default:
+		if c.Codec().Name() != "json" {
+			return framework.TaskInfo{}, fmt.Errorf("%w: debounce: payloads are JSON or []byte, the client's codec is %s", framework.ErrInvalidOption, c.Codec().Name())
+		}
+		if rec.Payload, err = json.Marshal(payload); err != nil {
+			return framework.TaskInfo{}, fmt.Errorf("%w: debounce: payload: %w", framework.ErrInvalidOption, err)
+		}
+	}
+	kv, err := bucket(ctx, c.JetStream(), c.Names())
+	if err != nil {
+		return framework.TaskInfo{}, err
+	}
+	key := recordKey(taskType, o.Key)
+	due, first, capped, err := put(ctx, kv, key, rec, o.Window)
+	if err != nil {
+		return framework.TaskInfo{}, err
+	}
+	opts = append(opts, framework.WithID(rec.Last), framework.At(due), framework.WithHeader(HeaderCheck, base64.RawURLEncoding.EncodeToString([]byte(o.Key))))
+	if capped {
+		opts = append(opts, framework.WithHeader(HeaderCapped, strconv.FormatInt(first, 10)))
+	}
+	return c.Enqueue(ctx, taskType, nil, opts...)
+}
+
+// put writes rec as key's last enqueue, keeping the burst's first time
+// when a burst is under way, and returns when its check is due: window
+// after now, or at the burst's maximum wait if that is sooner (capped),
+// with the burst's first time.
+func put(ctx context.Context, kv jetstream.KeyValue, key string, rec record, window time.Duration) (due time.Time, first int64, capped bool, err error) {
+	for range 64 {
+		now := time.Now()
+		rec.First = now.UnixNano()
+		var rev uint64
+		e, err := kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return time.Time{}, 0, false, fmt.Errorf("debounce: read %s: %w", key, err)
+		default:
+			rev = e.Revision()
+			var have record
+			if json.Unmarshal(e.Value(), &have) == nil && have.First > 0 && have.First <= rec.First {
+				rec.First = have.First
+			}
+		}
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return time.Time{}, 0, false, err
+		}
+		if rev == 0 {
+			_, err = kv.Create(ctx, key, b)
+		} else {
+			_, err = kv.Update(ctx, key, b, rev)
+		}
+		if err == nil {
+			due, limit := now.Add(window), time.Unix(0, rec.First+rec.MaxWait)
+			if !due.Before(limit) {
+				return limit, rec.First, true, nil
+			}
+			return due, rec.First, false, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) && !strings.Contains(err.Error(), "wrong last sequence") {
+			return time.Time{}, 0, false, fmt.Errorf("debounce: write %s: %w", key, err)
+		}
+		if ctx.Err() != nil {
+			return time.Time{}, 0, false, ctx.Err()
+		}
+	}
+	return time.Time{}, 0, false, fmt.Errorf("debounce: write %s: too many concurrent enqueues of the key", key)
+}
