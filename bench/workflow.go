@@ -18,7 +18,7 @@ import (
 // The workflow figure compares runs of a 3-step chain of no-op steps with
 // single no-op tasks, in the same process and server:
 //
-//	RESULT workflow steps=3 runs=… runs_per_s=… tasks_per_s=… step_ratio=… atomic_runs_per_s=… atomic_tasks_per_s=… atomic_step_ratio=… step_cpu_us=… task_cpu_us=… raw_chain_steps_per_s=… raw_chain_step_ratio=… raw_doc_chain_step_ratio=… raw_async_chain_step_ratio=… doc_chain_ratio=…
+//	RESULT workflow steps=3 runs=… runs_per_s=… tasks_per_s=… step_ratio=… atomic_runs_per_s=… atomic_tasks_per_s=… atomic_step_ratio=… step_cpu_us=… task_cpu_us=… raw_chain_steps_per_s=… raw_chain_step_ratio=… raw_doc_chain_step_ratio=… raw_async_chain_step_ratio=… doc_chain_ratio=… unchained_runs_per_s=… unchained_step_ratio=… unchained_step_cpu_us=…
 //
 // runs_per_s and tasks_per_s are measured with file storage; the atomic_
 // pair with memory storage under a second prefix. (Until decision 023 a
@@ -40,11 +40,11 @@ import (
 // beyond a raw chain that writes a document per step.
 
 const (
-	wfBenchName    = "bench-chain"
-	wfChainedName  = "bench-chained"
-	wfBenchSteps   = 3
-	wfBenchTask    = "bench.wftask"
-	wfAtomicPrefix = "wfatomic"
+	wfBenchName     = "bench-chain"
+	wfUnchainedName = "bench-unchained"
+	wfBenchSteps    = 3
+	wfBenchTask     = "bench.wftask"
+	wfAtomicPrefix  = "wfatomic"
 )
 
 // runWorkflow measures and prints the workflow figure. runs = max(n/10, 100)
@@ -57,14 +57,15 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 		return fmt.Errorf("bench: ensure %s topology: %w", wfAtomicPrefix, err)
 	}
 	defer e.dropTopology(wfAtomicPrefix)
+	// The default: on a worker without middleware, steps two and three
+	// run on the task of step one (workflow.WithChaining, decision 048).
 	def := workflow.New(wfBenchName)
 	noop := func(context.Context, struct{}) (struct{}, error) { return struct{}{}, nil }
 	workflow.Step(def, "one", noop)
 	workflow.Step(def, "two", noop, workflow.After("one"))
 	workflow.Step(def, "three", noop, workflow.After("two"))
-	// The same chain with workflow.WithChaining: steps two and three run
-	// on the task of step one.
-	chainedDef := workflow.New(wfChainedName, workflow.WithChaining())
+	// The same chain with workflow.WithoutChaining: each step a task.
+	chainedDef := workflow.New(wfUnchainedName, workflow.WithoutChaining())
 	workflow.Step(chainedDef, "one", noop)
 	workflow.Step(chainedDef, "two", noop, workflow.After("one"))
 	workflow.Step(chainedDef, "three", noop, workflow.After("two"))
@@ -102,7 +103,7 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 			var ccpu time.Duration
 			if prefix == streams.DefaultPrefix {
 				if cr, ccpu, err = e.wfRuns(ctx, prefix, chainedDef, runs); err != nil {
-					return fmt.Errorf("chained runs run %d: %w", r, err)
+					return fmt.Errorf("unchained runs run %d: %w", r, err)
 				}
 			}
 			// The single tasks again after the runs; the faster drain
@@ -118,7 +119,7 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 			}
 			e.progress("workflow run %d/%d %-8s: %8.0f runs/s (%8.0f steps/s), %8.0f tasks/s", r, e.cfg.runs, prefix, rr, rr*wfBenchSteps, tr)
 			if cr > 0 {
-				e.progress("workflow run %d/%d chained : %8.0f runs/s (%8.0f steps/s)", r, e.cfg.runs, cr, cr*wfBenchSteps)
+				e.progress("workflow run %d/%d unchained : %8.0f runs/s (%8.0f steps/s)", r, e.cfg.runs, cr, cr*wfBenchSteps)
 				chainedRates = append(chainedRates, cr)
 				chainedRatios = append(chainedRatios, ratio(cr, tr))
 				chainedCPU = append(chainedCPU, ccpu.Seconds()*1e6/wfBenchSteps)
@@ -143,8 +144,8 @@ func runWorkflow(ctx context.Context, e *env, out io.Writer) error {
 		frate("raw_chain_steps_per_s", median(rawChain)), fratio("raw_chain_step_ratio", median(rawChainRatios)),
 		fratio("raw_doc_chain_step_ratio", median(rawDocChainRatios)), fratio("raw_async_chain_step_ratio", median(rawAsyncChainRatios)),
 		fratio("doc_chain_ratio", median(vsDocChain)),
-		frate("chained_runs_per_s", median(chainedRates)), fratio("chained_step_ratio", median(chainedRatios)),
-		fcpu("chained_step_cpu_us", median(chainedCPU)))
+		frate("unchained_runs_per_s", median(chainedRates)), fratio("unchained_step_ratio", median(chainedRatios)),
+		fcpu("unchained_step_cpu_us", median(chainedCPU)))
 	return nil
 }
 
@@ -208,10 +209,10 @@ func (e *env) wfRuns(ctx context.Context, prefix string, def *workflow.Definitio
 	}
 	steps := def.Steps()
 	// A run is over when the task of its last step is acknowledged; with
-	// chaining, that step runs on the task of the first.
-	last := workflow.StepTaskType(def.Name(), steps[len(steps)-1])
-	if def.Name() == wfChainedName {
-		last = workflow.StepTaskType(def.Name(), steps[0])
+	// chaining (the default), that step runs on the task of the first.
+	last := workflow.StepTaskType(def.Name(), steps[0])
+	if def.Name() == wfUnchainedName {
+		last = workflow.StepTaskType(def.Name(), steps[len(steps)-1])
 	}
 	return e.wfDrain(ctx, prefix, n, last, func(w *framework.Worker) { workflow.Register(w, def) })
 }

@@ -159,6 +159,12 @@ func (w *Worker) CallHooks(name string, call func(h Hooks)) {
 	}
 }
 
+// HasMiddleware reports whether the worker wraps every handler in
+// middleware of its own ([WithMiddleware]): package workflow runs chained
+// steps on the task of the step before them, outside that middleware, so it
+// chains only when asked to on such a worker.
+func (w *Worker) HasMiddleware() bool { return len(w.opts.middleware) > 0 }
+
 // Logger returns the worker's logger ([WithLogger]).
 func (w *Worker) Logger() *slog.Logger { return w.log }
 

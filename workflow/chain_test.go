@@ -290,3 +290,44 @@ func TestChainResumedAfterTheWorkerStops(t *testing.T) {
 		}
 	}
 }
+
+// TestChainingByDefault: a definition without a chaining option chains its
+// steps on a worker without middleware of its own, and not on one with
+// middleware, which would not wrap a chained step; WithChaining chains
+// there too, and WithoutChaining nowhere.
+func TestChainingByDefault(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	def := func(name string, opts ...workflow.Option) *workflow.Definition {
+		d := workflow.New(name, opts...)
+		workflow.Step(d, "a", noop)
+		workflow.Step(d, "b", noop, workflow.After("a"))
+		return d
+	}
+	pass := func(next framework.Handler) framework.Handler { return next }
+	cases := []struct {
+		name       string
+		opts       []workflow.Option
+		middleware bool
+		chained    bool
+	}{
+		{"plain", nil, false, true},
+		{"plain-mw", nil, true, false},
+		{"on-mw", []workflow.Option{workflow.WithChaining()}, true, true},
+		{"off", []workflow.Option{workflow.WithoutChaining()}, false, false},
+	}
+	for _, tc := range cases {
+		d := def(tc.name, tc.opts...)
+		var opts []framework.WorkerOption
+		if tc.middleware {
+			opts = append(opts, framework.WithMiddleware(pass))
+		}
+		w, _ := e.worker(t, []*workflow.Definition{d}, opts...)
+		startWorker(t, w)
+		c := e.client(t, d)
+		r := wait(t, c, start(t, c, tc.name, nil))
+		if r.Status != workflow.RunCompleted || r.Step("b").Chained != tc.chained {
+			t.Errorf("%s: status %s, step b chained %v, want %v", tc.name, r.Status, r.Step("b").Chained, tc.chained)
+		}
+	}
+}

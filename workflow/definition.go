@@ -40,7 +40,7 @@ type Definition struct {
 	priority  framework.Priority
 	retention time.Duration
 	maxOutput int
-	chain     bool
+	chain     chainMode
 
 	mu       sync.Mutex
 	steps    []*stepDef
@@ -116,6 +116,28 @@ func WithRetention(d time.Duration) Option {
 	}
 }
 
+// chainMode is whether a definition's steps are chained: chainAuto (the
+// default: on a worker without middleware of its own), chainOn
+// ([WithChaining]) or chainOff ([WithoutChaining]).
+type chainMode int8
+
+const (
+	chainAuto chainMode = iota
+	chainOn
+	chainOff
+)
+
+// WithoutChaining gives every step a task of its own ([WithChaining] says
+// what chaining changes): for workflows whose steps should each show in the
+// queues, the hooks and the metrics of their own task, or run under a
+// timeout of their own without [WithTaskOptions].
+func WithoutChaining() Option {
+	return func(d *Definition) error {
+		d.chain = chainOff
+		return nil
+	}
+}
+
 // WithChaining lets a step that the completion of another step makes ready
 // run right after it, on the same worker and the same task, instead of on a
 // task of its own: the run document is still written after every step (the
@@ -135,9 +157,14 @@ func WithRetention(d time.Duration) Option {
 // chain. When the worker dies in a chain, the task that carries it is
 // redelivered and sends the tasks of the steps it left enqueued. See
 // docs/decisions/034-chained-steps.md.
+//
+// Chaining is the default on a worker without middleware of its own
+// (framework.WithMiddleware), which would not wrap the chained steps
+// (decision 048); WithChaining turns it on there too, [WithoutChaining]
+// off everywhere.
 func WithChaining() Option {
 	return func(d *Definition) error {
-		d.chain = true
+		d.chain = chainOn
 		return nil
 	}
 }

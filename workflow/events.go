@@ -263,7 +263,7 @@ func (rt *runtime) timeoutWait(ctx, sctx context.Context, t *framework.Task, d *
 		next, comp := r.complete(st, nil, st.Attempts, st.StartedAt, time.Now().UTC())
 		tasks := make([]*nats.Msg, 0, len(next)+1)
 		for _, n := range next {
-			if nd := d.step(n); d.chain && chained == nil && nd != nil && nd.chainable() {
+			if nd := d.step(n); rt.chains[d] && chained == nil && nd != nil && nd.chainable() {
 				chained = nd
 				r.Step(n).Chained = true
 				continue

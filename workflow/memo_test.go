@@ -16,7 +16,7 @@ import (
 func TestStepsReadDocumentsFromTheMemo(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	d := workflow.New("memo")
+	d := workflow.New("memo", workflow.WithoutChaining()) // the memo serves steps that read a document
 	workflow.Step(d, "a", func(ctx context.Context, n int) (int, error) { return n + 1, nil })
 	workflow.Step(d, "b", func(ctx context.Context, n int) (int, error) {
 		a, err := workflow.Output[int](ctx, "a")

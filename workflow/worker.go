@@ -33,6 +33,9 @@ type runtime struct {
 	store *store
 	names streams.Names
 	types map[string]typeRef
+	// chains says, by definition, whether its steps are chained on this
+	// worker ([WithChaining]).
+	chains map[*Definition]bool
 	// counting serialises the counts of a fan-out's items (fanout.go).
 	counting countLocks
 }
@@ -64,8 +67,10 @@ func Register(w *framework.Worker, defs ...*Definition) {
 	if err != nil {
 		panic(err)
 	}
-	rt := &runtime{store: newStore(w.JetStream(), w.Names(), m), names: w.Names(), types: make(map[string]typeRef)}
+	rt := &runtime{store: newStore(w.JetStream(), w.Names(), m), names: w.Names(), types: make(map[string]typeRef),
+		chains: make(map[*Definition]bool, len(defs))}
 	for _, d := range defs {
+		rt.chains[d] = d.chain == chainOn || (d.chain == chainAuto && !w.HasMiddleware())
 		for _, sd := range d.order {
 			typ := StepTaskType(d.name, sd.name)
 			opts := append([]framework.HandlerOption{framework.WithServedPriorities(d.priority)}, sd.taskOpts...)
@@ -167,7 +172,7 @@ func (rt *runtime) recordDone(ctx context.Context, d *Definition, sd *stepDef, r
 		}
 		tasks := make([]*nats.Msg, 0, len(next)+1)
 		for _, n := range next {
-			if nd := d.step(n); d.chain && chained == nil && nd != nil && nd.chainable() {
+			if nd := d.step(n); rt.chains[d] && chained == nil && nd != nil && nd.chainable() {
 				chained = nd
 				r.Step(n).Chained = true
 				continue
