@@ -135,7 +135,7 @@ const (
 var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority,
 	figEnqueueOne, figLatency10k, figLatency20k, figDrainTCP, figLatency10kTCP, figLatency20kTCP,
 	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster,
-	figUnique, figRateLimitCost, figOrdering, figBatch, figDrainTypes, figWaitEvent, figEarlyEvent, figFanout, figBacklog, figScaleOut}
+	figUnique, figRateLimitCost, figOrdering, figBatch, figDrainTypes, figWaitEvent, figEarlyEvent, figFanout, figDebounce, figBacklog, figScaleOut}
 
 // bigFigures run only when -big is given or -only names them.
 var bigFigures = map[string]bool{figBacklog: true, figScaleOut: true}
