@@ -62,6 +62,7 @@ type record struct {
 	First    int64  `json:"first"`    // Unix nanoseconds of the burst's first enqueue
 	MaxWait  int64  `json:"max_wait"` // nanoseconds
 	Last     string `json:"last"`     // ID of the last enqueue's check
+	Count    int    `json:"count"`    // enqueues in the burst
 	Payload  []byte `json:"payload"`
 	Encoding string `json:"encoding,omitempty"` // "" (JSON) or "raw"
 }
@@ -157,7 +158,7 @@ func Enqueue(ctx context.Context, c *framework.Client, taskType string, payload 
 func put(ctx context.Context, kv jetstream.KeyValue, key string, rec record, window time.Duration) (due time.Time, first int64, capped bool, err error) {
 	for range 64 {
 		now := time.Now()
-		rec.First = now.UnixNano()
+		rec.First, rec.Count = now.UnixNano(), 1
 		var rev uint64
 		e, err := kv.Get(ctx, key)
 		switch {
@@ -167,8 +168,9 @@ func put(ctx context.Context, kv jetstream.KeyValue, key string, rec record, win
 		default:
 			rev = e.Revision()
 			var have record
+			rec.Count = 1
 			if json.Unmarshal(e.Value(), &have) == nil && have.First > 0 && have.First <= rec.First {
-				rec.First = have.First
+				rec.First, rec.Count = have.First, have.Count+1
 			}
 		}
 		b, err := json.Marshal(rec)

@@ -20,12 +20,15 @@ type Operator struct {
 	names streams.Names
 	log   *slog.Logger
 	ins   *framework.Inspector // task records (FindTask)
+	// client is the client New was given, for the packages that read
+	// through one (keylimit, debounce).
+	client *framework.Client
 }
 
 // New returns the operator's view of c's topology (its prefix, see
 // [framework.WithPrefix]).
 func New(c *framework.Client) *Operator {
-	return &Operator{nc: c.Conn(), js: c.JetStream(), names: c.Names(), log: c.Logger(), ins: c.Inspector()}
+	return &Operator{nc: c.Conn(), js: c.JetStream(), names: c.Names(), log: c.Logger(), ins: c.Inspector(), client: c}
 }
 
 // uniqueRules validates what the unique bucket holds, with the rules the

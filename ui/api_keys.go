@@ -157,6 +157,24 @@ func (h *handler) limits(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"limits": out})
 }
 
+// tenants serves GET api/tenants[?type=T]: what flow control knows of each
+// task key (inspect.Operator.Keys), busiest first.
+func (h *handler) tenants(w http.ResponseWriter, r *http.Request) {
+	typ := r.URL.Query().Get("type")
+	if typ != "" {
+		if err := streams.ValidateTaskType(typ); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+	}
+	keys, err := h.op.Keys(r.Context(), typ)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": keys})
+}
+
 func (h *handler) unique(w http.ResponseWriter, r *http.Request) {
 	typ := r.URL.Query().Get("type")
 	if typ != "" {

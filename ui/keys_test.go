@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/breaker"
+	"github.com/jetflow-io/jetflow/debounce"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/keylimit"
 	"github.com/jetflow-io/jetflow/ratelimit"
 	"github.com/jetflow-io/jetflow/testutil"
 	"github.com/jetflow-io/jetflow/ui"
@@ -206,5 +209,35 @@ func TestLimitsAndUniqueAPI(t *testing.T) {
 				t.Errorf("/%s lacks %s", file, w)
 			}
 		}
+	}
+}
+
+// GET api/tenants lists the task keys flow control knows (here a key's
+// override and a debounced burst), filters by type, and refuses a type
+// that is not one.
+func TestTenantsAPI(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ui.Options{})
+	cl, err := framework.NewClient(testutil.Connect(t, e.srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keylimit.Set(t.Context(), cl, "tenant.sync", "globex", 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := debounce.Enqueue(t.Context(), cl, "tenant.index", 1, debounce.Options{Key: "initech", Window: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Keys []inspect.KeyInfo `json:"keys"`
+	}
+	if st := e.do(t, "GET", "api/tenants", "", false, &out); st != 200 || len(out.Keys) != 2 {
+		t.Fatalf("tenants: %d %+v", st, out)
+	}
+	if st := e.do(t, "GET", "api/tenants?type=tenant.sync", "", false, &out); st != 200 || len(out.Keys) != 1 || out.Keys[0].Limit != 3 {
+		t.Fatalf("tenants of tenant.sync: %d %+v", st, out)
+	}
+	if st := e.do(t, "GET", "api/tenants?type=bad%20type", "", false, nil); st != 400 {
+		t.Errorf("a type with a space: %d, want 400", st)
 	}
 }

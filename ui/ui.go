@@ -156,6 +156,7 @@ func (h *handler) routes(static http.Handler) {
 	m.HandleFunc("POST /api/ordering/{type}/{id}/resolve", h.mutation(h.resolveBlocked))
 	m.HandleFunc("GET /api/limits", h.limits)
 	m.HandleFunc("GET /api/unique", h.unique)
+	m.HandleFunc("GET /api/tenants", h.tenants)
 	m.HandleFunc("GET /api/workers", h.workers)
 	m.HandleFunc("GET /api/workflows", h.workflows)
 	m.HandleFunc("GET /api/workflows/{id}", h.workflowRun)

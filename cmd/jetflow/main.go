@@ -66,6 +66,7 @@ func commands() []*command {
 	cs = append(cs, controlCommands()...)
 	cs = append(cs, keyCommands()...)
 	cs = append(cs, keyLimitCommands()...)
+	cs = append(cs, tenantCommands()...)
 	cs = append(cs, partitionCommands()...)
 	cs = append(cs, workflowCommands()...)
 	cs = append(cs, serveCommands()...)

@@ -491,7 +491,7 @@ pages.breakers = {
 pages.keys = {
   title: "Ordering, limits, uniqueness",
   async load() {
-    const [ord, lim, uni] = await Promise.all([api("api/ordering"), api("api/limits"), api("api/unique")]);
+    const [ord, lim, uni, ten] = await Promise.all([api("api/ordering"), api("api/limits"), api("api/unique"), api("api/tenants")]);
     const resolve = (b, how) => el("button", { type: "button", "data-action": "resolve-" + how,
       onclick: () => act((how === "retry" ? "Run task " + b.id + " once more?" : "Dead-letter task " + b.id + " and let key " + b.key + " move on?"),
         "api/ordering/" + encodeURIComponent(b.type) + "/" + encodeURIComponent(b.id) + "/resolve", { resolution: how }) }, how === "retry" ? "Retry" : "Skip");
@@ -522,6 +522,16 @@ pages.keys = {
           el("td", { class: "num", text: Number(l.limit_per_second.toPrecision(4)) }),
           l.throttled ? timeCell(l.throttled_until) : el("td", {}))),
         "No rate limit used yet."),
+      el("h2", { text: "Task keys" }),
+      el("p", { class: "muted", text: "Each task key (tenant) flow control knows, busiest first: tasks running under keylimit, its override, its per-key rate limit, its debounced burst." }),
+      table([{ label: "Type" }, { label: "Key" }, { label: "Running", num: 1 }, { label: "Override", num: 1 }, { label: "Rate last second", num: 1 }, { label: "Throttled" }, { label: "Debounced" }],
+        ten.keys.map((k) => el("tr", { "data-key": k.type + "/" + k.key },
+          el("td", { text: k.type }), el("td", { text: k.key }), el("td", { class: "num", text: fmtNum(k.running) }),
+          el("td", { class: "num", text: k.limit || "" }),
+          el("td", { class: "num", text: k.rate_per_second ? fmtNum(k.rate_last_second || 0) + " of " + Number(k.rate_per_second.toPrecision(4)) + "/s" : "" }),
+          el("td", {}, k.throttled ? badge("throttled") : ""),
+          el("td", { text: k.debounced_since ? (k.debounced_enqueues + " enqueues since " + k.debounced_since) : "" }))),
+        "No task key in use."),
       el("h2", { text: "Uniqueness reservations" }),
       table([{ label: "Type" }, { label: "Key hash" }, { label: "Task" }, { label: "Until" }, { label: "Released" }],
         uni.reservations.map((r) => el("tr", { "data-reservation": r.id },
