@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
 )
 
@@ -54,11 +53,7 @@ type KeyCollector struct {
 // NewKeyCollector returns a collector of the task keys of the topology on
 // nc. Register it with prometheus.Registerer.Register.
 func NewKeyCollector(nc *nats.Conn, opts KeyCollectorOptions) (*KeyCollector, error) {
-	copts := []framework.ClientOption{framework.WithStateTracking(false)} // it only reads
-	if opts.Prefix != "" {
-		copts = append(copts, framework.WithPrefix(opts.Prefix))
-	}
-	cl, err := framework.NewClient(nc, copts...)
+	op, timeout, log, d, err := collectorBase(nc, opts.Prefix, opts.Timeout, opts.Logger, opts.ConstLabels)
 	if err != nil {
 		return nil, err
 	}
@@ -66,18 +61,9 @@ func NewKeyCollector(nc *nats.Conn, opts KeyCollectorOptions) (*KeyCollector, er
 		opts.TopKeys = 20
 	}
 	opts.TopKeys = min(opts.TopKeys, 1000)
-	if opts.Timeout <= 0 {
-		opts.Timeout = 5 * time.Second
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
 	labels := []string{"type", "key"}
-	d := func(name, help string, labels []string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, opts.ConstLabels)
-	}
 	return &KeyCollector{
-		op: inspect.New(cl), top: opts.TopKeys, timeout: opts.Timeout, log: opts.Logger,
+		op: op, top: opts.TopKeys, timeout: timeout, log: log,
 		up:        d("jetflow_keys_up", "1 when the task keys were read at this scrape.", nil),
 		running:   d("jetflow_key_running", "Tasks of the key running under a keylimit slot; key=\"other\" sums the keys past the busiest.", labels),
 		rate:      d("jetflow_key_rate_last_second", "Permits of the key's rate limit reserved in the last full second.", labels),

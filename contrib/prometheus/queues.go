@@ -41,26 +41,13 @@ type QueueCollector struct {
 // NewQueueCollector returns a collector of the queues of the topology on nc.
 // Register it with prometheus.Registerer.Register.
 func NewQueueCollector(nc *nats.Conn, opts QueueCollectorOptions) (*QueueCollector, error) {
-	copts := []framework.ClientOption{framework.WithStateTracking(false)} // it only reads
-	if opts.Prefix != "" {
-		copts = append(copts, framework.WithPrefix(opts.Prefix))
-	}
-	cl, err := framework.NewClient(nc, copts...)
+	op, timeout, log, d, err := collectorBase(nc, opts.Prefix, opts.Timeout, opts.Logger, opts.ConstLabels)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 5 * time.Second
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
 	q := []string{"type", "priority"}
-	d := func(name, help string, labels []string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, opts.ConstLabels)
-	}
 	return &QueueCollector{
-		op: inspect.New(cl), timeout: opts.Timeout, log: opts.Logger,
+		op: op, timeout: timeout, log: log,
 		up:           d("jetflow_inspect_up", "1 when the last JetStream query for these metrics succeeded.", nil),
 		waiting:      d("jetflow_queue_waiting", "Tasks stored and not yet delivered to a worker.", q),
 		scheduled:    d("jetflow_queue_scheduled", "Delayed tasks waiting in server-side schedules.", q),

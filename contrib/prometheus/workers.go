@@ -55,25 +55,12 @@ type WorkerCollector struct {
 // NewWorkerCollector returns a collector of the worker registry of the
 // topology on nc. Register it with prometheus.Registerer.Register.
 func NewWorkerCollector(nc *nats.Conn, opts WorkerCollectorOptions) (*WorkerCollector, error) {
-	copts := []framework.ClientOption{framework.WithStateTracking(false)} // it only reads
-	if opts.Prefix != "" {
-		copts = append(copts, framework.WithPrefix(opts.Prefix))
-	}
-	cl, err := framework.NewClient(nc, copts...)
+	op, timeout, log, d, err := collectorBase(nc, opts.Prefix, opts.Timeout, opts.Logger, opts.ConstLabels)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 5 * time.Second
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	d := func(name, help string, labels []string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, opts.ConstLabels)
-	}
 	return &WorkerCollector{
-		op: inspect.New(cl), timeout: opts.Timeout, log: opts.Logger,
+		op: op, timeout: timeout, log: log,
 		up:      d("jetflow_workers_registry_up", "1 when the worker registry was read at this scrape.", nil),
 		workers: d("jetflow_workers", "Live workers serving the queue, from the worker registry.", []string{"type", "priority"}),
 		live:    d("jetflow_workers_live", "Live workers in the worker registry.", nil),
@@ -130,4 +117,30 @@ func (c *WorkerCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.slots, prometheus.GaugeValue, float64(slots))
 	ch <- prometheus.MustNewConstMetric(c.busy, prometheus.GaugeValue, float64(busy))
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
+}
+
+// collectorBase is what every collector of this package starts from: an
+// operator's read-only view of the topology under prefix on nc, the
+// scrape's timeout (default 5 s), a logger (default: discard) and a
+// constructor of descriptors with constLabels.
+func collectorBase(nc *nats.Conn, prefix string, timeout time.Duration, log *slog.Logger, constLabels prometheus.Labels) (
+	*inspect.Operator, time.Duration, *slog.Logger, func(name, help string, labels []string) *prometheus.Desc, error) {
+	copts := []framework.ClientOption{framework.WithStateTracking(false)} // it only reads
+	if prefix != "" {
+		copts = append(copts, framework.WithPrefix(prefix))
+	}
+	cl, err := framework.NewClient(nc, copts...)
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, constLabels)
+	}
+	return inspect.New(cl), timeout, log, d, nil
 }
