@@ -11,7 +11,8 @@ import (
 
 // Task partitions (streams.Config.Partitions, decision 046): a worker
 // serves every partition of the deployment, read when it starts. Each
-// (type, priority) has a consumer in each partition's stream, and the
+// (type, priority) has a consumer in each partition's stream (spread by
+// type, decision 047: in partition 0 and the type's own), and the
 // dispatcher ranks them all by priority alone, so a critical task of any
 // partition starts before a low one of any other. A type's in-flight cap
 // (WithMaxInFlight) is split across its partitions' consumers; the default

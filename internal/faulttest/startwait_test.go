@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/health"
@@ -40,8 +41,24 @@ func TestWorkerStartsThroughQuorumLoss(t *testing.T) {
 	if err := earlier.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	led := leaderships(t, js)
 	c.StopNode(1)
 	c.StopNode(2)
+	// Until its raft groups notice the lost quorum, node 0 still leads
+	// and answers: wait until it leads nothing Start could ask.
+	s0 := c.Server(0)
+	testutil.Wait(t, time.Minute, "node 0 gave up its leaderships", func() bool {
+		if s0.JetStreamIsLeader() {
+			return false
+		}
+		for _, l := range led {
+			if l.consumer == "" && s0.JetStreamIsStreamLeader(testutil.GlobalAccount, l.stream) ||
+				l.consumer != "" && s0.JetStreamIsConsumerLeader(testutil.GlobalAccount, l.stream, l.consumer) {
+				return false
+			}
+		}
+		return true
+	})
 
 	nc, err := nats.Connect(c.Server(0).ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
@@ -134,4 +151,32 @@ func (h *warnLog) first(prefix string) string {
 		}
 	}
 	return ""
+}
+
+// leadership names a stream (consumer "") or a consumer of one.
+type leadership struct{ stream, consumer string }
+
+// leaderships lists every stream of js and each of their consumers.
+func leaderships(t *testing.T, js jetstream.JetStream) []leadership {
+	t.Helper()
+	var out []leadership
+	names := js.StreamNames(t.Context())
+	for stream := range names.Name() {
+		out = append(out, leadership{stream: stream})
+		s, err := js.Stream(t.Context(), stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cons := s.ConsumerNames(t.Context())
+		for c := range cons.Name() {
+			out = append(out, leadership{stream, c})
+		}
+		if err := cons.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := names.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
