@@ -210,30 +210,41 @@ func (e *env) drainJetflowTimed(ctx context.Context, taskType string, n int) (ru
 	return e.drainJetflowServing(ctx, taskType, n, streams.Priorities[:])
 }
 
-// drainJetflowServing is drainJetflowTimed with a worker that serves
-// taskType at prios only (framework.WithServedPriorities), so that only their
-// consumers exist.
-func (e *env) drainJetflowServing(ctx context.Context, taskType string, n int, prios []streams.Priority) (runResult, error) {
-	var done atomic.Int64
-	finished := make(chan struct{})
-	w, stop, err := e.newWorker(framework.WithStateTracking(false), framework.WithHooks(framework.Hooks{
+// drainWorker returns a worker (state tracking off, and opts) that runs
+// tasks of taskType as no-ops, with -prefetch and hopts, counts their
+// acknowledgements in done and closes finished at the n-th.
+func (e *env) drainWorker(taskType string, n int, hopts []framework.HandlerOption, opts ...framework.WorkerOption) (
+	w *framework.Worker, stop func() error, done *atomic.Int64, finished chan struct{}, err error) {
+	done, finished = new(atomic.Int64), make(chan struct{})
+	opts = append(opts, framework.WithStateTracking(false), framework.WithHooks(framework.Hooks{
 		Finished: func(_ context.Context, _ *framework.Task, o framework.Outcome) {
 			if o.Action == framework.ActionAck && done.Add(1) == int64(n) {
 				close(finished)
 			}
 		},
 	}))
-	if err != nil {
-		return runResult{}, err
+	if w, stop, err = e.newWorker(opts...); err != nil {
+		return nil, nil, nil, nil, err
 	}
-	var hopts []framework.HandlerOption
 	if e.cfg.prefetch > 0 {
 		hopts = append(hopts, framework.WithPrefetch(e.cfg.prefetch))
 	}
+	w.HandleFunc(taskType, func(context.Context, *framework.Task) error { return nil }, hopts...)
+	return w, stop, done, finished, nil
+}
+
+// drainJetflowServing is drainJetflowTimed with a worker that serves
+// taskType at prios only (framework.WithServedPriorities), so that only their
+// consumers exist.
+func (e *env) drainJetflowServing(ctx context.Context, taskType string, n int, prios []streams.Priority) (runResult, error) {
+	var hopts []framework.HandlerOption
 	if len(prios) < streams.NumPriorities {
 		hopts = append(hopts, framework.WithServedPriorities(prios...))
 	}
-	w.HandleFunc(taskType, func(context.Context, *framework.Task) error { return nil }, hopts...)
+	w, stop, done, finished, err := e.drainWorker(taskType, n, hopts)
+	if err != nil {
+		return runResult{}, err
+	}
 	if err := e.ensureWorkerConsumers(ctx, taskType, prios...); err != nil {
 		_ = stop()
 		return runResult{}, err
@@ -246,7 +257,7 @@ func (e *env) drainJetflowServing(ctx context.Context, taskType string, n int, p
 	}
 	e.progress("jetflow worker started in %v", time.Since(tm.start).Round(time.Microsecond))
 	consumer := e.names.ConsumerName(taskType, streams.PriorityNormal)
-	unwatch := e.watch(&done, consumer)
+	unwatch := e.watch(done, consumer)
 	werr := e.waitFor(ctx, finished, "the jetflow drain")
 	res := tm.result(n)
 	unwatch()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -58,23 +57,10 @@ func (e *env) drainByType(ctx context.Context, k, parts int) (runResult, error) 
 	if err := e.enqueueJobsClient(ctx, opts, typeDrain, n, e.payload); err != nil {
 		return runResult{}, err
 	}
-	var done atomic.Int64
-	finished := make(chan struct{})
-	w, stop, err := e.newWorker(prefix, framework.WithStateTracking(false), framework.WithHooks(framework.Hooks{
-		Finished: func(_ context.Context, _ *framework.Task, o framework.Outcome) {
-			if o.Action == framework.ActionAck && done.Add(1) == int64(n) {
-				close(finished)
-			}
-		},
-	}))
+	w, stop, _, finished, err := e.drainWorker(typeDrain, n, nil, prefix)
 	if err != nil {
 		return runResult{}, err
 	}
-	var hopts []framework.HandlerOption
-	if e.cfg.prefetch > 0 {
-		hopts = append(hopts, framework.WithPrefetch(e.cfg.prefetch))
-	}
-	w.HandleFunc(typeDrain, func(context.Context, *framework.Task) error { return nil }, hopts...)
 	tm := startTimer()
 	if err := w.Start(ctx); err != nil {
 		_ = stop()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -189,7 +189,7 @@ func put(ctx context.Context, kv jetstream.KeyValue, key string, rec record, win
 			}
 			return due, rec.First, false, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !strings.Contains(err.Error(), "wrong last sequence") {
+		if !errors.Is(err, jetstream.ErrKeyExists) && !natserr.WrongLastSequence(err) {
 			return time.Time{}, 0, false, fmt.Errorf("debounce: write %s: %w", key, err)
 		}
 		if ctx.Err() != nil {

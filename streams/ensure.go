@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -244,14 +243,7 @@ func taskStreamConfig(c Config, n Names) jetstream.StreamConfig {
 		tasks.Placement = &jetstream.Placement{Tags: []string{c.PartitionTags[n.part%len(c.PartitionTags)]}}
 	}
 	if n.part == 0 && c.Partitions > 1 {
-		ordered := c.ordered
-		if ordered < 1 || ordered > c.Partitions {
-			ordered = c.Partitions
-		}
-		tasks.Metadata = map[string]string{MetaPartitions: strconv.Itoa(c.Partitions), MetaOrderedPartitions: strconv.Itoa(ordered)}
-		if c.PartitionBy == PartitionByType {
-			tasks.Metadata[MetaPartitionBy] = string(PartitionByType)
-		}
+		tasks.Metadata = layoutMetadata(c) // partitions.go
 	}
 	if n.part > 0 {
 		tasks.Description = fmt.Sprintf("jetflow tasks, partition %d of %d: work subjects and ordered tasks; fired schedules are sourced from %s",

@@ -272,3 +272,18 @@ func advisorySubjects(n Names, partitions int) []string {
 	}
 	return out
 }
+
+// layoutMetadata is the metadata of the first task stream of a deployment
+// of c.Partitions > 1: the count, the count ordered tasks are spread over
+// (the deployed one, else all), and the spread when it is by type.
+func layoutMetadata(c Config) map[string]string {
+	ordered := c.ordered
+	if ordered < 1 || ordered > c.Partitions {
+		ordered = c.Partitions
+	}
+	meta := map[string]string{MetaPartitions: strconv.Itoa(c.Partitions), MetaOrderedPartitions: strconv.Itoa(ordered)}
+	if c.PartitionBy == PartitionByType {
+		meta[MetaPartitionBy] = string(PartitionByType)
+	}
+	return meta
+}

@@ -78,3 +78,40 @@ func (rt *runtime) chainFailed(ctx context.Context, t *framework.Task, d *Defini
 	}
 	return nil
 }
+
+// chainsOn says, for each of defs, whether its steps are chained on w:
+// with WithChaining, or by default on a worker without middleware of its
+// own, which would not wrap a chained step (decision 048).
+func chainsOn(w *framework.Worker, defs []*Definition) map[*Definition]bool {
+	out := make(map[*Definition]bool, len(defs))
+	for _, d := range defs {
+		out[d] = d.chain == chainOn || (d.chain == chainAuto && !w.HasMiddleware())
+	}
+	return out
+}
+
+// carriedBy returns parent and the chained steps that completed after it,
+// transitively: the steps whose completions the task of parent may have
+// recorded, and so whose children it may have left without their tasks.
+func carriedBy(r *Run, parent string) map[string]bool {
+	if parent == "" {
+		return nil
+	}
+	set := map[string]bool{parent: true}
+	for _, s := range r.Steps { // topological order: parents first
+		if s.Chained && s.State == StepDone && dependsOnAny(s, set) {
+			set[s.Name] = true
+		}
+	}
+	return set
+}
+
+// dependsOnAny reports whether s depends directly on a step of set.
+func dependsOnAny(s *StepStatus, set map[string]bool) bool {
+	for _, a := range s.After {
+		if set[a] {
+			return true
+		}
+	}
+	return false
+}

@@ -68,9 +68,8 @@ func Register(w *framework.Worker, defs ...*Definition) {
 		panic(err)
 	}
 	rt := &runtime{store: newStore(w.JetStream(), w.Names(), m), names: w.Names(), types: make(map[string]typeRef),
-		chains: make(map[*Definition]bool, len(defs))}
+		chains: chainsOn(w, defs)} // chain.go
 	for _, d := range defs {
-		rt.chains[d] = d.chain == chainOn || (d.chain == chainAuto && !w.HasMiddleware())
 		for _, sd := range d.order {
 			typ := StepTaskType(d.name, sd.name)
 			opts := append([]framework.HandlerOption{framework.WithServedPriorities(d.priority)}, sd.taskOpts...)
@@ -410,32 +409,6 @@ func queuedTasks(n streams.Names, d *Definition, r *Run, parent string, roots bo
 		tasks = append(tasks, parentTask(n, r))
 	}
 	return tasks
-}
-
-// carriedBy returns parent and the chained steps that completed after it,
-// transitively: the steps whose completions the task of parent may have
-// recorded, and so whose children it may have left without their tasks.
-func carriedBy(r *Run, parent string) map[string]bool {
-	if parent == "" {
-		return nil
-	}
-	set := map[string]bool{parent: true}
-	for _, s := range r.Steps { // topological order: parents first
-		if s.Chained && s.State == StepDone && dependsOnAny(s, set) {
-			set[s.Name] = true
-		}
-	}
-	return set
-}
-
-// dependsOnAny reports whether s depends directly on a step of set.
-func dependsOnAny(s *StepStatus, set map[string]bool) bool {
-	for _, a := range s.After {
-		if set[a] {
-			return true
-		}
-	}
-	return false
 }
 
 // runStep runs step sd with sc in its context, and fails it permanently when
