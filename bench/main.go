@@ -7,7 +7,7 @@
 // Usage:
 //
 //	go -C bench run . [-n 50000] [-runs 3] [-concurrency 32] [-only drain,enqueue,latency,…]
-//	                  [-big] [-url nats://…] [-quick] [-cpuprofile cpu.out] [-memprofile mem.out]
+//	                  [-big] [-url nats://…] [-quick] [-cpuprofile cpu.out] [-memprofile mem.out] [-trace trace.out]
 //	go -C bench run . -soak 10m [-soak-rate 5000] [-soak-dir DIR] [-url nats://…] [-cpuprofile cpu.out]
 //
 // Run "go -C bench run . -h" for the other flags (sizes, -state, -prefetch, and
@@ -64,6 +64,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 )
@@ -151,6 +152,7 @@ type config struct {
 	only        map[string]bool
 	cpuProfile  string
 	memProfile  string
+	trace       string
 	state       string // state tracking in the latency, delay and priority figures: "", "on" or "off"
 	rawHeader   string // "", "msgid" or "id": a unique ID header on raw publishes
 	side        string // "", sideRaw or sideJetflow: run one side of drain and enqueue only
@@ -261,6 +263,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	state := fs.String("state", "", `task state tracking in the latency, delay and priority figures: "on" or "off" (default: jetflow's default); drain and enqueue always run without`)
 	lowWork := fs.Duration("low-work", def.lowWork, "busy CPU time of each low task of the priority figure (0: no-op)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	traceFile := fs.String("trace", "", "write a runtime execution trace of the whole run to this file (go tool trace; -pprof=sched gives the scheduler latency profile)")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file (go tool pprof -sample_index=alloc_objects)")
 	rawHeader := fs.String("raw-header", "", `give the raw drain's messages a unique ID header: "msgid" (Nats-Msg-Id, deduplicated like jetflow's) or "id" (a plain header); splits jetflow's overhead from the cost of its task ID (the enqueue figure's raw side always sends a Nats-Msg-Id, enqueue_nodedup's none)`)
 	side := fs.String("side", "", "run only the raw or the jetflow side of drain and enqueue (to profile one of them)")
@@ -302,6 +305,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	c.cpuProfile = *cpuProfile
 	c.state = *state
 	c.memProfile = *memProfile
+	c.trace = *traceFile
 	c.rawHeader = *rawHeader
 	c.side = *side
 	c.url = *url
@@ -393,6 +397,17 @@ func runWithProfile(ctx context.Context, cfg config, stdout, stderr io.Writer) e
 			return fmt.Errorf("bench: cpu profile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if cfg.trace != "" {
+		f, err := os.Create(cfg.trace)
+		if err != nil {
+			return fmt.Errorf("bench: trace: %w", err)
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return fmt.Errorf("bench: trace: %w", err)
+		}
+		defer trace.Stop()
 	}
 	runner := run
 	if cfg.soak > 0 {
