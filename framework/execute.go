@@ -189,8 +189,8 @@ func classify(err error, attempt int) settle.Result {
 	return r
 }
 
-// settle decides what to do with t after its attempt ended with err
-// (internal/settle) and carries it out: Ack, Nak, dead letter and Term.
+// settle decides what to do with t after its attempt ended with err and
+// carries it out (internal/settle), then counts, logs and reports it.
 func (w *Worker) settle(ctx context.Context, t *Task, p *pending, err error, took time.Duration) {
 	if !p.settled.CompareAndSwap(false, true) {
 		return // handed back at the shutdown deadline
@@ -199,73 +199,61 @@ func (w *Worker) settle(ctx context.Context, t *Task, p *pending, err error, too
 	r.ShuttingDown = w.hardCtx.Err() != nil
 	d := settle.Decide(r, settle.Policy{MaxAttempts: t.MaxAttempts, Backoff: p.tt.cfg.backoff.Delay,
 		DeadLetters: w.deadLetter != nil})
-	o := Outcome{Err: err, Took: took, Delay: d.Delay, Panicked: errors.Is(err, ErrPanic)}
-	switch d.Action {
-	case settle.Ack:
-		if aerr := w.ack(t, p); aerr != nil {
-			w.ackFailed(ctx, t, p, "ack", aerr)
+	c := settle.Carry((*delivery)(p), d, err)
+	o := Outcome{Err: err, Took: took, Delay: d.Delay, Panicked: errors.Is(err, ErrPanic), DeadLettered: c.DeadLettered}
+	switch {
+	case d.Action == settle.HandBack:
+		// Cancelled by shutdown: not the task's fault.
+		w.stats.handedBack.Add(1)
+		return
+	case c.DeadLetterErr != nil:
+		t.Logger().Error("jetflow could not dead-letter task; retrying it later", slog.Any(LogKeyError, c.DeadLetterErr),
+			slog.Any("cause", err), slog.Duration("retry_in", c.Delay))
+		return
+	case d.Action == settle.Ack:
+		if !c.Sent {
 			return
 		}
 		w.stats.succeeded.Add(1)
 		o.Action = ActionAck
-	case settle.HandBack:
-		// Cancelled by shutdown: not the task's fault.
-		if nerr := p.msg.Nak(); nerr != nil {
-			w.ackFailed(ctx, t, p, "nak", nerr)
-		}
-		w.stats.handedBack.Add(1)
-		return
-	case settle.Fail:
-		if d.DeadLetter {
-			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			dlErr := w.deadLetter(dctx, t, p.msg, err)
-			cancel()
-			if dlErr != nil {
-				// Never terminate what could not be dead-lettered.
-				delay := p.tt.cfg.backoff.Delay(t.Attempt)
-				t.Logger().Error("jetflow could not dead-letter task; retrying it later", slog.Any(LogKeyError, dlErr),
-					slog.Any("cause", err), slog.Duration("retry_in", delay))
-				if nerr := p.msg.NakWithDelay(delay); nerr != nil {
-					w.ackFailed(ctx, t, p, "nak", nerr)
-				}
-				return
-			}
-			o.DeadLettered = true
-		}
+	case d.Action == settle.Fail:
 		w.stats.failed.Add(1)
-		log := t.Logger()
 		if r.Permanent {
-			log.Error("jetflow task failed permanently; not retried", slog.Any(LogKeyError, err))
+			t.Logger().Error("jetflow task failed permanently; not retried", slog.Any(LogKeyError, err))
 		} else {
-			log.Error("jetflow task failed on its last attempt", slog.Any(LogKeyError, err), slog.Int("max_attempts", t.MaxAttempts))
-		}
-		if d.Term {
-			if terr := p.msg.TermWithReason(truncate(err.Error(), maxTermReason)); terr != nil {
-				w.ackFailed(ctx, t, p, "term", terr)
-			}
-		} else if nerr := p.msg.Nak(); nerr != nil {
-			// Handed back without delay: the server sees MaxDeliver reached,
-			// keeps the message and emits a max-deliveries advisory for the
-			// dead-letter router.
-			w.ackFailed(ctx, t, p, "nak", nerr)
+			t.Logger().Error("jetflow task failed on its last attempt", slog.Any(LogKeyError, err), slog.Int("max_attempts", t.MaxAttempts))
 		}
 		o.Action = ActionFail
-	case settle.Retry:
+	case d.Action == settle.Retry:
 		w.stats.retried.Add(1)
 		t.Logger().Warn("jetflow task failed; will retry", slog.Any(LogKeyError, err), slog.Duration("retry_in", d.Delay))
-		var nerr error
-		if d.Delay > 0 {
-			nerr = p.msg.NakWithDelay(d.Delay)
-		} else {
-			nerr = p.msg.Nak()
-		}
-		if nerr != nil {
-			w.ackFailed(ctx, t, p, "nak", nerr)
+		if !c.Sent {
 			return
 		}
 		o.Action = ActionRetry
 	}
 	w.emitFinished(ctx, t, o)
+}
+
+// delivery is a pending task as settlement carries a decision out on it
+// (settle.Delivery).
+type delivery pending
+
+func (d *delivery) Ack() error                             { p := (*pending)(d); return p.task.worker.ack(&p.task, p) }
+func (d *delivery) Nak() error                             { return d.msg.Nak() }
+func (d *delivery) NakWithDelay(delay time.Duration) error { return d.msg.NakWithDelay(delay) }
+func (d *delivery) TermWithReason(reason string) error     { return d.msg.TermWithReason(reason) }
+func (d *delivery) RetryDelay() time.Duration              { return d.tt.cfg.backoff.Delay(d.task.Attempt) }
+
+func (d *delivery) DeadLetter(cause error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return d.task.worker.deadLetter(ctx, &d.task, d.msg, cause)
+}
+
+func (d *delivery) NotSent(op string, err error) {
+	p := (*pending)(d)
+	p.task.worker.ackFailed(p.task.worker.hardCtx, &p.task, p, op, err)
 }
 
 // ack acknowledges p's message: through the worker's acker for its own
@@ -277,9 +265,6 @@ func (w *Worker) ack(t *Task, p *pending) error {
 	}
 	return p.msg.Ack()
 }
-
-// maxTermReason bounds the reason sent with a Term.
-const maxTermReason = 1024
 
 // ackFailed logs and counts an Ack, Nak, InProgress or Term that could not
 // be sent, and reports it to the AckFailed hook. t may be nil (heartbeats,

@@ -5,8 +5,11 @@
 // unfinished at shutdown.
 //
 // [Decide] is a pure function of the attempt's result and the type's
-// policy, testable without a server. The code that talks to the server
-// carries the decision out: framework's worker (settle in worker.go) and
-// the user test harness (package jetflowtest), which reports the decision
-// without carrying it out.
+// policy, testable without a server. [Carry] carries a decision out on a
+// [Delivery]: the Ack, Nak with delay, dead letter then Term, or Nak at
+// the last delivery, never a Term of a task whose dead letter could not be
+// written. framework's worker implements Delivery on the task it holds
+// (execute.go) and counts, logs and reports what Carry did; the user test
+// harness (package jetflowtest) reports the decision without carrying it
+// out.
 package settle
