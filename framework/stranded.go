@@ -2,17 +2,13 @@ package framework
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/jetflow-io/jetflow/internal/queuestate"
-	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/internal/stranded"
 )
 
 // A worker looks for tasks of its own types that wait on subjects no
@@ -27,9 +23,6 @@ import (
 // DefaultStrandedCheck is how often a running worker looks for stranded
 // tasks of its types ([WithStrandedCheck]).
 const DefaultStrandedCheck = time.Minute
-
-// maxStranded bounds the subjects one check reports.
-const maxStranded = 100
 
 // StrandedSubject is a subject of the task stream that holds tasks of one of
 // the worker's types but matches no consumer's filter: its tasks wait until
@@ -66,126 +59,38 @@ func WithStrandedCheck(d time.Duration) WorkerOption {
 // before the first check and when nothing is stranded. Safe to call at any
 // time from any goroutine.
 func (w *Worker) Stranded() []StrandedSubject {
-	if p := w.stranded.Load(); p != nil {
-		return slices.Clone(*p)
+	found := w.strandCheck.Found()
+	if found == nil {
+		return nil
 	}
-	return nil
+	out := make([]StrandedSubject, len(found))
+	for i, s := range found {
+		out[i] = StrandedSubject(s)
+	}
+	return out
 }
 
-// strandedCheckTimeout bounds one check.
-const strandedCheckTimeout = 10 * time.Second
-
-// startStrandedCheck runs the first check, then, in a service goroutine,
-// one every interval until ctx ends.
+// startStrandedCheck runs the first check (internal/stranded), then, in a
+// service goroutine, one every interval until svcCtx ends.
 func (w *Worker) startStrandedCheck(startCtx, svcCtx context.Context) {
 	every := w.opts.strandedCheck
 	if every == 0 {
 		return
 	}
-	seen := make(map[string]bool)
-	w.recheckStranded(startCtx, seen)
-	w.services.Go(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-svcCtx.Done():
-				return
-			case <-t.C:
-				w.recheckStranded(svcCtx, seen)
-			}
-		}
-	})
-}
-
-// recheckStranded runs one check, stores its findings and logs the subjects
-// not seen stranded by the previous check.
-func (w *Worker) recheckStranded(ctx context.Context, seen map[string]bool) {
-	ctx, cancel := context.WithTimeout(ctx, strandedCheckTimeout)
-	defer cancel()
-	w.checkPartitionCount(ctx) // partitions.go
-	found, err := w.findStranded(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			w.log.Warn("jetflow worker could not look for stranded tasks", slog.Any(LogKeyError, err))
-		}
-		return
-	}
-	w.stranded.Store(&found)
-	now := make(map[string]bool, len(found))
-	for _, s := range found {
-		now[s.Subject] = true
-		if !seen[s.Subject] {
+	c := &w.strandCheck
+	*c = stranded.Checker{JS: w.js, NC: w.nc, Streams: w.partitions, Unread: w.unread, Missing: ErrTopologyMissing,
+		Before: w.checkPartitionCount, // partitions.go
+		Stranded: func(s stranded.Subject) {
 			w.log.Warn("jetflow tasks of a type this worker serves wait on a subject no consumer reads; they will never run",
 				slog.String(LogKeyTaskType, s.Type), slog.String("subject", s.Subject), slog.Uint64("tasks", s.Tasks),
 				slog.String("why", s.Why))
-		}
+		},
+		Failed: func(err error) {
+			w.log.Warn("jetflow worker could not look for stranded tasks", slog.Any(LogKeyError, err))
+		},
 	}
-	clear(seen)
-	for s := range now {
-		seen[s] = true
-	}
-}
-
-// findStranded looks for the subjects of the worker's types that hold
-// tasks and match no consumer's filter. Two stream info requests find the
-// subjects of the worker's types that it does not read itself; only when
-// there are some does it list the stream's consumers, whose filters may
-// cover them (another worker's).
-func (w *Worker) findStranded(ctx context.Context) ([]StrandedSubject, error) {
-	var out []StrandedSubject
-	for _, names := range w.partitions() { // partitions.go
-		found, err := w.findStrandedIn(ctx, names)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, found...)
-	}
-	return out, nil
-}
-
-// findStrandedIn is findStranded in the task stream of names' partition.
-func (w *Worker) findStrandedIn(ctx context.Context, names streams.Names) ([]StrandedSubject, error) {
-	name := names.TaskStream()
-	stream, err := w.js.Stream(ctx, name)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, fmt.Errorf("framework: stranded tasks: %w: %w", ErrTopologyMissing, err)
-		}
-		return nil, fmt.Errorf("framework: stranded tasks: %w", err)
-	}
-	var types []string
-	for _, wildcard := range []string{names.TaskWildcard(), names.OrderedWildcard()} {
-		si, err := stream.Info(ctx, jetstream.WithSubjectFilter(wildcard))
-		if err != nil {
-			return nil, fmt.Errorf("framework: stranded tasks: %w", err)
-		}
-		for subj, n := range si.State.Subjects {
-			if typ, why := w.unread(subj); n > 0 && why != "" && !slices.Contains(types, typ) {
-				types = append(types, typ)
-			}
-		}
-	}
-	if len(types) == 0 {
-		return nil, nil
-	}
-	slices.Sort(types)
-	work, ord := strings.TrimSuffix(names.TaskWildcard(), ">"), strings.TrimSuffix(names.OrderedWildcard(), ">")
-	var wildcards []string
-	for _, typ := range types {
-		wildcards = append(wildcards, work+"*."+typ, ord+typ+".*")
-	}
-	subs, err := queuestate.Stranded(ctx, w.nc, stream, name, wildcards, maxStranded)
-	if err != nil {
-		return nil, fmt.Errorf("framework: stranded tasks: %w", err)
-	}
-	var out []StrandedSubject
-	for _, s := range subs {
-		if typ, why := w.unread(s.Subject); why != "" {
-			out = append(out, StrandedSubject{Type: typ, Subject: s.Subject, Tasks: s.Tasks, Oldest: s.Oldest, Why: why})
-		}
-	}
-	return out, nil
+	c.Check(startCtx)
+	w.services.Go(func() { c.Loop(svcCtx, every) })
 }
 
 // unread returns the type of subject and why this worker does not read it,

@@ -18,6 +18,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/liveness"
 	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/staterec"
+	"github.com/jetflow-io/jetflow/internal/stranded"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -93,8 +94,8 @@ type Worker struct {
 	// (state_tracking.go); effects caches the effects bucket (state.go).
 	tracker *staterec.Tracker
 	effects jsapi.BucketCache
-	// stranded is what the latest stranded check found (stranded.go).
-	stranded atomic.Pointer[[]StrandedSubject]
+	// strandCheck looks for stranded tasks (stranded.go).
+	strandCheck stranded.Checker
 	// starting is what Start waits for (startwait.go).
 	starting startWaits
 }
