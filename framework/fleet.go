@@ -152,6 +152,6 @@ func (w *Worker) fleetRecord(host string) fleet.Record {
 		}
 		rec.Types = append(rec.Types, s)
 	}
-	rec.Refused = w.versions.snapshot()
+	rec.Refused = w.versions.refused.Snapshot()
 	return rec
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -204,58 +203,10 @@ func payloadVersionHeader(cfg *enqueueConfig, payload any) (string, error) {
 }
 
 // versionState is a worker's record of the versions it handed back, and
-// its last read of the registry.
+// its last read of the registry (internal/fleet).
 type versionState struct {
-	mu       sync.Mutex
-	refused  map[refusedKey]*fleet.Refusal
-	listMu   sync.Mutex // one registry read at a time
-	listing  *fleet.Listing
-	listedAt time.Time
-}
-
-type refusedKey struct {
-	typ string
-	v   int
-}
-
-// note counts a hand-back of version v of typ.
-func (s *versionState) note(typ string, v int, now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.refused == nil {
-		s.refused = make(map[refusedKey]*fleet.Refusal)
-	}
-	k := refusedKey{typ, v}
-	r := s.refused[k]
-	if r == nil {
-		if len(s.refused) >= fleet.MaxRefused {
-			// Forget the oldest: the registry shows the recent ones.
-			var oldest refusedKey
-			first := true
-			for k, r := range s.refused {
-				if first || r.Last.Before(s.refused[oldest].Last) {
-					oldest, first = k, false
-				}
-			}
-			delete(s.refused, oldest)
-		}
-		r = &fleet.Refusal{Type: typ, Version: v}
-		s.refused[k] = r
-	}
-	r.Count++
-	r.Last = now.UTC()
-}
-
-// snapshot returns the refusals, most recent first.
-func (s *versionState) snapshot() []fleet.Refusal {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]fleet.Refusal, 0, len(s.refused))
-	for _, r := range s.refused {
-		out = append(out, *r)
-	}
-	slices.SortFunc(out, func(a, b fleet.Refusal) int { return b.Last.Compare(a.Last) })
-	return out
+	refused fleet.Refusals
+	served  fleet.Served
 }
 
 // checkPayloadVersion hands p back when its type declares versions and
@@ -277,7 +228,7 @@ func (w *Worker) checkPayloadVersion(p *pending) bool {
 		return false
 	}
 	now := time.Now()
-	w.versions.note(t.Type, v, now)
+	w.versions.refused.Note(t.Type, v, now)
 	since := taskmsg.ParseTime(t.Header(HeaderVersionRefusedSince))
 	if since.IsZero() || since.After(now) {
 		since = now
@@ -361,23 +312,14 @@ func (w *Worker) versionBack(p *pending, since time.Time, n int, due time.Time) 
 // (one that just started is found soon). When it cannot be read the answer
 // is false (the grace decides).
 func (w *Worker) versionServed(typ string, v int) bool {
-	s := &w.versions
-	s.listMu.Lock()
-	defer s.listMu.Unlock()
-	stale := s.listing == nil || time.Since(s.listedAt) > w.opts.fleet.interval
-	if !stale && !s.listing.Accepts(typ, v) {
-		stale = time.Since(s.listedAt) > time.Second
-	}
-	if stale {
+	ok, err := w.versions.served.Accepts(typ, v, w.opts.fleet.interval, func() (*fleet.Listing, error) {
 		ctx, cancel := context.WithTimeout(w.hardCtx, 5*time.Second)
-		l, err := fleetRules.List(ctx, w.js, w.names.WorkersBucket())
-		cancel()
-		if err != nil {
-			w.log.Warn("jetflow could not read the worker registry to find a worker for a payload version; dead-lettering after the grace",
-				slog.String(LogKeyTaskType, typ), slog.Int("version", v), slog.Any(LogKeyError, err))
-			return false
-		}
-		s.listing, s.listedAt = l, time.Now()
+		defer cancel()
+		return fleetRules.List(ctx, w.js, w.names.WorkersBucket())
+	})
+	if err != nil {
+		w.log.Warn("jetflow could not read the worker registry to find a worker for a payload version; dead-lettering after the grace",
+			slog.String(LogKeyTaskType, typ), slog.Int("version", v), slog.Any(LogKeyError, err))
 	}
-	return s.listing.Accepts(typ, v)
+	return ok
 }

@@ -3,6 +3,7 @@ package fleet
 import (
 	"cmp"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -66,4 +67,88 @@ func (l *Listing) Unserved(now time.Time, recent time.Duration) []Unserved {
 		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Version, b.Version))
 	})
 	return out
+}
+
+// Refusals is a worker's record of the payload versions it handed back,
+// per type and version, at most MaxRefused of them (the oldest is
+// forgotten first). Safe for concurrent use; the zero value is empty.
+type Refusals struct {
+	mu      sync.Mutex
+	refused map[refusedKey]*Refusal
+}
+
+type refusedKey struct {
+	typ string
+	v   int
+}
+
+// Note counts a hand-back of version v of typ at now.
+func (s *Refusals) Note(typ string, v int, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refused == nil {
+		s.refused = make(map[refusedKey]*Refusal)
+	}
+	k := refusedKey{typ, v}
+	r := s.refused[k]
+	if r == nil {
+		if len(s.refused) >= MaxRefused {
+			// Forget the oldest: the registry shows the recent ones.
+			var oldest refusedKey
+			first := true
+			for k, r := range s.refused {
+				if first || r.Last.Before(s.refused[oldest].Last) {
+					oldest, first = k, false
+				}
+			}
+			delete(s.refused, oldest)
+		}
+		r = &Refusal{Type: typ, Version: v}
+		s.refused[k] = r
+	}
+	r.Count++
+	r.Last = now.UTC()
+}
+
+// Snapshot returns the refusals, most recent first.
+func (s *Refusals) Snapshot() []Refusal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Refusal, 0, len(s.refused))
+	for _, r := range s.refused {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b Refusal) int { return b.Last.Compare(a.Last) })
+	return out
+}
+
+// Served answers, from a registry read kept for a while, whether a live
+// worker accepts a payload version. The zero value is ready; safe for
+// concurrent use (one read at a time).
+type Served struct {
+	mu       sync.Mutex
+	listing  *Listing
+	listedAt time.Time
+}
+
+// Accepts reports whether a listed worker accepts version v of typ. It
+// reads the registry again with list when the last read is older than
+// every, or than a second when it found no such worker (one that just
+// started is found soon). When the registry cannot be read it returns
+// false and the error.
+func (s *Served) Accepts(typ string, v int, every time.Duration, list func() (*Listing, error)) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stale := s.listing == nil || time.Since(s.listedAt) > every
+	if !stale && !s.listing.Accepts(typ, v) {
+		stale = time.Since(s.listedAt) > time.Second
+	}
+	if stale {
+		l, err := list()
+		if err != nil {
+			return false, err
+		}
+		s.listing, s.listedAt = l, time.Now()
+	}
+	return s.listing.Accepts(typ, v), nil
 }
