@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -32,7 +33,29 @@ type Options struct {
 	// burst's first enqueue, however often the key is enqueued. At least
 	// Window, at most [MaxMaxWait]. Default 10 × Window (capped).
 	MaxWait time.Duration
+	// Collect runs the burst with every payload instead of the last one:
+	// the run's payload is a JSON array of the burst's payloads in enqueue
+	// order (a []byte payload becomes a base64 string, as encoding/json
+	// writes it), so its handler takes a slice, for example
+	// framework.Handle[[]Edit]. A burst that reaches [MaxCollected]
+	// payloads or [MaxCollectedBytes] runs at once. Every enqueue of a
+	// burst must say the same.
+	Collect bool
 }
+
+// Bounds of a collecting burst ([Options].Collect): one that reaches
+// MaxCollected payloads or MaxCollectedBytes runs at once; a single payload
+// is at most MaxCollectedBytes. An enqueue that would take a burst past
+// twice either bound, while its run is being enqueued, gets [ErrFull].
+const (
+	MaxCollected      = 1000
+	MaxCollectedBytes = 256 << 10
+)
+
+// ErrFull is returned by [Enqueue] when a collecting burst holds twice
+// [MaxCollected] payloads or [MaxCollectedBytes]: its run is due at once,
+// and an enqueue a moment later starts the next burst. Retry it.
+var ErrFull = errors.New("debounce: collecting burst full")
 
 // Bounds of [Options].
 const (
@@ -65,6 +88,18 @@ type record struct {
 	Count    int    `json:"count"`    // enqueues in the burst
 	Payload  []byte `json:"payload"`
 	Encoding string `json:"encoding,omitempty"` // "" (JSON) or "raw"
+	// Collect: Payloads holds every payload of the burst, JSON each.
+	Collect  bool              `json:"collect,omitempty"`
+	Payloads []json.RawMessage `json:"payloads,omitempty"`
+}
+
+// collected is the size of rec's payloads, in bytes.
+func (rec *record) collected() int {
+	n := 0
+	for _, p := range rec.Payloads {
+		n += len(p)
+	}
+	return n
 }
 
 // withDefaults validates o and fills MaxWait.
@@ -123,10 +158,16 @@ func Enqueue(ctx context.Context, c *framework.Client, taskType string, payload 
 	if err := streams.ValidateTaskType(taskType); err != nil {
 		return framework.TaskInfo{}, fmt.Errorf("%w: %w", framework.ErrInvalidOption, err)
 	}
-	rec := record{MaxWait: int64(o.MaxWait), Last: "dbc-" + nuid.Next()}
+	rec := record{MaxWait: int64(o.MaxWait), Last: "dbc-" + nuid.Next(), Collect: o.Collect}
 	switch p := payload.(type) {
 	case []byte:
 		rec.Payload, rec.Encoding = p, "raw"
+		if o.Collect {
+			rec.Payload, rec.Encoding = nil, ""
+			if rec.Payload, err = json.Marshal(p); err != nil {
+				return framework.TaskInfo{}, fmt.Errorf("%w: debounce: payload: %w", framework.ErrInvalidOption, err)
+			}
+		}
 	default:
 		if c.Codec().Name() != "json" {
 			return framework.TaskInfo{}, fmt.Errorf("%w: debounce: payloads are JSON or []byte, the client's codec is %s", framework.ErrInvalidOption, c.Codec().Name())
@@ -134,6 +175,12 @@ func Enqueue(ctx context.Context, c *framework.Client, taskType string, payload 
 		if rec.Payload, err = json.Marshal(payload); err != nil {
 			return framework.TaskInfo{}, fmt.Errorf("%w: debounce: payload: %w", framework.ErrInvalidOption, err)
 		}
+	}
+	if o.Collect {
+		if len(rec.Payload) > MaxCollectedBytes {
+			return framework.TaskInfo{}, fmt.Errorf("%w: debounce: a collected payload of %d bytes, want at most %d", framework.ErrInvalidOption, len(rec.Payload), MaxCollectedBytes)
+		}
+		rec.Payloads, rec.Payload = []json.RawMessage{rec.Payload}, nil
 	}
 	kv, err := bucket(ctx, c.JetStream(), c.Names())
 	if err != nil {
@@ -171,6 +218,9 @@ func put(ctx context.Context, kv jetstream.KeyValue, key string, rec record, win
 			rec.Count = 1
 			if json.Unmarshal(e.Value(), &have) == nil && have.First > 0 && have.First <= rec.First {
 				rec.First, rec.Count = have.First, have.Count+1
+				if err := collect(&rec, &have, key); err != nil {
+					return time.Time{}, 0, false, err
+				}
 			}
 		}
 		b, err := json.Marshal(rec)
@@ -184,6 +234,9 @@ func put(ctx context.Context, kv jetstream.KeyValue, key string, rec record, win
 		}
 		if err == nil {
 			due, limit := now.Add(window), time.Unix(0, rec.First+rec.MaxWait)
+			if rec.Collect && (len(rec.Payloads) >= MaxCollected || rec.collected() >= MaxCollectedBytes) {
+				limit = now // full: run it now
+			}
 			if !due.Before(limit) {
 				return limit, rec.First, true, nil
 			}
@@ -197,4 +250,21 @@ func put(ctx context.Context, kv jetstream.KeyValue, key string, rec record, win
 		}
 	}
 	return time.Time{}, 0, false, fmt.Errorf("debounce: write %s: too many concurrent enqueues of the key", key)
+}
+
+// collect adds the payloads of have, the burst under way, ahead of rec's
+// own when the burst collects. Every enqueue of a burst must collect, or
+// none.
+func collect(rec, have *record, key string) error {
+	if have.Collect != rec.Collect {
+		return fmt.Errorf("%w: debounce: the burst of %s under way has Collect %v", framework.ErrInvalidOption, key, have.Collect)
+	}
+	if !rec.Collect {
+		return nil
+	}
+	if len(have.Payloads) >= 2*MaxCollected || have.collected() >= 2*MaxCollectedBytes {
+		return fmt.Errorf("%w: %s holds %d payloads", ErrFull, key, len(have.Payloads))
+	}
+	rec.Payloads = append(slices.Clone(have.Payloads), rec.Payloads...)
+	return nil
 }

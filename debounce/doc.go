@@ -28,6 +28,11 @@
 // retries. Checks ride on the server's schedules: a window is at least the
 // delay of a delayed task (tens of milliseconds).
 //
+// With [Options].Collect the record keeps every payload of the burst, and
+// the run's payload is their JSON array, in enqueue order (the handler
+// takes a slice); a burst of [MaxCollected] payloads or [MaxCollectedBytes]
+// runs at once.
+//
 // Limits: the payload is JSON (the default codec) or []byte; a producer
 // needs the bucket (a tenant producer without the JetStream API cannot
 // debounce); the run carries the priority and the key, not other enqueue

@@ -93,11 +93,55 @@ func (x *plugin) check(ctx context.Context, t *framework.Task) error {
 	if rec.Encoding == "raw" {
 		payload = rec.Payload
 	}
+	if rec.Collect {
+		if payload, err = json.Marshal(rec.Payloads); err != nil {
+			return framework.Permanent(fmt.Errorf("%w: debounce record %s: payloads: %w", framework.ErrCorruptTask, key, err))
+		}
+		payload = json.RawMessage(payload.([]byte))
+	}
 	if _, err := x.cl.Enqueue(ctx, t.Type, payload, framework.WithID("db-"+rec.Last), framework.WithPriority(t.Priority),
 		framework.WithKey(string(raw))); err != nil {
 		return fmt.Errorf("debounce: enqueue the run of %s: %w", key, err)
 	}
-	// A newer enqueue since the read keeps its record: its check runs it.
-	_ = x.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+	// A newer enqueue since the read keeps its record: its check runs it
+	// (collecting: with the payloads that were not in this run).
+	if err := x.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision())); err != nil && rec.Collect {
+		return x.trim(ctx, key, rec.First, len(rec.Payloads))
+	}
 	return nil
+}
+
+// trim removes the first n payloads, which ran, from the collecting burst
+// of key that began at first, when newer enqueues joined it meanwhile.
+func (x *plugin) trim(ctx context.Context, key string, first int64, n int) error {
+	for range 64 {
+		e, err := x.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("debounce: read %s: %w", key, err)
+		}
+		var rec record
+		if json.Unmarshal(e.Value(), &rec) != nil || rec.First != first || len(rec.Payloads) < n {
+			return nil // another burst, or trimmed already
+		}
+		if len(rec.Payloads) == n {
+			err = x.kv.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+		} else {
+			rec.Payloads = rec.Payloads[n:]
+			b, merr := json.Marshal(rec)
+			if merr != nil {
+				return merr
+			}
+			_, err = x.kv.Update(ctx, key, b, e.Revision())
+		}
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("debounce: trim %s: too many concurrent enqueues of the key", key)
 }
