@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/deadletter"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -20,8 +21,8 @@ const (
 	// max-delivered tasks that no advisory routed ([WithReconcileInterval]).
 	DefaultReconcileInterval = time.Minute
 	// DefaultErrorRetention is how long the errors bucket keeps the record
-	// of a failed attempt ([WithErrorRetention]).
-	DefaultErrorRetention = streams.DefaultErrorRetention
+	// of a failed attempt ([WithErrorRetention]): 72 hours.
+	DefaultErrorRetention = streamdefs.DefaultErrorRetention
 )
 
 type deadLetterOptions struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/ratelimit"
 	"github.com/jetflow-io/jetflow/internal/staterec"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -101,8 +102,9 @@ func (r *TaskRecord) DecodeResult(v any) error {
 
 // State tracking defaults and limits.
 const (
-	// DefaultStateTTL is how long a task record is kept after its last write.
-	DefaultStateTTL = streams.DefaultStateTTL
+	// DefaultStateTTL is how long a task record is kept after its last
+	// write: 7 days.
+	DefaultStateTTL = streamdefs.DefaultStateTTL
 	// MaxResultBytes is the largest JSON result [SetResult] accepts.
 	MaxResultBytes = 4096
 	// maxRecordError bounds the error text of a record.
@@ -176,10 +178,10 @@ func WithTypeStateTracking(enabled bool) HandlerOption {
 	}
 }
 
-// DefaultEffectsTTL is how long effect records are kept: longer than any
-// redelivery, and as long as the default dead-letter retention, so that a
-// replayed task still skips what it already did.
-const DefaultEffectsTTL = streams.DefaultEffectsTTL
+// DefaultEffectsTTL is how long effect records are kept, 30 days: longer
+// than any redelivery, and as long as the default dead-letter retention,
+// so that a replayed task still skips what it already did.
+const DefaultEffectsTTL = streamdefs.DefaultEffectsTTL
 
 // WithEffectsTTL sets how long effect records are kept: the MaxAge of the
 // effects bucket, applied when a worker creates or updates it

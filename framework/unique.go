@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/internal/unique"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -128,7 +129,7 @@ var uniqueRules = unique.Validators{
 
 // uniqueBucketMarkerTTL is how long the unique bucket keeps the markers of
 // keys that expired or were released.
-const uniqueBucketMarkerTTL = streams.UniqueMarkerTTL
+const uniqueBucketMarkerTTL = streamdefs.UniqueMarkerTTL
 
 // ensureUniqueBucket creates the unique bucket (per-key TTLs, the task
 // stream's storage and replicas) if needed and returns it.

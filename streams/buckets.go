@@ -8,48 +8,19 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetflow-io/jetflow/internal/fleet"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 )
 
-// Default retention of the KV buckets [Ensure] creates. A worker applies
-// its own settings when it starts (framework.WithStateTTL,
-// framework.WithEffectsTTL, framework.WithErrorRetention).
-const (
-	DefaultStateTTL       = 7 * 24 * time.Hour
-	DefaultEffectsTTL     = 30 * 24 * time.Hour
-	DefaultErrorRetention = 72 * time.Hour
-)
-
-// BucketConfigs returns the KV buckets of c: task state, the effects
-// ledger, failed attempts (read when a task is dead-lettered), circuit
-// breaker states, unique-task reservations (per-key TTLs), rate limits and
-// blocked ordered tasks, and the worker registry ([Names.WorkersBucket]),
+// bucketConfigs returns the KV buckets of c (streamdefs.BucketConfigs)
 // with c's storage and replica count.
-func BucketConfigs(c Config) ([]jetstream.KeyValueConfig, error) {
+func bucketConfigs(c Config) ([]jetstream.KeyValueConfig, error) {
 	c, n, err := c.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	kv := func(bucket, description string, history uint8, ttl time.Duration) jetstream.KeyValueConfig {
-		return jetstream.KeyValueConfig{Bucket: bucket, Description: description, History: history, TTL: ttl,
-			Storage: c.Storage, Replicas: c.Replicas}
-	}
-	unique := kv(n.UniqueBucket(), "jetflow unique tasks: one reservation per uniqueness key, expiring with its period", 1, 0)
-	unique.LimitMarkerTTL = UniqueMarkerTTL
-	workers := fleet.BucketConfig(n.WorkersBucket())
-	workers.Storage, workers.Replicas = c.Storage, c.Replicas
-	return []jetstream.KeyValueConfig{
-		kv(n.StateBucket(), "jetflow task state: one record per task ID", 1, DefaultStateTTL),
-		kv(n.EffectsBucket(), "jetflow effects ledger: side effects applied per task (effects.Once)", 1, DefaultEffectsTTL),
-		kv(n.ErrorsBucket(), "jetflow: failed attempts of tasks, read when a task is dead-lettered", 1, DefaultErrorRetention),
-		kv(n.BreakerBucket(), "jetflow circuit breakers: latest state change per dependency", 8, 0),
-		unique,
-		kv(n.LimitsBucket(), "jetflow rate limits: one GCRA token bucket per task type or dependency", 1, 0),
-		kv(n.OrderingBucket(), "jetflow ordered tasks blocked after failing for good, by type and task ID", 1, 0),
-		workers,
-	}, nil
+	return streamdefs.BucketConfigs(n, c.Storage, c.Replicas), nil
 }
 
 // WorkersBucket returns the name of the worker registry bucket, for
@@ -58,21 +29,16 @@ func BucketConfigs(c Config) ([]jetstream.KeyValueConfig, error) {
 // WithRegistryInterval).
 func (n Names) WorkersBucket() string { return n.upper + "_WORKERS" }
 
-// UniqueMarkerTTL is how long the unique-task bucket keeps the marker of a
-// reservation that expired or was released (its LimitMarkerTTL, which
-// enables per-key TTLs).
-const UniqueMarkerTTL = time.Minute
-
 // ensureBuckets creates the missing buckets of c. Existing buckets keep
 // their settings (workers set the retention they are configured with); a
 // storage different from c's is reported as drift.
 func ensureBuckets(ctx context.Context, js jetstream.JetStream, c Config, rep *Report, apply bool) error {
-	cfgs, err := BucketConfigs(c)
+	cfgs, err := bucketConfigs(c)
 	if err != nil {
 		return err
 	}
 	for _, want := range cfgs {
-		err := retryTransient(ctx, func() error { return ensureBucket(ctx, js, want, rep, apply) })
+		err := streamdefs.RetryTransient(ctx, func() error { return ensureBucket(ctx, js, want, rep, apply) })
 		if err != nil {
 			return err
 		}
@@ -118,7 +84,7 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 // missing, with the task stream's storage and replica count, and sets their
 // retention: stateTTL and effectsTTL become the buckets' MaxAge. A TTL of 0
 // leaves an existing bucket as it is and gives a new one its default
-// ([DefaultStateTTL], [DefaultEffectsTTL]). Workers call it at start with
+// (7 days for task state, 30 days for effects). Workers call it at start with
 // their retention options (framework.EnsureBuckets). The task stream must
 // exist: without it the error wraps natserr's ErrTopologyMissing
 // (framework.ErrTopologyMissing).
@@ -131,7 +97,7 @@ func EnsureRetention(ctx context.Context, js jetstream.JetStream, n Names, state
 		return fmt.Errorf("framework: ensure buckets: %w", err)
 	}
 	cfg := s.CachedInfo().Config
-	cfgs, err := BucketConfigs(Config{Prefix: n.Prefix(), Storage: cfg.Storage, Replicas: cfg.Replicas})
+	cfgs, err := bucketConfigs(Config{Prefix: n.Prefix(), Storage: cfg.Storage, Replicas: cfg.Replicas})
 	if err != nil {
 		return err
 	}

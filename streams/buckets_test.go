@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -30,8 +31,8 @@ func TestEnsureCreatesBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, err := kv.Status(ctx)
-	if err != nil || st.TTL() != streams.DefaultStateTTL {
-		t.Fatalf("state bucket TTL %v (%v), want %v", st.TTL(), err, streams.DefaultStateTTL)
+	if err != nil || st.TTL() != streamdefs.DefaultStateTTL {
+		t.Fatalf("state bucket TTL %v (%v), want %v", st.TTL(), err, streamdefs.DefaultStateTTL)
 	}
 	// A worker's setting survives a later Ensure.
 	if _, err := js.UpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.StateBucket(), TTL: time.Hour}); err != nil {

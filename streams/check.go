@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -58,8 +59,8 @@ const fieldRunDocuments = "run documents"
 //
 // It needs STREAM.INFO and CONSUMER.INFO on the topology's streams
 // (the operator role of package access has them). Like Ensure it retries
-// errors of a cluster that is still forming, until ctx ends or for
-// [EnsureRetryFor] when ctx has no deadline.
+// errors of a cluster that is still forming, until ctx ends or for 30 s
+// when ctx has no deadline.
 func Check(ctx context.Context, js jetstream.JetStream, c Config) (*Plan, error) {
 	rep, err := ensure(ctx, js, c, false)
 	if err != nil {
@@ -83,7 +84,7 @@ func DeployedConfig(ctx context.Context, js jetstream.JetStream, prefix string) 
 	}
 	info := func(name string) (*jetstream.StreamConfig, error) {
 		var cfg *jetstream.StreamConfig
-		err := retryTransient(ctx, func() error {
+		err := streamdefs.RetryTransient(ctx, func() error {
 			s, err := js.Stream(ctx, name)
 			switch {
 			case errors.Is(err, jetstream.ErrStreamNotFound):

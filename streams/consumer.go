@@ -85,7 +85,7 @@ func ConsumerConfig(names Names, spec ConsumerSpec) (jetstream.ConsumerConfig, e
 // another task type.
 //
 // Like [Ensure], it retries errors of a cluster that is still forming until
-// ctx ends (at most [EnsureRetryFor] without a deadline), and each attempt
+// ctx ends (at most [streamdefs.RetryFor] without a deadline), and each attempt
 // gets its own deadline of [RequestTimeout] within ctx's: a request nobody
 // answers (a consumer leader election) is tried again rather than waited
 // on until ctx ends.

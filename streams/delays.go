@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/delays"
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
 
@@ -51,33 +52,13 @@ func (n Names) ParseDelaySubject(subject string) (string, error) {
 // stream that workers' movers share: "mover".
 func (n Names) DelayConsumer() string { return "mover" }
 
-// DelayConsumerConfig returns the configuration of [Names.DelayConsumer].
-// A delayed task is acknowledged once its schedule is stored, so a mover
-// that dies hands its tasks to another after the ack wait; deliveries are
-// unlimited (a task that cannot be moved is dead-lettered by the mover,
-// never dropped by the server). [Ensure] creates the consumer and sets it
-// right; a worker's mover uses it as it finds it (warning when it differs)
-// and creates it only when it does not exist, so workers need no right to
-// create or change it.
-func DelayConsumerConfig(n Names) jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
-		Durable:       n.DelayConsumer(),
-		Description:   "jetflow: moves delayed tasks into the schedule stream " + n.ScheduleStream(),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckWait:       30 * time.Second,
-		MaxDeliver:    -1,
-		MaxAckPending: FiredMaxAckPending,
-	}
-}
-
 // ensureDelayConsumer creates the movers' consumer, or updates the
-// settings in which it differs from [DelayConsumerConfig]; those the
+// settings in which it differs from streamdefs.DelayConsumerConfig; those the
 // server cannot change in place are drift. With apply false it changes
 // nothing and counts as drift the settings the server never changes on a
 // consumer (its ack and deliver policies, see [delayConsumerInPlace]).
 func ensureDelayConsumer(ctx context.Context, js jetstream.JetStream, n Names, rep *Report, apply bool) error {
-	want := DelayConsumerConfig(n)
+	want := streamdefs.DelayConsumerConfig(n)
 	name := n.DelayStream() + "/" + want.Durable
 	have, err := js.Consumer(ctx, n.DelayStream(), want.Durable)
 	switch {
@@ -170,7 +151,7 @@ func delayStreamConfig(c Config, n Names) jetstream.StreamConfig {
 // is internal.
 func DelayTopology(n Names) delays.Topology {
 	return delays.Topology{
-		DelayStream: n.DelayStream(), ScheduleStream: n.ScheduleStream(), Consumer: DelayConsumerConfig(n),
+		DelayStream: n.DelayStream(), ScheduleStream: n.ScheduleStream(), Consumer: streamdefs.DelayConsumerConfig(n),
 		ParseSubject: n.ParseDelaySubject, ScheduleSubject: n.ScheduleSubject, DelaySubject: n.DelaySubject,
 		Target: func(raw string) (string, string, string, error) {
 			p, typ, err := n.ParseFiredSubject(raw)

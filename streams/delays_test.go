@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -21,7 +22,7 @@ func TestEnsureOwnsTheMoversConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := streams.MustNames("")
-	want := streams.DelayConsumerConfig(n)
+	want := streamdefs.DelayConsumerConfig(n)
 	c, err := js.Consumer(ctx, n.DelayStream(), n.DelayConsumer())
 	if err != nil {
 		t.Fatalf("the movers' consumer after Ensure: %v", err)

@@ -8,10 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/jetflow-io/jetflow/internal/natserr"
-	"github.com/jetflow-io/jetflow/internal/retry"
 )
 
 // Config declares the topology. Every field has a usable zero value.
@@ -282,9 +280,9 @@ type Report struct {
 	// fail Ensure. Each says how to tighten it (for example message TTL on
 	// a task stream created by an earlier jetflow: decision 040).
 	Weaker []Drift
-	// BucketsCreated and BucketsUnchanged list the KV buckets
-	// ([BucketConfigs]) created, and those that existed already (their
-	// settings are kept).
+	// BucketsCreated and BucketsUnchanged list the KV buckets (see
+	// [Ensure]) created, and those that existed already (their settings
+	// are kept).
 	BucketsCreated, BucketsUnchanged []string
 }
 
@@ -327,10 +325,12 @@ func (e *DriftError) Error() string {
 func (e *DriftError) Unwrap() error { return ErrDrift }
 
 // Ensure creates the task, schedule, dead-letter, advisory, run and delay streams of c,
-// the schedule stream's sourcing consumer ([FiredConsumerConfig]) and the
-// delay movers' consumer ([DelayConsumerConfig]), or
-// updates them to match c, and creates the KV buckets of c ([BucketConfigs])
-// that do not exist. It returns once the task stream sources the schedule
+// the schedule stream's sourcing consumer ([Names.FiredConsumer]) and the
+// delay movers' consumer ([Names.DelayConsumer]), or
+// updates them to match c, and creates the KV buckets of c that do not
+// exist: task state, the effects ledger, failed attempts, circuit
+// breakers, unique-task reservations, rate limits, blocked ordered tasks
+// and the worker registry ([Names.StateBucket] and the others). It returns once the task stream sources the schedule
 // stream, so delayed tasks fire from then on. It is idempotent and safe to
 // call from many processes at once. Fields Ensure does not manage (for
 // example limits an operator added) are kept. Differences that cannot be
@@ -340,7 +340,7 @@ func (e *DriftError) Unwrap() error { return ErrDrift }
 // Report.Drift and as a *[DriftError]; what it changed in place is in
 // Report.Changed. [Check] tells the same without changing anything. Errors of a cluster
 // that is still forming ("no suitable peers", "temporarily unavailable",
-// timeouts) are retried until ctx ends, or for [EnsureRetryFor] when ctx has
+// timeouts) are retried until ctx ends, or for 30 s when ctx has
 // no deadline.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*Report, error) {
 	return ensure(ctx, js, c, true)
@@ -364,11 +364,11 @@ func ensure(ctx context.Context, js jetstream.JetStream, c Config, apply bool) (
 	c, n, _ := c.withDefaults()
 	// A cluster that is still forming (or electing its meta leader) answers
 	// "no suitable peers" or "temporarily unavailable" for a moment: retry
-	// those until ctx ends (at most EnsureRetryFor when ctx has no
+	// those until ctx ends (at most streamdefs.RetryFor when ctx has no
 	// deadline).
 	step := func(f func(one *Report) error) error {
 		var one *Report
-		err := retryTransient(ctx, func() error {
+		err := streamdefs.RetryTransient(ctx, func() error {
 			one = &Report{}
 			return f(one)
 		})
@@ -450,22 +450,6 @@ func ensure(ctx context.Context, js jetstream.JetStream, c Config, apply bool) (
 	}
 	return rep, nil
 }
-
-// EnsureRetryFor bounds how long [Ensure] retries transient cluster errors
-// when its context has no deadline.
-const EnsureRetryFor = 30 * time.Second
-
-func retryTransient(ctx context.Context, f func() error) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, EnsureRetryFor)
-		defer cancel()
-	}
-	return retry.Do(ctx, ensureRetry, natserr.Transient, f)
-}
-
-// ensureRetry spaces the attempts of retryTransient.
-var ensureRetry = retry.Policy{Min: 50 * time.Millisecond, Max: time.Second}
 
 // sameSources reports whether a and b source the same streams through the
 // same consumers and transforms.

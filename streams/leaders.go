@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/retry"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 )
 
 // PartitionLeader is where one task partition's stream is led.
@@ -49,7 +50,7 @@ func Leaders(ctx context.Context, js jetstream.JetStream, prefix string) ([]Part
 // retried until ctx ends (a lookup can go unanswered while a leadership
 // changes).
 func leaderWithin(ctx context.Context, js jetstream.JetStream, p Names) (PartitionLeader, error) {
-	wait := ensureRetry.New()
+	wait := streamdefs.Backoff()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, stepDownRequest)
 		l, err := leaderOf(rctx, js, p)
@@ -122,12 +123,12 @@ func BalanceLeaders(ctx context.Context, js jetstream.JetStream, prefix string) 
 func stepDownTo(ctx context.Context, js jetstream.JetStream, p Names, want string) (PartitionLeader, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, EnsureRetryFor)
+		ctx, cancel = context.WithTimeout(ctx, streamdefs.RetryFor)
 		defer cancel()
 	}
 	body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": want}})
 	subject := "$JS.API.STREAM.LEADER.STEPDOWN." + p.TaskStream()
-	wait := ensureRetry.New()
+	wait := streamdefs.Backoff()
 	var (
 		asked   time.Time
 		askedOf string // the leader asked to step down

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -222,7 +223,7 @@ func (c *Config) resolvePartitions(ctx context.Context, js jetstream.JetStream, 
 		l     Layout
 		found bool
 	)
-	err = retryTransient(ctx, func() error {
+	err = streamdefs.RetryTransient(ctx, func() error {
 		var err error
 		l, found, err = DeployedLayout(ctx, js, n)
 		return err

@@ -3,6 +3,8 @@ package streams
 import (
 	"context"
 	"time"
+
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 )
 
 // RequestTimeout bounds each attempt of [EnsureConsumer] and
@@ -19,7 +21,7 @@ const RequestTimeout = 5 * time.Second
 // that ran out of its deadline is transient and tried again while ctx
 // lasts; the attempt's context is the one f must pass to its requests.
 func retryRequests(ctx context.Context, per time.Duration, f func(ctx context.Context) error) error {
-	return retryTransient(ctx, func() error {
+	return streamdefs.RetryTransient(ctx, func() error {
 		actx, cancel := context.WithTimeout(ctx, per)
 		defer cancel()
 		return f(actx)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/retry"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 )
 
 // Delayed tasks and repeating schedules live in their own stream, the
@@ -107,7 +108,7 @@ func firedConsumerConfig(c Config, n Names) jetstream.ConsumerConfig {
 		// Unacknowledged fired messages in flight to the task stream; the
 		// server's default (1000) stalls the sourcing when thousands of
 		// delayed tasks come due in the same instant.
-		MaxAckPending: FiredMaxAckPending,
+		MaxAckPending: streamdefs.FiredMaxAckPending,
 		Replicas:      c.Replicas,
 	}
 }
@@ -115,14 +116,14 @@ func firedConsumerConfig(c Config, n Names) jetstream.ConsumerConfig {
 // waitSourcing waits until stream sources origin: the server set up the
 // sourcing consumer (the source reports an activity and no error). Until
 // then a fired schedule stays in origin. It gives up when ctx ends, or
-// after [EnsureRetryFor] when ctx has no deadline.
+// after streamdefs.RetryFor when ctx has no deadline.
 func waitSourcing(ctx context.Context, js jetstream.JetStream, stream, origin string) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, EnsureRetryFor)
+		ctx, cancel = context.WithTimeout(ctx, streamdefs.RetryFor)
 		defer cancel()
 	}
-	wait := ensureRetry.New()
+	wait := streamdefs.Backoff()
 	var last error
 	for {
 		s, err := js.Stream(ctx, stream)
@@ -147,9 +148,6 @@ func waitSourcing(ctx context.Context, js jetstream.JetStream, stream, origin st
 		}
 	}
 }
-
-// FiredMaxAckPending is the MaxAckPending of [FiredConsumerConfig].
-const FiredMaxAckPending = 20_000
 
 func ensureFiredConsumer(ctx context.Context, js jetstream.JetStream, c Config, n Names, rep *Report, apply bool) error {
 	want := firedConsumerConfig(c, n)

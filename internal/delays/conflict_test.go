@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/delays"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -167,7 +168,7 @@ func TestRedeliveryOfAMovedTaskIsNoConflict(t *testing.T) {
 	t.Parallel()
 	e := newMoverEnv(t, streams.Config{})
 	// A short ack wait, so that the redelivery comes soon.
-	cfg := streams.DelayConsumerConfig(e.n)
+	cfg := streamdefs.DelayConsumerConfig(e.n)
 	cfg.AckWait = time.Second
 	if _, err := e.js.UpdateConsumer(t.Context(), e.n.DelayStream(), cfg); err != nil {
 		t.Fatal(err)
@@ -277,7 +278,7 @@ accounts {
 		t.Fatal(err)
 	}
 	n := streams.MustNames("")
-	drifted := streams.DelayConsumerConfig(n)
+	drifted := streamdefs.DelayConsumerConfig(n)
 	drifted.MaxAckPending = 7
 	if _, err := ajs.UpdateConsumer(t.Context(), n.DelayStream(), drifted); err != nil {
 		t.Fatal(err)
@@ -315,7 +316,7 @@ func TestMoverCreatesAMissingConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := delays.ConsumerDrift(streams.DelayConsumerConfig(e.n), c.CachedInfo().Config); len(d) > 0 {
+	if d := delays.ConsumerDrift(streamdefs.DelayConsumerConfig(e.n), c.CachedInfo().Config); len(d) > 0 {
 		t.Errorf("created consumer drifts: %v", d)
 	}
 }
@@ -351,7 +352,7 @@ func TestStoredFrom(t *testing.T) {
 
 func TestConsumerDrift(t *testing.T) {
 	t.Parallel()
-	want := streams.DelayConsumerConfig(streams.MustNames(""))
+	want := streamdefs.DelayConsumerConfig(streams.MustNames(""))
 	if d := delays.ConsumerDrift(want, want); len(d) != 0 {
 		t.Errorf("no change: %v", d)
 	}

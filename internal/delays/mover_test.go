@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/delays"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -17,7 +18,7 @@ import (
 
 func topology(n streams.Names) delays.Topology {
 	return delays.Topology{
-		DelayStream: n.DelayStream(), ScheduleStream: n.ScheduleStream(), Consumer: streams.DelayConsumerConfig(n),
+		DelayStream: n.DelayStream(), ScheduleStream: n.ScheduleStream(), Consumer: streamdefs.DelayConsumerConfig(n),
 		ParseSubject: n.ParseDelaySubject, ScheduleSubject: n.ScheduleSubject,
 		Target: func(raw string) (string, string, string, error) {
 			p, typ, err := n.ParseFiredSubject(raw)

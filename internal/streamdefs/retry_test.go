@@ -1,4 +1,4 @@
-package streams
+package streamdefs
 
 import (
 	"context"
@@ -16,7 +16,7 @@ func TestRetryTransient(t *testing.T) {
 	defer cancel()
 
 	calls := 0
-	err := retryTransient(ctx, func() error {
+	err := RetryTransient(ctx, func() error {
 		calls++
 		if calls < 3 {
 			return noPeers
@@ -24,18 +24,18 @@ func TestRetryTransient(t *testing.T) {
 		return nil
 	})
 	if err != nil || calls != 3 {
-		t.Fatalf("retryTransient = %v after %d calls, want nil after 3", err, calls)
+		t.Fatalf("RetryTransient = %v after %d calls, want nil after 3", err, calls)
 	}
 
 	calls = 0
 	permanent := errors.New("boom")
-	if err := retryTransient(ctx, func() error { calls++; return permanent }); !errors.Is(err, permanent) || calls != 1 {
+	if err := RetryTransient(ctx, func() error { calls++; return permanent }); !errors.Is(err, permanent) || calls != 1 {
 		t.Fatalf("non-transient error: %v after %d calls, want boom after 1", err, calls)
 	}
 
 	short, cancelShort := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancelShort()
-	if err := retryTransient(short, func() error { return noPeers }); !errors.As(err, new(*jetstream.APIError)) {
+	if err := RetryTransient(short, func() error { return noPeers }); !errors.As(err, new(*jetstream.APIError)) {
 		t.Fatalf("after the deadline: %v, want the last transient error", err)
 	}
 }
