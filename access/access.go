@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -99,7 +100,7 @@ func (o Options) partitions(n streams.Names) ([]streams.Names, error) {
 	if o.Partitions == 0 {
 		return n.Partitions(1), nil
 	}
-	if err := streams.ValidatePartitionCount(o.Partitions); err != nil {
+	if err := streamdefs.ValidatePartitionCount(o.Partitions); err != nil {
 		return nil, fmt.Errorf("%w partitions: %w", ErrInvalid, err)
 	}
 	return n.Partitions(o.Partitions), nil

@@ -19,6 +19,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/ordering"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -315,5 +316,5 @@ func orderedSubject(names streams.Names, taskType, original string, h nats.Heade
 	if len(vs) == 0 || ordering.ValidateKey(vs[0]) != nil {
 		return "", false
 	}
-	return names.OrderedSubject(taskType, ordering.Slot(vs[0], streams.OrderedSlots)), true
+	return names.OrderedSubject(taskType, ordering.Slot(vs[0], streamdefs.OrderedSlots)), true
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -32,7 +34,7 @@ func TestEnqueueRejectsInvalidTaskType(t *testing.T) {
 		{"double dot", "payments..charge", "empty token"},
 		{"trailing dot", "payments.", "ends with a dot"},
 		{"non ascii", "paiements.déjà", "contains"},
-		{"too long", strings.Repeat("a", streams.MaxTaskTypeLen+1), "limit"},
+		{"too long", strings.Repeat("a", streamdefs.MaxTaskTypeLen+1), "limit"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -62,7 +64,7 @@ func TestEnqueueRejectsBadOptions(t *testing.T) {
 		{"empty id", framework.WithID(""), framework.ErrInvalidID},
 		{"id with space", framework.WithID("a b"), framework.ErrInvalidID},
 		{"id wildcard", framework.WithID("*"), framework.ErrInvalidID},
-		{"id too long", framework.WithID(strings.Repeat("x", streams.MaxIDLen+1)), framework.ErrInvalidID},
+		{"id too long", framework.WithID(strings.Repeat("x", taskmsg.MaxIDLen+1)), framework.ErrInvalidID},
 		{"priority", framework.WithPriority(framework.Priority(9)), framework.ErrInvalidOption},
 		{"reserved header", framework.WithHeader("Nats-Msg-Id", "x"), framework.ErrInvalidOption},
 		{"own header", framework.WithHeader("jetflow-id", "x"), framework.ErrInvalidOption},

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/ordering"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -61,8 +62,8 @@ func validateOrderingKey(key string) error {
 }
 
 // orderingSlot returns the slot of key: an FNV-1a hash modulo
-// [streams.OrderedSlots].
-func orderingSlot(key string) int { return ordering.Slot(key, streams.OrderedSlots) }
+// streamdefs.OrderedSlots.
+func orderingSlot(key string) int { return ordering.Slot(key, streamdefs.OrderedSlots) }
 
 // orderedTarget returns the subject of an ordered task, or refuses the
 // combination of options.
@@ -82,8 +83,8 @@ func orderedTarget(names streams.Names, taskType string, cfg *enqueueConfig, del
 type Ordering struct {
 	// Partitions is how many keys of the type can run at once across the
 	// cluster: keys are spread over partitions by hash, and each partition
-	// runs one task at a time. A divisor of [streams.OrderedSlots] (1, 2, 4,
-	// … 256). Default [DefaultPartitions]. Every worker of the type must use
+	// runs one task at a time. A divisor of 256, the slot count of an
+	// ordered type (1, 2, 4, … 256). Default [DefaultPartitions]. Every worker of the type must use
 	// the same count; changing it needs a drained type (docs/ordering.md).
 	Partitions int
 	// BlockOnDeadLetter keeps a key blocked after one of its tasks failed

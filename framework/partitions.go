@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -189,7 +190,7 @@ func WithPartitionLayout(l streams.Layout) ClientOption {
 		if l.Ordered == 0 {
 			l.Ordered = l.Partitions
 		}
-		err := streams.ValidatePartitionCount(l.Partitions)
+		err := streamdefs.ValidatePartitionCount(l.Partitions)
 		if err == nil && (l.Ordered < 1 || l.Ordered > l.Partitions) {
 			err = fmt.Errorf("%w: %d ordered of %d", streams.ErrPartitions, l.Ordered, l.Partitions)
 		}

@@ -124,7 +124,7 @@ func (u uniqueConfig) headers(taskType string, data []byte, now time.Time, custo
 var uniqueRules = unique.Validators{
 	TaskType:   streams.ValidateTaskType,
 	ID:         streams.ValidateID,
-	MaxTypeLen: streams.MaxTaskTypeLen,
+	MaxTypeLen: streamdefs.MaxTaskTypeLen,
 }
 
 // uniqueBucketMarkerTTL is how long the unique bucket keeps the markers of

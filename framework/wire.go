@@ -88,9 +88,9 @@ func checkFired(names streams.Names, h nats.Header) error {
 // checkWireID validates the value v of header k as a task ID or schedule
 // name, without quoting more than a short prefix of it in the error.
 func checkWireID(k, v string) error {
-	if len(v) > streams.MaxIDLen {
+	if len(v) > taskmsg.MaxIDLen {
 		return Permanent(fmt.Errorf("%w: header %s is %d bytes (%q…), the limit is %d",
-			ErrCorruptTask, k, len(v), truncate(v, 32), streams.MaxIDLen))
+			ErrCorruptTask, k, len(v), truncate(v, 32), taskmsg.MaxIDLen))
 	}
 	if err := streams.ValidateID(v); err != nil {
 		return Permanent(fmt.Errorf("%w: header %s: %w", ErrCorruptTask, k, err))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/ordering"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/internal/unique"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -36,7 +37,7 @@ func New(c *framework.Client) *Operator {
 var uniqueRules = unique.Validators{
 	TaskType:   streams.ValidateTaskType,
 	ID:         streams.ValidateID,
-	MaxTypeLen: streams.MaxTaskTypeLen,
+	MaxTypeLen: streamdefs.MaxTaskTypeLen,
 }
 
 // orderingRules validates what ordered consumers and the ordering bucket

@@ -1,6 +1,9 @@
 package streams
 
-import "github.com/jetflow-io/jetflow/internal/deadletter"
+import (
+	"github.com/jetflow-io/jetflow/internal/deadletter"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
+)
 
 // DeadLetterTopology returns the names and subjects the dead-letter
 // machinery works on, derived from n. It is for jetflow's own packages
@@ -27,7 +30,7 @@ func DeadLetterTopology(n Names) deadletter.Topology {
 			if err != nil {
 				return false
 			}
-			for partitions := 1; partitions <= OrderedSlots; partitions *= 2 {
+			for partitions := 1; partitions <= streamdefs.OrderedSlots; partitions *= 2 {
 				if n.OrderedConsumerName(typ, partitions, slot%partitions) == consumer {
 					return true
 				}

@@ -72,11 +72,16 @@ type Config struct {
 	ordered int
 }
 
-// Defaults used by [Config] fields left at their zero value.
+// Defaults used by [Config] fields left at their zero value, and the bound
+// of [Config.Partitions].
 const (
+	// DefaultPrefix is the subject prefix used when none is configured.
+	DefaultPrefix          = "jetflow"
 	DefaultDuplicateWindow = 2 * time.Minute
 	DefaultDLQMaxAge       = 30 * 24 * time.Hour
 	DefaultAdvisoryMaxAge  = 7 * 24 * time.Hour
+	// MaxPartitions (64) bounds Config.Partitions.
+	MaxPartitions = streamdefs.MaxPartitions
 )
 
 func (c Config) withDefaults() (Config, Names, error) {
@@ -103,7 +108,7 @@ func (c Config) withDefaults() (Config, Names, error) {
 	if c.Partitions == 0 {
 		c.Partitions = 1
 	}
-	if err := ValidatePartitionCount(c.Partitions); err != nil {
+	if err := streamdefs.ValidatePartitionCount(c.Partitions); err != nil {
 		return c, names, err
 	}
 	if err := validatePartitionKey(c.PartitionBy); err != nil {

@@ -7,33 +7,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Workflow events (package workflow's WaitEvent): an event is a message on
 // "<prefix>.event.<key>" in the event stream ([Names.EventStream]), kept
-// for [DefaultEventRetention], the last one per key; a run waiting for key
+// for streamdefs.DefaultEventRetention, the last one per key; a run waiting for key
 // K is indexed by a message on "<prefix>.waiting.<K>.<run>" in the wait
 // stream ([Names.WaitStream]). [EnsureEvents] creates both. [Ensure] does
 // not: workers that run workflows with event waits create them at start.
-
-// Limits of workflow events.
-const (
-	// MaxEventKeyLen is the longest event key, in bytes.
-	MaxEventKeyLen = 200
-	// MaxEventBytes is the largest event payload, in bytes. The event
-	// stream refuses larger messages (its MaxMsgSize leaves room for
-	// headers).
-	MaxEventBytes = 64 << 10
-	// DefaultEventRetention is how long the event stream keeps an event:
-	// an event published before a run starts waiting for it is found
-	// when the wait begins, within this window.
-	DefaultEventRetention = 7 * 24 * time.Hour
-)
-
-// ErrInvalidEventKey reports an event key that cannot be used (see
-// [ValidateEventKey]).
-var ErrInvalidEventKey = errors.New("streams: invalid event key")
 
 // EventStream returns the name of the stream of workflow events, for
 // example "JETFLOW_EVENTS".
@@ -44,13 +27,13 @@ func (n Names) EventStream() string { return n.upper + "_EVENTS" }
 func (n Names) EventSubject(key string) string { return n.prefix + ".event." + key }
 
 // ParseEventSubject returns the key of an event subject
-// ([Names.EventSubject]), validated with [ValidateEventKey].
+// ([Names.EventSubject]), validated as an event key.
 func (n Names) ParseEventSubject(subject string) (string, error) {
 	key, ok := strings.CutPrefix(subject, n.prefix+".event.")
 	if !ok {
 		return "", fmt.Errorf("%w: %q does not start with %q", ErrInvalidSubject, subject, n.prefix+".event.")
 	}
-	return key, ValidateEventKey(key)
+	return key, streamdefs.ValidateEventKey(key)
 }
 
 // EventConsumer returns the name of the durable consumer of the event
@@ -65,44 +48,10 @@ func (n Names) WaitStream() string { return n.upper + "_WAITS" }
 // key: "<prefix>.waiting.<key>.<run>". It does not validate its arguments.
 func (n Names) WaitSubject(key, run string) string { return n.prefix + ".waiting." + key + "." + run }
 
-// ValidateEventKey checks an event key: 1 to [MaxEventKeyLen] bytes of
-// tokens separated by single dots, each made of ASCII letters, digits and
-// '_', '-', '=', ':', '/', for example "payment.confirmed.order-42" or
-// "payment.confirmed/order-42". The key becomes a subject. The error wraps
-// [ErrInvalidEventKey].
-func ValidateEventKey(key string) error {
-	if key == "" {
-		return fmt.Errorf("%w: empty", ErrInvalidEventKey)
-	}
-	if len(key) > MaxEventKeyLen {
-		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidEventKey, len(key), MaxEventKeyLen)
-	}
-	tok := 0
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		switch {
-		case c == '.':
-			if i == tok {
-				return fmt.Errorf("%w: %q has an empty token at byte %d", ErrInvalidEventKey, key, i)
-			}
-			tok = i + 1
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
-			c == '_', c == '-', c == '=', c == ':', c == '/':
-		default:
-			return fmt.Errorf("%w: %q contains %q at byte %d (allowed: A-Z a-z 0-9 _ - = : / and . between tokens)",
-				ErrInvalidEventKey, key, rune(c), i)
-		}
-	}
-	if tok == len(key) {
-		return fmt.Errorf("%w: %q ends with a dot", ErrInvalidEventKey, key)
-	}
-	return nil
-}
-
 // EventStreamConfigs returns the event stream and the wait stream of c.
 //
 // The event stream keeps the last event of each key for
-// [DefaultEventRetention], refuses payloads over [MaxEventBytes] and
+// streamdefs.DefaultEventRetention, refuses payloads over streamdefs.MaxEventBytes and
 // drops a second event with the same Nats-Msg-Id within c's duplicate
 // window. The wait stream keeps one entry per waiting run and key; an
 // entry expires by message TTL after its wait's deadline, or is replaced by
@@ -117,9 +66,9 @@ func EventStreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 		Description:       "jetflow workflow events: the last event of each key, for the runs that wait or will wait for it",
 		Subjects:          []string{n.EventSubject(">")},
 		Retention:         jetstream.LimitsPolicy,
-		MaxAge:            DefaultEventRetention,
+		MaxAge:            streamdefs.DefaultEventRetention,
 		MaxMsgsPerSubject: 1,
-		MaxMsgSize:        MaxEventBytes + 8<<10,
+		MaxMsgSize:        streamdefs.MaxEventBytes + 8<<10,
 		Discard:           jetstream.DiscardOld,
 		Storage:           c.Storage,
 		Replicas:          c.Replicas,

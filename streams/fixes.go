@@ -3,12 +3,9 @@ package streams
 import (
 	"fmt"
 	"strings"
-)
 
-// UpgradeCommand is the command that runs [Ensure] from the jetflow CLI
-// with the deployment's own settings ([DeployedConfig]); the fixes that
-// [Check] and Ensure give name it.
-const UpgradeCommand = "jetflow upgrade"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
+)
 
 // fix says what an operator runs to resolve a difference in field of
 // resource that Ensure cannot change in place: exact commands of the nats
@@ -19,9 +16,9 @@ func (n Names) fix(resource, field string) string {
 	}
 	switch {
 	case resource == n.TaskStream() && field == "AllowMsgSchedules":
-		return "stop producers and workers, then run `" + UpgradeCommand + " --migrate-task-stream` (streams.MigrateTaskStream; docs/upgrading.md)"
+		return "stop producers and workers, then run `" + streamdefs.UpgradeCommand + " --migrate-task-stream` (streams.MigrateTaskStream; docs/upgrading.md)"
 	case resource == n.TaskStream() && field == fieldRunDocuments:
-		return "stop workflow workers and producers, then run `" + UpgradeCommand + " --migrate-run-documents` (streams.MigrateRunDocuments; docs/operations.md)"
+		return "stop workflow workers and producers, then run `" + streamdefs.UpgradeCommand + " --migrate-run-documents` (streams.MigrateRunDocuments; docs/operations.md)"
 	case field == "DenyPurge":
 		return "the server never allows purges again on a stream that denies them: keep them denied (streams.Config.AllowTaskPurge false, the default) or recreate the stream: " +
 			n.recreate(resource)
@@ -32,7 +29,7 @@ func (n Names) fix(resource, field string) string {
 // recreate says how to recreate stream with what it holds kept, or lost
 // where it cannot be kept.
 func (n Names) recreate(stream string) string {
-	rm := fmt.Sprintf("`nats stream rm %s`, then `%s`", stream, UpgradeCommand)
+	rm := fmt.Sprintf("`nats stream rm %s`, then `%s`", stream, streamdefs.UpgradeCommand)
 	switch stream {
 	case n.TaskStream():
 		return fmt.Sprintf("take the %s source off it (`nats stream edit %s`: remove the source; fired tasks wait in %s), stop the producers, "+
@@ -51,7 +48,7 @@ func (n Names) recreate(stream string) string {
 
 // consumerFix says how to recreate a consumer [Ensure] owns.
 func (n Names) consumerFix(stream, consumer string) string {
-	rm := fmt.Sprintf("`nats consumer rm %s %s`, then `%s`", stream, consumer, UpgradeCommand)
+	rm := fmt.Sprintf("`nats consumer rm %s %s`, then `%s`", stream, consumer, streamdefs.UpgradeCommand)
 	if stream == n.ScheduleStream() && consumer == n.FiredConsumer() {
 		return fmt.Sprintf("take the %s source off %s (`nats stream edit %s`: remove the source; fired tasks wait in %s), %s (it sources them again)",
 			stream, n.TaskStream(), n.TaskStream(), stream, rm)
@@ -62,5 +59,5 @@ func (n Names) consumerFix(stream, consumer string) string {
 // bucketFix says how to recreate a KV bucket whose storage differs.
 func bucketFix(bucket string) string {
 	return fmt.Sprintf("the server cannot change a bucket's storage: copy out the keys you need (`nats kv ls %s`), `nats kv del %s`, then `%s` (it creates the bucket again, empty)",
-		bucket, bucket, UpgradeCommand)
+		bucket, bucket, streamdefs.UpgradeCommand)
 }

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
 
 // Sentinel errors of the streams package.
@@ -26,23 +29,21 @@ var (
 	// ErrDrift reports an existing resource whose configuration differs from
 	// the spec in a way that cannot be updated in place.
 	ErrDrift = errors.New("streams: configuration drift")
+	// ErrPartitions reports an invalid partition count, or a change of the
+	// count that [Ensure] does not make.
+	ErrPartitions = streamdefs.ErrPartitions
 )
-
-// MaxTaskTypeLen is the longest accepted task type, in bytes.
-const MaxTaskTypeLen = 128
-
-// MaxIDLen is the longest accepted task ID or schedule name, in bytes.
-const MaxIDLen = 128
 
 // ValidateTaskType checks that t is a dotted name whose tokens are non-empty
 // and made of lower-case ASCII letters, digits, '_' and '-', for example
-// "payments.charge". The error wraps [ErrInvalidTaskType] and says what is wrong.
+// "payments.charge", at most 128 bytes. The error wraps [ErrInvalidTaskType]
+// and says what is wrong.
 func ValidateTaskType(t string) error {
 	if t == "" {
 		return fmt.Errorf("%w: empty (use a dotted name such as \"payments.charge\")", ErrInvalidTaskType)
 	}
-	if len(t) > MaxTaskTypeLen {
-		return fmt.Errorf("%w: %q is %d bytes, the limit is %d", ErrInvalidTaskType, t, len(t), MaxTaskTypeLen)
+	if len(t) > streamdefs.MaxTaskTypeLen {
+		return fmt.Errorf("%w: %q is %d bytes, the limit is %d", ErrInvalidTaskType, t, len(t), streamdefs.MaxTaskTypeLen)
 	}
 	tokStart := 0
 	for i := 0; i < len(t); i++ {
@@ -65,14 +66,14 @@ func ValidateTaskType(t string) error {
 }
 
 // ValidateID checks that id can be used as a single subject token: 1 to
-// [MaxIDLen] bytes of ASCII letters, digits, '_', '-', '=' or ':'. Task IDs and
+// 128 bytes of ASCII letters, digits, '_', '-', '=' or ':'. Task IDs and
 // schedule names must pass it. The error wraps [ErrInvalidID].
 func ValidateID(id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty", ErrInvalidID)
 	}
-	if len(id) > MaxIDLen {
-		return fmt.Errorf("%w: %q is %d bytes, the limit is %d", ErrInvalidID, id, len(id), MaxIDLen)
+	if len(id) > taskmsg.MaxIDLen {
+		return fmt.Errorf("%w: %q is %d bytes, the limit is %d", ErrInvalidID, id, len(id), taskmsg.MaxIDLen)
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
@@ -106,9 +107,6 @@ type Names struct {
 	upper  string // e.g. "JETFLOW"
 	part   int    // the task partition these names address (partitions.go)
 }
-
-// DefaultPrefix is the subject prefix used when none is configured.
-const DefaultPrefix = "jetflow"
 
 // NewNames returns the names for prefix; an empty prefix means [DefaultPrefix].
 // The prefix must be a single token of [a-z0-9_-].

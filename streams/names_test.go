@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -96,14 +98,14 @@ func TestPriority(t *testing.T) {
 
 func TestValidateTaskType(t *testing.T) {
 	t.Parallel()
-	valid := []string{"a", "payments.charge", "a-b_c.0.9", strings.Repeat("a", streams.MaxTaskTypeLen)}
+	valid := []string{"a", "payments.charge", "a-b_c.0.9", strings.Repeat("a", streamdefs.MaxTaskTypeLen)}
 	for _, s := range valid {
 		if err := streams.ValidateTaskType(s); err != nil {
 			t.Errorf("ValidateTaskType(%q) = %v", s, err)
 		}
 	}
 	invalid := []string{"", ".", "a.", ".a", "a..b", "A", "a b", "a*", "a>", "a\x00", "a/b", "é",
-		strings.Repeat("a", streams.MaxTaskTypeLen+1)}
+		strings.Repeat("a", streamdefs.MaxTaskTypeLen+1)}
 	for _, s := range invalid {
 		if err := streams.ValidateTaskType(s); !errors.Is(err, streams.ErrInvalidTaskType) {
 			t.Errorf("ValidateTaskType(%q) = %v, want ErrInvalidTaskType", s, err)
@@ -131,7 +133,7 @@ func FuzzValidateTaskType(f *testing.F) {
 	n := streams.MustNames("")
 	f.Fuzz(func(t *testing.T, s string) {
 		err := streams.ValidateTaskType(s)
-		want := taskTypeRE.MatchString(s) && len(s) <= streams.MaxTaskTypeLen
+		want := taskTypeRE.MatchString(s) && len(s) <= streamdefs.MaxTaskTypeLen
 		if (err == nil) != want {
 			t.Fatalf("ValidateTaskType(%q) = %v, reference grammar says valid=%v", s, err, want)
 		}
@@ -158,13 +160,13 @@ func FuzzValidateTaskType(f *testing.F) {
 
 func FuzzValidateID(f *testing.F) {
 	for _, s := range []string{"", "abc", "A-Z_09=:", "a.b", "a b", "*", ">", "\x00",
-		strings.Repeat("x", streams.MaxIDLen), strings.Repeat("x", streams.MaxIDLen+1)} {
+		strings.Repeat("x", taskmsg.MaxIDLen), strings.Repeat("x", taskmsg.MaxIDLen+1)} {
 		f.Add(s)
 	}
 	n := streams.MustNames("")
 	f.Fuzz(func(t *testing.T, s string) {
 		err := streams.ValidateID(s)
-		want := idRE.MatchString(s) && len(s) <= streams.MaxIDLen
+		want := idRE.MatchString(s) && len(s) <= taskmsg.MaxIDLen
 		if (err == nil) != want {
 			t.Fatalf("ValidateID(%q) = %v, reference grammar says valid=%v", s, err, want)
 		}

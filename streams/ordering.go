@@ -7,20 +7,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Ordered tasks: a task with an ordering key is published to one of
-// [OrderedSlots] slot subjects of its type, "<prefix>.ord.<type>.<slot>",
+// streamdefs.OrderedSlots slot subjects of its type, "<prefix>.ord.<type>.<slot>",
 // chosen by a hash of the key. Workers consume the slots in partitions: one
 // durable consumer per partition, filtering every slot s with
 // s mod partitions == partition, with MaxAckPending 1, so that the tasks of
 // a partition (and so of each key) run one at a time, in stream order,
 // across the cluster.
-
-// OrderedSlots is the number of slot subjects per ordered task type. The
-// partition count of an ordered type must divide it.
-const OrderedSlots = 256
 
 // MetaPartition is the consumer metadata key holding "<partition>/<partitions>"
 // on ordered partition consumers.
@@ -52,8 +49,8 @@ func (n Names) ParseOrderedSubject(subject string) (string, int, error) {
 	}
 	taskType, slotText := rest[:i], rest[i+1:]
 	slot, err := strconv.Atoi(slotText)
-	if err != nil || slot < 0 || slot >= OrderedSlots || strconv.Itoa(slot) != slotText {
-		return "", 0, fmt.Errorf("%w: %q: slot %q is not 0 to %d", ErrInvalidSubject, subject, slotText, OrderedSlots-1)
+	if err != nil || slot < 0 || slot >= streamdefs.OrderedSlots || strconv.Itoa(slot) != slotText {
+		return "", 0, fmt.Errorf("%w: %q: slot %q is not 0 to %d", ErrInvalidSubject, subject, slotText, streamdefs.OrderedSlots-1)
 	}
 	if err := ValidateTaskType(taskType); err != nil {
 		return "", 0, fmt.Errorf("%w: %q: %w", ErrInvalidSubject, subject, err)
@@ -72,10 +69,10 @@ func (n Names) OrderedConsumerName(taskType string, partitions, p int) string {
 }
 
 // ValidatePartitions checks that partitions is between 1 and
-// [OrderedSlots] and divides it.
+// streamdefs.OrderedSlots and divides it.
 func ValidatePartitions(partitions int) error {
-	if partitions < 1 || partitions > OrderedSlots || OrderedSlots%partitions != 0 {
-		return fmt.Errorf("streams: %d ordered partitions: want a divisor of %d (1, 2, 4, … %d)", partitions, OrderedSlots, OrderedSlots)
+	if partitions < 1 || partitions > streamdefs.OrderedSlots || streamdefs.OrderedSlots%partitions != 0 {
+		return fmt.Errorf("streams: %d ordered partitions: want a divisor of %d (1, 2, 4, … %d)", partitions, streamdefs.OrderedSlots, streamdefs.OrderedSlots)
 	}
 	return nil
 }
@@ -86,7 +83,7 @@ type OrderedConsumerSpec struct {
 	// TaskType is the ordered task type. Required.
 	TaskType string
 	// Partitions is the type's partition count, a divisor of
-	// [OrderedSlots]. Required.
+	// streamdefs.OrderedSlots. Required.
 	Partitions int
 	// Partition is this consumer's partition, 0 to Partitions-1.
 	Partition int
@@ -118,8 +115,8 @@ func OrderedConsumerConfig(names Names, spec OrderedConsumerSpec) (jetstream.Con
 	if spec.AckWait <= 0 {
 		spec.AckWait = DefaultAckWait
 	}
-	filters := make([]string, 0, OrderedSlots/spec.Partitions)
-	for s := spec.Partition; s < OrderedSlots; s += spec.Partitions {
+	filters := make([]string, 0, streamdefs.OrderedSlots/spec.Partitions)
+	for s := spec.Partition; s < streamdefs.OrderedSlots; s += spec.Partitions {
 		filters = append(filters, names.OrderedSubject(spec.TaskType, s))
 	}
 	return jetstream.ConsumerConfig{

@@ -26,9 +26,6 @@ import (
 // its first copy in the same stream's duplicate window. Everything else
 // (schedules, delays, dead letters, buckets, runs) is shared.
 
-// MaxPartitions bounds [Config.Partitions].
-const MaxPartitions = 64
-
 // MetaPartitions is the metadata key of the first task stream that records
 // the deployment's partition count, when it is more than one, and
 // MetaOrderedPartitions the count ordered tasks are spread over: the count
@@ -50,10 +47,6 @@ type Layout struct {
 	// empty) or [PartitionByType].
 	By PartitionKey
 }
-
-// ErrPartitions reports an invalid partition count, or a change of the
-// count that [Ensure] does not make.
-var ErrPartitions = errors.New("streams: task partitions")
 
 // Partition returns the names of task partition k: the task stream, work,
 // slot and staging subjects, and the sourcing consumer of that partition.
@@ -139,15 +132,6 @@ func PartitionOf(key string, count int) int {
 	h := fnv.New32a()
 	h.Write([]byte(key))
 	return int(h.Sum32() % uint32(count))
-}
-
-// ValidatePartitionCount checks a task partition count: 1 to
-// [MaxPartitions].
-func ValidatePartitionCount(count int) error {
-	if count < 1 || count > MaxPartitions {
-		return fmt.Errorf("%w: %d: want 1 to %d", ErrPartitions, count, MaxPartitions)
-	}
-	return nil
 }
 
 // layoutOf reads the layout of a first task stream's metadata: one

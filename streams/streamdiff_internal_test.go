@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -86,8 +87,8 @@ func TestFixes(t *testing.T) {
 		{"APP_DELAYS/mover", "AckPolicy", "nats consumer rm APP_DELAYS mover"},
 		{"APP_SCHEDULES/tasks", "DeliverSubject", "remove the source"},
 	} {
-		if fix := n.fix(tc.resource, tc.field); !strings.Contains(fix, tc.want) || !strings.Contains(fix, UpgradeCommand) {
-			t.Errorf("fix of %s %s: %q; want it to say %q and %q", tc.resource, tc.field, fix, tc.want, UpgradeCommand)
+		if fix := n.fix(tc.resource, tc.field); !strings.Contains(fix, tc.want) || !strings.Contains(fix, streamdefs.UpgradeCommand) {
+			t.Errorf("fix of %s %s: %q; want it to say %q and %q", tc.resource, tc.field, fix, tc.want, streamdefs.UpgradeCommand)
 		}
 	}
 	if fix := bucketFix("APP_STATE"); !strings.Contains(fix, "nats kv del APP_STATE") {

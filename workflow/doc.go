@@ -32,7 +32,7 @@
 // [Client.SignalRun] or a plain publish on "<prefix>.event.<key>"; their
 // payload becomes the step's output. A waiting run holds nothing in any
 // worker; an event published before the run waits for it is kept for
-// [streams.DefaultEventRetention] and found when the wait begins; an event
+// [DefaultEventRetention] and found when the wait begins; an event
 // resumes a run once.
 //
 // # Fanning out over a list

@@ -58,11 +58,11 @@ var (
 	// payload. The step fails permanently.
 	ErrOutputTooLarge = errors.New("workflow: output too large")
 	// ErrInvalidEvent reports an event that cannot be delivered: a key
-	// that [streams.ValidateEventKey] refuses, or a payload that is not
-	// JSON.
+	// that is not a valid event key ([WaitEvent] says what is), or a
+	// payload that is not JSON.
 	ErrInvalidEvent = errors.New("workflow: invalid event")
 	// ErrEventTooLarge reports an event payload over
-	// [streams.MaxEventBytes].
+	// [MaxEventBytes].
 	ErrEventTooLarge = errors.New("workflow: event payload too large")
 	// ErrEventTimeout reports a [WaitEvent] step whose [Timeout] ran out
 	// before its event came: the step's failure with [TimeoutFail], and

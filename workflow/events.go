@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -57,9 +58,10 @@ func Timeout(d time.Duration, action ...TimeoutAction) StepOption {
 // WaitEvent adds the step name to d: a wait for the event whose key fn
 // returns. fn runs once, when the step starts, like a step's function (it
 // gets the run's input and may read its ancestors' outputs with [Output];
-// an error retries it). The key must pass [streams.ValidateEventKey], for
-// example "payment.confirmed.order-42"; a key names one occurrence of an
-// event.
+// an error retries it). The key is 1 to [MaxEventKeyLen] bytes of tokens
+// separated by single dots, each made of ASCII letters, digits and '_',
+// '-', '=', ':', '/', for example "payment.confirmed.order-42"; a key
+// names one occurrence of an event. It becomes a subject.
 //
 // The step records "waiting for key K (until the deadline)" in the run
 // document (state [StepWaiting], [StepStatus.EventKey],
@@ -69,9 +71,9 @@ func Timeout(d time.Duration, action ...TimeoutAction) StepOption {
 // [Client.SignalRun], "jetflow workflows signal", or a plain publish on
 // "<prefix>.event.<key>" (for example `nats pub jetflow.event.K '{…}'`);
 // its payload must be JSON (or empty, read as null) of at most
-// [streams.MaxEventBytes]. The event becomes the step's output: the steps
+// [MaxEventBytes]. The event becomes the step's output: the steps
 // after it read it with [Output]. Events are kept in the event stream for
-// [streams.DefaultEventRetention], the last one per key: an event published
+// [DefaultEventRetention], the last one per key: an event published
 // before the run starts waiting for it is found when the wait begins. The
 // same event delivered twice resumes the run once.
 //
@@ -91,7 +93,7 @@ func WaitEvent[In any](d *Definition, name string, fn func(ctx context.Context, 
 		if err != nil {
 			return "", err
 		}
-		if err := streams.ValidateEventKey(key); err != nil {
+		if err := streamdefs.ValidateEventKey(key); err != nil {
 			return "", framework.Permanent(fmt.Errorf("%w: step %q: %w", ErrInvalidEvent, name, err))
 		}
 		return key, nil
@@ -367,8 +369,8 @@ func (s *store) event(ctx context.Context, key string) (json.RawMessage, bool, e
 // eventPayload checks an event's payload and returns it as the JSON stored
 // as the step's output.
 func eventPayload(data []byte) (json.RawMessage, error) {
-	if len(data) > streams.MaxEventBytes {
-		return nil, fmt.Errorf("%w: payload of %d bytes, the limit is %d", ErrEventTooLarge, len(data), streams.MaxEventBytes)
+	if len(data) > MaxEventBytes {
+		return nil, fmt.Errorf("%w: payload of %d bytes, the limit is %d", ErrEventTooLarge, len(data), MaxEventBytes)
 	}
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return json.RawMessage("null"), nil

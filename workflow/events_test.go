@@ -312,7 +312,7 @@ func TestSignalBadInput(t *testing.T) {
 	}
 	w, _ := e.worker(t, []*workflow.Definition{def})
 	startWorker(t, w)
-	for _, key := range []string{"", "a..b", "a.", "a b", "a.*", "a.>", strings.Repeat("k", streams.MaxEventKeyLen+1)} {
+	for _, key := range []string{"", "a..b", "a.", "a b", "a.*", "a.>", strings.Repeat("k", workflow.MaxEventKeyLen+1)} {
 		if _, err := c.Signal(t.Context(), key, nil); !errors.Is(err, workflow.ErrInvalidEvent) {
 			t.Errorf("key %q: %v, want ErrInvalidEvent", key, err)
 		}
@@ -320,7 +320,7 @@ func TestSignalBadInput(t *testing.T) {
 	if _, err := c.Signal(t.Context(), "k", []byte("not json")); !errors.Is(err, workflow.ErrInvalidEvent) {
 		t.Errorf("non-JSON payload: %v", err)
 	}
-	big := json.RawMessage(`"` + strings.Repeat("x", streams.MaxEventBytes) + `"`)
+	big := json.RawMessage(`"` + strings.Repeat("x", workflow.MaxEventBytes) + `"`)
 	if _, err := c.Signal(t.Context(), "k", big); !errors.Is(err, workflow.ErrEventTooLarge) {
 		t.Errorf("oversized payload: %v", err)
 	}
@@ -331,7 +331,7 @@ func TestSignalBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = js.PublishMsg(t.Context(), &nats.Msg{Subject: "jetflow.event.k", Data: make([]byte, streams.MaxEventBytes+16<<10)})
+	_, err = js.PublishMsg(t.Context(), &nats.Msg{Subject: "jetflow.event.k", Data: make([]byte, workflow.MaxEventBytes+16<<10)})
 	if err == nil {
 		t.Errorf("the event stream stored an oversized event")
 	}

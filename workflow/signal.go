@@ -8,7 +8,20 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/streams"
+)
+
+// Limits of workflow events, which the event stream enforces.
+const (
+	// MaxEventKeyLen is the longest event key, in bytes: 200.
+	MaxEventKeyLen = streamdefs.MaxEventKeyLen
+	// MaxEventBytes is the largest event payload, in bytes: 64 KiB.
+	MaxEventBytes = streamdefs.MaxEventBytes
+	// DefaultEventRetention is how long the event stream keeps an event, 7
+	// days: an event published before a run starts waiting for it is found
+	// when the wait begins, within this window.
+	DefaultEventRetention = streamdefs.DefaultEventRetention
 )
 
 // SignalOption configures one [Client.Signal].
@@ -42,7 +55,7 @@ type EventInfo struct {
 	Duplicate bool
 	// Waiting lists the runs that waited for the key when it was stored.
 	// The event router resumes them. An event no run waits for yet is
-	// kept for [streams.DefaultEventRetention]: a run that starts waiting
+	// kept for [DefaultEventRetention]: a run that starts waiting
 	// for its key within that time resumes at once.
 	Waiting []string
 	// WaitingErr, when not nil, says why Waiting could not be listed (for
@@ -55,7 +68,7 @@ type EventInfo struct {
 // ([WaitEvent]), and keeps it for the runs that will. The payload is
 // encoded as JSON (a json.RawMessage or []byte is used as is and must be
 // JSON; nil sends an empty payload, read as null), at most
-// [streams.MaxEventBytes]. It is stored on "<prefix>.event.<key>" in the
+// [MaxEventBytes]. It is stored on "<prefix>.event.<key>" in the
 // event stream; the event router of a worker resumes the waiting runs.
 //
 // Errors: [ErrInvalidEvent] (key or payload), [ErrEventTooLarge],
@@ -64,7 +77,7 @@ type EventInfo struct {
 // error.
 func (c *Client) Signal(ctx context.Context, key string, payload any, opts ...SignalOption) (EventInfo, error) {
 	info := EventInfo{Key: key, Subject: c.names.EventSubject(key)}
-	if err := streams.ValidateEventKey(key); err != nil {
+	if err := streamdefs.ValidateEventKey(key); err != nil {
 		return info, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
 	var cfg signalConfig

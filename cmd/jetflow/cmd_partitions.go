@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -123,7 +124,7 @@ func partitionCommands() []*command {
 					return usagef("partitions add takes the new partition count")
 				}
 				n, err := strconv.Atoi(args[0])
-				if err != nil || streams.ValidatePartitionCount(n) != nil {
+				if err != nil || streamdefs.ValidatePartitionCount(n) != nil {
 					return usagef("partition count %q: want 1 to %d", args[0], streams.MaxPartitions)
 				}
 				js, ctx, done, err := open(ctx, c)

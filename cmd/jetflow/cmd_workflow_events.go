@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/workflow"
 )
 
@@ -79,7 +78,7 @@ func workflowEventCommands(wfClient func(s *session) (*workflow.Client, error)) 
 			case info.WaitingErr != nil:
 				fmt.Fprintf(c.stdout, "%s; the waiting runs could not be listed: %v\n", what, info.WaitingErr)
 			case len(info.Waiting) == 0:
-				fmt.Fprintf(c.stdout, "%s; no run waits for it now: it is kept for %s for a run that starts waiting\n", what, short(streams.DefaultEventRetention))
+				fmt.Fprintf(c.stdout, "%s; no run waits for it now: it is kept for %s for a run that starts waiting\n", what, short(workflow.DefaultEventRetention))
 			default:
 				fmt.Fprintf(c.stdout, "%s; resuming %d waiting run(s): %s\n", what, len(info.Waiting), strings.Join(info.Waiting, " "))
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -110,7 +111,7 @@ func upgradeCommands() []*command {
 				out.print(c.stdout)
 			}
 			if out.Report != nil && len(out.Report.Drift) > 0 {
-				return fmt.Errorf("%d setting(s) cannot be changed in place: run the fixes above, then %s again", len(out.Report.Drift), streams.UpgradeCommand)
+				return fmt.Errorf("%d setting(s) cannot be changed in place: run the fixes above, then %s again", len(out.Report.Drift), streamdefs.UpgradeCommand)
 			}
 			if len(out.Left) > 0 {
 				return fmt.Errorf("%d difference(s) left after the upgrade: run the fixes above", len(out.Left))
@@ -233,7 +234,7 @@ func (o *upgradeOutput) print(w io.Writer) {
 		}
 		printFixes(w, p.Drift, p.Weaker)
 		if p.NeedsEnsure() {
-			fmt.Fprintf(w, "run `%s` to create and migrate the above in place\n", streams.UpgradeCommand)
+			fmt.Fprintf(w, "run `%s` to create and migrate the above in place\n", streamdefs.UpgradeCommand)
 		}
 		return
 	}
@@ -320,7 +321,7 @@ func (t *topologyCheck) check(ctx context.Context, c *cli, s *session) *topology
 	}
 	t.st.Plan = newPlanJSON(t.st.plan)
 	if t.st.plan.NeedsEnsure() {
-		t.st.Run = streams.UpgradeCommand
+		t.st.Run = streamdefs.UpgradeCommand
 	}
 	return t.st
 }
@@ -355,7 +356,7 @@ func (st *topologyStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "  migrate   %s\n", changeLine(d))
 	}
 	if p.NeedsEnsure() {
-		fmt.Fprintf(w, "  run `%s` (`%s --dry-run` lists it again)\n", streams.UpgradeCommand, streams.UpgradeCommand)
+		fmt.Fprintf(w, "  run `%s` (`%s --dry-run` lists it again)\n", streamdefs.UpgradeCommand, streamdefs.UpgradeCommand)
 	}
 	printFixes(w, p.Drift, p.Weaker)
 }

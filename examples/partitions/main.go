@@ -113,8 +113,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if err := streams.ValidatePartitionCount(c.partitions); err != nil {
-		return c, err
+	if c.partitions < 1 || c.partitions > streams.MaxPartitions {
+		return c, fmt.Errorf("%w: %d: want 1 to %d", streams.ErrPartitions, c.partitions, streams.MaxPartitions)
 	}
 	if c.tasks < 30 || c.keys < 1 || c.keys > c.tasks*3/10 || c.rate < 1 || c.timeout <= 0 {
 		return c, fmt.Errorf("want -tasks ≥ 30, 1 ≤ -keys ≤ 3/10 of -tasks, -rate ≥ 1, -timeout > 0")

@@ -191,8 +191,8 @@ func ID(h nats.Header, seq uint64, stamp time.Time) string {
 	return SeqID(seq)
 }
 
-// MaxIDLen is the longest valid task ID or schedule name, in bytes (the same
-// limit as streams.MaxIDLen, which package internal cannot import).
+// MaxIDLen is the longest valid task ID or schedule name, in bytes
+// (streams.ValidateID checks it too).
 const MaxIDLen = 128
 
 // SafeID reports whether id is a valid task ID or schedule name: 1 to
