@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jetflow-io/jetflow/internal/streamdefs"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -222,7 +223,7 @@ func Worker(n streams.Names, o Options) (Permissions, error) {
 		}
 	}
 	for _, d := range o.Dependencies {
-		if err := streams.ValidateDependency(d); err != nil {
+		if err := topology.ValidateDependency(d); err != nil {
 			return Permissions{}, fmt.Errorf("%w worker dependency: %w", ErrInvalid, err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -120,7 +121,7 @@ func TestPartitionedDeploymentRunsWithItsGrants(t *testing.T) {
 	// or 2) and dies in its only attempt.
 	doomed := ""
 	for i := 0; doomed == ""; i++ {
-		if id := fmt.Sprintf("doomed-%d", i); streams.PartitionOf(id, parts) > 0 {
+		if id := fmt.Sprintf("doomed-%d", i); topology.PartitionOf(id, parts) > 0 {
 			doomed = id
 		}
 	}
@@ -213,7 +214,7 @@ func TestPartitionedDeploymentRunsWithItsGrants(t *testing.T) {
 	})
 	if r := recs[0]; len(recs) != 1 || r.TaskID != doomed || (r.RoutedBy != "router" && r.RoutedBy != "reconciler") ||
 		names.SubjectPartition(r.OriginalSubject) == 0 {
-		t.Errorf("dead letters %+v, want %s from partition %d routed by the router", recs, doomed, streams.PartitionOf(doomed, parts))
+		t.Errorf("dead letters %+v, want %s from partition %d routed by the router", recs, doomed, topology.PartitionOf(doomed, parts))
 	}
 	st, err := inspect.New(ocl).QueueStats(ctx)
 	if err != nil || len(st.Partitions) != parts {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -57,8 +58,8 @@ func (e *env) delayRaw(ctx context.Context) (fired, received []time.Duration, er
 	// Schedules fire into the schedule stream's staging subject, which the
 	// task stream sources onto the work subject.
 	target := e.names.FiredSubject(streams.PriorityNormal, typeRawDelay)
-	spec := streams.ConsumerSpec{TaskType: typeRawDelay}
-	if _, err := streams.EnsureConsumer(ctx, e.js, e.names, spec); err != nil {
+	spec := topology.ConsumerSpec{TaskType: typeRawDelay}
+	if _, err := topology.EnsureConsumer(ctx, e.js, e.names, spec); err != nil {
 		return nil, nil, err
 	}
 	nc, err := e.connect()

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -126,13 +127,13 @@ func (e *env) onOwnStream(ctx context.Context, fn func(*env) (runResult, error))
 // drainRawWith pre-enqueues n messages (with the header mode of
 // publishRaw) with asynchronous publishes and
 // times their drain through a durable pull consumer with jetflow's
-// configuration (streams.ConsumerConfig: explicit ack, MaxAckPending 1000),
+// configuration (topology.ConsumerConfig: explicit ack, MaxAckPending 1000),
 // read the given way with nats.go's defaults.
 func (e *env) drainRawWith(ctx context.Context, how, header string) (runResult, error) {
 	n := e.cfg.n
 	subject := e.names.TaskSubject(streams.PriorityNormal, typeRawDrain)
-	spec := streams.ConsumerSpec{TaskType: typeRawDrain}
-	if _, err := streams.EnsureConsumer(ctx, e.js, e.names, spec); err != nil {
+	spec := topology.ConsumerSpec{TaskType: typeRawDrain}
+	if _, err := topology.EnsureConsumer(ctx, e.js, e.names, spec); err != nil {
 		return runResult{}, err
 	}
 	if _, err := e.publishRaw(ctx, subject, n, header); err != nil {
@@ -399,7 +400,7 @@ func (e *env) figureLatencyAt(ctx context.Context, out io.Writer, figure string,
 func (e *env) latencyRawRun(ctx context.Context, rate int) (latencyResult, error) {
 	total := int(int64(rate) * int64(e.cfg.latencyWarmup+e.cfg.latencyDur) / int64(time.Second))
 	subject := e.names.TaskSubject(streams.PriorityNormal, typeRawLat)
-	if _, err := streams.EnsureConsumer(ctx, e.js, e.names, streams.ConsumerSpec{TaskType: typeRawLat}); err != nil {
+	if _, err := topology.EnsureConsumer(ctx, e.js, e.names, topology.ConsumerSpec{TaskType: typeRawLat}); err != nil {
 		return latencyResult{}, err
 	}
 	cnc, err := e.connect()

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -61,14 +62,14 @@ type env struct {
 	cluster *testutil.Cluster // the embedded cluster behind srv, if any
 }
 
-// topology is the stream configuration the bench ensures on its servers.
-var topology = streams.Config{Storage: jetstream.FileStorage, AllowTaskPurge: true}
+// benchConfig is the stream configuration the bench ensures on its servers.
+var benchConfig = streams.Config{Storage: jetstream.FileStorage, AllowTaskPurge: true}
 
-// topology is the stream configuration of e's servers: [topology], at
+// topology is the stream configuration of e's servers: [benchConfig], at
 // clusterReplicas on the cluster of the cluster_drain figure, with the
 // task stream's cap of -max-task-bytes.
 func (e *env) topology() streams.Config {
-	c := topology
+	c := benchConfig
 	c.MaxTaskBytes = e.cfg.maxTaskBytes
 	if e.cluster != nil {
 		c.Replicas = clusterReplicas
@@ -363,7 +364,7 @@ func (e *env) ensureWorkerConsumers(ctx context.Context, taskType string, prios 
 		prios = streams.Priorities[:]
 	}
 	for _, p := range prios {
-		if _, err := streams.EnsureConsumer(ctx, e.js, e.names, streams.ConsumerSpec{TaskType: taskType, Priority: p}); err != nil {
+		if _, err := topology.EnsureConsumer(ctx, e.js, e.names, topology.ConsumerSpec{TaskType: taskType, Priority: p}); err != nil {
 			return err
 		}
 	}

@@ -204,7 +204,7 @@ func newSoakEnv(ctx context.Context, cfg config, stderr io.Writer) (*env, func()
 		if e.js, err = jetstream.New(e.admin); err != nil {
 			return fail(fmt.Errorf("bench: jetstream: %w", err))
 		}
-		top := topology // purges allowed: the soak purges its subjects below
+		top := benchConfig // purges allowed: the soak purges its subjects below
 		top.Replicas = cfg.soakReplicas
 		top.Partitions = cfg.soakParts
 		if _, err := streams.Ensure(ctx, e.js, top); err != nil {

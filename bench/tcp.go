@@ -295,7 +295,7 @@ func newURLEnv(ctx context.Context, cfg config, stderr io.Writer, url string) (_
 	if e.js, err = jetstream.New(e.admin); err != nil {
 		return nil, fmt.Errorf("bench: jetstream: %w", err)
 	}
-	if _, err := streams.Ensure(ctx, e.js, topology); err != nil {
+	if _, err := streams.Ensure(ctx, e.js, benchConfig); err != nil {
 		return nil, fmt.Errorf("bench: ensure topology on %s: %w", url, err)
 	}
 	if err := framework.EnsureBuckets(ctx, e.js); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -36,7 +37,7 @@ func (e *env) drainByType(ctx context.Context, k, parts int) (runResult, error) 
 	ensure := func(taskType string) error {
 		for _, part := range l.ServedBy(taskType) {
 			for _, p := range streams.Priorities {
-				if _, err := streams.EnsureConsumer(ctx, e.js, names.Partition(part), streams.ConsumerSpec{TaskType: taskType, Priority: p}); err != nil {
+				if _, err := topology.EnsureConsumer(ctx, e.js, names.Partition(part), topology.ConsumerSpec{TaskType: taskType, Priority: p}); err != nil {
 					return err
 				}
 			}

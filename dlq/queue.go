@@ -17,6 +17,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -39,7 +40,7 @@ func New(c *framework.Client) *Queue {
 		nc:     c.Conn(),
 		js:     c.JetStream(),
 		names:  names,
-		core:   deadletter.NewCore(c.Conn(), c.JetStream(), streams.DeadLetterTopology(names), c.Logger()),
+		core:   deadletter.NewCore(c.Conn(), c.JetStream(), topology.DeadLetterTopology(names), c.Logger()),
 		op:     inspect.New(c),
 		window: min(c.MaxPending(), replayWindow),
 	}

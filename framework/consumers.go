@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -44,7 +45,7 @@ func (w *Worker) ensureConsumersIn(ctx context.Context, parts []streams.Names, l
 					spec.MaxAckPending = partitionCap(spec.MaxAckPending, len(served), share)
 				}
 				subs = append(subs, consumerSub{tt: tt, prio: p, ensure: func(ctx context.Context) (jetstream.Consumer, error) {
-					return streams.EnsureConsumer(ctx, w.js, names, spec)
+					return topology.EnsureConsumer(ctx, w.js, names, spec)
 				}})
 			}
 		}
@@ -82,8 +83,8 @@ func (w *Worker) ensureConsumersIn(ctx context.Context, parts []streams.Names, l
 	return subs, nil
 }
 
-func (w *Worker) consumerSpec(tt *typeRunner, p Priority) streams.ConsumerSpec {
-	return streams.ConsumerSpec{
+func (w *Worker) consumerSpec(tt *typeRunner, p Priority) topology.ConsumerSpec {
+	return topology.ConsumerSpec{
 		TaskType:      tt.name,
 		Priority:      p,
 		MaxDeliver:    tt.cfg.maxAttempts,

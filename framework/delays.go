@@ -6,7 +6,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/delays"
-	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/internal/topology"
 )
 
 // WithDelayMover turns the worker's delay mover on or off. Workers only.
@@ -51,6 +51,6 @@ func (w *Worker) installDelayMover() {
 			return core.WriteRejected(ctx, n.DelayStream(), a)
 		}
 	}
-	w.mover = delays.New(w.nc, w.js, streams.DelayTopology(n), w.log, reject)
+	w.mover = delays.New(w.nc, w.js, topology.DelayTopology(n), w.log, reject)
 	w.addExtension(extension{Plugin: Plugin{Name: "delay-mover", Service: func(ctx context.Context, _ *Worker) { w.mover.Run(ctx) }}})
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/streamdefs"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -169,7 +170,7 @@ func attemptOf(t *Task, subject string, cause error) deadletter.Attempt {
 
 // newDeadLetterCore returns the dead-letter core of names' topology.
 func newDeadLetterCore(nc *nats.Conn, js jetstream.JetStream, names streams.Names, log *slog.Logger) *deadletter.Core {
-	return deadletter.NewCore(nc, js, streams.DeadLetterTopology(names), log)
+	return deadletter.NewCore(nc, js, topology.DeadLetterTopology(names), log)
 }
 
 // service runs the router and the reconciler until ctx ends.

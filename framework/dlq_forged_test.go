@@ -16,7 +16,7 @@ import (
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/deadletter"
-	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -76,7 +76,7 @@ func TestDeadLetterRouterIgnoresForgedAdvisories(t *testing.T) {
 	testutil.Recv(t, started, waitLong, "the busy task's start")
 
 	// The waiting type's consumer exists, but nobody pulls from it yet.
-	if _, err := streams.EnsureConsumer(t.Context(), e.js, dlqNames, streams.ConsumerSpec{TaskType: waiting}); err != nil {
+	if _, err := topology.EnsureConsumer(t.Context(), e.js, dlqNames, topology.ConsumerSpec{TaskType: waiting}); err != nil {
 		t.Fatal(err)
 	}
 	undelivered := e.enqueue(t, waiting, nil, framework.WithID("waiting-1"))

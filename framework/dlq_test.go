@@ -17,6 +17,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/dlq"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -377,7 +378,7 @@ func TestDeadLetterReconcilerLeavesLiveTasks(t *testing.T) {
 	}, framework.WithMaxAttempts(2), dlqFast)
 	startWorker(t, w)
 	// Waiting tasks: a consumer nobody pulls from.
-	if _, err := streams.EnsureConsumer(t.Context(), e.js, dlqNames, streams.ConsumerSpec{TaskType: "dlq.idle"}); err != nil {
+	if _, err := topology.EnsureConsumer(t.Context(), e.js, dlqNames, topology.ConsumerSpec{TaskType: "dlq.idle"}); err != nil {
 		t.Fatal(err)
 	}
 	e.enqueue(t, "dlq.idle", 1)

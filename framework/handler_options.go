@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -40,12 +41,14 @@ type handlerConfig struct {
 	versions []int
 }
 
-// Handler defaults.
+// Handler defaults: 25 attempts, an ack wait of 30 s, a timeout of 30
+// minutes and 1000 tasks in flight per (type, priority) across the
+// cluster. MaxPrefetch bounds [WithPrefetch].
 const (
-	DefaultMaxAttempts = streams.DefaultMaxDeliver
-	DefaultAckWait     = streams.DefaultAckWait
+	DefaultMaxAttempts = topology.DefaultMaxDeliver
+	DefaultAckWait     = topology.DefaultAckWait
 	DefaultTimeout     = 30 * time.Minute
-	DefaultMaxInFlight = streams.DefaultMaxAckPending
+	DefaultMaxInFlight = topology.DefaultMaxAckPending
 	MaxPrefetch        = 256
 )
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -85,7 +86,7 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 	}
 	var rec *TaskRecord
 	read := func(m jsapi.Stored) error {
-		p := i.names.ParsePending(m.Header)
+		p := topology.ParsePending(i.names, m.Header)
 		rec = &TaskRecord{ID: id, Type: p.Type, Priority: p.Priority, State: StateScheduled, Sequence: m.Seq,
 			EnqueuedAt: m.Time, ScheduledFor: p.Due, UpdatedAt: m.Time}
 		return nil
@@ -102,7 +103,7 @@ func (i *Inspector) GetTask(ctx context.Context, id string) (*TaskRecord, error)
 // readPending calls fn with the pending delayed task id, in the delay or
 // the schedule stream (delays.Topology.Read).
 func (i *Inspector) readPending(ctx context.Context, id string, fn func(jsapi.Stored) error) (bool, error) {
-	return streams.DelayTopology(i.names).Read(ctx, i.nc, id, fn)
+	return topology.DelayTopology(i.names).Read(ctx, i.nc, id, fn)
 }
 
 // CancelTask cancels a delayed task that is still waiting in its schedule:
@@ -123,7 +124,7 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 	rec := TaskRecord{ID: id}
 	awaited := false // enqueued with Awaited: Wait needs the cancelled record
 	read := func(m jsapi.Stored) error {
-		p := i.names.ParsePending(m.Header)
+		p := topology.ParsePending(i.names, m.Header)
 		awaited = m.Header.Get(HeaderAwaited) != ""
 		rec.Priority, rec.Type, rec.ScheduledFor, rec.EnqueuedAt = p.Priority, p.Type, p.Due, p.EnqueuedAt
 		return nil
@@ -133,7 +134,7 @@ func (i *Inspector) CancelTask(ctx context.Context, id string) error {
 		// Each purge reports how many messages it removed, so a schedule
 		// that fires meanwhile is reported as not found.
 		var removed uint64
-		removed, err = streams.DelayTopology(i.names).Cancel(ctx, i.nc, id)
+		removed, err = topology.DelayTopology(i.names).Cancel(ctx, i.nc, id)
 		if err == nil && removed == 0 {
 			rec, gerr := i.GetTask(ctx, id)
 			if gerr != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -19,7 +20,7 @@ func TestQueueActivityOldestWaiting(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	names := streams.MustNames("")
-	if _, err := streams.EnsureConsumer(ctx, e.js, names, streams.ConsumerSpec{TaskType: "act.a"}); err != nil {
+	if _, err := topology.EnsureConsumer(ctx, e.js, names, topology.ConsumerSpec{TaskType: "act.a"}); err != nil {
 		t.Fatal(err)
 	}
 	before := time.Now()

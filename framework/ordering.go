@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/ordering"
 	"github.com/jetflow-io/jetflow/internal/streamdefs"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -109,7 +110,7 @@ func WithOrdering(o Ordering) HandlerOption {
 		if o.Partitions == 0 {
 			o.Partitions = DefaultPartitions
 		}
-		if err := streams.ValidatePartitions(o.Partitions); err != nil {
+		if err := topology.ValidatePartitions(o.Partitions); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
 		c.ordering = &o
@@ -137,7 +138,7 @@ func orderedConsumers(ctx context.Context, w *Worker, parts []streams.Names) ([]
 		// slot consumers (decision 046).
 		for _, names := range parts {
 			for p := range o.Partitions {
-				spec := streams.OrderedConsumerSpec{
+				spec := topology.OrderedConsumerSpec{
 					TaskType:   tt.name,
 					Partitions: o.Partitions,
 					Partition:  p,
@@ -145,7 +146,7 @@ func orderedConsumers(ctx context.Context, w *Worker, parts []streams.Names) ([]
 					AckWait:    tt.cfg.ackWait,
 				}
 				ensure := func(ctx context.Context) (jetstream.Consumer, error) {
-					return streams.EnsureOrderedConsumer(ctx, w.js, names, spec)
+					return topology.EnsureOrderedConsumer(ctx, w.js, names, spec)
 				}
 				var cons jetstream.Consumer
 				err := w.starting.waitingFor("consumer "+names.TaskStream()+"/"+names.OrderedConsumerName(tt.name, o.Partitions, p), func() error {

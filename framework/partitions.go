@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/streamdefs"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -272,13 +273,13 @@ const (
 func (c *Client) partitionFor(key, taskType, id string, l streams.Layout) streams.Names {
 	switch {
 	case key != "":
-		return c.names.Partition(streams.PartitionOf(key, l.Ordered))
+		return c.names.Partition(topology.PartitionOf(key, l.Ordered))
 	case l.Partitions < 2:
 		return c.names
 	case l.ByType():
 		return c.names.Partition(l.TypePartition(taskType))
 	case id != "":
-		return c.names.Partition(streams.PartitionOf(id, l.Partitions))
+		return c.names.Partition(topology.PartitionOf(id, l.Partitions))
 	}
 	return c.names.Partition(int(c.spread.Add(1) % uint32(l.Partitions)))
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -96,7 +97,7 @@ func TestPartitionsServeEveryTask(t *testing.T) {
 		for k := range keys {
 			key := fmt.Sprintf("acct-%d", k)
 			info := e.enqueue(t, "part.ordered", orderEvent{Key: key, N: n}, framework.Ordered(key))
-			if want := streams.MustNames("").Partition(streams.PartitionOf(key, parts)).TaskStream(); info.Stream != want {
+			if want := streams.MustNames("").Partition(topology.PartitionOf(key, parts)).TaskStream(); info.Stream != want {
 				t.Errorf("key %s stored in %s, want %s", key, info.Stream, want)
 			}
 		}
@@ -213,7 +214,7 @@ func TestPartitionsKeepTheirOwnErrors(t *testing.T) {
 	ids := [2]string{}
 	for i := 0; ids[1] == "" || ids[0] == ""; i++ {
 		id := fmt.Sprintf("e-%d", i)
-		if k := streams.PartitionOf(id, 2); ids[k] == "" {
+		if k := topology.PartitionOf(id, 2); ids[k] == "" {
 			ids[k] = id
 		}
 	}
@@ -343,7 +344,7 @@ func TestPartitionsStrandedReported(t *testing.T) {
 	e := newPartitionedEnv(t, 3)
 	var id string
 	for i := 0; id == ""; i++ {
-		if c := fmt.Sprintf("s-%d", i); streams.PartitionOf(c, 3) == 2 {
+		if c := fmt.Sprintf("s-%d", i); topology.PartitionOf(c, 3) == 2 {
 			id = c
 		}
 	}
@@ -424,7 +425,7 @@ func TestPartitionsAddedWhileRunning(t *testing.T) {
 	}
 	var perm string
 	for i := 0; perm == ""; i++ {
-		if id := fmt.Sprintf("perm-%d", i); streams.PartitionOf(id, 3) == 2 {
+		if id := fmt.Sprintf("perm-%d", i); topology.PartitionOf(id, 3) == 2 {
 			perm = id
 		}
 	}

@@ -16,7 +16,7 @@ import (
 // Warn every [SlowStartReport] while any has waited that long. Each attempt
 // of a step has a deadline of its own ([StartAttempt]) within Start's, and
 // each request ensuring a consumer one shorter still
-// (streams.RequestTimeout), so one request nobody answers (a consumer's
+// (topology.RequestTimeout), so one request nobody answers (a consumer's
 // leader being elected) is tried again instead of holding Start.
 
 // StartAttempt bounds each attempt of a start-up step (a plugin's Prepare,

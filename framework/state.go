@@ -14,6 +14,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/ratelimit"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/internal/streamdefs"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -231,7 +232,7 @@ func EnsureBuckets(ctx context.Context, js jetstream.JetStream, opts ...BucketsO
 
 // ensureBuckets creates the state and effects buckets with o's retention.
 func ensureBuckets(ctx context.Context, js jetstream.JetStream, o *options) error {
-	return streams.EnsureRetention(ctx, js, o.names, o.stateTTL, o.effectsTTL)
+	return topology.EnsureRetention(ctx, js, o.names, o.stateTTL, o.effectsTTL)
 }
 
 // stateKey maps a task ID to its KV key (see staterec.Key).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -332,7 +333,7 @@ func TestQueueStats(t *testing.T) {
 	ctx := t.Context()
 	names := streams.MustNames("")
 	for _, p := range []framework.Priority{framework.PriorityNormal, framework.PriorityCritical} {
-		if _, err := streams.EnsureConsumer(ctx, e.js, names, streams.ConsumerSpec{TaskType: "stats.a", Priority: p}); err != nil {
+		if _, err := topology.EnsureConsumer(ctx, e.js, names, topology.ConsumerSpec{TaskType: "stats.a", Priority: p}); err != nil {
 			t.Fatal(err)
 		}
 	}

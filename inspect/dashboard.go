@@ -17,6 +17,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/queuestate"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -142,7 +143,7 @@ func (i *Operator) scheduledTasks(ctx context.Context, f ScheduledFilter) (tasks
 	}
 	limit = min(limit, MaxScheduledScan)
 	record := func(id string, m jsapi.Stored) (framework.TaskRecord, bool) {
-		p := i.names.ParsePending(m.Header)
+		p := topology.ParsePending(i.names, m.Header)
 		if p.TargetErr != nil {
 			return framework.TaskRecord{}, false
 		}
@@ -312,7 +313,7 @@ func (i *Operator) queueErr(op, taskType string, p framework.Priority, err error
 // circuit breaker that any worker reported to the breaker bucket, sorted by
 // dependency. It is empty when no worker declared a dependency (the bucket
 // does not exist). Keys that do not name a valid dependency
-// ([streams.ValidateDependency]) and values that are not records are
+// (framework.ValidateDependency) and values that are not records are
 // skipped. An open record whose Until has passed means the breaker
 // lets probes through again; the next record tells how they went.
 func (i *Operator) BreakerRecords(ctx context.Context) ([]breaker.Record, error) {
@@ -329,7 +330,7 @@ func (i *Operator) BreakerRecords(ctx context.Context) ([]breaker.Record, error)
 	}
 	var out []breaker.Record
 	for k := range keys.Keys() {
-		if streams.ValidateDependency(k) != nil {
+		if topology.ValidateDependency(k) != nil {
 			// Not a dependency's key: stored by another tool, and one that
 			// nats.go refuses to read (a '@', a non-ASCII byte) would fail
 			// the whole listing.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -71,7 +72,7 @@ func TestQueueStatsIgnoreHostileNames(t *testing.T) {
 	}
 	_, err = stream.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "hostile", AckPolicy: jetstream.AckExplicitPolicy,
 		FilterSubject: names.TaskSubject(framework.PriorityHigh, "real.type"),
-		Metadata:      map[string]string{streams.MetaTaskType: "Not A Type " + strings.Repeat("y", 500), streams.MetaPriority: "high"}})
+		Metadata:      map[string]string{topology.MetaTaskType: "Not A Type " + strings.Repeat("y", 500), topology.MetaPriority: "high"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/ordering"
 	"github.com/jetflow-io/jetflow/internal/streamdefs"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/internal/unique"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -43,6 +44,6 @@ var uniqueRules = unique.Validators{
 // orderingRules validates what ordered consumers and the ordering bucket
 // hold, with the rules the worker writes them by.
 func orderingRules(names streams.Names) ordering.Rules {
-	return ordering.Rules{Names: names, MetaTaskType: streams.MetaTaskType, MetaPartition: streams.MetaPartition,
-		TaskType: streams.ValidateTaskType, ID: streams.ValidateID, Partitions: streams.ValidatePartitions}
+	return ordering.Rules{Names: names, MetaTaskType: topology.MetaTaskType, MetaPartition: topology.MetaPartition,
+		TaskType: streams.ValidateTaskType, ID: streams.ValidateID, Partitions: topology.ValidatePartitions}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -243,8 +244,8 @@ func (i *Operator) Overview(ctx context.Context) (*Overview, error) {
 	})
 	out.Streams = append(out.Streams, streamOverview(si))
 	// The task streams of the other partitions, with their leaders.
-	if count, _, err := streams.DeployedPartitions(ctx, i.js, i.names); err == nil {
-		for _, p := range i.names.Partitions(count)[1:] {
+	if l, _, err := streams.DeployedLayout(ctx, i.js, i.names); err == nil {
+		for _, p := range i.names.Partitions(l.Partitions)[1:] {
 			if s, err := i.js.Stream(ctx, p.TaskStream()); err == nil {
 				out.Streams = append(out.Streams, streamOverview(s.CachedInfo()))
 			}
@@ -326,7 +327,7 @@ func (i *Operator) PauseType(ctx context.Context, taskType string, until time.Ti
 			if !p.Valid() {
 				return nil, fmt.Errorf("%w: priority %d", framework.ErrInvalidOption, uint8(p))
 			}
-			if _, err := streams.EnsureConsumer(ctx, i.js, i.names, streams.ConsumerSpec{TaskType: taskType, Priority: p}); err != nil {
+			if _, err := topology.EnsureConsumer(ctx, i.js, i.names, topology.ConsumerSpec{TaskType: taskType, Priority: p}); err != nil {
 				return nil, i.opErr("pause "+taskType, err)
 			}
 		}

@@ -29,7 +29,8 @@ type PartitionStat struct {
 // returns the load of every partition, partition 0 (stream, first) included.
 func addPartitions[K comparable](ctx context.Context, i *Operator, stream jetstream.Stream, snap *queuestate.Snapshot[K],
 	queueOf func(*jetstream.ConsumerInfo) (K, bool)) ([]PartitionStat, error) {
-	count, _, err := streams.DeployedPartitions(ctx, i.js, i.names)
+	l, _, err := streams.DeployedLayout(ctx, i.js, i.names)
+	count := l.Partitions
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +86,8 @@ func leaderOf(stream jetstream.Stream) string {
 // would go on running in the others. The first partition's error, or a
 // later one's other than a missing consumer, is returned.
 func (i *Operator) pauseEverywhere(ctx context.Context, op, taskType string, p framework.Priority, name string, until time.Time) error {
-	count, _, err := streams.DeployedPartitions(ctx, i.js, i.names)
+	l, _, err := streams.DeployedLayout(ctx, i.js, i.names)
+	count := l.Partitions
 	if err != nil {
 		return i.queueErr(op, taskType, p, err)
 	}
@@ -104,7 +106,8 @@ func (i *Operator) pauseEverywhere(ctx context.Context, op, taskType string, p f
 // the last delivery the latest, and a queue is paused while any partition
 // is.
 func (i *Operator) partitionActivities(ctx context.Context, acts []queuestate.Activity, isQueue func(string) bool) ([]queuestate.Activity, error) {
-	count, _, err := streams.DeployedPartitions(ctx, i.js, i.names)
+	l, _, err := streams.DeployedLayout(ctx, i.js, i.names)
+	count := l.Partitions
 	if err != nil || count < 2 {
 		return acts, err
 	}

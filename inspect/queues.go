@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/queuestate"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -113,8 +114,8 @@ func (i *Operator) QueueStats(ctx context.Context) (*QueueStats, error) {
 		prio framework.Priority
 	}
 	queueOf := func(ci *jetstream.ConsumerInfo) (queue, bool) {
-		typ := ci.Config.Metadata[streams.MetaTaskType]
-		p, err := streams.ParsePriority(ci.Config.Metadata[streams.MetaPriority])
+		typ := ci.Config.Metadata[topology.MetaTaskType]
+		p, err := streams.ParsePriority(ci.Config.Metadata[topology.MetaPriority])
 		if streams.ValidateTaskType(typ) != nil || err != nil {
 			// Not a jetflow queue consumer (or metadata another tool
 			// wrote); derive from its filter if possible.

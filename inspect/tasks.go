@@ -12,6 +12,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/nats-io/nats.go"
 )
@@ -187,7 +188,7 @@ func (i *Operator) scheduledSummary(m jsapi.Stored) TaskSummary {
 		id = strings.TrimPrefix(m.Subject, i.names.DelaySubject(""))
 	}
 	s := TaskSummary{ID: id, State: framework.StateScheduled, Subject: m.Subject, Sequence: m.Seq, EnqueuedAt: m.Time}
-	p := i.names.ParsePending(m.Header)
+	p := topology.ParsePending(i.names, m.Header)
 	s.Priority, s.Type, s.DueAt = p.Priority, p.Type, p.Due
 	return s
 }
@@ -229,7 +230,7 @@ func (i *Operator) listWork(ctx context.Context, f TaskFilter, state framework.T
 	if err != nil {
 		return nil, err
 	}
-	core := deadletter.NewCore(i.nc, i.js, streams.DeadLetterTopology(i.names), i.log)
+	core := deadletter.NewCore(i.nc, i.js, topology.DeadLetterTopology(i.names), i.log)
 	var out []TaskSummary
 	err = jsapi.Scan(ctx, i.nc, i.names.TaskStream(), i.workFilter(f), 0, 0, time.Time{}, 1000,
 		func(m jsapi.Stored) (bool, error) {
@@ -405,7 +406,7 @@ func (i *Operator) FindTask(ctx context.Context, id string) (*TaskDetail, error)
 		return d, nil
 	}
 	if d.State == framework.StateRunning {
-		f, failed, err := deadletter.NewCore(i.nc, i.js, streams.DeadLetterTopology(i.names), i.log).LastFailure(ctx, d.Sequence, d.ID)
+		f, failed, err := deadletter.NewCore(i.nc, i.js, topology.DeadLetterTopology(i.names), i.log).LastFailure(ctx, d.Sequence, d.ID)
 		if err != nil {
 			return nil, i.opErr("find task "+id, err)
 		}

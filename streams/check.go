@@ -53,8 +53,8 @@ const fieldRunDocuments = "run documents"
 // whether Ensure changes it in place or an operator must act (and what to
 // run). It applies Ensure's own rules, so a Plan that is up to date is one
 // on which Ensure changes nothing. Workflow run documents left in the task
-// stream by the layout before the run stream are drift, fixed by
-// [MigrateRunDocuments]. The per-type consumers of the task
+// stream by the layout before the run stream are drift, fixed by "jetflow
+// upgrade --migrate-run-documents". The per-type consumers of the task
 // stream are not compared: a worker sets them right when it starts.
 //
 // It needs STREAM.INFO and CONSUMER.INFO on the topology's streams
@@ -128,8 +128,8 @@ func DeployedConfig(ctx context.Context, js jetstream.JetStream, prefix string) 
 
 // checkRunDocuments reports, as drift, workflow run documents that a task
 // stream of the layout before the run stream still holds: Ensure takes
-// their subjects away from the task stream, [MigrateRunDocuments] moves
-// them.
+// their subjects away from the task stream, "jetflow upgrade
+// --migrate-run-documents" (topology.MigrateRunDocuments) moves them.
 func checkRunDocuments(ctx context.Context, js jetstream.JetStream, n Names, rep *Report) error {
 	s, err := js.Stream(ctx, n.TaskStream())
 	if errors.Is(err, jetstream.ErrStreamNotFound) {

@@ -54,15 +54,16 @@
 //     holding delayed tasks and cron schedules; a schedule fires into a
 //     staging subject ([Names.FiredSubject]), which the task stream sources
 //     through a durable consumer with flow-control acknowledgements
-//     ([FiredConsumerConfig]) and a subject transform onto the work subject;
+//     ([Names.FiredConsumer]) and a subject transform onto the work subject;
 //   - the dead-letter stream (limits retention, 30 days by default);
 //   - the advisory stream, capturing the task stream's max-deliveries and
 //     message-terminated advisories, which the server only publishes on core
 //     NATS, once;
 //   - the run stream (limits retention, one message per subject), holding
 //     the state document of each workflow run ([Names.RunSubject]); a new
-//     revision replaces the previous one. [MigrateRunDocuments] moves the
-//     documents a task stream of the previous layout still holds;
+//     revision replaces the previous one. "jetflow upgrade
+//     --migrate-run-documents" moves the documents a task stream of the
+//     previous layout still holds;
 //   - the delay stream (work-queue retention, rollups denied), where
 //     producers publish delayed tasks ([Names.DelaySubject]); every worker's
 //     delay mover stores their schedules in the schedule stream, which only
@@ -74,12 +75,12 @@
 //
 // # Consumers
 //
-// [EnsureConsumer] creates or updates the durable pull consumer of a
-// [ConsumerSpec]: one per (task type, priority), filtering that pair's work
-// subject, with explicit acks. Its MaxDeliver, AckWait and MaxAckPending are
-// the type's attempt limit, ack wait and cluster-wide in-flight cap
-// ([ConsumerConfig] shows the mapping and defaults). A pause set on the
-// consumer is kept across updates.
+// A worker creates or updates the durable pull consumer of each task type
+// it serves: one per (task type, priority), named by [Names.ConsumerName],
+// filtering that pair's work subject, with explicit acks. Its MaxDeliver,
+// AckWait and MaxAckPending are the type's attempt limit, ack wait and
+// cluster-wide in-flight cap (framework.WithMaxAttempts, WithAckWait and
+// WithMaxInFlight). A pause set on the consumer is kept across updates.
 //
 // # Drift
 //
@@ -98,7 +99,6 @@
 // upgrade keeps the operator's settings (the jetflow CLI's "jetflow
 // upgrade" and "jetflow status" use both; docs/upgrading.md).
 //
-// EnsureConsumer refuses
-// with ErrDrift a consumer whose name belongs to another task type (for
-// example "a.b" and "a_b" share a consumer name).
+// A worker refuses, with ErrDrift, a consumer whose name belongs to another
+// task type (for example "a.b" and "a_b" share a consumer name).
 package streams

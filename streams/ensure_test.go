@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -144,7 +145,7 @@ func TestEnsureMovesRunSubjectsToTheRunStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := streams.MigrateRunDocuments(ctx, js, streams.Config{}); err == nil {
+	if _, err := topology.MigrateRunDocuments(ctx, js, streams.Config{}); err == nil {
 		t.Fatal("MigrateRunDocuments before Ensure: no error")
 	}
 	// The message TTL that layout allowed on the task stream cannot be
@@ -160,7 +161,7 @@ func TestEnsureMovesRunSubjectsToTheRunStream(t *testing.T) {
 	if subj := streamConfig(t, ctx, js, "JETFLOW_TASKS").Subjects; slices.Contains(subj, "jetflow.wf.>") {
 		t.Errorf("task stream subjects %v", subj)
 	}
-	n, err := streams.MigrateRunDocuments(ctx, js, streams.Config{})
+	n, err := topology.MigrateRunDocuments(ctx, js, streams.Config{})
 	if err != nil || n != 2 {
 		t.Fatalf("MigrateRunDocuments = %d, %v; want 2", n, err)
 	}
@@ -175,7 +176,7 @@ func TestEnsureMovesRunSubjectsToTheRunStream(t *testing.T) {
 	if info, err := js.Stream(ctx, "JETFLOW_TASKS"); err != nil || info.CachedInfo().State.Msgs != 0 {
 		t.Fatalf("task stream after the migration: %v", err)
 	}
-	if n, err := streams.MigrateRunDocuments(ctx, js, streams.Config{}); err != nil || n != 0 {
+	if n, err := topology.MigrateRunDocuments(ctx, js, streams.Config{}); err != nil || n != 0 {
 		t.Fatalf("second migration = %d, %v; want 0", n, err)
 	}
 }
@@ -260,67 +261,6 @@ func TestEnsureConfigErrors(t *testing.T) {
 	}
 	if cfgs[1].Name != "BILLING_SCHEDULES" || !cfgs[1].AllowMsgSchedules || !slices.Contains(cfgs[1].Subjects, "billing.sched.>") {
 		t.Errorf("schedule stream config %+v", cfgs[1])
-	}
-}
-
-func TestEnsureConsumer(t *testing.T) {
-	t.Parallel()
-	ctx, js := jsContext(t)
-	names := streams.MustNames("")
-	spec := streams.ConsumerSpec{TaskType: "a.b", Priority: streams.PriorityHigh}
-
-	if _, err := streams.EnsureConsumer(ctx, js, names, spec); !errors.Is(err, jetstream.ErrStreamNotFound) ||
-		!strings.Contains(err.Error(), "streams.Ensure") {
-		t.Fatalf("EnsureConsumer without stream = %v, want a hint to call Ensure", err)
-	}
-	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := streams.EnsureConsumer(ctx, js, names, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := c.CachedInfo().Config
-	if cfg.Durable != "a_b-high" || cfg.FilterSubject != "jetflow.task.high.a.b" || cfg.AckPolicy != jetstream.AckExplicitPolicy ||
-		cfg.MaxDeliver != streams.DefaultMaxDeliver || cfg.AckWait != streams.DefaultAckWait ||
-		cfg.MaxAckPending != streams.DefaultMaxAckPending || cfg.Metadata[streams.MetaTaskType] != "a.b" ||
-		cfg.Metadata[streams.MetaPriority] != "high" {
-		t.Errorf("consumer config %+v", cfg)
-	}
-
-	// "a_b" maps to the same consumer name: refused, not silently shared.
-	_, err = streams.EnsureConsumer(ctx, js, names, streams.ConsumerSpec{TaskType: "a_b", Priority: streams.PriorityHigh})
-	if !errors.Is(err, streams.ErrDrift) || !strings.Contains(err.Error(), "a_b-high") {
-		t.Fatalf("colliding consumer: %v, want ErrDrift naming the consumer", err)
-	}
-
-	// A changed limit is updated in place, and a pause survives it.
-	until := time.Now().Add(time.Hour).UTC()
-	if _, err := js.PauseConsumer(ctx, names.TaskStream(), "a_b-high", until); err != nil {
-		t.Fatal(err)
-	}
-	spec.MaxDeliver = 3
-	spec.AckWait = 5 * time.Second
-	c, err = streams.EnsureConsumer(ctx, js, names, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ci, err := c.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ci.Config.MaxDeliver != 3 || ci.Config.AckWait != 5*time.Second {
-		t.Errorf("updated config %+v", ci.Config)
-	}
-	if !ci.Paused || ci.Config.PauseUntil == nil || !ci.Config.PauseUntil.Equal(until) {
-		t.Errorf("pause lost by the update: paused=%v until=%v", ci.Paused, ci.Config.PauseUntil)
-	}
-
-	for _, bad := range []streams.ConsumerSpec{{TaskType: "A"}, {TaskType: "a", Priority: 9}} {
-		if _, err := streams.EnsureConsumer(ctx, js, names, bad); !errors.Is(err, streams.ErrInvalidTaskType) &&
-			!errors.Is(err, streams.ErrInvalidPriority) {
-			t.Errorf("spec %+v: %v", bad, err)
-		}
 	}
 }
 

@@ -18,7 +18,7 @@ func (n Names) fix(resource, field string) string {
 	case resource == n.TaskStream() && field == "AllowMsgSchedules":
 		return "stop producers and workers, then run `" + streamdefs.UpgradeCommand + " --migrate-task-stream` (streams.MigrateTaskStream; docs/upgrading.md)"
 	case resource == n.TaskStream() && field == fieldRunDocuments:
-		return "stop workflow workers and producers, then run `" + streamdefs.UpgradeCommand + " --migrate-run-documents` (streams.MigrateRunDocuments; docs/operations.md)"
+		return "stop workflow workers and producers, then run `" + streamdefs.UpgradeCommand + " --migrate-run-documents` (docs/operations.md)"
 	case field == "DenyPurge":
 		return "the server never allows purges again on a stream that denies them: keep them denied (streams.Config.AllowTaskPurge false, the default) or recreate the stream: " +
 			n.recreate(resource)

@@ -31,7 +31,7 @@ func Leaders(ctx context.Context, js jetstream.JetStream, prefix string) ([]Part
 	if err != nil {
 		return nil, err
 	}
-	count, _, err := DeployedPartitions(ctx, js, n)
+	count, _, err := deployedPartitions(ctx, js, n)
 	if err != nil {
 		return nil, err
 	}

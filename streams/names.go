@@ -203,7 +203,7 @@ func (n Names) DLQSubject(taskType string) string { return n.prefix + ".dlq." + 
 
 // ConsumerName returns the durable consumer name for a (type, priority) pair,
 // for example "payments_charge-critical" for ("payments.charge", critical).
-// Dots become underscores, so "a.b" and "a_b" share a name; [EnsureConsumer]
+// Dots become underscores, so "a.b" and "a_b" share a name; a worker
 // detects that collision through the consumer's filter subject and refuses it.
 func (n Names) ConsumerName(taskType string, p Priority) string {
 	return strings.ReplaceAll(taskType, ".", "_") + "-" + p.String()

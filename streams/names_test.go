@@ -234,16 +234,3 @@ func FuzzTaskSubjectRoundTrip(f *testing.F) {
 		}
 	})
 }
-
-func TestValidateDependency(t *testing.T) {
-	for _, ok := range []string{"payments-gw", "smtp.eu", "A_1", strings.Repeat("a", streams.MaxDependencyLen)} {
-		if err := streams.ValidateDependency(ok); err != nil {
-			t.Errorf("ValidateDependency(%q) = %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"", ".a", "a.", "a..b", "a b", "a*", "a>", strings.Repeat("a", streams.MaxDependencyLen+1)} {
-		if err := streams.ValidateDependency(bad); !errors.Is(err, streams.ErrInvalidDependency) {
-			t.Errorf("ValidateDependency(%q) = %v, want ErrInvalidDependency", bad, err)
-		}
-	}
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 
@@ -113,27 +112,6 @@ func (n Names) SubjectPartition(subject string) int {
 	return k
 }
 
-// errorKeys is the prefix of the partition's keys in the errors bucket:
-// its stream sequences overlap the other partitions'.
-func (n Names) errorKeys() string {
-	if n.part == 0 {
-		return ""
-	}
-	return "p" + strconv.Itoa(n.part) + "."
-}
-
-// PartitionOf returns the partition of count that key hashes to (FNV-1a):
-// the same key always lands in the same partition of a given count. A
-// count below 2 gives 0.
-func PartitionOf(key string, count int) int {
-	if count < 2 {
-		return 0
-	}
-	h := fnv.New32a()
-	h.Write([]byte(key))
-	return int(h.Sum32() % uint32(count))
-}
-
 // layoutOf reads the layout of a first task stream's metadata: one
 // partition when it has none; ordered tasks over every partition when it
 // does not say.
@@ -169,17 +147,11 @@ func layoutOf(meta map[string]string) (Layout, error) {
 	return l, nil
 }
 
-// DeployedPartitions returns the task partition count of the deployment n
-// names, from its first task stream's metadata: 1 when the stream has none,
-// and found false (with 1) when there is no task stream. Workers serve
-// every partition it gives; clients spread new tasks over them.
-func DeployedPartitions(ctx context.Context, js jetstream.JetStream, n Names) (count int, found bool, err error) {
-	l, found, err := DeployedLayout(ctx, js, n)
-	return l.Partitions, found, err
-}
-
-// DeployedLayout is [DeployedPartitions] with the count ordered tasks are
-// spread over.
+// DeployedLayout returns the layout of the deployment n names, from its
+// first task stream's metadata: one partition when the stream has none,
+// and found false (with one partition) when there is no task stream.
+// Workers serve every partition it gives; clients spread new tasks over
+// them.
 func DeployedLayout(ctx context.Context, js jetstream.JetStream, n Names) (l Layout, found bool, err error) {
 	l = Layout{Partitions: 1, Ordered: 1}
 	s, err := js.Stream(ctx, n.Partition(0).TaskStream())
@@ -191,6 +163,12 @@ func DeployedLayout(ctx context.Context, js jetstream.JetStream, n Names) (l Lay
 	}
 	l, err = layoutOf(s.CachedInfo().Config.Metadata)
 	return l, true, err
+}
+
+// deployedPartitions is the partition count of [DeployedLayout].
+func deployedPartitions(ctx context.Context, js jetstream.JetStream, n Names) (count int, found bool, err error) {
+	l, found, err := DeployedLayout(ctx, js, n)
+	return l.Partitions, found, err
 }
 
 // resolvePartitions sets c.Partitions to the deployed count when it is 0

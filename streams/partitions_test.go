@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -73,23 +72,6 @@ func TestPartitionNames(t *testing.T) {
 	if p, typ, err := n.ParseScheduleTarget("jetflow.p5.fired.critical.a.b"); err != nil || p != streams.PriorityCritical || typ != "a.b" {
 		t.Errorf("staging subject of partition 5: %v %q %v", p, typ, err)
 	}
-	// A key always lands in the same partition; keys spread over all.
-	seen := make(map[int]int)
-	for i := range 3000 {
-		k := streams.PartitionOf("key-"+strconv.Itoa(i), 3)
-		if k != streams.PartitionOf("key-"+strconv.Itoa(i), 3) || k < 0 || k > 2 {
-			t.Fatalf("PartitionOf: %d", k)
-		}
-		seen[k]++
-	}
-	for k := range 3 {
-		if seen[k] < 800 {
-			t.Errorf("partition %d got %d of 3000 keys", k, seen[k])
-		}
-	}
-	if streams.PartitionOf("x", 1) != 0 || streams.PartitionOf("x", 0) != 0 {
-		t.Error("PartitionOf of one partition is not 0")
-	}
 	for _, bad := range []int{-1, streams.MaxPartitions + 1} {
 		if _, err := streams.StreamConfigs(streams.Config{Partitions: bad}); !errors.Is(err, streams.ErrPartitions) {
 			t.Errorf("Partitions %d: %v", bad, err)
@@ -113,8 +95,8 @@ func TestEnsurePartitions(t *testing.T) {
 	if got := streamConfig(t, ctx, js, n.TaskStream()).Metadata[streams.MetaPartitions]; got != "3" {
 		t.Errorf("partition count in the metadata: %q", got)
 	}
-	if count, found, err := streams.DeployedPartitions(ctx, js, n); count != 3 || !found || err != nil {
-		t.Errorf("DeployedPartitions: %d %v %v", count, found, err)
+	if l, found, err := streams.DeployedLayout(ctx, js, n); l.Partitions != 3 || !found || err != nil {
+		t.Errorf("DeployedLayout: %+v %v %v", l, found, err)
 	}
 	// A process that does not say keeps the deployed count.
 	rep, err := streams.Ensure(ctx, js, streams.Config{})
@@ -135,8 +117,8 @@ func TestEnsurePartitions(t *testing.T) {
 	if _, err := streams.Ensure(ctx, js, streams.Config{Partitions: 4}); err != nil {
 		t.Fatal(err)
 	}
-	if count, _, _ := streams.DeployedPartitions(ctx, js, n); count != 4 {
-		t.Errorf("after growing to 4: %d", count)
+	if l, _, _ := streams.DeployedLayout(ctx, js, n); l.Partitions != 4 {
+		t.Errorf("after growing to 4: %d", l.Partitions)
 	}
 	// Ordered tasks keep the partitions they had.
 	if l, _, err := streams.DeployedLayout(ctx, js, n); err != nil || l != (streams.Layout{Partitions: 4, Ordered: 3}) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -39,7 +40,7 @@ func benchOverview(b *testing.B, scheduled int) {
 	var jobs []framework.TaskSpec
 	for q := range queues {
 		typ := fmt.Sprintf("bench.q%d", q)
-		if _, err := streams.EnsureConsumer(ctx, js, cl.Names(), streams.ConsumerSpec{TaskType: typ}); err != nil {
+		if _, err := topology.EnsureConsumer(ctx, js, cl.Names(), topology.ConsumerSpec{TaskType: typ}); err != nil {
 			b.Fatal(err)
 		}
 		for range 10 {

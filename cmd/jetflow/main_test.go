@@ -21,6 +21,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -841,7 +842,7 @@ func TestStatusCluster(t *testing.T) {
 	if _, err := streams.Ensure(ctx, js, streams.Config{Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := streams.EnsureConsumer(ctx, js, streams.MustNames(""), streams.ConsumerSpec{TaskType: "emails.send"}); err != nil {
+	if _, err := topology.EnsureConsumer(ctx, js, streams.MustNames(""), topology.ConsumerSpec{TaskType: "emails.send"}); err != nil {
 		t.Fatal(err)
 	}
 	url := c.URL()

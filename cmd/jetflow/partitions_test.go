@@ -24,8 +24,8 @@ func TestPartitionsCommands(t *testing.T) {
 	if len(rows) != 3 || rows[2].Stream != "JETFLOW_TASKS_P2" {
 		t.Errorf("after add 3: %+v", rows)
 	}
-	if count, _, err := streams.DeployedPartitions(t.Context(), te.JS, streams.MustNames("")); err != nil || count != 3 {
-		t.Errorf("deployed count %d, %v", count, err)
+	if l, _, err := streams.DeployedLayout(t.Context(), te.JS, streams.MustNames("")); err != nil || l.Partitions != 3 {
+		t.Errorf("deployed count %d, %v", l.Partitions, err)
 	}
 	if out := e.ok(t, nil, "partitions", "ls").stdout; !strings.Contains(out, "ordered tasks stay in the first 2 partitions") {
 		t.Errorf("ls after add 3:\n%s", out)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/internal/streamdefs"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -34,7 +35,7 @@ func upgradeCommands() []*command {
 		flags: func(fs *flag.FlagSet, c *cli) {
 			fs.BoolVar(&f.dryRun, "dry-run", false, "change nothing: list what is missing, what upgrade would migrate and what needs an operator (streams.Check)")
 			fs.BoolVar(&f.migrate, "migrate-task-stream", false, "recreate a task stream of the layout before the schedule stream (streams.MigrateTaskStream; stop producers and workers first)")
-			fs.BoolVar(&f.runDocs, "migrate-run-documents", false, "then move the workflow run documents an earlier task stream holds to the run stream (streams.MigrateRunDocuments; stop workflow workers and producers first)")
+			fs.BoolVar(&f.runDocs, "migrate-run-documents", false, "then move the workflow run documents an earlier task stream holds to the run stream (topology.MigrateRunDocuments; stop workflow workers and producers first)")
 			fs.IntVar(&f.replicas, "replicas", 0, "replica count of every stream (default: the task stream's, or 1 for a new deployment)")
 		},
 		run: func(ctx context.Context, c *cli, args []string) error {
@@ -88,7 +89,7 @@ func upgradeCommands() []*command {
 				}
 			}
 			if f.runDocs && (out.Report == nil || len(out.Report.Drift) == 0) {
-				moved, err := streams.MigrateRunDocuments(octx, js, cfg)
+				moved, err := topology.MigrateRunDocuments(octx, js, cfg)
 				if err != nil {
 					return err
 				}

@@ -12,7 +12,7 @@ import (
 
 	jetflowprom "github.com/jetflow-io/jetflow/contrib/prometheus"
 	"github.com/jetflow-io/jetflow/framework"
-	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -40,7 +40,7 @@ func TestGrafanaDashboardUsesExportedSeries(t *testing.T) {
 	h.Finished(context.Background(), task, framework.Outcome{Action: framework.ActionAck})
 	h.BreakerStateChanged(context.Background(), "dep", framework.BreakerClosed, framework.BreakerOpen)
 	srv, cl := setup(t)
-	if _, err := streams.EnsureConsumer(t.Context(), cl.JetStream(), cl.Names(), streams.ConsumerSpec{TaskType: "a.b"}); err != nil {
+	if _, err := topology.EnsureConsumer(t.Context(), cl.JetStream(), cl.Names(), topology.ConsumerSpec{TaskType: "a.b"}); err != nil {
 		t.Fatal(err)
 	}
 	// A record in the dead-letter stream, for jetflow_dead_letters.

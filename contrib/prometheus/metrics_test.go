@@ -17,6 +17,7 @@ import (
 	jetflowprom "github.com/jetflow-io/jetflow/contrib/prometheus"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 	"github.com/jetflow-io/jetflow/ui"
@@ -188,7 +189,7 @@ func TestQueueCollector(t *testing.T) {
 	t.Parallel()
 	srv, cl := setup(t)
 	ctx := t.Context()
-	if _, err := streams.EnsureConsumer(ctx, cl.JetStream(), cl.Names(), streams.ConsumerSpec{TaskType: "q.a"}); err != nil {
+	if _, err := topology.EnsureConsumer(ctx, cl.JetStream(), cl.Names(), topology.ConsumerSpec{TaskType: "q.a"}); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {

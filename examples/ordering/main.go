@@ -101,8 +101,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.orders < 1 || c.failEvery < 0 || c.work < 0 || c.timeout <= 0 {
 		return c, fmt.Errorf("want -orders ≥ 1, -fail-every ≥ 0, -work ≥ 0, -timeout > 0")
 	}
-	if err := streams.ValidatePartitions(c.partitions); err != nil {
-		return c, err
+	if c.partitions < 1 || 256%c.partitions != 0 {
+		return c, fmt.Errorf("-partitions %d: want a divisor of 256 (1, 2, 4, … 256)", c.partitions)
 	}
 	return c, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -323,8 +324,8 @@ func (d *demo) report(leaders []streams.PartitionLeader, killed string, p *produ
 	}
 	base := streams.MustNames("")
 	s := d.l.summarize(func(id string, k kind, stored string) string {
-		if k == delayed { // stored in the delay stream; the client chose the partition by ID
-			return base.Partition(streams.PartitionOf(id, len(names))).TaskStream()
+		if k == delayed { // stored in the delay stream; the client chose the partition by ID (as jetflow's client does)
+			return base.Partition(topology.PartitionOf(id, len(names))).TaskStream()
 		}
 		return stored
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/delays"
 	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -50,7 +51,7 @@ func (e *moverEnv) mover(t *testing.T, nc *nats.Conn, log *slog.Logger, setup fu
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m := delays.New(nc, js, streams.DelayTopology(e.n), log, func(_ context.Context, r delays.Rejected) error {
+	m := delays.New(nc, js, topology.DelayTopology(e.n), log, func(_ context.Context, r delays.Rejected) error {
 		e.rejected <- r
 		return nil
 	})
@@ -213,7 +214,7 @@ func TestAFreedIDTakesANewSchedule(t *testing.T) {
 	e.delayed(t, "cancelled", "cancelled", time.Now().Add(time.Hour), `1`)
 	testutil.Wait(t, 30*time.Second, "both moved", func() bool { return m.Moved.Load() == 2 })
 	testutil.Wait(t, 30*time.Second, "the first schedule fired", func() bool { return e.schedule(t, "fires") == nil })
-	if _, err := streams.DelayTopology(e.n).Cancel(t.Context(), e.nc, "cancelled"); err != nil {
+	if _, err := topology.DelayTopology(e.n).Cancel(t.Context(), e.nc, "cancelled"); err != nil {
 		t.Fatal(err)
 	}
 	passed := time.Now().Add(1100 * time.Millisecond)

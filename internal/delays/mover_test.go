@@ -16,7 +16,7 @@ import (
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
-func topology(n streams.Names) delays.Topology {
+func moverTopology(n streams.Names) delays.Topology {
 	return delays.Topology{
 		DelayStream: n.DelayStream(), ScheduleStream: n.ScheduleStream(), Consumer: streamdefs.DelayConsumerConfig(n),
 		ParseSubject: n.ParseDelaySubject, ScheduleSubject: n.ScheduleSubject,
@@ -44,7 +44,7 @@ func TestCancelWhileMovingRemovesTheSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := streams.MustNames("")
-	m := delays.New(nc, js, topology(n), slog.New(slog.DiscardHandler), nil)
+	m := delays.New(nc, js, moverTopology(n), slog.New(slog.DiscardHandler), nil)
 	delayStream, err := js.Stream(ctx, n.DelayStream())
 	if err != nil {
 		t.Fatal(err)

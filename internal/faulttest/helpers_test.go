@@ -224,7 +224,8 @@ func taskStreamMsgs(t *testing.T, js jetstream.JetStream) uint64 {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	names := streams.MustNames("")
-	count, _, err := streams.DeployedPartitions(ctx, js, names)
+	l, _, err := streams.DeployedLayout(ctx, js, names)
+	count := l.Partitions
 	if err != nil {
 		t.Fatalf("task partitions: %v", err)
 	}

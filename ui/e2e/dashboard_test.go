@@ -31,6 +31,7 @@ import (
 	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -347,7 +348,7 @@ func TestDashboard(t *testing.T) {
 	tctx := t.Context()
 
 	// Fixed state whose numbers the pages must show.
-	if _, err := streams.EnsureConsumer(tctx, a.cl.JetStream(), a.cl.Names(), streams.ConsumerSpec{TaskType: "export.csv"}); err != nil {
+	if _, err := topology.EnsureConsumer(tctx, a.cl.JetStream(), a.cl.Names(), topology.ConsumerSpec{TaskType: "export.csv"}); err != nil {
 		t.Fatal(err)
 	}
 	for range 7 {

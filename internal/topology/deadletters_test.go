@@ -1,12 +1,16 @@
-package streams
+package topology
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/jetflow-io/jetflow/streams"
+)
 
 // ReadsSlot accepts only the partition consumer that reads a slot subject
 // under some partition count: the router checks an advisory's consumer name
 // with it before asking that consumer anything.
 func TestDeadLetterTopologyReadsSlot(t *testing.T) {
-	topo := DeadLetterTopology(MustNames(""))
+	topo := DeadLetterTopology(streams.MustNames(""))
 	cases := []struct {
 		subject, consumer string
 		want              bool

@@ -1,4 +1,4 @@
-package streams_test
+package topology_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -55,7 +56,7 @@ func TestEnsureConsumerRetriesUnansweredRequest(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*per)
 	defer cancel()
-	c, err := streams.EnsureConsumerWithin(ctx, lossy, streams.MustNames(""), streams.ConsumerSpec{TaskType: "mail.send"}, per)
+	c, err := topology.EnsureConsumerWithin(ctx, lossy, streams.MustNames(""), topology.ConsumerSpec{TaskType: "mail.send"}, per)
 	if err != nil {
 		t.Fatalf("EnsureConsumer with its first request lost: %v (requests %d)", err, requests.Load())
 	}

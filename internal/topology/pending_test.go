@@ -1,4 +1,4 @@
-package streams_test
+package topology_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -22,7 +23,7 @@ func TestParsePending(t *testing.T) {
 	h.Set(jetstream.ScheduleTargetHeader, n.FiredSubject(streams.PriorityHigh, "email.send"))
 	h.Set("Jetflow-Scheduled-For", due.Format(time.RFC3339Nano))
 	h.Set("Jetflow-Enqueued-At", enq.Format(time.RFC3339Nano))
-	p := n.ParsePending(h)
+	p := topology.ParsePending(n, h)
 	if p.TargetErr != nil || p.Priority != streams.PriorityHigh || p.Type != "email.send" || !p.Due.Equal(due) || !p.EnqueuedAt.Equal(enq) {
 		t.Fatalf("ParsePending = %+v", p)
 	}
@@ -30,7 +31,7 @@ func TestParsePending(t *testing.T) {
 	// Without Jetflow-Scheduled-For, the schedule's own "@at" time.
 	h.Del("Jetflow-Scheduled-For")
 	h.Set(jetstream.ScheduleHeader, "@at "+due.Format(time.RFC3339Nano))
-	if p := n.ParsePending(h); !p.Due.Equal(due) {
+	if p := topology.ParsePending(n, h); !p.Due.Equal(due) {
 		t.Fatalf("Due from @at = %v, want %v", p.Due, due)
 	}
 
@@ -39,7 +40,7 @@ func TestParsePending(t *testing.T) {
 	bad.Set(jetstream.ScheduleTargetHeader, "elsewhere.task.high.x")
 	bad.Set("Jetflow-Scheduled-For", "tomorrow")
 	bad.Set("Jetflow-Enqueued-At", "\x00")
-	p = n.ParsePending(bad)
+	p = topology.ParsePending(n, bad)
 	if !errors.Is(p.TargetErr, streams.ErrInvalidSubject) || p.Type != "" || p.Priority != 0 || !p.Due.IsZero() || !p.EnqueuedAt.IsZero() {
 		t.Fatalf("ParsePending(hostile) = %+v", p)
 	}

@@ -1,4 +1,4 @@
-package streams
+package topology
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/streams"
 )
 
 // ConsumerSpec declares the durable pull consumer of one (task type, priority)
@@ -14,8 +16,8 @@ import (
 type ConsumerSpec struct {
 	// TaskType is the task type, for example "payments.charge". Required.
 	TaskType string
-	// Priority selects the work subject. Default [PriorityNormal].
-	Priority Priority
+	// Priority selects the work subject. Default streams.PriorityNormal.
+	Priority streams.Priority
 	// MaxDeliver is the number of deliveries (attempts) before the server
 	// gives up on a task and emits a max-deliveries advisory. Default 25.
 	MaxDeliver int
@@ -43,12 +45,12 @@ const (
 )
 
 // ConsumerConfig returns the JetStream configuration of spec under names.
-func ConsumerConfig(names Names, spec ConsumerSpec) (jetstream.ConsumerConfig, error) {
-	if err := ValidateTaskType(spec.TaskType); err != nil {
+func ConsumerConfig(names streams.Names, spec ConsumerSpec) (jetstream.ConsumerConfig, error) {
+	if err := streams.ValidateTaskType(spec.TaskType); err != nil {
 		return jetstream.ConsumerConfig{}, err
 	}
 	if !spec.Priority.Valid() {
-		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: %d", ErrInvalidPriority, uint8(spec.Priority))
+		return jetstream.ConsumerConfig{}, fmt.Errorf("%w: %d", streams.ErrInvalidPriority, uint8(spec.Priority))
 	}
 	if spec.MaxDeliver <= 0 {
 		spec.MaxDeliver = DefaultMaxDeliver
@@ -81,20 +83,20 @@ func ConsumerConfig(names Names, spec ConsumerSpec) (jetstream.ConsumerConfig, e
 // EnsureConsumer creates the consumer of spec on the task stream, or updates
 // it when its limits changed. A pause set on the consumer (for example by an
 // open circuit breaker) is kept. It refuses, with an error wrapping
-// [ErrDrift], a consumer of the same name whose filter subject belongs to
+// streams.ErrDrift, a consumer of the same name whose filter subject belongs to
 // another task type.
 //
-// Like [Ensure], it retries errors of a cluster that is still forming until
-// ctx ends (at most [streamdefs.RetryFor] without a deadline), and each attempt
+// Like streams.Ensure, it retries errors of a cluster that is still forming until
+// ctx ends (at most streamdefs.RetryFor without a deadline), and each attempt
 // gets its own deadline of [RequestTimeout] within ctx's: a request nobody
 // answers (a consumer leader election) is tried again rather than waited
 // on until ctx ends.
-func EnsureConsumer(ctx context.Context, js jetstream.JetStream, names Names, spec ConsumerSpec) (jetstream.Consumer, error) {
+func EnsureConsumer(ctx context.Context, js jetstream.JetStream, names streams.Names, spec ConsumerSpec) (jetstream.Consumer, error) {
 	return ensureConsumerWithin(ctx, js, names, spec, RequestTimeout)
 }
 
 // ensureConsumerWithin is EnsureConsumer with attempts of at most per.
-func ensureConsumerWithin(ctx context.Context, js jetstream.JetStream, names Names, spec ConsumerSpec, per time.Duration) (jetstream.Consumer, error) {
+func ensureConsumerWithin(ctx context.Context, js jetstream.JetStream, names streams.Names, spec ConsumerSpec, per time.Duration) (jetstream.Consumer, error) {
 	var c jetstream.Consumer
 	err := retryRequests(ctx, per, func(ctx context.Context) error {
 		var err error
@@ -104,7 +106,7 @@ func ensureConsumerWithin(ctx context.Context, js jetstream.JetStream, names Nam
 	return c, err
 }
 
-func ensureConsumer(ctx context.Context, js jetstream.JetStream, names Names, spec ConsumerSpec) (jetstream.Consumer, error) {
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, names streams.Names, spec ConsumerSpec) (jetstream.Consumer, error) {
 	want, err := ConsumerConfig(names, spec)
 	if err != nil {
 		return nil, err
@@ -124,7 +126,7 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, names Names, sp
 	have := c.CachedInfo().Config
 	if have.FilterSubject != want.FilterSubject {
 		return nil, fmt.Errorf("%w: consumer %s on %s filters %q, want %q: task types %q and another type map to the same consumer name; rename one",
-			ErrDrift, want.Durable, stream, have.FilterSubject, want.FilterSubject, spec.TaskType)
+			streams.ErrDrift, want.Durable, stream, have.FilterSubject, want.FilterSubject, spec.TaskType)
 	}
 	if have.MaxDeliver == want.MaxDeliver && have.AckWait == want.AckWait &&
 		have.MaxAckPending == want.MaxAckPending && have.AckPolicy == want.AckPolicy &&

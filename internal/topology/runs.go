@@ -1,4 +1,4 @@
-package streams
+package topology
 
 import (
 	"context"
@@ -12,11 +12,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/streams"
 )
 
 // MigrateRunDocuments moves the workflow run documents that a task stream of
 // the previous layout still holds on "<prefix>.wf.<run>" into the run stream
-// ([Names.RunStream], decision 023), after [Ensure] took those subjects away
+// (streams.Names.RunStream, decision 023), after streams.Ensure took those subjects away
 // from the task stream. Stop workflow workers and producers first: a step
 // running meanwhile finds no document and retries. For each run it stores
 // the newest revision in the run stream (a final one keeps its message TTL,
@@ -25,8 +26,12 @@ import (
 // how many documents it stored. It is safe to run again after a crash; on a
 // task stream without run documents it does nothing. It holds the newest
 // revision of every run in memory while it runs.
-func MigrateRunDocuments(ctx context.Context, js jetstream.JetStream, c Config) (int, error) {
-	_, n, err := c.withDefaults()
+func MigrateRunDocuments(ctx context.Context, js jetstream.JetStream, c streams.Config) (int, error) {
+	// StreamConfigs refuses c as Ensure does.
+	if _, err := streams.StreamConfigs(c); err != nil {
+		return 0, err
+	}
+	n, err := streams.NewNames(c.Prefix)
 	if err != nil {
 		return 0, err
 	}

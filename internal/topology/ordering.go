@@ -1,0 +1,119 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
+	"github.com/jetflow-io/jetflow/streams"
+)
+
+// MetaPartition is the consumer metadata key holding "<partition>/<partitions>"
+// on ordered partition consumers.
+const MetaPartition = "jetflow.partition"
+
+// ValidatePartitions checks that partitions is between 1 and
+// streamdefs.OrderedSlots and divides it.
+func ValidatePartitions(partitions int) error {
+	if partitions < 1 || partitions > streamdefs.OrderedSlots || streamdefs.OrderedSlots%partitions != 0 {
+		return fmt.Errorf("streams: %d ordered partitions: want a divisor of %d (1, 2, 4, … %d)", partitions, streamdefs.OrderedSlots, streamdefs.OrderedSlots)
+	}
+	return nil
+}
+
+// OrderedConsumerSpec declares one partition consumer of an ordered task
+// type.
+type OrderedConsumerSpec struct {
+	// TaskType is the ordered task type. Required.
+	TaskType string
+	// Partitions is the type's partition count, a divisor of
+	// streamdefs.OrderedSlots. Required.
+	Partitions int
+	// Partition is this consumer's partition, 0 to Partitions-1.
+	Partition int
+	// MaxDeliver is the number of deliveries before the server gives up on
+	// a task. Default 25; -1 means unlimited.
+	MaxDeliver int
+	// AckWait is how long a delivered task may go without an ack or a
+	// heartbeat before it is redelivered. Default 30 s.
+	AckWait time.Duration
+	// Replicas is the consumer's replica count; 0 inherits the stream's.
+	Replicas int
+}
+
+// orderedConsumerConfig returns the JetStream configuration of spec under
+// names: MaxAckPending 1 and one filter subject per slot of the partition.
+func orderedConsumerConfig(names streams.Names, spec OrderedConsumerSpec) (jetstream.ConsumerConfig, error) {
+	if err := streams.ValidateTaskType(spec.TaskType); err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	if err := ValidatePartitions(spec.Partitions); err != nil {
+		return jetstream.ConsumerConfig{}, err
+	}
+	if spec.Partition < 0 || spec.Partition >= spec.Partitions {
+		return jetstream.ConsumerConfig{}, fmt.Errorf("streams: partition %d of %d", spec.Partition, spec.Partitions)
+	}
+	if spec.MaxDeliver == 0 {
+		spec.MaxDeliver = DefaultMaxDeliver
+	}
+	if spec.AckWait <= 0 {
+		spec.AckWait = DefaultAckWait
+	}
+	filters := make([]string, 0, streamdefs.OrderedSlots/spec.Partitions)
+	for s := spec.Partition; s < streamdefs.OrderedSlots; s += spec.Partitions {
+		filters = append(filters, names.OrderedSubject(spec.TaskType, s))
+	}
+	return jetstream.ConsumerConfig{
+		Durable: names.OrderedConsumerName(spec.TaskType, spec.Partitions, spec.Partition),
+		Description: fmt.Sprintf("jetflow ordered tasks of type %s, partition %d of %d",
+			spec.TaskType, spec.Partition, spec.Partitions),
+		FilterSubjects: filters,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		MaxDeliver:     spec.MaxDeliver,
+		AckWait:        spec.AckWait,
+		MaxAckPending:  1,
+		MaxWaiting:     512,
+		Replicas:       spec.Replicas,
+		Metadata: map[string]string{
+			MetaTaskType:  spec.TaskType,
+			MetaPartition: strconv.Itoa(spec.Partition) + "/" + strconv.Itoa(spec.Partitions),
+		},
+	}, nil
+}
+
+// EnsureOrderedConsumer creates the partition consumer of spec on the task
+// stream, or updates its limits. A consumer of another partition count of
+// the same type still present makes the server refuse the overlapping
+// filters: drain and delete it first (see docs/ordering.md). Like
+// [EnsureConsumer], each attempt gets a deadline of [RequestTimeout].
+func EnsureOrderedConsumer(ctx context.Context, js jetstream.JetStream, names streams.Names, spec OrderedConsumerSpec) (jetstream.Consumer, error) {
+	want, err := orderedConsumerConfig(names, spec)
+	if err != nil {
+		return nil, err
+	}
+	stream := names.TaskStream()
+	var c jetstream.Consumer
+	err = retryRequests(ctx, RequestTimeout, func(ctx context.Context) error {
+		have, err := js.Consumer(ctx, stream, want.Durable)
+		if err == nil {
+			hc := have.CachedInfo().Config
+			if hc.MaxDeliver == want.MaxDeliver && hc.AckWait == want.AckWait && hc.MaxAckPending == 1 &&
+				(want.Replicas == 0 || hc.Replicas == want.Replicas) {
+				c = have
+				return nil
+			}
+			want.PauseUntil = hc.PauseUntil
+		}
+		c, err = js.CreateOrUpdateConsumer(ctx, stream, want)
+		return err
+	})
+	if err != nil {
+		return nil, consumerErr(stream, want.Durable, err)
+	}
+	return c, nil
+}
