@@ -238,7 +238,7 @@ func (e *env) drainWorker(taskType string, n int, hopts []framework.HandlerOptio
 // consumers exist.
 func (e *env) drainJetflowServing(ctx context.Context, taskType string, n int, prios []streams.Priority) (runResult, error) {
 	var hopts []framework.HandlerOption
-	if len(prios) < streams.NumPriorities {
+	if len(prios) < len(streams.Priorities) {
 		hopts = append(hopts, framework.WithServedPriorities(prios...))
 	}
 	w, stop, done, finished, err := e.drainWorker(taskType, n, hopts)

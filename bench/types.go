@@ -66,7 +66,7 @@ func (e *env) figureDrainTypes(ctx context.Context, out io.Writer) error {
 				return fmt.Errorf("jetflow run %d: %w", r, err)
 			}
 			e.progress("%s run %d/%d jetflow, %d consumers:  %8.0f tasks/s, %5.1f µs CPU/task",
-				figDrainTypes, r, e.cfg.runs, (k+1)*streams.NumPriorities, jr.rate, usOf(jr.cpu))
+				figDrainTypes, r, e.cfg.runs, (k+1)*len(streams.Priorities), jr.rate, usOf(jr.cpu))
 			or, err = withIdle(normal, func(ctx context.Context) (runResult, error) { return e.drainJetflowRunAt(ctx, normal) })
 			if err != nil {
 				return fmt.Errorf("jetflow one-priority run %d: %w", r, err)
@@ -100,7 +100,7 @@ func (e *env) figureDrainTypes(ctx context.Context, out io.Writer) error {
 	}
 	printResult(out, figDrainTypes, fint("types", k+1),
 		fint("raw_consumers", k+1), fint("jetflow_consumers", byTypeConsumers(k, e.cfg.typeParts)),
-		fint("one_stream_consumers", (k+1)*streams.NumPriorities),
+		fint("one_stream_consumers", (k+1)*len(streams.Priorities)),
 		fint("type_partitions", e.cfg.typeParts),
 		frate("raw_per_s", median(rawRates)), frate("jetflow_per_s", median(btRates)), fratio("ratio", median(btRatios)),
 		frate("one_type_per_s", median(oneTypeRates)), fratio("types_over_one", median(overOne)),
@@ -129,10 +129,10 @@ func (e *env) ensureIdleTypes(ctx context.Context, k int, prios []streams.Priori
 func byTypeConsumers(k, parts int) int {
 	l := streams.Layout{Partitions: parts, Ordered: parts, By: streams.PartitionByType}
 	home := l.TypePartition(typeDrain)
-	n := streams.NumPriorities
+	n := len(streams.Priorities)
 	for i := range k {
 		if l.Serves(home, fmt.Sprintf("%s%d", typeIdle, i)) {
-			n += streams.NumPriorities
+			n += len(streams.Priorities)
 		}
 	}
 	return n

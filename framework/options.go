@@ -87,7 +87,7 @@ type options struct {
 	codec             Codec
 	concurrency       int
 	dispatch          DispatchMode
-	weights           [streams.NumPriorities]int
+	weights           [len(streams.Priorities)]int
 	shutdownTimeout   time.Duration
 	stallLimit        time.Duration
 	middleware        []Middleware
@@ -122,7 +122,7 @@ func newOptions[O comparable](opts []O, apply func(O, *options) error) (*options
 		concurrency:       DefaultConcurrency,
 		shutdownTimeout:   DefaultShutdownTimeout,
 		stallLimit:        PullStallLive,
-		weights:           [streams.NumPriorities]int{8, 4, 2, 1},
+		weights:           [len(streams.Priorities)]int{8, 4, 2, 1},
 		versionGrace:      DefaultVersionGrace,
 		maxPending:        DefaultMaxPending,
 		stateRunningAfter: DefaultStateRunningAfter,
@@ -234,7 +234,7 @@ func WithWeights(critical, high, normal, low int) WorkerOption {
 				return fmt.Errorf("%w: weight %d, want ≥ 1", ErrInvalidOption, w)
 			}
 		}
-		o.weights = [streams.NumPriorities]int{critical, high, normal, low}
+		o.weights = [len(streams.Priorities)]int{critical, high, normal, low}
 		o.dispatch = DispatchWeighted
 		return nil
 	})

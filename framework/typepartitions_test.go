@@ -111,7 +111,7 @@ func TestPartitionsByType(t *testing.T) {
 	want := map[string]bool{}
 	for i := range types * 10 {
 		taskType := fmt.Sprintf("type_%d", i%types)
-		info := e.enqueue(t, taskType, i, framework.WithPriority(streams.Priorities[i%streams.NumPriorities]))
+		info := e.enqueue(t, taskType, i, framework.WithPriority(streams.Priorities[i%len(streams.Priorities)]))
 		if home := names.Partition(layout.TypePartition(taskType)).TaskStream(); info.Stream != home {
 			t.Fatalf("task of %s stored in %s, want its partition's %s", taskType, info.Stream, home)
 		}

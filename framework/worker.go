@@ -168,7 +168,7 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		opts:       o,
 		names:      o.names,
 		taskStream: o.names.TaskStream(),
-		lastStart:  pull.NewStarts(streams.NumPriorities),
+		lastStart:  pull.NewStarts(len(streams.Priorities)),
 		log:        o.logger,
 		types:      make(map[string]*typeRunner),
 		stopFetch:  make(chan struct{}),

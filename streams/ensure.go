@@ -258,7 +258,7 @@ func taskStreamConfig(c Config, n Names) jetstream.StreamConfig {
 // prioritySubjects returns one wildcard per priority under prefix, for
 // example "jetflow.task.critical.>".
 func prioritySubjects(prefix string) []string {
-	out := make([]string, 0, NumPriorities)
+	out := make([]string, 0, len(Priorities))
 	for _, p := range []Priority{PriorityCritical, PriorityHigh, PriorityNormal, PriorityLow} {
 		out = append(out, prefix+p.String()+".>")
 	}

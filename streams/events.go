@@ -48,7 +48,7 @@ func (n Names) WaitStream() string { return n.upper + "_WAITS" }
 // key: "<prefix>.waiting.<key>.<run>". It does not validate its arguments.
 func (n Names) WaitSubject(key, run string) string { return n.prefix + ".waiting." + key + "." + run }
 
-// EventStreamConfigs returns the event stream and the wait stream of c.
+// eventStreamConfigs returns the event stream and the wait stream of c.
 //
 // The event stream keeps the last event of each key for
 // streamdefs.DefaultEventRetention, refuses payloads over streamdefs.MaxEventBytes and
@@ -56,7 +56,7 @@ func (n Names) WaitSubject(key, run string) string { return n.prefix + ".waiting
 // window. The wait stream keeps one entry per waiting run and key; an
 // entry expires by message TTL after its wait's deadline, or is replaced by
 // an empty one when the run resumes.
-func EventStreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
+func eventStreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	c, n, err := c.withDefaults()
 	if err != nil {
 		return nil, err
@@ -93,9 +93,9 @@ func EventStreamConfigs(c Config) ([]jetstream.StreamConfig, error) {
 	return []jetstream.StreamConfig{events, waits}, nil
 }
 
-// EventConsumerConfig returns the configuration of [Names.EventConsumer]:
+// eventConsumerConfig returns the configuration of [Names.EventConsumer]:
 // every event once, acknowledged by the worker that resumed its runs.
-func EventConsumerConfig(n Names) jetstream.ConsumerConfig {
+func eventConsumerConfig(n Names) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       n.EventConsumer(),
 		Description:   "jetflow: resumes the workflow runs waiting for each event",
@@ -112,7 +112,7 @@ func EventConsumerConfig(n Names) jetstream.ConsumerConfig {
 // consumer of c where they do not exist, and leaves existing ones as they
 // are. It is idempotent and safe to call from every worker at start.
 func EnsureEvents(ctx context.Context, js jetstream.JetStream, c Config) error {
-	cfgs, err := EventStreamConfigs(c)
+	cfgs, err := eventStreamConfigs(c)
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func EnsureEvents(ctx context.Context, js jetstream.JetStream, c Config) error {
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("streams: look up %s/%s: %w", n.EventStream(), n.EventConsumer(), err)
 	}
-	if _, err := js.CreateConsumer(ctx, n.EventStream(), EventConsumerConfig(n)); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+	if _, err := js.CreateConsumer(ctx, n.EventStream(), eventConsumerConfig(n)); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
 		return fmt.Errorf("streams: create %s/%s: %w", n.EventStream(), n.EventConsumer(), err)
 	}
 	return nil

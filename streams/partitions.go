@@ -25,15 +25,15 @@ import (
 // its first copy in the same stream's duplicate window. Everything else
 // (schedules, delays, dead letters, buckets, runs) is shared.
 
-// MetaPartitions is the metadata key of the first task stream that records
+// metaPartitions is the metadata key of the first task stream that records
 // the deployment's partition count, when it is more than one, and
-// MetaOrderedPartitions the count ordered tasks are spread over: the count
+// metaOrderedPartitions the count ordered tasks are spread over: the count
 // the deployment had before partitions were added to it, which never
 // changes, so that a key stays in its partition (and in order) however
 // many partitions are added.
 const (
-	MetaPartitions        = "jetflow.partitions"
-	MetaOrderedPartitions = "jetflow.partitions.ordered"
+	metaPartitions        = "jetflow.partitions"
+	metaOrderedPartitions = "jetflow.partitions.ordered"
 )
 
 // Layout is how a deployment's tasks are spread: Partitions task
@@ -125,22 +125,22 @@ func layoutOf(meta map[string]string) (Layout, error) {
 		}
 		return n, nil
 	}
-	if _, ok := meta[MetaPartitions]; !ok {
+	if _, ok := meta[metaPartitions]; !ok {
 		return l, nil
 	}
 	var err error
-	if l.Partitions, err = read(MetaPartitions, MaxPartitions); err != nil {
+	if l.Partitions, err = read(metaPartitions, MaxPartitions); err != nil {
 		return Layout{}, err
 	}
 	l.Ordered = l.Partitions
-	if _, ok := meta[MetaOrderedPartitions]; ok {
-		if l.Ordered, err = read(MetaOrderedPartitions, l.Partitions); err != nil {
+	if _, ok := meta[metaOrderedPartitions]; ok {
+		if l.Ordered, err = read(metaOrderedPartitions, l.Partitions); err != nil {
 			return Layout{}, err
 		}
 	}
-	if by, ok := meta[MetaPartitionBy]; ok {
+	if by, ok := meta[metaPartitionBy]; ok {
 		if by != string(PartitionByTask) && by != string(PartitionByType) {
-			return Layout{}, fmt.Errorf("%w: metadata %s=%q on the task stream is not %q or %q", ErrPartitions, MetaPartitionBy, by, PartitionByTask, PartitionByType)
+			return Layout{}, fmt.Errorf("%w: metadata %s=%q on the task stream is not %q or %q", ErrPartitions, metaPartitionBy, by, PartitionByTask, PartitionByType)
 		}
 		l.By = PartitionKey(by)
 	}
@@ -244,9 +244,9 @@ func layoutMetadata(c Config) map[string]string {
 	if ordered < 1 || ordered > c.Partitions {
 		ordered = c.Partitions
 	}
-	meta := map[string]string{MetaPartitions: strconv.Itoa(c.Partitions), MetaOrderedPartitions: strconv.Itoa(ordered)}
+	meta := map[string]string{metaPartitions: strconv.Itoa(c.Partitions), metaOrderedPartitions: strconv.Itoa(ordered)}
 	if c.PartitionBy == PartitionByType {
-		meta[MetaPartitionBy] = string(PartitionByType)
+		meta[metaPartitionBy] = string(PartitionByType)
 	}
 	return meta
 }

@@ -16,11 +16,9 @@ const (
 	PriorityLow
 )
 
-// NumPriorities is the number of priorities.
-const NumPriorities = 4
-
-// Priorities lists every priority from highest to lowest.
-var Priorities = [NumPriorities]Priority{PriorityCritical, PriorityHigh, PriorityNormal, PriorityLow}
+// Priorities lists every priority from highest to lowest. Its length,
+// len(Priorities), is a constant.
+var Priorities = [...]Priority{PriorityCritical, PriorityHigh, PriorityNormal, PriorityLow}
 
 // Rank returns 0 for the highest priority (critical) up to 3 for low.
 func (p Priority) Rank() int {

@@ -82,21 +82,11 @@ func (n Names) ParseScheduleTarget(target string) (Priority, string, error) {
 	return n.ParseTaskSubject(target)
 }
 
-// FiredConsumerConfig returns the configuration of the durable consumer of
-// the schedule stream that the task stream sources fired schedules through
-// ([Names.FiredConsumer]). Its flow-control acknowledgements remove a fired
-// message from the (work-queue) schedule stream only once the task stream
-// stored it.
-func FiredConsumerConfig(c Config) (jetstream.ConsumerConfig, error) {
-	c, n, err := c.withDefaults()
-	if err != nil {
-		return jetstream.ConsumerConfig{}, err
-	}
-	return firedConsumerConfig(c, n), nil
-}
-
-// firedConsumerConfig is [FiredConsumerConfig] for the task partition n
-// names.
+// firedConsumerConfig returns the configuration of the durable consumer of
+// the schedule stream that the task partition n names sources fired
+// schedules through ([Names.FiredConsumer]). Its flow-control
+// acknowledgements remove a fired message from the (work-queue) schedule
+// stream only once the task stream stored it.
 func firedConsumerConfig(c Config, n Names) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:        n.FiredConsumer(),

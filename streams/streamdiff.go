@@ -125,7 +125,7 @@ func diffStream(have, want jetstream.StreamConfig) (jetstream.StreamConfig, stre
 		func() { next.AllowAtomicPublish = want.AllowAtomicPublish })
 	set(want.AllowDirect && !have.AllowDirect, "AllowDirect", true, false, func() { next.AllowDirect = true })
 	cloned := false // next.Metadata is a copy of have's, not have's own map
-	for _, key := range []string{MetaPartitions, MetaOrderedPartitions, MetaPartitionBy} {
+	for _, key := range []string{metaPartitions, metaOrderedPartitions, metaPartitionBy} {
 		if w, h := want.Metadata[key], have.Metadata[key]; w != h && w != "" {
 			set(true, "Metadata."+key, w, h, func() {
 				if !cloned {

@@ -31,9 +31,9 @@ const (
 	PartitionByType PartitionKey = "type"
 )
 
-// MetaPartitionBy is the metadata key of the first task stream that
+// metaPartitionBy is the metadata key of the first task stream that
 // records a deployment partitioned by type ([PartitionByType]).
-const MetaPartitionBy = "jetflow.partitions.by"
+const metaPartitionBy = "jetflow.partitions.by"
 
 // validatePartitionKey checks a [PartitionKey]: "" (the deployed one), task
 // or type.
