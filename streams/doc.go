@@ -100,5 +100,5 @@
 // upgrade" and "jetflow status" use both; docs/upgrading.md).
 //
 // A worker refuses, with ErrDrift, a consumer whose name belongs to another
-// task type (for example "a.b" and "a_b" share a consumer name).
+// task type: "a.b" and "a_b", for example, share a consumer name.
 package streams
