@@ -14,7 +14,7 @@ var ErrInvalidDependency = topology.ErrInvalidDependency
 // LogKeyDependency is the log attribute key of a dependency name.
 const LogKeyDependency = "dependency"
 
-// MaxDependencyLen is the longest accepted dependency name, in bytes.
+// MaxDependencyLen is the longest accepted dependency name, in bytes: 128.
 const MaxDependencyLen = topology.MaxDependencyLen
 
 // ValidateDependency checks that dep can name a dependency (its circuit

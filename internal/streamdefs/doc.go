@@ -5,7 +5,7 @@
 // consumer and the limits of workflow events.
 //
 // Package streams imports it, so it imports nothing of streams: what needs
-// [streams.Names] takes the few names it reads through an interface, which
+// streams.Names takes the few names it reads through an interface, which
 // Names implements. Machinery that builds on Names lives in
 // internal/topology instead. Neither is API: users read the defaults and
 // limits that matter to them in package streams, framework and workflow
