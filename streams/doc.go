@@ -1,7 +1,9 @@
 // Package streams declares jetflow's JetStream topology: the subject scheme,
-// the streams and the per-task-type consumers, and [Ensure], which creates or
-// updates them idempotently. Package framework builds on it; operators can
-// use it to review or reproduce the configuration.
+// the streams, consumers and KV buckets, and [Ensure], which creates or
+// updates them idempotently. The per-task-type consumers are named here
+// ([Names.ConsumerName]) and created by the workers that serve them.
+// Package framework builds on it; operators can use it to review or
+// reproduce the configuration.
 //
 // # Names and subjects
 //
