@@ -279,7 +279,7 @@ func (c *Client) partitionFor(key, taskType, id string, l streams.Layout) stream
 	case l.ByType():
 		return c.names.Partition(l.TypePartition(taskType))
 	case id != "":
-		return c.names.Partition(topology.PartitionOf(id, l.Partitions))
+		return c.names.Partition(l.TaskPartition(id)) // after ByType: never -1
 	}
 	return c.names.Partition(int(c.spread.Add(1) % uint32(l.Partitions)))
 }

@@ -3,6 +3,8 @@ package streams
 import (
 	"fmt"
 	"hash/fnv"
+
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 )
 
 // Partitions by task type (decision 047). Every consumer of a work-queue
@@ -47,6 +49,17 @@ func validatePartitionKey(k PartitionKey) error {
 
 // ByType reports whether l spreads tasks by type.
 func (l Layout) ByType() bool { return l.By == PartitionByType && l.Partitions > 1 }
+
+// TaskPartition returns the partition a client puts an unordered task with
+// ID id in when l spreads by task ID (the default): a hash of the ID over
+// the partitions, so that a retried enqueue meets its first copy in the
+// same stream's duplicate window. It is -1 when l spreads by type.
+func (l Layout) TaskPartition(id string) int {
+	if l.ByType() {
+		return -1
+	}
+	return streamdefs.PartitionOf(id, l.Partitions)
+}
 
 // TypePartition returns the partition a client puts an unordered task of
 // taskType in when l spreads by type: partitions 1 to Partitions-1 by a

@@ -54,3 +54,27 @@ func TestTypePartitionMovesOnlyToAdded(t *testing.T) {
 		t.Error("a layout spread by task serves every type in every partition")
 	}
 }
+
+// TestTaskPartition: spread by task, an ID always lands in one partition of
+// a count, every partition gets some; spread by type, there is none.
+func TestTaskPartition(t *testing.T) {
+	l := streams.Layout{Partitions: 4}
+	seen := map[int]bool{}
+	for i := range 200 {
+		id := fmt.Sprintf("task-%d", i)
+		k := l.TaskPartition(id)
+		if k < 0 || k >= 4 || k != l.TaskPartition(id) {
+			t.Fatalf("TaskPartition(%q) = %d", id, k)
+		}
+		seen[k] = true
+	}
+	if len(seen) != 4 {
+		t.Errorf("200 IDs reached partitions %v, want all 4", seen)
+	}
+	if k := (streams.Layout{Partitions: 1}).TaskPartition("x"); k != 0 {
+		t.Errorf("one partition: %d", k)
+	}
+	if k := (streams.Layout{Partitions: 4, By: streams.PartitionByType}).TaskPartition("x"); k != -1 {
+		t.Errorf("spread by type: %d, want -1", k)
+	}
+}

@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
-	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/schedule"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -325,7 +324,7 @@ func (d *demo) report(leaders []streams.PartitionLeader, killed string, p *produ
 	base := streams.MustNames("")
 	s := d.l.summarize(func(id string, k kind, stored string) string {
 		if k == delayed { // stored in the delay stream; the client chose the partition by ID (as jetflow's client does)
-			return base.Partition(topology.PartitionOf(id, len(names))).TaskStream()
+			return base.Partition(streams.Layout{Partitions: len(names)}.TaskPartition(id)).TaskStream()
 		}
 		return stored
 	})
