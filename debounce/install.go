@@ -94,10 +94,11 @@ func (x *plugin) check(ctx context.Context, t *framework.Task) error {
 		payload = rec.Payload
 	}
 	if rec.Collect {
-		if payload, err = json.Marshal(rec.Payloads); err != nil {
+		all, err := json.Marshal(rec.Payloads)
+		if err != nil {
 			return framework.Permanent(fmt.Errorf("%w: debounce record %s: payloads: %w", framework.ErrCorruptTask, key, err))
 		}
-		payload = json.RawMessage(payload.([]byte))
+		payload = json.RawMessage(all)
 	}
 	if _, err := x.cl.Enqueue(ctx, t.Type, payload, framework.WithID("db-"+rec.Last), framework.WithPriority(t.Priority),
 		framework.WithKey(string(raw))); err != nil {
