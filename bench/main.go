@@ -210,7 +210,7 @@ func defaultConfig() config {
 		delayTasks:    5000,
 		delayLead:     2 * time.Second,
 		backlog:       50000,
-		lowWork:       50 * time.Microsecond,
+		lowWork:       60 * time.Microsecond,
 		criticalEvery: time.Millisecond,
 		timeout:       2 * time.Minute,
 		oneN:          10000,

@@ -24,10 +24,12 @@ func (e *env) figurePriority(ctx context.Context, out io.Writer) error {
 		e.progress("priority run %d/%d: backlog %d drained in %v; %d critical tasks, p50 %.2f ms, p99 %.2f ms",
 			r, e.cfg.runs, e.cfg.backlog, drain.Round(time.Millisecond), k, ms(p50), ms(p99))
 		p99s = append(p99s, ms(p99))
-		count = k
+		if r == 1 || k < count {
+			count = k // the fewest samples of any run
+		}
 	}
 	printResult(out, figPriority, fint("backlog", e.cfg.backlog), fms("critical_p99_ms", median(p99s)),
-		fint("critical", count), fint("runs", e.cfg.runs))
+		fint("critical_min", count), fint("runs", e.cfg.runs))
 	return nil
 }
 
