@@ -24,8 +24,8 @@ func (s *soakRun) startWorkers(ctx context.Context) (stop func() error, err erro
 		return errors.Join(errs...)
 	}
 	hooks := framework.Hooks{
-		BreakerStateChanged: func(_ context.Context, _ string, _, to framework.BreakerState) {
-			if to == framework.BreakerOpen {
+		Event: func(_ context.Context, ev any) {
+			if c, ok := ev.(breaker.StateChange); ok && c.To == breaker.StateOpen {
 				s.opens.Add(1)
 			}
 		},

@@ -176,13 +176,13 @@ type Info struct {
 	// Dependency is the dependency's name.
 	Dependency string
 	// State is the breaker's current state.
-	State framework.BreakerState
+	State State
 	// Counts are the current counters.
 	Counts Counts
 	// OpenedAt is when the breaker last opened; zero if it never did.
 	OpenedAt time.Time
 	// OpenUntil is when an open breaker lets probes through; zero unless
-	// State is [framework.BreakerOpen].
+	// State is [StateOpen].
 	OpenUntil time.Time
 	// Remote is true when the breaker is open because another worker
 	// reported the dependency down, rather than because of local failures.

@@ -18,10 +18,10 @@ import (
 
 var errDown = errors.New("dependency down")
 
-// transition is one BreakerStateChanged call.
+// transition is one breaker state change.
 type transition struct {
 	Dep      string
-	From, To framework.BreakerState
+	From, To breaker.State
 }
 
 // transitions records breaker state changes and lets tests wait for one.
@@ -33,7 +33,7 @@ type transitions struct {
 
 func newTransitions() *transitions { return &transitions{ch: make(chan transition, 1024)} }
 
-func (tr *transitions) hook(_ context.Context, dep string, from, to framework.BreakerState) {
+func (tr *transitions) hook(_ context.Context, dep string, from, to breaker.State) {
 	tr.mu.Lock()
 	tr.all = append(tr.all, transition{dep, from, to})
 	tr.mu.Unlock()
@@ -43,7 +43,14 @@ func (tr *transitions) hook(_ context.Context, dep string, from, to framework.Br
 	}
 }
 
-func (tr *transitions) count(to framework.BreakerState) int {
+// event is a Hooks.Event hook recording the breaker.StateChange events.
+func (tr *transitions) event(ctx context.Context, ev any) {
+	if c, ok := ev.(breaker.StateChange); ok {
+		tr.hook(ctx, c.Dependency, c.From, c.To)
+	}
+}
+
+func (tr *transitions) count(to breaker.State) int {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	n := 0
@@ -62,7 +69,7 @@ func (tr *transitions) list() []transition {
 }
 
 // waitTo waits for the next transition to state to.
-func (tr *transitions) waitTo(t *testing.T, to framework.BreakerState) {
+func (tr *transitions) waitTo(t *testing.T, to breaker.State) {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
@@ -96,7 +103,7 @@ func waitHalfOpen(t *testing.T, r *breaker.Registry, dep string) {
 	t.Helper()
 	testutil.Wait(t, 20*time.Second, dep+" half-open", func() bool {
 		in, _ := r.State(dep)
-		return in.State == framework.BreakerHalfOpen
+		return in.State == breaker.StateHalfOpen
 	})
 }
 
@@ -128,7 +135,7 @@ func TestBreakerTripsOnConsecutiveFailures(t *testing.T) {
 		t.Fatalf("open error = %+v, want dependency dep, until ≥ now+100ms", boe)
 	}
 	in, ok := r.State("dep")
-	if !ok || in.State != framework.BreakerOpen || in.OpenUntil.IsZero() || in.OpenedAt.IsZero() || in.Remote {
+	if !ok || in.State != breaker.StateOpen || in.OpenUntil.IsZero() || in.OpenedAt.IsZero() || in.Remote {
 		t.Fatalf("state = %+v, want open, locally", in)
 	}
 	called := false
@@ -136,20 +143,20 @@ func TestBreakerTripsOnConsecutiveFailures(t *testing.T) {
 	if called || !errors.Is(err, breaker.ErrOpen) || !errors.Is(err, gobreaker.ErrOpenState) {
 		t.Fatalf("call on open breaker: called = %v, err = %v", called, err)
 	}
-	if got := tr.list(); len(got) != 1 || got[0] != (transition{"dep", framework.BreakerClosed, framework.BreakerOpen}) {
+	if got := tr.list(); len(got) != 1 || got[0] != (transition{"dep", breaker.StateClosed, breaker.StateOpen}) {
 		t.Fatalf("transitions = %v", got)
 	}
 	waitHalfOpen(t, r, "dep")
 	if err := r.Call(ctx, "dep", succeed); err != nil {
 		t.Fatalf("probe: %v", err)
 	}
-	if in, _ := r.State("dep"); in.State != framework.BreakerClosed {
+	if in, _ := r.State("dep"); in.State != breaker.StateClosed {
 		t.Fatalf("after a successful probe the state is %v", in.State)
 	}
 	want := []transition{
-		{"dep", framework.BreakerClosed, framework.BreakerOpen},
-		{"dep", framework.BreakerOpen, framework.BreakerHalfOpen},
-		{"dep", framework.BreakerHalfOpen, framework.BreakerClosed},
+		{"dep", breaker.StateClosed, breaker.StateOpen},
+		{"dep", breaker.StateOpen, breaker.StateHalfOpen},
+		{"dep", breaker.StateHalfOpen, breaker.StateClosed},
 	}
 	if got := tr.list(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("transitions = %v, want %v", got, want)
@@ -225,7 +232,7 @@ func TestBreakerClassification(t *testing.T) {
 				_ = r.Call(ctx, "dep", tc.err)
 			}
 			in, _ := r.State("dep")
-			if got := in.State == framework.BreakerOpen; got != tc.wantOpen {
+			if got := in.State == breaker.StateOpen; got != tc.wantOpen {
 				t.Fatalf("open = %v, want %v (%+v)", got, tc.wantOpen, in)
 			}
 			if !tc.wantOpen && in.Counts != tc.want {
@@ -247,12 +254,12 @@ func TestBreakerFailureRatio(t *testing.T) {
 			fn = fail
 		}
 		_ = r.Call(ctx, "dep", fn)
-		if in, _ := r.State("dep"); in.State != framework.BreakerClosed {
+		if in, _ := r.State("dep"); in.State != breaker.StateClosed {
 			t.Fatalf("opened after %d calls: %+v", i+1, in)
 		}
 	}
 	_ = r.Call(ctx, "dep", fail) // 3 failures of 6
-	if in, _ := r.State("dep"); in.State != framework.BreakerOpen {
+	if in, _ := r.State("dep"); in.State != breaker.StateOpen {
 		t.Fatalf("3 failures of 6 with ratio 0.5: state %v", in.State)
 	}
 }
@@ -290,18 +297,18 @@ func TestBreakerHalfOpenProbes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if in, _ := r.State("dep"); in.State != framework.BreakerClosed {
+	if in, _ := r.State("dep"); in.State != breaker.StateClosed {
 		t.Fatalf("after 2 successful probes: %v", in.State)
 	}
 
 	// A failed probe reopens at once.
 	_ = r.Call(ctx, "dep", fail)
 	waitHalfOpen(t, r, "dep")
-	opens := tr.count(framework.BreakerOpen)
+	opens := tr.count(breaker.StateOpen)
 	if err := r.Call(ctx, "dep", fail); !errors.Is(err, breaker.ErrOpen) || !errors.Is(err, errDown) {
 		t.Fatalf("failed probe: %v", err)
 	}
-	if got := tr.count(framework.BreakerOpen); got != opens+1 {
+	if got := tr.count(breaker.StateOpen); got != opens+1 {
 		t.Fatalf("opens = %d, want %d", got, opens+1)
 	}
 }
@@ -317,7 +324,7 @@ func TestBreakerPanicCountsAsFailure(t *testing.T) {
 		}()
 		_ = r.Call(t.Context(), "dep", func(context.Context) error { panic("boom") })
 	}()
-	if in, _ := r.State("dep"); in.State != framework.BreakerOpen {
+	if in, _ := r.State("dep"); in.State != breaker.StateOpen {
 		t.Fatalf("after a panic: %v", in.State)
 	}
 }
@@ -328,7 +335,7 @@ func TestBreakerHookMayQueryRegistry(t *testing.T) {
 	var seen atomic.Int32
 	r, err := breaker.New(
 		breaker.WithSettings("dep", breaker.Settings{ConsecutiveFailures: 1}),
-		breaker.WithStateChanged(func(_ context.Context, dep string, _, to framework.BreakerState) {
+		breaker.WithStateChanged(func(_ context.Context, dep string, _, to breaker.State) {
 			// Reading the registry from the hook must not deadlock.
 			if in, _ := r.State(dep); in.State == to {
 				seen.Add(1)

@@ -17,7 +17,7 @@
 // task types that declared its dependency ([WithDependencies]) are paused
 // in every worker for the open period, and the change is written to the
 // breaker bucket (read by package inspect, the CLI and the dashboard) and
-// reported to the BreakerStateChanged field of the worker's
+// published as a [StateChange] to the Event field of the worker's
 // [framework.Hooks]. [Of] returns a worker's [Registry]; [New] makes a
 // standalone one for code outside handlers ([ContextWithRegistry]).
 //

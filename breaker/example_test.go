@@ -51,7 +51,7 @@ func ExampleInstall() {
 	changed := make(chan string, 4)
 	_, err = breaker.Install(w,
 		breaker.WithSettings("payments-gw", breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}),
-		breaker.WithStateChanged(func(_ context.Context, dep string, from, to framework.BreakerState) {
+		breaker.WithStateChanged(func(_ context.Context, dep string, from, to breaker.State) {
 			changed <- fmt.Sprint(dep, ": ", from, " -> ", to)
 		}))
 	if err != nil {

@@ -83,7 +83,7 @@ func TestBreakerForgedRecordsOfUnknownDependencies(t *testing.T) {
 	put(dep) // read after the others: the bucket's watcher delivers in order
 	testutil.Wait(t, time.Minute, "the declared breaker opened", func() bool {
 		in, _ := breaker.Of(w).State(dep)
-		return in.State == framework.BreakerOpen && in.Remote
+		return in.State == breaker.StateOpen && in.Remote
 	})
 	// 256 breakers at most for reports of unknown dependencies, and the
 	// declared one.
@@ -143,7 +143,7 @@ func TestBreakerForgedOpenedLongAgoIsIgnored(t *testing.T) {
 	}
 	testutil.Wait(t, time.Minute, "the current report's consumer paused", func() bool { return paused("mail.send") })
 	for dep, since := range forged {
-		if in, _ := breaker.Of(w).State(dep); in.State != framework.BreakerClosed {
+		if in, _ := breaker.Of(w).State(dep); in.State != breaker.StateClosed {
 			t.Errorf("breaker %s is %v after a record of an open period since %v, want closed", dep, in.State, since)
 		}
 		if paused("acct." + dep) {

@@ -25,7 +25,7 @@ type Record struct {
 	// Dependency is the dependency's name (also the key).
 	Dependency string `json:"dependency"`
 	// State is the state the breaker entered.
-	State framework.BreakerState `json:"state"`
+	State State `json:"state"`
 	// Since is when it entered it.
 	Since time.Time `json:"since"`
 	// Until is, for an open breaker, when it lets probes through again and
@@ -67,8 +67,8 @@ type installed struct {
 // of at most 256 dependencies this worker neither declared nor used (the
 // reports are records of the breaker bucket, which anyone allowed to write
 // it fills). Every hook set of w ([framework.WithHooks],
-// [framework.Worker.AddHooks]) hears state changes through its
-// BreakerStateChanged field.
+// [framework.Worker.AddHooks]) hears state changes through its Event
+// field, as a [StateChange].
 //
 // A worker without Install has no breakers: [Call] in its handlers returns
 // [ErrNoRegistry], and a type registered with [WithDependencies] fails
@@ -82,12 +82,8 @@ func Install(w *framework.Worker, opts ...Option) (*Registry, error) {
 		c.log = w.Logger()
 	}
 	own := c.hook
-	c.hook = func(ctx context.Context, dep string, from, to framework.BreakerState) {
-		w.CallHooks("BreakerStateChanged", func(h framework.Hooks) {
-			if h.BreakerStateChanged != nil {
-				h.BreakerStateChanged(ctx, dep, from, to)
-			}
-		})
+	c.hook = func(ctx context.Context, dep string, from, to State) {
+		w.Emit(ctx, StateChange{Dependency: dep, From: from, To: to})
 		if own != nil {
 			own(ctx, dep, from, to)
 		}

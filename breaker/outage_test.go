@@ -147,7 +147,7 @@ func TestBreakerOutage(t *testing.T) {
 			framework.WithLogger(logs.logger(t, fmt.Sprint("w", i))),
 			framework.WithConcurrency(concurrency),
 			framework.WithHooks(framework.Hooks{
-				BreakerStateChanged: tr.hook,
+				Event: tr.event,
 				Finished: func(_ context.Context, _ *framework.Task, o framework.Outcome) {
 					switch o.Action {
 					case framework.ActionFail:
@@ -186,8 +186,8 @@ func TestBreakerOutage(t *testing.T) {
 	}
 
 	// Both breakers open, on their own failures or on the other's report.
-	trs[0].waitTo(t, framework.BreakerOpen)
-	trs[1].waitTo(t, framework.BreakerOpen)
+	trs[0].waitTo(t, breaker.StateOpen)
+	trs[1].waitTo(t, breaker.StateOpen)
 	testutil.Wait(t, waitLong, "charge consumers paused", func() bool {
 		return consumerPaused(t, e.JS, "pay.charge", framework.PriorityNormal) &&
 			consumerPaused(t, e.JS, "pay.charge", framework.PriorityCritical)
@@ -195,8 +195,8 @@ func TestBreakerOutage(t *testing.T) {
 	// The bucket holds the latest change: open, or half-open when a
 	// breaker already started probing.
 	rec, ok := breakerRecord(t, e.JS, dep)
-	if !ok || rec.State == framework.BreakerClosed || !slices.Equal(rec.TaskTypes, []string{"pay.charge"}) ||
-		(rec.State == framework.BreakerOpen && !slices.Contains(rec.Consumers, "pay_charge-normal")) {
+	if !ok || rec.State == breaker.StateClosed || !slices.Equal(rec.TaskTypes, []string{"pay.charge"}) ||
+		(rec.State == breaker.StateOpen && !slices.Contains(rec.Consumers, "pay_charge-normal")) {
 		t.Fatalf("breaker record = %+v, %v", rec, ok)
 	}
 	if consumerPaused(t, e.JS, "mail.send", framework.PriorityNormal) {
@@ -214,13 +214,13 @@ func TestBreakerOutage(t *testing.T) {
 
 	// Let the breakers probe (and fail) a few times.
 	testutil.Wait(t, waitLong, "failed probes", func() bool {
-		return trs[0].count(framework.BreakerHalfOpen)+trs[1].count(framework.BreakerHalfOpen) >= 3
+		return trs[0].count(breaker.StateHalfOpen)+trs[1].count(breaker.StateHalfOpen) >= 3
 	})
-	if n := trs[0].count(framework.BreakerClosed) + trs[1].count(framework.BreakerClosed); n != 0 {
+	if n := trs[0].count(breaker.StateClosed) + trs[1].count(breaker.StateClosed); n != 0 {
 		t.Fatalf("a breaker closed while the dependency was down (%d times)", n)
 	}
 	d.down.Store(false)
-	halfOpens := int64(trs[0].count(framework.BreakerHalfOpen) + trs[1].count(framework.BreakerHalfOpen))
+	halfOpens := int64(trs[0].count(breaker.StateHalfOpen) + trs[1].count(breaker.StateHalfOpen))
 	down := d.callsDown.Load()
 
 	testutil.Wait(t, waitLong, "all charges done", func() bool { return charged.len() == charges })
@@ -248,9 +248,9 @@ func TestBreakerOutage(t *testing.T) {
 		testutil.Wait(t, waitLong, "breaker closed", func() bool {
 			_ = breaker.Of(w).Call(t.Context(), dep, d.call)
 			in, _ := breaker.Of(w).State(dep)
-			return in.State == framework.BreakerClosed
+			return in.State == breaker.StateClosed
 		})
-		if trs[i].count(framework.BreakerClosed) == 0 {
+		if trs[i].count(breaker.StateClosed) == 0 {
 			t.Fatalf("worker %d: no transition to closed: %v", i, trs[i].list())
 		}
 	}
@@ -282,7 +282,7 @@ func TestBreakerRemoteOpen(t *testing.T) {
 	var refundDelivered atomic.Int64 // unix nanos of the first start of the refund
 	b := e.worker(t, []breaker.Option{breaker.WithSettings(dep, settings)}, framework.WithLogger(logs.logger(t, "b")),
 		framework.WithHooks(framework.Hooks{
-			BreakerStateChanged: trB.hook,
+			Event: trB.event,
 			Started: func(_ context.Context, task *framework.Task) {
 				if task.Type == "acct.refund" {
 					refundDelivered.CompareAndSwap(0, time.Now().UnixNano())
@@ -302,15 +302,15 @@ func TestBreakerRemoteOpen(t *testing.T) {
 	startWorker(t, b)
 
 	e.Enqueue(t, "acct.charge", 1)
-	trB.waitTo(t, framework.BreakerOpen)
-	if in, _ := breaker.Of(b).State(dep); in.State != framework.BreakerOpen || !in.Remote {
+	trB.waitTo(t, breaker.StateOpen)
+	if in, _ := breaker.Of(b).State(dep); in.State != breaker.StateOpen || !in.Remote {
 		t.Fatalf("b's breaker = %+v, want open by a remote report", in)
 	}
 	if in, _ := breaker.Of(a).State(dep); in.OpenedAt.IsZero() || in.Remote {
 		t.Fatalf("a's breaker = %+v, want opened by its own failure", in)
 	}
 	rec, ok := breakerRecord(t, e.JS, dep)
-	if !ok || rec.State != framework.BreakerOpen || !slices.Contains(rec.Consumers, "acct_charge-low") {
+	if !ok || rec.State != breaker.StateOpen || !slices.Contains(rec.Consumers, "acct_charge-low") {
 		t.Fatalf("record = %+v", rec)
 	}
 	testutil.Wait(t, waitLong, "b's refund consumers paused", func() bool {

@@ -23,7 +23,7 @@ import (
 // concurrent use.
 type Registry struct {
 	declared map[string]Settings
-	hook     func(ctx context.Context, dep string, from, to framework.BreakerState)
+	hook     func(ctx context.Context, dep string, from, to State)
 	log      *slog.Logger
 	notify   func(dep string, ev circuit.Event) // set by a worker (circuit.Cluster); nil otherwise
 
@@ -44,7 +44,7 @@ type Option func(*config) error
 type config struct {
 	settings map[string]Settings
 	log      *slog.Logger
-	hook     func(ctx context.Context, dep string, from, to framework.BreakerState)
+	hook     func(ctx context.Context, dep string, from, to State)
 }
 
 // WithSettings declares the circuit breaker settings of dependency dep.
@@ -75,9 +75,9 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithStateChanged calls fn when a breaker changes state, like the
-// BreakerStateChanged field of [framework.Hooks], which [Install] calls
-// too. A panic in fn is recovered and logged.
-func WithStateChanged(fn func(ctx context.Context, dep string, from, to framework.BreakerState)) Option {
+// [StateChange] event [Install] publishes to the Event field of the
+// worker's [framework.Hooks]. A panic in fn is recovered and logged.
+func WithStateChanged(fn func(ctx context.Context, dep string, from, to State)) Option {
 	return func(c *config) error {
 		c.hook = fn
 		return nil
@@ -212,15 +212,15 @@ func (r *Registry) deliver(ctx context.Context, dep string, ev circuit.Event) {
 		r.notify(dep, ev)
 	}
 	if r.hook != nil {
-		r.callHook(ctx, dep, framework.BreakerState(ev.From), framework.BreakerState(ev.To))
+		r.callHook(ctx, dep, State(ev.From), State(ev.To))
 	}
 }
 
 // callHook calls the WithStateChanged hook, recovering a panic.
-func (r *Registry) callHook(ctx context.Context, dep string, from, to framework.BreakerState) {
+func (r *Registry) callHook(ctx context.Context, dep string, from, to State) {
 	defer func() {
 		if v := recover(); v != nil {
-			r.log.Error("jetflow hook panicked; ignored", slog.String("hook", "BreakerStateChanged"), slog.Any("panic", v),
+			r.log.Error("jetflow hook panicked; ignored", slog.String("hook", "WithStateChanged"), slog.Any("panic", v),
 				slog.String("stack", string(debug.Stack())))
 		}
 	}()
@@ -282,7 +282,7 @@ func (b *breaker) info() Info {
 	c := in.Counts
 	return Info{
 		Dependency: b.name,
-		State:      framework.BreakerState(in.State),
+		State:      State(in.State),
 		Counts: Counts{
 			Requests: c.Requests, Successes: c.TotalSuccesses, Failures: c.TotalFailures, Exclusions: c.TotalExclusions,
 			ConsecutiveSuccesses: c.ConsecutiveSuccesses, ConsecutiveFailures: c.ConsecutiveFailures,

@@ -140,7 +140,7 @@
 // # Hooks
 //
 // [Hooks] are optional callbacks for metrics and tracing, set with
-// [WithHooks] on workers (Started, Finished, AckFailed, BreakerStateChanged)
+// [WithHooks] on workers (Started, Finished, AckFailed, PullLost, Event)
 // and clients (Enqueued). WithHooks may be given several times: every set
 // runs, in the order given, and a package built on the worker adds its own
 // with [Worker.AddHooks] without displacing yours. Each takes the context of the task or call it
@@ -182,10 +182,12 @@
 // [Plugin]: events around each attempt, a step at Start, a background
 // service, and holding a failed attempt in process. Handler options of such
 // a feature are [WithHandlerValue]s, read at Start with
-// [Worker.HandlerValues]. Package [github.com/jetflow-io/jetflow/breaker]
-// is one: breaker.Install gives a worker its circuit breakers, breaker.Call
-// runs an external call through a dependency's breaker, and the
-// BreakerStateChanged hook reports transitions.
+// [Worker.HandlerValues]. A plugin publishes events of its own types with
+// [Worker.Emit]; hooks receive them in their Event field. Package
+// [github.com/jetflow-io/jetflow/breaker] is one: breaker.Install gives a
+// worker its circuit breakers, breaker.Call runs an external call through
+// a dependency's breaker, and each transition is emitted as a
+// breaker.StateChange.
 //
 // # Cron, task state and effects
 //

@@ -149,13 +149,17 @@ func (w *Worker) hookFinished(h func(context.Context, *Task, Outcome), ctx conte
 	h(ctx, t, o)
 }
 
-// CallHooks calls each of the worker's hook sets (the [Worker.AddHooks] ones,
-// then the [WithHooks] ones) with call, for a plugin that reports through a
-// hook (package breaker calls BreakerStateChanged). A panic in call is
-// recovered, logged and counted in [Stats].HookPanics under name.
-func (w *Worker) CallHooks(name string, call func(h Hooks)) {
+// Emit publishes a plugin's event ev to the Event field of each of the
+// worker's hook sets (the [Worker.AddHooks] ones, then the [WithHooks]
+// ones), on the calling goroutine with ctx. A plugin defines ev's type in
+// its own package (package breaker emits a breaker.StateChange); the core
+// names no plugin. A panic in an Event hook is recovered, logged and
+// counted in [Stats].HookPanics.
+func (w *Worker) Emit(ctx context.Context, ev any) {
 	for i := range w.hooks {
-		callHook(w.log, &w.stats.hookPanics, name, func() { call(w.hooks[i]) })
+		if h := w.hooks[i].Event; h != nil {
+			callHook(w.log, &w.stats.hookPanics, "Event", func() { h(ctx, ev) })
+		}
 	}
 }
 

@@ -7,8 +7,6 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
-
-	"github.com/jetflow-io/jetflow/internal/circuit"
 )
 
 // Hooks are optional callbacks for metrics, tracing and logging, given with
@@ -41,11 +39,13 @@ type Hooks struct {
 	// AckWait. ctx is the handler's context, or a background context for
 	// heartbeats and hand-backs.
 	AckFailed func(ctx context.Context, t *Task, op string, err error)
-	// BreakerStateChanged is called when the circuit breaker of dependency
-	// dep changes state (package breaker). It runs on the goroutine of the call
-	// that caused the change, with its context, after the breaker's lock
-	// was released.
-	BreakerStateChanged func(ctx context.Context, dep string, from, to BreakerState)
+	// Event is called with the events plugins publish through
+	// [Worker.Emit]. Each plugin defines its own event types, documented in
+	// its package (package breaker publishes a breaker.StateChange when a
+	// dependency's circuit breaker changes state): switch on ev's type and
+	// ignore the types you do not know. It runs on the goroutine of the
+	// plugin's call, with its context.
+	Event func(ctx context.Context, ev any)
 	// PullLost is called when a worker gives up a pull request of the
 	// consumer of (taskType, p) because the server stopped sending its
 	// heartbeats for two seconds (its consumer leader died, the connection
@@ -131,40 +131,4 @@ func (c *Client) emitEnqueued(ctx context.Context, info TaskInfo) {
 func callHook(log *slog.Logger, panics *atomic.Uint64, name string, fn func()) {
 	defer recoverHook(log, panics, name)
 	fn()
-}
-
-// BreakerState is the state of a dependency's circuit breaker (package
-// breaker), as the BreakerStateChanged hook reports it.
-type BreakerState int
-
-// Breaker states. The zero value is [BreakerClosed].
-const (
-	// BreakerClosed lets every call through and counts failures.
-	BreakerClosed BreakerState = iota
-	// BreakerHalfOpen lets a few probe calls through
-	// (breaker.Settings.HalfOpenMaxRequests); their outcome closes or
-	// reopens the breaker.
-	BreakerHalfOpen
-	// BreakerOpen refuses every call until the open timeout passes.
-	BreakerOpen
-)
-
-// String returns "closed", "half-open" or "open".
-func (s BreakerState) String() string { return circuit.State(s).String() }
-
-// MarshalText implements [encoding.TextMarshaler].
-func (s BreakerState) MarshalText() ([]byte, error) {
-	b, err := circuit.State(s).MarshalText()
-	if err != nil {
-		return nil, fmt.Errorf("framework: %w", err)
-	}
-	return b, nil
-}
-
-// UnmarshalText implements [encoding.TextUnmarshaler].
-func (s *BreakerState) UnmarshalText(b []byte) error {
-	if err := (*circuit.State)(s).UnmarshalText(b); err != nil {
-		return fmt.Errorf("framework: %w", err)
-	}
-	return nil
 }

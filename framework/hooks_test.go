@@ -164,3 +164,39 @@ func TestHooksCompose(t *testing.T) {
 		t.Errorf("hooks ran %v, want %v", calls, want)
 	}
 }
+
+// pluginEvent is an event type of a plugin, for TestEmit.
+type pluginEvent struct{ N int }
+
+// Worker.Emit hands a plugin's event to the Event hook of every hook set,
+// the AddHooks ones first, with the caller's context; an Event hook that
+// panics is recovered and counted, and the sets after it still hear the
+// event.
+func TestEmit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	type ctxKey struct{}
+	var got []string
+	hear := func(name string) func(context.Context, any) {
+		return func(ctx context.Context, ev any) {
+			if ctx.Value(ctxKey{}) != "c" {
+				t.Errorf("%s: the caller's context was not passed", name)
+			}
+			if p, ok := ev.(pluginEvent); ok {
+				got = append(got, name+":"+string(rune('0'+p.N)))
+			}
+		}
+	}
+	w := e.worker(t,
+		framework.WithHooks(framework.Hooks{Event: func(context.Context, any) { panic("event hook") }}),
+		framework.WithHooks(framework.Hooks{Event: hear("own")}),
+		framework.WithHooks(framework.Hooks{}))
+	w.AddHooks(framework.Hooks{Event: hear("added")})
+	w.Emit(context.WithValue(t.Context(), ctxKey{}, "c"), pluginEvent{N: 7})
+	if want := []string{"added:7", "own:7"}; !slices.Equal(got, want) {
+		t.Errorf("heard %v, want %v", got, want)
+	}
+	if n := w.Stats().HookPanics; n != 1 {
+		t.Errorf("HookPanics = %d, want 1", n)
+	}
+}

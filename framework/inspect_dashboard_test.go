@@ -184,7 +184,7 @@ func TestBreakerRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(recs) == 1 && recs[0].State == framework.BreakerOpen
+		return len(recs) == 1 && recs[0].State == breaker.StateOpen
 	})
 	if recs[0].Dependency != "gateway" || recs[0].Until.Before(time.Now()) {
 		t.Errorf("record: %+v", recs[0])

@@ -98,7 +98,7 @@ func TestDoHTTPClientErrorsArePermanentAndNotCounted(t *testing.T) {
 		}
 	}
 	in, _ := r.State("api")
-	if in.State != framework.BreakerClosed || in.Counts.Failures != 0 || in.Counts.Successes != 5 || hits.Load() != 5 {
+	if in.State != breaker.StateClosed || in.Counts.Failures != 0 || in.Counts.Successes != 5 || hits.Load() != 5 {
 		t.Fatalf("after five 404s: %+v, hits %d", in, hits.Load())
 	}
 }
@@ -123,7 +123,7 @@ func TestDoHTTPServerErrorsTripTheBreaker(t *testing.T) {
 	if hits.Load() != 2 {
 		t.Fatalf("the server saw %d requests, want 2: the open breaker must not send", hits.Load())
 	}
-	if in, _ := r.State("api"); in.State != framework.BreakerOpen {
+	if in, _ := r.State("api"); in.State != breaker.StateOpen {
 		t.Fatalf("state %v", in.State)
 	}
 }
@@ -192,7 +192,7 @@ func TestDoHTTPTimeoutCounts(t *testing.T) {
 	if err == nil || framework.IsPermanent(err) || !errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("timeout: %v, want a failure that opened the breaker", err)
 	}
-	if in, _ := r.State("api"); in.State != framework.BreakerOpen || in.OpenedAt.IsZero() {
+	if in, _ := r.State("api"); in.State != breaker.StateOpen || in.OpenedAt.IsZero() {
 		t.Fatalf("after a timeout: %+v", in)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/schedule"
@@ -74,7 +75,7 @@ func (h *handler) breakerList(r *http.Request) ([]Breaker, error) {
 	out := make([]Breaker, 0, len(recs))
 	for _, b := range recs {
 		out = append(out, Breaker{Dependency: b.Dependency, State: b.State.String(), Since: b.Since.UTC(), Until: b.Until.UTC(),
-			Probing: b.State == framework.BreakerOpen && !b.Until.After(now), Worker: b.Worker, Failures: b.Failures,
+			Probing: b.State == breaker.StateOpen && !b.Until.After(now), Worker: b.Worker, Failures: b.Failures,
 			TaskTypes: b.TaskTypes, Consumers: b.Consumers})
 	}
 	return out, nil

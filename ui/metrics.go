@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/breaker"
 )
 
 // The gauges of GET metrics, in the Prometheus text exposition format
@@ -104,7 +104,7 @@ func writeMetrics(b *bytes.Buffer, ov *Overview, brs []Breaker) {
 	sample(b, MetricCronSchedules, float64(ov.Cron))
 	family(b, MetricBreakerState, "gauge", breakerStateDescriptions)
 	for _, br := range brs {
-		for _, s := range []framework.BreakerState{framework.BreakerClosed, framework.BreakerHalfOpen, framework.BreakerOpen} {
+		for _, s := range []breaker.State{breaker.StateClosed, breaker.StateHalfOpen, breaker.StateOpen} {
 			sample(b, MetricBreakerState, boolValue(br.State == s.String()), "dependency", br.Dependency, "state", s.String())
 		}
 	}

@@ -219,7 +219,7 @@ func controlCommands() []*command {
 				t := newTable(c.stdout, "DEPENDENCY", "STATE", "SINCE", "UNTIL", "FAILURES", "TASK TYPES", "REPORTED BY")
 				for _, b := range bs {
 					state := b.State.String()
-					if b.State == framework.BreakerOpen && !b.Until.IsZero() && b.Until.Before(now) {
+					if b.State == breaker.StateOpen && !b.Until.IsZero() && b.Until.Before(now) {
 						state += " (probing)"
 					}
 					t.row(b.Dependency, state, when(b.Since, now), when(b.Until, now), b.Failures, strings.Join(b.TaskTypes, ","), b.Worker)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	jetflowprom "github.com/jetflow-io/jetflow/contrib/prometheus"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/topology"
@@ -38,7 +39,7 @@ func TestGrafanaDashboardUsesExportedSeries(t *testing.T) {
 	task := &framework.Task{Type: "a.b"}
 	h.Enqueued(context.Background(), framework.TaskInfo{Type: "a.b"})
 	h.Finished(context.Background(), task, framework.Outcome{Action: framework.ActionAck})
-	h.BreakerStateChanged(context.Background(), "dep", framework.BreakerClosed, framework.BreakerOpen)
+	h.Event(context.Background(), breaker.StateChange{Dependency: "dep", From: breaker.StateClosed, To: breaker.StateOpen})
 	srv, cl := setup(t)
 	if _, err := topology.EnsureConsumer(t.Context(), cl.JetStream(), cl.Names(), topology.ConsumerSpec{TaskType: "a.b"}); err != nil {
 		t.Fatal(err)

@@ -48,6 +48,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/jetflow-io/jetflow/breaker"
 	"github.com/jetflow-io/jetflow/framework"
 )
 
@@ -174,13 +175,17 @@ func (m *Metrics) Hooks() framework.Hooks {
 			m.tasks.WithLabelValues(t.Type, prio, outcome).Inc()
 			m.duration.WithLabelValues(t.Type, prio, outcome).Observe(o.Took.Seconds())
 		},
-		BreakerStateChanged: func(_ context.Context, dep string, _, to framework.BreakerState) {
-			for _, s := range []framework.BreakerState{framework.BreakerClosed, framework.BreakerHalfOpen, framework.BreakerOpen} {
+		Event: func(_ context.Context, ev any) {
+			c, ok := ev.(breaker.StateChange)
+			if !ok {
+				return
+			}
+			for _, s := range []breaker.State{breaker.StateClosed, breaker.StateHalfOpen, breaker.StateOpen} {
 				v := 0.0
-				if s == to {
+				if s == c.To {
 					v = 1
 				}
-				m.breakers.WithLabelValues(dep, s.String()).Set(v)
+				m.breakers.WithLabelValues(c.Dependency, s.String()).Set(v)
 			}
 		},
 	}

@@ -196,8 +196,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					}
 					mu.Unlock()
 				},
-				BreakerStateChanged: func(_ context.Context, dep string, from, to framework.BreakerState) {
-					fmt.Fprintf(stdout, "%s %s: breaker %s %s -> %s\n", since(), name, dep, from, to)
+				Event: func(_ context.Context, ev any) {
+					if c, ok := ev.(breaker.StateChange); ok {
+						fmt.Fprintf(stdout, "%s %s: breaker %s %s -> %s\n", since(), name, c.Dependency, c.From, c.To)
+					}
 				},
 			}),
 		)

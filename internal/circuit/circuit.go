@@ -10,7 +10,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// State is a breaker's state, numbered like framework.BreakerState.
+// State is a breaker's state, numbered like breaker.State.
 type State int
 
 // The states.

@@ -387,7 +387,7 @@ func TestDashboard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return st.Dead["pay.charge"] == 3 && len(br) == 1 && br[0].State == framework.BreakerOpen
+		return st.Dead["pay.charge"] == 3 && len(br) == 1 && br[0].State == breaker.StateOpen
 	})
 	pctx, stopProducer := context.WithCancel(tctx)
 	produced := make(chan struct{})
