@@ -23,14 +23,6 @@ type BackoffPolicy struct {
 	Randomization float64
 }
 
-// Backoff defaults.
-const (
-	DefaultBackoffInitial       = time.Second
-	DefaultBackoffMax           = 10 * time.Minute
-	DefaultBackoffMultiplier    = 2.0
-	DefaultBackoffRandomization = 0.5
-)
-
 func (p BackoffPolicy) withDefaults() BackoffPolicy {
 	if p.Initial <= 0 {
 		p.Initial = DefaultBackoffInitial

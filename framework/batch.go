@@ -29,12 +29,6 @@ type Batch struct {
 	MaxWait time.Duration
 }
 
-// MaxBatchSize bounds [Batch].Size.
-const MaxBatchSize = 10000
-
-// DefaultBatchWait is the default [Batch].MaxWait.
-const DefaultBatchWait = 100 * time.Millisecond
-
 // BatchItem is one task of a batch.
 type BatchItem[T any] struct {
 	Task    *Task

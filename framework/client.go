@@ -69,10 +69,6 @@ func (c *Client) JetStream() jetstream.JetStream { return c.js }
 // Names returns the names of the client's topology.
 func (c *Client) Names() streams.Names { return c.names }
 
-// DefaultEnqueueTimeout bounds [Client.Enqueue], retries included, when its
-// context has no deadline.
-const DefaultEnqueueTimeout = 30 * time.Second
-
 // Enqueue stores a task of taskType with payload and returns where it went.
 // The payload is encoded with the client's codec (JSON by default); a []byte
 // payload is sent as is. With [In] or [At] the task goes to the delay

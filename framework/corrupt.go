@@ -1,18 +1,11 @@
 package framework
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// ErrCorruptTask reports a task message whose jetflow headers cannot be
-// trusted, for example a Jetflow-Scheduled-For that is not a time. Such a
-// task fails permanently (it is dead-lettered, never retried), with the
-// reason in the error.
-var ErrCorruptTask = errors.New("framework: corrupt task message")
 
 // maxScheduleLead is how far a delayed task's due time (header
 // Jetflow-Scheduled-For) may lie after the time the server stored the task

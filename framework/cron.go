@@ -8,33 +8,9 @@ import (
 )
 
 // Repeating schedules ("cron") are managed by package schedule; a task they
-// fire carries the headers below, and its tick ([Task.ScheduleFire]) and
+// fire carries the schedule headers ([HeaderSchedule] and the next ones in
+// constants.go), and its tick ([Task.ScheduleFire]) and
 // idempotency key are read here. See docs/cron.md.
-
-// Headers jetflow sets on a schedule message. The server copies them (with
-// the schedule's payload and custom headers) onto every task it fires, while
-// it strips the Nats-Schedule* ones.
-const (
-	// HeaderSchedule is the name of the repeating schedule a task came from.
-	HeaderSchedule = taskmsg.HeaderSchedule
-	// HeaderScheduleSpec is the schedule's normalised expression.
-	HeaderScheduleSpec = taskmsg.HeaderScheduleSpec
-	// HeaderScheduleZone is the schedule's IANA time zone, when set.
-	HeaderScheduleZone = taskmsg.HeaderScheduleZone
-	// HeaderScheduleHash fingerprints the schedule's definition so that
-	// registering an identical definition again changes nothing.
-	HeaderScheduleHash = taskmsg.HeaderScheduleHash
-)
-
-// Headers the server sets on a task it fired from a schedule.
-const (
-	// HeaderScheduler is the subject of the schedule that fired the task,
-	// for example "jetflow.cron.nightly".
-	HeaderScheduler = taskmsg.HeaderScheduler
-	// HeaderScheduleNext is the schedule's next fire time (RFC 3339 with
-	// nanoseconds), or "purge" for a one-shot schedule.
-	HeaderScheduleNext = taskmsg.HeaderScheduleNext
-)
 
 // ScheduleFire describes the tick of a repeating schedule that enqueued a
 // task.

@@ -11,19 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/deadletter"
-	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
-)
-
-// Dead-letter defaults.
-const (
-	// DefaultReconcileInterval is how often a worker's reconciler looks for
-	// max-delivered tasks that no advisory routed ([WithReconcileInterval]).
-	DefaultReconcileInterval = time.Minute
-	// DefaultErrorRetention is how long the errors bucket keeps the record
-	// of a failed attempt ([WithErrorRetention]): 72 hours.
-	DefaultErrorRetention = streamdefs.DefaultErrorRetention
 )
 
 type deadLetterOptions struct {

@@ -6,10 +6,14 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/topology"
+	"github.com/jetflow-io/jetflow/internal/unique"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
-// Sentinel errors. Match them with [errors.Is].
+// Errors returned by the calls of this package (and of the packages built
+// on it). Match them with [errors.Is]: the errors returned wrap them with
+// the details.
 var (
 	// ErrInvalidOption wraps every error returned for an invalid option value.
 	ErrInvalidOption = errors.New("framework: invalid option")
@@ -19,14 +23,20 @@ var (
 	// ErrInvalidID reports a caller-supplied task ID that is not a valid
 	// subject token. It is the same value as [streams.ErrInvalidID].
 	ErrInvalidID = streams.ErrInvalidID
+	// ErrInvalidDependency reports a dependency name that is not 1 to 128
+	// bytes of A-Z a-z 0-9 _ - and inner dots.
+	ErrInvalidDependency = topology.ErrInvalidDependency
 	// ErrPayloadTooLarge reports a task whose encoded size exceeds the
 	// server's max payload.
 	ErrPayloadTooLarge = natserr.ErrPayloadTooLarge
 	// ErrEncode reports a payload the codec could not encode.
 	ErrEncode = errors.New("framework: cannot encode payload")
-	// ErrDecode reports a payload a typed handler could not decode. Such a task
-	// is poison: it is never retried.
-	ErrDecode = errors.New("framework: cannot decode payload")
+	// ErrOrdering reports an ordered enqueue that cannot keep its promise:
+	// an ordered task with a priority or a delay.
+	ErrOrdering = errors.New("framework: ordered task")
+	// ErrUniqueBucket reports that the unique bucket could not be created or
+	// reached; nothing was enqueued.
+	ErrUniqueBucket = unique.ErrBucket
 	// ErrTopologyMissing reports that the task stream does not exist or does
 	// not accept the subject: call [streams.Ensure] first.
 	ErrTopologyMissing = natserr.ErrTopologyMissing
@@ -39,23 +49,65 @@ var (
 	// ErrNotConnected reports that the connection to NATS is closed or
 	// unavailable. Nothing was enqueued; retry when the server is back.
 	ErrNotConnected = natserr.ErrNotConnected
-	// ErrPullStalled is returned by [Worker.Run] when a fetch loop heard
-	// nothing from its consumer (no task, no empty poll) for the stall limit
-	// ([WithStallLimit]) while it was not waiting for a free slot: the
-	// worker consumes nothing and a restart is the cure.
-	ErrPullStalled = errors.New("framework: pull stalled")
 	// ErrNotFound reports that a task or schedule does not exist (any more).
 	ErrNotFound = errors.New("framework: not found")
+	// ErrNotCancellable reports a task that [Inspector.CancelTask] cannot
+	// cancel: it is no longer waiting in a schedule (it is queued, running
+	// or done). Such an error matches [ErrNotFound] too: the schedule is not
+	// found.
+	ErrNotCancellable = errors.New("framework: task cannot be cancelled")
+	// ErrTaskFailed is returned by [Client.Wait] for a task that failed for
+	// good: a permanent error, or its last attempt failed
+	// ([TaskFailedError]).
+	ErrTaskFailed = errors.New("framework: task failed")
+	// ErrTaskCancelled is returned by [Client.Wait] for a delayed task
+	// cancelled before it ran.
+	ErrTaskCancelled = errors.New("framework: task cancelled")
 	// ErrWorkerClosed is returned by [Worker.Run] when the worker was already
 	// run or shut down.
 	ErrWorkerClosed = errors.New("framework: worker closed")
 	// ErrNoHandlers is returned by [Worker.Run] when no handler is registered.
 	ErrNoHandlers = errors.New("framework: no handlers registered")
+	// ErrPullStalled is returned by [Worker.Run] when a fetch loop heard
+	// nothing from its consumer (no task, no empty poll) for the stall limit
+	// ([WithStallLimit]) while it was not waiting for a free slot: the
+	// worker consumes nothing and a restart is the cure.
+	ErrPullStalled = errors.New("framework: pull stalled")
+	// ErrNoTask reports a call that needs a task's context ([SetResult],
+	// [ReportProgress], the effects ledger's Once) made outside a handler.
+	ErrNoTask = errors.New("framework: not called from a task handler")
+	// ErrResultTooLarge reports a [SetResult] value above [MaxResultBytes].
+	ErrResultTooLarge = errors.New("framework: task result too large")
+	// ErrInvalidProgress reports a [ReportProgress] call with negative
+	// counts, Done above a known Total, or a message that is too long, not
+	// UTF-8, or holds control characters.
+	ErrInvalidProgress = errors.New("framework: invalid task progress")
+)
+
+// Errors a task fails with: the error of an attempt ([Outcome].Err) or of
+// a dead-letter record wraps them. Match them with [errors.Is].
+var (
+	// ErrDecode reports a payload a typed handler could not decode. Such a task
+	// is poison: it is never retried.
+	ErrDecode = errors.New("framework: cannot decode payload")
+	// ErrCorruptTask reports a task message whose jetflow headers cannot be
+	// trusted, for example a Jetflow-Scheduled-For that is not a time. Such
+	// a task fails permanently (it is dead-lettered, never retried), with
+	// the reason in the error.
+	ErrCorruptTask = errors.New("framework: corrupt task message")
 	// ErrHandlerTimeout is the cause of a handler context cancelled because
 	// the task's timeout passed.
 	ErrHandlerTimeout = errors.New("framework: handler timed out")
 	// ErrPanic wraps a panic recovered from a handler.
 	ErrPanic = errors.New("framework: handler panicked")
+	// ErrBlockedSkipped is the error of a blocked task an operator skipped
+	// with [github.com/jetflow-io/jetflow/inspect.Operator.ResolveBlocked]:
+	// the task is dead-lettered with it and its key moves on.
+	ErrBlockedSkipped = errors.New("framework: blocked ordered task skipped by an operator")
+	// ErrVersion is wrapped by the error of a task dead-lettered because no
+	// live worker accepts its payload version (dead-letter reason
+	// "version").
+	ErrVersion = errors.New("framework: no live worker accepts the payload version")
 )
 
 // PermanentError marks a failure that retrying cannot fix. The task is not

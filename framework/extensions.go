@@ -40,7 +40,7 @@ type Plugin struct {
 	Wrap func(w *Worker, taskType string, h Handler) Handler
 	// Prepare runs at Start, after the worker's own set-up and before
 	// pulling begins (ensure buckets, read [Worker.HandlerValues]). An
-	// error fails Start. Its ctx has a deadline of [StartAttempt]: an
+	// error fails Start. Its ctx has a deadline of [startAttempt]: an
 	// attempt that runs out of it, or fails while the server is
 	// unreachable, is run again until Start's ctx ends.
 	Prepare func(ctx context.Context, w *Worker) error

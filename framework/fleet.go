@@ -29,13 +29,6 @@ import (
 // on a task's path. A worker that cannot write it (a server without the
 // bucket and no permission to create it) logs a warning and works on.
 
-// Registry intervals ([WithRegistryInterval]).
-const (
-	DefaultRegistryInterval = fleet.DefaultInterval
-	MinRegistryInterval     = fleet.MinInterval
-	MaxRegistryInterval     = fleet.MaxInterval
-)
-
 // fleetOptions are the worker's registry settings; the zero value means
 // the defaults.
 type fleetOptions struct {

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -40,17 +39,6 @@ type handlerConfig struct {
 	// nil accepts every version (AcceptVersions, versions.go).
 	versions []int
 }
-
-// Handler defaults: 25 attempts, an ack wait of 30 s, a timeout of 30
-// minutes and 1000 tasks in flight per (type, priority) across the
-// cluster. MaxPrefetch bounds [WithPrefetch].
-const (
-	DefaultMaxAttempts = topology.DefaultMaxDeliver
-	DefaultAckWait     = topology.DefaultAckWait
-	DefaultTimeout     = 30 * time.Minute
-	DefaultMaxInFlight = topology.DefaultMaxAckPending
-	MaxPrefetch        = 256
-)
 
 // WithTypeConcurrency caps how many tasks of this type one worker runs at
 // once. Default: the worker's concurrency.

@@ -16,11 +16,6 @@ import (
 	"github.com/jetflow-io/jetflow/streams"
 )
 
-// ErrNotCancellable reports a task that [Inspector.CancelTask] cannot cancel:
-// it is no longer waiting in a schedule (it is queued, running or done).
-// Such an error matches [ErrNotFound] too: the schedule is not found.
-var ErrNotCancellable = errors.New("framework: task cannot be cancelled")
-
 // Inspector reads task state, queue statistics and schedules, and cancels
 // delayed tasks. It is safe for concurrent use.
 type Inspector struct {

@@ -20,18 +20,6 @@ import (
 // for a free slot is busy, not stalled (long handlers are not a stall).
 // The machinery is internal/liveness; package health reports it.
 
-// Stall limits ([WithStallLimit]).
-const (
-	// PullStallLive is the default stall limit ([WithStallLimit]): how long
-	// a consumer's fetch loop may go without polling the server (it polls
-	// every 250 ms) before the worker is not live and [Worker.Run] returns
-	// [ErrPullStalled]: its fetch loop is wedged and a restart is the cure.
-	PullStallLive = 2 * time.Minute
-	// MinStallLimit is the shortest stall limit [WithStallLimit] accepts:
-	// a few idle heartbeats of an idle consumer.
-	MinStallLimit = 3 * time.Second
-)
-
 // WorkerState is where a worker is in its life ([Worker.Liveness]).
 type WorkerState int32
 
@@ -136,11 +124,11 @@ func (w *Worker) watchStalls() {
 
 // startStep runs a start-up step, retrying with backoff while the server is
 // unreachable, until ctx ends. Each attempt gets a context of its own with
-// a deadline of [StartAttempt] within ctx's (startwait.go): an attempt that
+// a deadline of [startAttempt] within ctx's (startwait.go): an attempt that
 // runs out of it (a request nobody answered) is tried again.
 func (w *Worker) startStep(ctx context.Context, step func(ctx context.Context) error) error {
 	return liveness.StartStep(ctx, w.nc, w.log, LogKeyError, func() error {
-		actx, cancel := context.WithTimeout(ctx, StartAttempt)
+		actx, cancel := context.WithTimeout(ctx, startAttempt)
 		defer cancel()
 		return step(actx)
 	})

@@ -105,13 +105,6 @@ type options struct {
 	versionGrace      time.Duration     // WithVersionGrace (versions.go)
 }
 
-// Worker defaults.
-const (
-	DefaultConcurrency     = 32
-	DefaultShutdownTimeout = 30 * time.Second
-	DefaultMaxPending      = 4096
-)
-
 // newOptions applies opts, in order, over the defaults with apply, the
 // method of the constructor's option interface.
 func newOptions[O comparable](opts []O, apply func(O, *options) error) (*options, error) {
@@ -121,7 +114,7 @@ func newOptions[O comparable](opts []O, apply func(O, *options) error) (*options
 		codec:             JSONCodec(),
 		concurrency:       DefaultConcurrency,
 		shutdownTimeout:   DefaultShutdownTimeout,
-		stallLimit:        PullStallLive,
+		stallLimit:        DefaultStallLimit,
 		weights:           [len(streams.Priorities)]int{8, 4, 2, 1},
 		versionGrace:      DefaultVersionGrace,
 		maxPending:        DefaultMaxPending,
@@ -258,7 +251,7 @@ func WithShutdownTimeout(d time.Duration) WorkerOption {
 // before the worker gives up:
 // [Worker.Run] then shuts down and returns [ErrPullStalled], and
 // [Worker.Health] reports the worker not live. A server outage, a deleted
-// stream or a wedged pull all count. Workers only. Default [PullStallLive]
+// stream or a wedged pull all count. Workers only. Default [DefaultStallLimit]
 // (2 minutes), at least [MinStallLimit]; a supervisor restarting the
 // process is the intended cure.
 func WithStallLimit(d time.Duration) WorkerOption {

@@ -2,7 +2,6 @@ package framework
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -15,20 +14,6 @@ import (
 )
 
 // Ordered tasks: see docs/ordering.md and streams/ordering.go.
-
-// HeaderOrderingKey carries the ordering key of an ordered task ([Ordered]).
-const HeaderOrderingKey = ordering.HeaderKey
-
-// MaxOrderingKeyLen is the longest ordering key, in bytes.
-const MaxOrderingKeyLen = ordering.MaxKeyLen
-
-// DefaultPartitions is the partition count of an ordered task type when
-// [Ordering.Partitions] is 0.
-const DefaultPartitions = 16
-
-// ErrOrdering reports an ordered enqueue that cannot keep its promise: an
-// ordered task with a priority or a delay.
-var ErrOrdering = errors.New("framework: ordered task")
 
 // Ordered gives the task an ordering key, for example an order ID: tasks of
 // the same type and key run one at a time, in the order they were enqueued,

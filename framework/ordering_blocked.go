@@ -18,11 +18,6 @@ import (
 // bucket says so, until an operator resolves it with
 // [github.com/jetflow-io/jetflow/inspect.Operator.ResolveBlocked] (retry it, or skip it to the dead letters).
 
-// ErrBlockedSkipped is the error of a blocked task an operator skipped with
-// [github.com/jetflow-io/jetflow/inspect.Operator.ResolveBlocked]: the task is dead-lettered with it and its key
-// moves on.
-var ErrBlockedSkipped = errors.New("framework: blocked ordered task skipped by an operator")
-
 func ensureOrderingBucket(ctx context.Context, js jetstream.JetStream, names streams.Names) (jetstream.KeyValue, error) {
 	return ordering.EnsureBucket(ctx, js, names.OrderingBucket(), names.TaskStream())
 }

@@ -3,7 +3,6 @@ package framework
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -23,22 +22,6 @@ type Progress struct {
 	// bytes of UTF-8 on one line.
 	Message string `json:"message,omitempty"`
 }
-
-// Progress limits.
-const (
-	// MaxProgressMessage is the longest message [ReportProgress] accepts,
-	// in bytes.
-	MaxProgressMessage = staterec.MaxProgressMessage
-	// ProgressInterval is how often a task's progress record is written at
-	// most: reports in between replace each other, and the latest is written
-	// when the interval has passed.
-	ProgressInterval = staterec.ProgressInterval
-)
-
-// ErrInvalidProgress reports a [ReportProgress] call with negative counts,
-// Done above a known Total, or a message that is too long, not UTF-8, or
-// holds control characters.
-var ErrInvalidProgress = errors.New("framework: invalid task progress")
 
 // IsZero reports whether p is the zero value (no progress reported).
 func (p Progress) IsZero() bool { return p == Progress{} }

@@ -13,21 +13,21 @@ import (
 // that talks to the server (ensuring a consumer, an ordered partition's
 // consumer) is noted while it runs; [Worker.Liveness] reports them
 // (Liveness.Starting, and package health's report), and Start logs them at
-// Warn every [SlowStartReport] while any has waited that long. Each attempt
-// of a step has a deadline of its own ([StartAttempt]) within Start's, and
+// Warn every [slowStartReport] while any has waited that long. Each attempt
+// of a step has a deadline of its own ([startAttempt]) within Start's, and
 // each request ensuring a consumer one shorter still
 // (topology.RequestTimeout), so one request nobody answers (a consumer's
 // leader being elected) is tried again instead of holding Start.
 
-// StartAttempt bounds each attempt of a start-up step (a plugin's Prepare,
+// startAttempt bounds each attempt of a start-up step (a plugin's Prepare,
 // ensuring a consumer) within Start's deadline: an attempt that runs out of
 // it is tried again, with backoff, until Start's context ends. A step's
 // requests each take milliseconds on a healthy server.
-const StartAttempt = 10 * time.Second
+const startAttempt = 10 * time.Second
 
-// SlowStartReport is how long a start-up step may wait before Start logs
+// slowStartReport is how long a start-up step may wait before Start logs
 // what it waits for, and how often it logs again while it still waits.
-const SlowStartReport = 5 * time.Second
+const slowStartReport = 5 * time.Second
 
 // StartWait is a start-up step [Worker.Start] waits for.
 type StartWait struct {
@@ -73,14 +73,14 @@ func (s *startWaits) list() []StartWait {
 	return out
 }
 
-// reportSlowStart logs at Warn, every SlowStartReport, the start-up steps
+// reportSlowStart logs at Warn, every slowStartReport, the start-up steps
 // that have waited that long, until the returned function is called.
 func (w *Worker) reportSlowStart() (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		tick := time.NewTicker(SlowStartReport)
+		tick := time.NewTicker(slowStartReport)
 		defer tick.Stop()
 		for {
 			select {
@@ -89,7 +89,7 @@ func (w *Worker) reportSlowStart() (stop func()) {
 			case now := <-tick.C:
 				var slow []string
 				for _, sw := range w.starting.list() {
-					if d := now.Sub(sw.Since); d >= SlowStartReport {
+					if d := now.Sub(sw.Since); d >= slowStartReport {
 						slow = append(slow, sw.What+" for "+d.Round(time.Second).String())
 					}
 				}

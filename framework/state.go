@@ -3,7 +3,6 @@ package framework
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/ratelimit"
 	"github.com/jetflow-io/jetflow/internal/staterec"
-	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -101,29 +99,8 @@ func (r *TaskRecord) DecodeResult(v any) error {
 	return json.Unmarshal(r.Result, v)
 }
 
-// State tracking defaults and limits.
-const (
-	// DefaultStateTTL is how long a task record is kept after its last
-	// write: 7 days.
-	DefaultStateTTL = streamdefs.DefaultStateTTL
-	// MaxResultBytes is the largest JSON result [SetResult] accepts.
-	MaxResultBytes = 4096
-	// maxRecordError bounds the error text of a record.
-	maxRecordError = 1024
-)
-
-// Sentinel errors of state tracking, also used by the effects ledger.
-var (
-	// ErrNoTask reports a call that needs a task's context ([SetResult],
-	// the effects ledger's Once) made outside a handler.
-	ErrNoTask = errors.New("framework: not called from a task handler")
-	// ErrResultTooLarge reports a [SetResult] value above [MaxResultBytes].
-	ErrResultTooLarge = errors.New("framework: task result too large")
-)
-
-// DefaultStateRunningAfter is how long an attempt runs before its
-// "running" record is written ([WithStateRunningAfter]).
-const DefaultStateRunningAfter = time.Second
+// maxRecordError bounds the error text of a record.
+const maxRecordError = 1024
 
 // WithStateTracking turns task state records on or off. Default off: a
 // record costs one more stored message per task, which on a busy server
@@ -178,11 +155,6 @@ func WithTypeStateTracking(enabled bool) HandlerOption {
 		return nil
 	}
 }
-
-// DefaultEffectsTTL is how long effect records are kept, 30 days: longer
-// than any redelivery, and as long as the default dead-letter retention,
-// so that a replayed task still skips what it already did.
-const DefaultEffectsTTL = streamdefs.DefaultEffectsTTL
 
 // WithEffectsTTL sets how long effect records are kept: the MaxAge of the
 // effects bucket, applied when a worker creates or updates it

@@ -20,10 +20,6 @@ import (
 // subject once at Warn, and reports them in [Worker.Stranded] (package
 // health puts them in its report).
 
-// DefaultStrandedCheck is how often a running worker looks for stranded
-// tasks of its types ([WithStrandedCheck]).
-const DefaultStrandedCheck = time.Minute
-
 // StrandedSubject is a subject of the task stream that holds tasks of one of
 // the worker's types but matches no consumer's filter: its tasks wait until
 // a worker reads the subject or an operator moves them (dlq.Queue.MoveStranded).

@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow-io/jetflow/internal/staterec"
-	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -21,35 +20,6 @@ const (
 	PriorityHigh     = streams.PriorityHigh
 	PriorityNormal   = streams.PriorityNormal
 	PriorityLow      = streams.PriorityLow
-)
-
-// Header names jetflow sets on task messages. Custom headers given with
-// [WithHeader] must not start with "Jetflow-" or "Nats-".
-const (
-	// HeaderTaskID carries the task ID on delayed and replayed tasks (the
-	// server strips Nats-Msg-Id when a schedule fires). Immediate tasks
-	// carry it in Nats-Msg-Id only; on a task no schedule fired, a
-	// HeaderTaskID that differs from Nats-Msg-Id gets the task
-	// dead-lettered as invalid.
-	HeaderTaskID = taskmsg.HeaderTaskID
-	// HeaderEnqueuedAt is the enqueue time (RFC 3339, nanoseconds) of a
-	// delayed task. For immediate tasks the stream timestamp is used.
-	HeaderEnqueuedAt = taskmsg.HeaderEnqueuedAt
-	// HeaderScheduledFor is the time (RFC 3339, nanoseconds) before which a
-	// delayed task must not start.
-	HeaderScheduledFor = taskmsg.HeaderScheduledFor
-	// HeaderEncoding names the payload codec when it is not JSON: "raw" for
-	// bytes given as []byte, otherwise [Codec.Name].
-	HeaderEncoding = taskmsg.HeaderEncoding
-)
-
-// Log attribute keys used on every task log record.
-const (
-	LogKeyTaskID   = "task_id"
-	LogKeyTaskType = "task_type"
-	LogKeyPriority = "priority"
-	LogKeyAttempt  = "attempt"
-	LogKeyError    = "error"
 )
 
 // Task is one delivery of a task to a handler. A Task is owned by the handler

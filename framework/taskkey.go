@@ -11,12 +11,6 @@ import (
 // keylimit caps the tasks of one key running at once across the cluster.
 // It travels in the header [HeaderKey]; a task without one has no key.
 
-// HeaderKey carries a task's key ([WithKey]).
-const HeaderKey = "Jetflow-Key"
-
-// MaxKeyLen is the longest task key, in bytes.
-const MaxKeyLen = 128
-
 // WithKey gives the task key k: 1 to [MaxKeyLen] bytes of printable UTF-8
 // (no control characters). It is independent of [Ordered]'s ordering key.
 func WithKey(k string) EnqueueOption {

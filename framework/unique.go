@@ -19,34 +19,6 @@ import (
 // Unique tasks: a reservation per uniqueness key in a KV bucket whose keys
 // carry their own TTL (the period). See docs/unique.md.
 
-// Header names of unique tasks, set by the client. Workers read them back
-// from the wire and validate them before use.
-const (
-	// HeaderUniqueKey is the task's uniqueness key: "<type>.<64 hex digits>",
-	// the SHA-256 of the caller's key or of the encoded payload.
-	HeaderUniqueKey = unique.HeaderKey
-	// HeaderUniqueUntil is when the reservation ends at the latest (RFC 3339).
-	HeaderUniqueUntil = unique.HeaderUntil
-	// HeaderUniqueRevision is the revision of the reservation in the unique
-	// bucket; set only on tasks that release it when they succeed
-	// ([UniqueUntilDone]).
-	HeaderUniqueRevision = unique.HeaderRevision
-)
-
-// Limits of unique tasks.
-const (
-	// MinUniquePeriod is the shortest period of [Unique]: the server's
-	// per-message TTLs count whole seconds.
-	MinUniquePeriod = time.Second
-	// MaxUniqueKeyLen is the longest caller key accepted by [UniqueKey], in
-	// bytes. Keys are hashed, so any bytes are allowed.
-	MaxUniqueKeyLen = 4096
-)
-
-// ErrUniqueBucket reports that the unique bucket could not be created or
-// reached; nothing was enqueued.
-var ErrUniqueBucket = unique.ErrBucket
-
 // Unique makes the task unique for period: a second enqueue of the same task
 // type with the same uniqueness key before the period ends stores nothing and
 // returns a [TaskInfo] with Duplicate set and the ID of the task holding the

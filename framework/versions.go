@@ -36,25 +36,6 @@ import (
 // the dashboard, the Prometheus collector). See docs/operations.md,
 // "Rolling deploys and payload versions".
 
-// HeaderPayloadVersion is the payload version of a task, a decimal integer
-// from 1 to [MaxPayloadVersion] without sign or leading zero; a task
-// without it is version 1.
-const HeaderPayloadVersion = "Jetflow-Payload-Version"
-
-// Headers of a task handed back for its payload version: when it was first
-// handed back (RFC 3339), and how many times.
-const (
-	HeaderVersionRefusedSince = "Jetflow-Version-Refused-Since"
-	HeaderVersionRefusals     = "Jetflow-Version-Refusals"
-)
-
-// MaxPayloadVersion is the highest payload version.
-const MaxPayloadVersion = fleet.MaxPayloadVersion
-
-// DefaultVersionGrace is how long a task whose payload version no live
-// worker accepts waits before it is dead-lettered ([WithVersionGrace]).
-const DefaultVersionGrace = time.Hour
-
 // Waits between the hand-backs of one task: short while a live worker
 // accepts its version, growing while none does.
 const (
@@ -62,10 +43,6 @@ const (
 	versionRetryBase   = 200 * time.Millisecond
 	versionRetryMax    = 30 * time.Second
 )
-
-// ErrVersion is wrapped by the error of a task dead-lettered because no
-// live worker accepts its payload version (dead-letter reason "version").
-var ErrVersion = errors.New("framework: no live worker accepts the payload version")
 
 // VersionedArgs is a payload that names its version. [Client.Enqueue] and
 // [Client.EnqueueArgs] stamp it on the task ([HeaderPayloadVersion]) unless

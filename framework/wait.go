@@ -14,10 +14,6 @@ import (
 	"github.com/jetflow-io/jetflow/streams"
 )
 
-// HeaderAwaited marks a task enqueued with [Awaited]: its worker writes its
-// final state record even where state tracking is off for its type.
-const HeaderAwaited = "Jetflow-Awaited"
-
 // Awaited marks the task so that the worker running it writes its final
 // state record (succeeded, failed, dead) even where state tracking is off
 // for its type, and nothing else: no "pending" or "running" record. That
@@ -32,15 +28,6 @@ func Awaited() EnqueueOption {
 		return nil
 	}
 }
-
-// Errors of [Client.Wait].
-var (
-	// ErrTaskFailed reports a task that failed for good: a permanent
-	// error, or its last attempt failed ([TaskFailedError]).
-	ErrTaskFailed = errors.New("framework: task failed")
-	// ErrTaskCancelled reports a delayed task cancelled before it ran.
-	ErrTaskCancelled = errors.New("framework: task cancelled")
-)
 
 // TaskFailedError is what [Client.Wait] returns for a task that ended
 // without succeeding. It matches [ErrTaskFailed], or [ErrTaskCancelled]
