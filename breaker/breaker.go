@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/ratelimit"
 )
 
@@ -118,7 +119,7 @@ func (s Settings) validate() error {
 // makes [framework.Worker.Register] panic.
 func WithDependencies(deps ...string) framework.HandlerOption {
 	for _, d := range deps {
-		if err := framework.ValidateDependency(d); err != nil {
+		if err := topology.ValidateDependency(d); err != nil {
 			return framework.InvalidHandlerOption(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/circuit"
+	"github.com/jetflow-io/jetflow/internal/topology"
 )
 
 // The breaker registry: one breaker per dependency, its engine in
@@ -51,7 +52,7 @@ type config struct {
 // Dependencies used without a declaration get the defaults.
 func WithSettings(dep string, s Settings) Option {
 	return func(c *config) error {
-		if err := framework.ValidateDependency(dep); err != nil {
+		if err := topology.ValidateDependency(dep); err != nil {
 			return fmt.Errorf("%w: %w", framework.ErrInvalidOption, err)
 		}
 		if err := s.validate(); err != nil {
@@ -135,7 +136,7 @@ func (r *Registry) lookup(dep string, remote bool) (*breaker, error) {
 	if b, ok := r.m.Load(dep); ok {
 		return b.(*breaker), nil
 	}
-	if err := framework.ValidateDependency(dep); err != nil {
+	if err := topology.ValidateDependency(dep); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()

@@ -313,7 +313,7 @@ func (i *Operator) queueErr(op, taskType string, p framework.Priority, err error
 // circuit breaker that any worker reported to the breaker bucket, sorted by
 // dependency. It is empty when no worker declared a dependency (the bucket
 // does not exist). Keys that do not name a valid dependency
-// (framework.ValidateDependency) and values that are not records are
+// (topology.ValidateDependency) and values that are not records are
 // skipped. An open record whose Until has passed means the breaker
 // lets probes through again; the next record tells how they went.
 func (i *Operator) BreakerRecords(ctx context.Context) ([]breaker.Record, error) {

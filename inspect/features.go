@@ -10,6 +10,7 @@ import (
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/ordering"
 	engine "github.com/jetflow-io/jetflow/internal/ratelimit"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/ratelimit"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -56,7 +57,7 @@ func validLimitKey(k string) bool {
 		return streams.ValidateTaskType(t) == nil
 	}
 	if d, ok := strings.CutPrefix(k, "dep."); ok {
-		return framework.ValidateDependency(d) == nil
+		return topology.ValidateDependency(d) == nil
 	}
 	if t, _, ok := ratelimit.ParseKey(k); ok {
 		return streams.ValidateTaskType(t) == nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	engine "github.com/jetflow-io/jetflow/internal/ratelimit"
+	"github.com/jetflow-io/jetflow/internal/topology"
 )
 
 // Limit is a cluster-wide limit for every worker of the cluster together:
@@ -85,7 +86,7 @@ type config struct {
 // spending an attempt, until its permit is due or ctx ends.
 func WithDependency(dep string, l Limit) Option {
 	return func(c *config) error {
-		if err := framework.ValidateDependency(dep); err != nil {
+		if err := topology.ValidateDependency(dep); err != nil {
 			return fmt.Errorf("%w: %w", framework.ErrInvalidOption, err)
 		}
 		n, err := l.withDefaults()
