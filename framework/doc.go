@@ -209,7 +209,8 @@
 // queue and stream, stranded subjects, listing and finding tasks, rate
 // limits, unique reservations, ordering partitions and blocked keys,
 // breaker records) and pauses and resumes queues cluster-wide. Package
-// [github.com/jetflow-io/jetflow/health] serves Kubernetes probes from
-// [Worker.Liveness]. The jetflow command
+// [github.com/jetflow-io/jetflow/health] serves Kubernetes probes from the
+// worker's liveness (its state, its start-up steps, each fetch loop's last
+// poll). The jetflow command
 // (cmd/jetflow) is built on them; see docs/operations.md.
 package framework

@@ -20,58 +20,23 @@ import (
 // for a free slot is busy, not stalled (long handlers are not a stall).
 // The machinery is internal/liveness; package health reports it.
 
-// WorkerState is where a worker is in its life ([Worker.Liveness]).
-type WorkerState int32
-
-// Worker states.
-const (
-	// WorkerNew: built, not started.
-	WorkerNew WorkerState = iota
-	// WorkerRunning: started, not shutting down.
-	WorkerRunning
-	// WorkerStopping: shutting down or stopped, or its start failed.
-	WorkerStopping
-)
-
-// Liveness is what a worker knows of its own liveness, for health reports
-// (package health).
-type Liveness struct {
-	State WorkerState
-	// Started is when the worker started; zero before Start.
-	Started time.Time
-	// StallLimit is the worker's stall limit ([WithStallLimit]).
-	StallLimit time.Duration
-	// Loops are the fetch loops of the registered (type, priority)
-	// consumers, in registration order.
-	Loops []FetchLoop
-	// Starting lists what [Worker.Start] still waits for (consumers being
-	// ensured), the longest waiting first; empty once started.
-	Starting []StartWait
+// The health report reads a worker's liveness through internal/liveness,
+// not an exported method: it is plumbing between framework and package
+// health.
+func init() {
+	liveness.Of = func(w any) liveness.Report { return w.(*Worker).liveness() }
 }
 
-// FetchLoop is the state of the fetch loop of one (task type, priority)
-// consumer.
-type FetchLoop struct {
-	Type     string
-	Priority Priority
-	Consumer string
-	// LastPoll is when the loop last heard from its pull (a task or an
-	// empty wait); zero before the first.
-	LastPoll time.Time
-	// Busy is true while the loop waits for a free handler slot.
-	Busy bool
-}
-
-// Liveness returns w's state and the state of each fetch loop. It is safe
+// liveness returns w's state and the state of each fetch loop. It is safe
 // to call at any time from any goroutine.
-func (w *Worker) Liveness() Liveness {
-	lv := Liveness{State: WorkerState(w.state.Load()), Started: w.startedAt(), StallLimit: w.opts.stallLimit,
+func (w *Worker) liveness() liveness.Report {
+	lv := liveness.Report{State: liveness.State(w.state.Load()), Started: w.startedAt(), StallLimit: w.opts.stallLimit,
 		Starting: w.starting.list()}
 	for _, tt := range w.order {
 		for _, p := range tt.cfg.priorities {
 			name := w.names.ConsumerName(tt.name, p)
 			l := w.health.Loop(name)
-			lv.Loops = append(lv.Loops, FetchLoop{Type: tt.name, Priority: p, Consumer: name, LastPoll: l.LastPoll(), Busy: l.Busy()})
+			lv.Loops = append(lv.Loops, liveness.FetchLoop{Type: tt.name, Priority: p, Consumer: name, LastPoll: l.LastPoll(), Busy: l.Busy()})
 		}
 	}
 	return lv

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/liveness"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -204,7 +205,7 @@ func TestShutdownWritesQueuedAcks(t *testing.T) {
 	testutil.Wait(t, waitLong, "every task running", func() bool { return w.Stats().Running == n })
 	stopped := make(chan error, 1)
 	go func() { stopped <- w.Shutdown(context.Background()) }()
-	testutil.Wait(t, waitLong, "the worker stopping", func() bool { return w.Liveness().State == framework.WorkerStopping })
+	testutil.Wait(t, waitLong, "the worker stopping", func() bool { return liveness.Of(w).State == liveness.Stopping })
 	close(release)
 	if err := <-stopped; err != nil {
 		t.Fatalf("Shutdown = %v", err)

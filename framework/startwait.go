@@ -7,12 +7,15 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jetflow-io/jetflow/internal/liveness"
 )
 
 // A worker whose Start is slow says what it waits for: every start-up step
 // that talks to the server (ensuring a consumer, an ordered partition's
-// consumer) is noted while it runs; [Worker.Liveness] reports them
-// (Liveness.Starting, and package health's report), and Start logs them at
+// consumer) is noted while it runs; the liveness report
+// (liveness.Report.Starting, internal/liveness) and so package health's
+// report list them, and Start logs them at
 // Warn every [slowStartReport] while any has waited that long. Each attempt
 // of a step has a deadline of its own ([startAttempt]) within Start's, and
 // each request ensuring a consumer one shorter still
@@ -28,14 +31,6 @@ const startAttempt = 10 * time.Second
 // slowStartReport is how long a start-up step may wait before Start logs
 // what it waits for, and how often it logs again while it still waits.
 const slowStartReport = 5 * time.Second
-
-// StartWait is a start-up step [Worker.Start] waits for.
-type StartWait struct {
-	// What names the step, for example "consumer JETFLOW_mail_send_normal".
-	What string `json:"what"`
-	// Since is when the step began.
-	Since time.Time `json:"since"`
-}
 
 // startWaits records the start-up steps under way. The zero value is ready
 // to use; it is safe for concurrent use.
@@ -62,14 +57,14 @@ func (s *startWaits) waitingFor(what string, step func() error) error {
 }
 
 // list returns the steps under way, the longest waiting first.
-func (s *startWaits) list() []StartWait {
+func (s *startWaits) list() []liveness.StartWait {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]StartWait, 0, len(s.pending))
+	out := make([]liveness.StartWait, 0, len(s.pending))
 	for _, what := range slices.Sorted(maps.Keys(s.pending)) {
-		out = append(out, StartWait{What: what, Since: s.pending[what]})
+		out = append(out, liveness.StartWait{What: what, Since: s.pending[what]})
 	}
-	slices.SortStableFunc(out, func(a, b StartWait) int { return a.Since.Compare(b.Since) })
+	slices.SortStableFunc(out, func(a, b liveness.StartWait) int { return a.Since.Compare(b.Since) })
 	return out
 }
 

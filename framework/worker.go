@@ -101,9 +101,9 @@ type Worker struct {
 }
 
 const (
-	workerNew      = int32(WorkerNew)
-	workerRunning  = int32(WorkerRunning)
-	workerStopping = int32(WorkerStopping)
+	workerNew      = int32(liveness.New)
+	workerRunning  = int32(liveness.Running)
+	workerStopping = int32(liveness.Stopping)
 )
 
 type typeRunner struct {

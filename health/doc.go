@@ -1,8 +1,8 @@
 // Package health answers "is this worker alive, can it take work?" for
 // readiness and liveness probes.
 //
-// [Check] reads a worker's own view of itself ([framework.Worker.Liveness]:
-// its state and the last poll of each fetch loop) and the connection, and
+// [Check] reads a worker's own view of itself (its state, the start-up
+// steps it waits for and the last poll of each fetch loop) and the connection, and
 // asks the server whether each consumer exists. [ReadinessHandler] and
 // [LivenessHandler] serve the [Report] as JSON, with 200 or 503, for
 // Kubernetes probes:

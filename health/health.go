@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/liveness"
 )
 
 // PullStallReady is how long a consumer's fetch loop may go without polling
@@ -94,11 +95,11 @@ func Check(ctx context.Context, w *framework.Worker) Report {
 		r.Ready = false
 		r.Problems = append(r.Problems, fmt.Sprintf(format, a...))
 	}
-	lv := w.Liveness()
+	lv := liveness.Of(w)
 	switch lv.State {
-	case framework.WorkerNew:
+	case liveness.New:
 		notLive("worker not started")
-	case framework.WorkerStopping:
+	case liveness.Stopping:
 		notLive("worker stopping or stopped")
 	}
 	for _, sw := range lv.Starting {
@@ -133,7 +134,7 @@ func Check(ctx context.Context, w *framework.Worker) Report {
 				notReady("consumer %s: %v", name, err)
 			}
 		}
-		if r.Live && !ch.Busy && lv.State == framework.WorkerRunning {
+		if r.Live && !ch.Busy && lv.State == liveness.Running {
 			last := ch.LastPoll
 			if last.IsZero() {
 				last = lv.Started

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/health"
+	"github.com/jetflow-io/jetflow/internal/liveness"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -79,9 +80,9 @@ func TestWorkerStartsThroughQuorumLoss(t *testing.T) {
 			t.Fatalf("Start returned while two of three nodes were down: %v; logged %q", err, logs.all())
 		default:
 		}
-		return len(w.Liveness().Starting) > 0 && logs.has("jetflow worker start is slow")
+		return len(liveness.Of(w).Starting) > 0 && logs.has("jetflow worker start is slow")
 	})
-	waits := w.Liveness().Starting
+	waits := liveness.Of(w).Starting
 	hctx, hcancel := context.WithTimeout(t.Context(), 10*time.Second)
 	rep := health.Check(hctx, w)
 	hcancel()
@@ -108,7 +109,7 @@ func TestWorkerStartsThroughQuorumLoss(t *testing.T) {
 	if took > time.Minute {
 		t.Errorf("Start returned %v after the nodes came back: it waited on a request", took)
 	}
-	if got := w.Liveness().Starting; len(got) != 0 {
+	if got := liveness.Of(w).Starting; len(got) != 0 {
 		t.Errorf("started worker still waits for %+v", got)
 	}
 }

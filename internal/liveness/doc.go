@@ -7,7 +7,8 @@
 // for an unreachable server instead of failing at once ([StartStep]).
 //
 // Fetch loops write their records; the worker's stall watchdog and the
-// health report (package health, through framework's accessors) read them.
-// The package knows nothing of workers: it gets a consumer's name, the
-// stall limit and the connection from its caller.
+// health report (package health, through [Of], which package framework
+// sets: a worker's [Report]) read them. The package knows nothing of
+// workers: it gets a consumer's name, the stall limit and the connection
+// from its caller.
 package liveness
