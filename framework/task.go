@@ -14,12 +14,17 @@ import (
 // Priority is a task's priority, encoded in its work subject.
 type Priority = streams.Priority
 
-// The four priorities. The zero value is [PriorityNormal].
+// The four priorities, highest first ([WithPriority]; a worker shares its
+// slots among them by [WithDispatch]). The zero value is [PriorityNormal].
 const (
+	// PriorityCritical is the highest priority.
 	PriorityCritical = streams.PriorityCritical
-	PriorityHigh     = streams.PriorityHigh
-	PriorityNormal   = streams.PriorityNormal
-	PriorityLow      = streams.PriorityLow
+	// PriorityHigh comes after PriorityCritical.
+	PriorityHigh = streams.PriorityHigh
+	// PriorityNormal, the zero value, comes after PriorityHigh.
+	PriorityNormal = streams.PriorityNormal
+	// PriorityLow is the lowest priority.
+	PriorityLow = streams.PriorityLow
 )
 
 // Task is one delivery of a task to a handler. A Task is owned by the handler
