@@ -295,11 +295,7 @@ func (w *Worker) startExec(p *pending) {
 // continueExec runs p, an execution already counted in execs, like
 // startExec.
 func (w *Worker) continueExec(p *pending) {
-	select {
-	case w.bg.execCh <- p:
-	default:
-		go w.run(p)
-	}
+	w.bg.pool.Run(p)
 }
 
 // bufferedPending returns the pending task of m, taken from the pull buffer

@@ -2,9 +2,9 @@ package framework
 
 import (
 	"context"
-	"sync"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/exec"
 	"github.com/jetflow-io/jetflow/internal/heartbeat"
 	"github.com/jetflow-io/jetflow/internal/pull"
 )
@@ -24,11 +24,8 @@ import (
 // (hold.go).
 
 type background struct {
-	execCh chan *pending
-	stop   chan struct{}
-	once   sync.Once
-	execs  sync.WaitGroup
-	beats  heartbeat.Sweeper[*pending]
+	pool  *exec.Pool[*pending] // the executors (internal/exec)
+	beats heartbeat.Sweeper[*pending]
 	// acker writes the executors' plain acks from one goroutine
 	// (internal/pull.Acker); nil before Start.
 	acker *pull.Acker[*pending]
@@ -45,10 +42,7 @@ func (w *Worker) startBackground() {
 	w.bg.acker = pull.NewAcker(w.nc, func(p *pending, err error) {
 		w.ackFailed(context.Background(), nil, p, "ack", err)
 	})
-	for range w.opts.concurrency {
-		w.bg.execs.Add(1)
-		go w.executor()
-	}
+	w.bg.pool.Start(w.opts.concurrency)
 }
 
 // stopBackground stops the sweeper and the executors and waits for the
@@ -56,27 +50,12 @@ func (w *Worker) startBackground() {
 // An executor running an abandoned handler exits when the handler returns.
 // Safe to call more than once and when nothing was started.
 func (w *Worker) stopBackground(idle bool) {
-	w.bg.once.Do(func() { close(w.bg.stop) })
 	w.bg.beats.Stop()
-	if idle {
-		w.bg.execs.Wait()
-	}
+	w.bg.pool.Stop(idle)
 	if w.bg.acker != nil {
 		// The acks of the executions that returned are on the connection
 		// when Shutdown returns; a later one is published by its executor.
 		w.bg.acker.Close()
-	}
-}
-
-func (w *Worker) executor() {
-	defer w.bg.execs.Done()
-	for {
-		select {
-		case p := <-w.bg.execCh:
-			w.run(p)
-		case <-w.bg.stop:
-			return
-		}
 	}
 }
 

@@ -1,27 +1,17 @@
 package framework
 
-import (
-	"sync"
-	"time"
-)
+import "time"
 
 // Held tasks. An extension (a breaker, a rate limit, a blocked ordering
 // key) may have a failed attempt rerun in process later, without spending a
 // delivery (Plugin.Hold). The task is parked: its slot is lent to other
 // tasks (the goroutine that ran it goes on with the task the slot is
-// granted to), and a timer queues it for a slot again. No goroutine waits
+// granted to), and a timer (internal/exec.Parking) queues it for a slot again. No goroutine waits
 // for it, so an outage that holds thousands of tasks costs a timer each,
 // not a goroutine and its stack. A parked task stays among the scheduler's
 // running items, so the heartbeat sweeper keeps it alive, and it still
 // counts in execs, so Shutdown waits for it: stopping the worker hands every
 // parked task back at once (stopParked).
-
-// parking holds the timers of a worker's parked tasks.
-type parking struct {
-	mu      sync.Mutex
-	timers  map[*pending]*time.Timer
-	stopped bool // the worker stops: nothing more is parked
-}
 
 // park sets p aside for d and returns the fetched task its lent slot was
 // granted to, for the caller to run in its place (nil: none). When the
@@ -30,16 +20,8 @@ type parking struct {
 func (w *Worker) park(p *pending, d time.Duration) *pending {
 	p.rerun = true
 	next, ok := w.sched.LendTake(p.tt.slots)
-	w.held.mu.Lock()
-	if w.held.stopped {
-		w.held.mu.Unlock()
+	if !w.held.Park(p, d, w.unpark) {
 		w.resumeStopped(p)
-	} else {
-		if w.held.timers == nil {
-			w.held.timers = make(map[*pending]*time.Timer)
-		}
-		w.held.timers[p] = time.AfterFunc(d, func() { w.unpark(p) })
-		w.held.mu.Unlock()
 	}
 	return w.taken(next, ok)
 }
@@ -48,9 +30,6 @@ func (w *Worker) park(p *pending, d time.Duration) *pending {
 // resumes it. A worker that stopped meanwhile takes it back (below, or in
 // stopParked, whichever withdraws it from the queue).
 func (w *Worker) unpark(p *pending) {
-	w.held.mu.Lock()
-	delete(w.held.timers, p)
-	w.held.mu.Unlock()
 	w.sched.Resume(p, p.prio.Rank(), p.tt.slots)
 	if w.stopping() && w.withdraw(p) {
 		w.resumeStopped(p)
@@ -62,16 +41,11 @@ func (w *Worker) unpark(p *pending) {
 // taken out of the scheduler's queue, or, if it is not there yet, by
 // unpark itself; a granted one hands itself back when it resumes.
 func (w *Worker) stopParked() {
-	w.held.mu.Lock()
-	w.held.stopped = true
-	timers := w.held.timers
-	w.held.timers = nil
-	w.held.mu.Unlock()
-	for p, tm := range timers {
-		if tm.Stop() || w.withdraw(p) {
+	w.held.Stop(func(p *pending, stopped bool) {
+		if stopped || w.withdraw(p) {
 			w.resumeStopped(p)
 		}
-	}
+	})
 }
 
 // resumeStopped takes the lent slot of the parked task p back and resumes

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/delays"
 	"github.com/jetflow-io/jetflow/internal/dispatch"
+	"github.com/jetflow-io/jetflow/internal/exec"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/liveness"
 	"github.com/jetflow-io/jetflow/internal/pull"
@@ -54,9 +55,9 @@ type Worker struct {
 
 	state atomic.Int32 // workerNew, workerRunning, workerStopping
 
-	stopFetch   chan struct{} // closed: stop pulling
-	held        parking       // tasks an extension set aside (hold.go)
-	versions    versionState  // payload versions handed back (versions.go)
+	stopFetch   chan struct{}          // closed: stop pulling
+	held        exec.Parking[*pending] // tasks an extension set aside (hold.go)
+	versions    versionState           // payload versions handed back (versions.go)
 	stopOnce    sync.Once
 	hardCtx     context.Context // handler contexts; cancelled at the shutdown deadline
 	hardCancel  context.CancelFunc
@@ -177,10 +178,11 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		finished:   make(chan struct{}),
 		connLost:   make(chan struct{}),
 		stalled:    make(chan struct{}),
-		bg:         background{execCh: make(chan *pending), stop: make(chan struct{})},
+		bg:         background{},
 		hooks:      append([]Hooks(nil), o.hooks...),
 	}
 	w.sched = dispatch.New(o.concurrency, o.dispatch == DispatchWeighted, o.weights, w.granted)
+	w.bg.pool = exec.NewPool(w.run)
 	w.installDeadLetters()
 	w.installState()
 	w.installUnique()
