@@ -2,157 +2,87 @@ package framework
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/fetch"
 	"github.com/jetflow-io/jetflow/internal/pull"
-	"github.com/jetflow-io/jetflow/internal/retry"
 )
 
-// Fetching: one goroutine per (type, priority) consumer pulls messages and
-// offers them to the worker's scheduler (internal/dispatch), which starts
-// them on executors (heartbeats.go) as slots free up. Two direct paths skip
-// the fetch loop while nothing waits for a slot: a message that reaches an
-// empty pull buffer while a slot is free starts from the subscription
-// (startDirect), and an executor that settled a task takes the next one from
-// its buffer (takeBuffered).
+// Fetching: one goroutine per (type, priority) consumer, a fetcher
+// (internal/fetch), pulls messages and offers them to the worker's
+// scheduler (internal/dispatch), which starts them on executors
+// (heartbeats.go) as slots free up. Two direct paths skip the fetch loop
+// while nothing waits for a slot: a message that reaches an empty pull
+// buffer while a slot is free starts from the subscription (startDirect),
+// and an executor that settled a task takes the next one from its buffer
+// (takeBuffered).
 
-// fetch pulls one (type, priority) consumer and feeds the dispatcher, holding
-// at most one message outside the pull buffer at a time.
+// fetch runs the fetcher of one (type, priority) consumer
+// (internal/fetch) until the worker stops fetching.
 func (w *Worker) fetch(s consumerSub) {
 	defer w.fetchers.Done()
-	tt, prio, cons := s.tt, s.prio, s.cons
-	stopCtx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-w.stopFetch:
-			cancel()
-		case <-stopCtx.Done():
-		}
-	}()
-	wait := pullRetry.New()
-	f := &feed{}
-	for {
-		it, err := w.newPull(cons, tt, prio, f) // pull.go
-		if err == nil {
-			f.it.Store(it)
-			err = w.serve(stopCtx, tt, prio, it, f)
-			f.it.Store(nil)
-			if stopCtx.Err() != nil {
-				w.drain(it)
-				w.closePull(it)
-				return
-			}
-			w.closePull(it)
-			if errors.Is(err, errRescued) {
-				wait.Reset()
-				continue // a fresh iterator at once, with a fresh pull request
-			}
-		}
-		// The iterator failed (consumer deleted, connection trouble): log,
-		// wait, re-ensure the consumer and resume.
-		d := wait.NextBackOff()
-		w.log.Warn("jetflow consumer pull interrupted; retrying", slog.String(LogKeyTaskType, tt.name),
-			slog.String(LogKeyPriority, prio.String()), slog.Duration("retry_in", d), slog.Any(LogKeyError, err))
-		if !retry.Sleep(stopCtx, d) {
-			return
-		}
-		ectx, ecancel := context.WithTimeout(stopCtx, 10*time.Second)
-		c, err := s.ensure(ectx)
-		ecancel()
-		if err == nil {
-			cons = c
-		}
-	}
+	log := w.log.With(slog.String(LogKeyTaskType, s.tt.name), slog.String(LogKeyPriority, s.prio.String()))
+	fetch.New[*pending](&fetchSide{w: w, s: s}, fetch.Config{
+		Consumer: s.cons,
+		Loop:     w.health.Loop(w.names.ConsumerName(s.tt.name, s.prio)),
+		Log:      log,
+		AckWait:  s.tt.cfg.ackWait,
+	}).Run(w.stopFetch)
 }
 
-// pullRetry spaces the attempts to resume a failed pull.
-var pullRetry = retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}
-
-// nextPoll bounds each wait for the next message: it is how soon an idle
-// fetcher notices that the worker stops. (Lost pull requests are detected by
-// the iterator itself, from missed heartbeats: see pull.go.)
-const nextPoll = 250 * time.Millisecond
-
-// serve reads it until stop or a terminal iterator error. f publishes it
-// to the executors (takeBuffered).
-func (w *Worker) serve(stop context.Context, tt *typeRunner, prio Priority, it *pullIter, f *feed) error {
-	errStreak := 0
-	lh := w.health.Loop(w.names.ConsumerName(tt.name, prio))
-	defer lh.SetBusy(false)
-	// One starvation timer for the loop, re-armed per waiting task.
-	starve := time.NewTimer(time.Hour)
-	starve.Stop()
-	defer starve.Stop()
-	for {
-		msg, err := it.Next(nextPoll)
-		if err == nil {
-			lh.Poll(it.Polled())
-		} else if alive := it.Alive(); !alive.IsZero() {
-			lh.Poll(alive) // an empty wait counts if the consumer answers
-		}
-		if err != nil {
-			if stop.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, nats.ErrTimeout) {
-				continue // nothing within nextPoll: check for stop
-			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, jetstream.ErrConsumerDeleted) ||
-				errors.Is(err, jetstream.ErrConsumerNotFound) {
-				return err
-			}
-			// Transient (missed heartbeat, reconnect): the iterator recovers
-			// by itself; avoid spinning.
-			errStreak++
-			if errStreak > 1 {
-				select {
-				case <-stop.Done():
-					return nil
-				case <-time.After(min(time.Duration(errStreak)*50*time.Millisecond, time.Second)):
-				}
-			}
-			continue
-		}
-		errStreak = 0
-		p := w.newPending(tt, prio, msg)
-		p.src = f
-		if stop.Err() != nil {
-			// Stopping: start nothing new. Without this check a task handed
-			// back at shutdown (a held task) is redelivered at once, given a
-			// free slot and run again, round and round, and Shutdown waits
-			// on this loop past its deadline.
-			w.handBack(p, "worker stopping")
-			return nil
-		}
-		w.offer(p)
-		lh.SetBusy(true)
-		dispatched, starved := w.awaitSlot(stop, p, starve, tt.cfg.ackWait/2)
-		lh.SetBusy(starved) // a rescue waits for slots too
-		if starved {
-			// p has waited half an ack wait for a slot: the tasks behind it
-			// in the pull buffer get no heartbeats and would be redelivered
-			// (spending an attempt). Take them out of the buffer, where the
-			// sweeper keeps them alive, and pull again only once they ran.
-			return w.rescue(stop, it, tt, prio, p)
-		}
-		if !dispatched {
-			return nil
-		}
-	}
+// fetchSide is what the fetcher of consumer s needs from the worker
+// ([fetch.Worker]): one per fetcher, so that no call on the fetch path
+// allocates.
+type fetchSide struct {
+	w *Worker
+	s consumerSub
 }
 
-// errRescued ends serve after its pull buffer was emptied into the waiting
-// lists because a task starved (see rescue).
-var errRescued = errors.New("framework: pull buffer rescued from starvation")
+var _ fetch.Worker[*pending] = (*fetchSide)(nil)
 
-func (w *Worker) newPending(tt *typeRunner, prio Priority, msg jetstream.Msg) *pending {
+// Open and Close are in pull.go; the methods below are fetch.Worker's.
+
+// Ensure re-creates the consumer after a failed pull.
+func (f *fetchSide) Ensure(ctx context.Context) (jetstream.Consumer, error) { return f.s.ensure(ctx) }
+
+// Pending returns the pending task of msg, of the fetcher's feed src (nil
+// for a rescued buffer's task).
+func (f *fetchSide) Pending(msg jetstream.Msg, src *feed) *pending {
+	p := newPending(f.s.tt, f.s.prio, msg)
+	p.src = src
+	return p
+}
+
+// Offer queues p for a slot (offer).
+func (f *fetchSide) Offer(p *pending) { f.w.offer(p) }
+
+// Dispatched receives once p got a slot (granted, taken).
+func (f *fetchSide) Dispatched(p *pending) <-chan struct{} { return p.dispatched }
+
+// Withdraw takes p out of the waiting tasks (withdraw).
+func (f *fetchSide) Withdraw(p *pending) bool { return f.w.withdraw(p) }
+
+// HandBack returns p to the server (handBack).
+func (f *fetchSide) HandBack(p *pending, why string) { f.w.handBack(p, why) }
+
+// HandBackBuffered naks msg, left in a stopping fetcher's buffer, and
+// counts it.
+func (f *fetchSide) HandBackBuffered(msg jetstream.Msg) {
+	if err := msg.Nak(); err != nil {
+		f.w.stats.ackErrors.Add(1)
+		f.w.log.Warn("jetflow could not hand back a buffered task; it will be redelivered after its ack wait",
+			slog.Any(LogKeyError, err))
+		return
+	}
+	f.w.stats.handedBack.Add(1)
+}
+
+// newPending returns the pending task of msg, fetched from a consumer of
+// (tt, prio), to be offered to the scheduler.
+func newPending(tt *typeRunner, prio Priority, msg jetstream.Msg) *pending {
 	p := &pending{tt: tt, prio: prio, msg: msg, dispatched: make(chan struct{}, 1)}
 	var beat time.Time
 	if pm, ok := msg.(*pull.Msg); ok {
@@ -165,106 +95,6 @@ func (w *Worker) newPending(tt *typeRunner, prio Priority, msg jetstream.Msg) *p
 	}
 	p.lastBeat.Store(beat.UnixNano())
 	return p
-}
-
-// awaitSlot waits until p is dispatched (true, false), the worker stops
-// (false, false; p was handed back unless dispatched concurrently), or
-// starveAfter passes (false, true; p still waits). timer is the loop's
-// stopped timer: awaitSlot arms it and leaves it stopped.
-func (w *Worker) awaitSlot(stop context.Context, p *pending, timer *time.Timer, starveAfter time.Duration) (dispatched, starved bool) {
-	select {
-	case <-p.dispatched:
-		return true, false
-	default:
-	}
-	// Since Go 1.23 a stopped or reset timer delivers no stale tick.
-	timer.Reset(starveAfter)
-	defer timer.Stop()
-	select {
-	case <-p.dispatched:
-		return true, false
-	case <-timer.C:
-		return false, true
-	case <-stop.Done():
-		if w.withdraw(p) {
-			w.handBack(p, "worker stopping")
-			return false, false
-		}
-		return true, false
-	}
-}
-
-// rescue drains the iterator's buffer into the waiting lists, where the
-// heartbeat sweeper covers every task, then waits until held and rescued
-// tasks were all dispatched (or the worker stops). It returns errRescued so
-// that fetch opens a fresh iterator.
-func (w *Worker) rescue(stop context.Context, it *pullIter, tt *typeRunner, prio Priority, held *pending) error {
-	it.Drain()
-	batch := []*pending{held}
-	// Take every message until the drain is through (the subscription
-	// closes): one arriving later would be handed back by closePull and
-	// spend an attempt. Meanwhile the sweeper beats the queue (internal/heartbeat).
-	giveUp := time.Now().Add(tt.cfg.ackWait)
-	for {
-		msg, err := it.Next(nextPoll)
-		if errors.Is(err, nats.ErrTimeout) && stop.Err() == nil && time.Now().Before(giveUp) {
-			continue
-		}
-		if err != nil {
-			break
-		}
-		q := w.newPending(tt, prio, msg)
-		w.offer(q)
-		batch = append(batch, q)
-	}
-	w.log.Debug("jetflow fetched tasks starved; holding them with heartbeats", slog.String(LogKeyTaskType, tt.name),
-		slog.String(LogKeyPriority, prio.String()), slog.Int("tasks", len(batch)))
-	for _, q := range batch {
-		if !w.awaitDispatch(stop, q) {
-			// Stopping: hand back the rest still waiting.
-			for _, r := range batch {
-				if w.withdraw(r) {
-					w.handBack(r, "worker stopping")
-				}
-			}
-			return nil
-		}
-	}
-	return errRescued
-}
-
-// awaitDispatch waits until p gets a slot; the heartbeat sweeper keeps it
-// alive meanwhile, so a task held back by higher priorities does not time
-// out. It returns false (after handing p back) when the worker stops first.
-func (w *Worker) awaitDispatch(stop context.Context, p *pending) bool {
-	select {
-	case <-p.dispatched:
-		return true
-	case <-stop.Done():
-		if w.withdraw(p) {
-			w.handBack(p, "worker stopping")
-			return false
-		}
-		return true // dispatched concurrently; its execution owns it
-	}
-}
-
-// drain hands back the messages still in the pull buffer.
-func (w *Worker) drain(it *pullIter) {
-	it.Drain()
-	for {
-		msg, err := it.Next(200 * time.Millisecond)
-		if err != nil {
-			return
-		}
-		if err := msg.Nak(); err != nil {
-			w.stats.ackErrors.Add(1)
-			w.log.Warn("jetflow could not hand back a buffered task; it will be redelivered after its ack wait",
-				slog.Any(LogKeyError, err))
-			continue
-		}
-		w.stats.handedBack.Add(1)
-	}
 }
 
 // offer queues p for a slot; granted starts it.
@@ -306,9 +136,9 @@ func bufferedPending(tt *typeRunner, prio Priority, m *pull.Msg, f *feed) *pendi
 	return p
 }
 
-// feed publishes a fetcher's live pull iterator (nil between iterators) to
-// the executors running its tasks.
-type feed struct{ it atomic.Pointer[pullIter] }
+// feed publishes a fetcher's live pull iterator to the executors running
+// its tasks.
+type feed = fetch.Feed
 
 // takeBuffered is the direct path from a pull buffer to an executor: when
 // p's execution is over, no task waits for a slot that p's could serve and
@@ -325,7 +155,7 @@ func (w *Worker) takeBuffered(p *pending) *pending {
 	if f == nil || w.state.Load() != workerRunning {
 		return nil
 	}
-	it := f.it.Load()
+	it := f.Iter()
 	if it == nil || w.sched.Contended(p.tt.slots) {
 		return nil
 	}

@@ -17,10 +17,11 @@ import (
 // requests.
 type pullIter = pull.Iter
 
-// newPull opens a pull iterator on cons of (tt, prio), counting lost pull
-// requests in the worker's stats and reporting them to the PullLost hooks.
-// Tasks it starts directly (startDirect) continue from f.
-func (w *Worker) newPull(cons jetstream.Consumer, tt *typeRunner, prio Priority, f *feed) (*pullIter, error) {
+// Open opens a pull iterator on cons, counting lost pull requests in the
+// worker's stats and reporting them to the PullLost hooks. Tasks it starts
+// directly (startDirect) continue from src.
+func (f *fetchSide) Open(cons jetstream.Consumer, src *feed) (*pullIter, error) {
+	w, tt, prio := f.w, f.s.tt, f.s.prio
 	info := cons.CachedInfo()
 	size := func() int { return w.pullSize(tt, prio) } // pullsize.go
 	it, err := pull.NewIter(w.nc, info.Stream, info.Name, size, func() {
@@ -34,18 +35,18 @@ func (w *Worker) newPull(cons jetstream.Consumer, tt *typeRunner, prio Priority,
 	}
 	// Arrivals at an empty buffer may start at once (fetch.go); the
 	// sweeper beats the rest while they wait.
-	it.SetDirect(w.startDirect(tt, prio, f))
+	it.SetDirect(w.startDirect(tt, prio, src))
 	w.bg.beats.Watch(it, tt.cfg.heartbeat, func(m *pull.Msg, err error) {
-		w.ackFailed(context.Background(), nil, w.newPending(tt, prio, m), "in_progress", err)
+		w.ackFailed(context.Background(), nil, newPending(tt, prio, m), "in_progress", err)
 	})
 	return it, nil
 }
 
-// closePull stops it, handing back what it still buffers, and ends its
+// Close stops it, handing back what it still buffers, and ends its
 // heartbeats.
-func (w *Worker) closePull(it *pullIter) {
+func (f *fetchSide) Close(it *pullIter) {
 	it.Stop()
-	w.bg.beats.Unwatch(it)
+	f.w.bg.beats.Unwatch(it)
 }
 
 // emitPullLost calls the PullLost hooks.
