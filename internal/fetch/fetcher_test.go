@@ -9,8 +9,7 @@ import (
 )
 
 // The fetcher offers the stored messages one at a time, in order, each as
-// a task of the live iterator's feed, and reads the next only once the
-// offered one was dispatched.
+// a task of the live iterator's feed, and records its polls.
 func TestOffersInOrder(t *testing.T) {
 	t.Parallel()
 	const n = 40
@@ -28,6 +27,11 @@ func TestOffersInOrder(t *testing.T) {
 		}
 	}
 	stop()
+	// The polls were recorded for the stall watchdog, and a stopped loop
+	// waits for no slot.
+	if s.loop.LastPoll().IsZero() || s.loop.Busy() {
+		t.Fatalf("loop record: last poll %v, busy %v", s.loop.LastPoll(), s.loop.Busy())
+	}
 	if len(s.handedBack) != 0 || len(s.buffered) != 0 {
 		t.Fatalf("dispatched tasks handed back: %d, %d", len(s.handedBack), len(s.buffered))
 	}
@@ -35,8 +39,8 @@ func TestOffersInOrder(t *testing.T) {
 
 // A task that waits half the ack wait for a slot starves the buffer behind
 // it: the fetcher drains the buffer into the waiting tasks (no feed: its
-// iterator is done), waits until they were all dispatched and only then
-// opens a new iterator.
+// iterator is done), waits until they were all dispatched, busy for the
+// stall watchdog, and only then opens a new iterator.
 func TestStarvationRescue(t *testing.T) {
 	t.Parallel()
 	const n = 5
@@ -73,6 +77,9 @@ func TestStarvationRescue(t *testing.T) {
 		if msg := recv(t, s.logged, "rescue log"); strings.Contains(msg, "starved") {
 			break
 		}
+	}
+	if !s.loop.Busy() {
+		t.Fatal("a rescuing loop is not busy: the stall watchdog would count its wait")
 	}
 	for _, p := range rescued[:n-1] {
 		s.dispatch(p)

@@ -50,6 +50,8 @@ type side struct {
 	ensured    chan struct{}      // every Ensure
 	logged     chan string        // every log message
 
+	loop *liveness.Loop // the fetcher's, set by run
+
 	mu      sync.Mutex
 	waiting map[*task]bool
 }
@@ -108,9 +110,10 @@ func (s *side) run(ackWait time.Duration) (stop func()) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	s.loop = new(liveness.Loops).Loop("C")
 	f := fetch.New[*task](s, fetch.Config{
 		Consumer: cons,
-		Loop:     new(liveness.Loops).Loop("C"),
+		Loop:     s.loop,
 		Log:      slog.New(logTo(s.logged)),
 		AckWait:  ackWait,
 	})
