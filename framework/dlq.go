@@ -83,7 +83,7 @@ type dlqExt struct {
 	core *deadletter.Core // of the first task partition
 	opts deadLetterOptions
 	// parts are the cores of every task partition (dlq_partitions.go).
-	parts dlqPartitions
+	parts *deadletter.Partitions
 }
 
 // installDeadLetters installs the dead-letter extension unless
@@ -94,7 +94,7 @@ func (w *Worker) installDeadLetters() {
 		return
 	}
 	x := &dlqExt{w: w, core: w.deadLetterCore(w.names), opts: o}
-	x.parts.init(x.core)
+	x.parts = deadletter.NewPartitions(x.core, streams.MaxPartitions)
 	e := extension{
 		Plugin:     Plugin{Name: "dead-letters", Finished: x.finished, Prepare: x.prepare},
 		deadLetter: x.deadLetter,
@@ -168,5 +168,5 @@ func (x *dlqExt) service(ctx context.Context, _ *Worker) {
 	if every == 0 {
 		every = DefaultReconcileInterval
 	}
-	x.parts.run(ctx, x.core, every) // dlq_partitions.go
+	x.parts.Run(ctx, every)
 }
