@@ -47,13 +47,7 @@ const (
 
 // Final reports whether s is an end state: succeeded, failed, dead or
 // cancelled.
-func (s TaskState) Final() bool {
-	switch s {
-	case StateSucceeded, StateFailed, StateDead, StateCancelled:
-		return true
-	}
-	return false
-}
+func (s TaskState) Final() bool { return staterec.Final(string(s)) }
 
 // TaskRecord is the state record of one task. Each write replaces the whole
 // record; fields a writer does not know are left empty.

@@ -56,12 +56,11 @@ func (w *Worker) installState() {
 // only for the tasks that ask (progress, a result, [Awaited]), and the
 // first of them creates the buckets.
 func (w *Worker) prepareState(ctx context.Context, _ *Worker) error {
-	tracked := make(map[string]bool)
-	for _, tt := range w.order {
-		if tt.cfg.stateTracking == 1 || tt.cfg.stateTracking == 0 && w.opts.stateEnabled {
-			tracked[tt.name] = true
-		}
+	types := make([]staterec.TypeSetting, len(w.order))
+	for i, tt := range w.order {
+		types[i] = staterec.TypeSetting{Name: tt.name, Tracking: tt.cfg.stateTracking}
 	}
+	tracked := staterec.TrackedTypes(types, w.opts.stateEnabled)
 	var ensure func(context.Context) error
 	if len(tracked) == 0 {
 		// Once creates the effects bucket when first used.
@@ -126,28 +125,30 @@ func recordPriority(p Priority) string {
 
 // stateStarted starts the records of a tracked task's attempt. A task of
 // an untracked type enqueued with [Awaited] gets only its final record: the
-// state bucket must exist for it.
+// state bucket must exist for it (staterec.StartOf).
 func (w *Worker) stateStarted(ctx context.Context, t *Task) {
-	if w.tracker.Tracked(t.Type) {
-		w.tracker.Started(record(t), t.stateOf())
+	if w.tracker == nil {
 		return
 	}
-	if w.tracker != nil && t.Header(HeaderAwaited) != "" {
+	tracked := w.tracker.Tracked(t.Type)
+	switch staterec.StartOf(tracked, !tracked && t.Header(HeaderAwaited) != "") {
+	case staterec.StartRecords:
+		w.tracker.Started(record(t), t.stateOf())
+	case staterec.StartEnsure:
 		if err := t.recordsAsked(ctx, w.tracker); err != nil {
 			w.log.Warn("jetflow cannot store the final record of an awaited task", slog.Any(LogKeyError, err))
 		}
 	}
 }
 
-// stateFinished writes the record of an attempt's outcome: every outcome
-// of a tracked task; for a task of an untracked type that asked for
-// records, its final outcome, and a retry only when a progress record
-// would otherwise stay behind saying "running". The final record of an
-// awaited task, or of an untracked one, is confirmed by the server
-// (staterec.Writer.WriteConfirmed).
+// stateFinished writes the record of an attempt's outcome, when
+// staterec.FinishOf says it gets one: every outcome of a tracked task; the
+// final outcome of a task of an untracked type that asked for records,
+// and its retry when a progress record would otherwise stay behind. The
+// final record of an awaited task, or of an untracked one, is confirmed by
+// the server (staterec.Writer.WriteConfirmed).
 func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
-	tracked := w.tracker.Tracked(t.Type)
-	if !tracked && (w.tracker == nil || t.state == nil && t.Header(HeaderAwaited) == "") {
+	if w.tracker == nil {
 		return
 	}
 	out := staterec.Outcome{Took: o.Took, Delay: o.Delay}
@@ -156,9 +157,6 @@ func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
 		out.State = staterec.Succeeded
 	case ActionRetry:
 		out.State = staterec.Retrying
-		if !tracked && !t.state.Wrote() {
-			return
-		}
 	case ActionFail:
 		out.State = staterec.Failed
 		if o.DeadLettered {
@@ -167,12 +165,16 @@ func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
 	default:
 		return
 	}
+	tracked := w.tracker.Tracked(t.Type)
+	// wrote takes the attempt's lock: look it up only where it counts.
+	wrote := !tracked && out.State == staterec.Retrying && t.state.Wrote()
+	write, confirm := staterec.FinishOf(out.State, tracked, t.Header(HeaderAwaited) != "", t.state != nil, wrote)
+	if !write {
+		return
+	}
 	if o.Err != nil {
 		out.Error = truncate(o.Err.Error(), maxRecordError)
 	}
-	// A final record someone may wait for is written with a confirmation,
-	// tried again while the bucket's stream cannot store it.
-	confirm := !tracked || t.Header(HeaderAwaited) != ""
 	w.tracker.Finished(record(t), t.state, out, confirm)
 }
 
