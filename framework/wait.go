@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -100,53 +101,39 @@ func (c *Client) Wait(ctx context.Context, id string) (*TaskRecord, error) {
 		return nil, fmt.Errorf("framework: wait for task %s: %w", id, err)
 	}
 	// A reconnection (a server restarted, or another one of the cluster)
-	// starts a new watch at once: the old one's consumer may be gone, and
-	// nats.go would notice only after its missed heartbeats (about 10 s).
+	// starts a new watch at once (see staterec.Wait).
 	reconnected := c.nc.StatusChanged(nats.CONNECTED)
 	defer c.nc.RemoveStatusListener(reconnected)
-	watch, err := kv.Watch(ctx, stateKey(id), jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("framework: wait for task %s: %w", id, c.waitErr(ctx, err))
-	}
-	defer func() { _ = watch.Stop() }()
 	var last *TaskRecord
-	for {
-		select {
-		case <-reconnected:
-			// The new watch starts with the key's current value. If it
-			// cannot start, the old one recovers by itself.
-			if w, err := kv.Watch(ctx, stateKey(id), jetstream.IgnoreDeletes()); err == nil {
-				_ = watch.Stop()
-				watch = w
-			}
-		case <-ctx.Done():
-			if last == nil {
-				return nil, fmt.Errorf("framework: wait for task %s: %w: no state record of it appeared (an unknown ID, a task not started yet, or one that writes no record: enqueue it with Awaited): %w",
-					id, ErrNotFound, ctx.Err())
-			}
-			return last, fmt.Errorf("framework: wait for task %s: still %s (attempt %d): %w", id, last.State, last.Attempt, ctx.Err())
-		case e, ok := <-watch.Updates():
-			if !ok {
-				return last, fmt.Errorf("framework: wait for task %s: the watch ended: %w", id, c.waitErr(ctx, ErrNotConnected))
-			}
-			if e == nil {
-				continue // the initial value, if any, was delivered
-			}
-			var rec TaskRecord
-			if err := json.Unmarshal(e.Value(), &rec); err != nil || rec.ID != id || !knownState(rec.State) {
-				return nil, fmt.Errorf("framework: wait for task %s: bad record at revision %d: not a record of this task", id, e.Revision())
-			}
-			rec.Revision = e.Revision()
-			last = &rec
-			if !rec.State.Final() {
-				continue
-			}
-			if rec.State == StateSucceeded {
-				return last, nil
-			}
-			return last, &TaskFailedError{ID: id, State: rec.State, Attempt: rec.Attempt, LastError: rec.Error}
+	err = staterec.Wait(ctx, kv, stateKey(id), reconnected, func(data []byte, revision uint64) (final, ok bool) {
+		var rec TaskRecord
+		if err := json.Unmarshal(data, &rec); err != nil || rec.ID != id || !knownState(rec.State) {
+			return false, false
 		}
+		rec.Revision = revision
+		last = &rec
+		return rec.State.Final(), true
+	})
+	var start *staterec.StartError
+	var bad *staterec.BadRecordError
+	switch {
+	case err == nil:
+	case errors.As(err, &start):
+		return nil, fmt.Errorf("framework: wait for task %s: %w", id, c.waitErr(ctx, start.Err))
+	case errors.As(err, &bad):
+		return nil, fmt.Errorf("framework: wait for task %s: %s", id, bad)
+	case errors.Is(err, staterec.ErrWatchEnded):
+		return last, fmt.Errorf("framework: wait for task %s: the watch ended: %w", id, c.waitErr(ctx, ErrNotConnected))
+	case last == nil: // ctx ended
+		return nil, fmt.Errorf("framework: wait for task %s: %w: no state record of it appeared (an unknown ID, a task not started yet, or one that writes no record: enqueue it with Awaited): %w",
+			id, ErrNotFound, err)
+	default:
+		return last, fmt.Errorf("framework: wait for task %s: still %s (attempt %d): %w", id, last.State, last.Attempt, err)
 	}
+	if last.State == StateSucceeded {
+		return last, nil
+	}
+	return last, &TaskFailedError{ID: id, State: last.State, Attempt: last.Attempt, LastError: last.Error}
 }
 
 // WaitResult waits for task id like [Client.Wait] and decodes its result
@@ -166,13 +153,7 @@ func WaitResult[T any](ctx context.Context, c *Client, id string) (T, error) {
 }
 
 // knownState reports whether s is one of the states a record can hold.
-func knownState(s TaskState) bool {
-	switch s {
-	case StatePending, StateScheduled, StateRunning, StateRetrying:
-		return true
-	}
-	return s.Final()
-}
+func knownState(s TaskState) bool { return staterec.Known(string(s)) }
 
 // stateBucket returns the state bucket, creating it (with the default
 // retention, the task stream's storage and replicas) when it does not
