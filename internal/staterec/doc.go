@@ -8,10 +8,13 @@
 // record per [ProgressInterval], the latest value winning), the rules a
 // progress obeys when reported and when read back ([CheckProgress]), the
 // records a client writes after an enqueue ([Writer.Enqueued]) and a worker
-// as attempts start and end ([Tracker]: which task types are tracked,
-// "running" after a delay, the outcome's record, and the final record of
-// an untracked task that asked for one), and the record's JSON encoding
-// without reflection ([Record.AppendJSON]). The public record type
+// as attempts start and end ([Tracker]: "running" after a delay, the
+// outcome's record, and the final record of an untracked task that asked
+// for one), the rules saying which task types are tracked and which
+// records an attempt writes ([TrackedTypes], [StartOf], [FinishOf]), the
+// wait for a task's final record ([Wait]: a watch of its key, started
+// again on each reconnection), and the record's JSON encoding without
+// reflection ([Record.AppendJSON]). The public record type
 // (framework.TaskRecord) stays in framework, which converts it to a
 // [Record] to write it.
 package staterec
