@@ -9,7 +9,12 @@
 //     own TTL ([BucketConfig], [EnsureBucket]);
 //   - the loop that writes a worker's record every interval while it runs
 //     and deletes it when it stops ([Announcer]);
-//   - listing the live records in one watch of the bucket ([Rules.List]).
+//   - listing the live records in one watch of the bucket ([Rules.List]);
+//   - a worker's side of payload versions: the versions it handed back
+//     ([Refusals]), its kept read of who accepts a version ([Served]), and
+//     what to do with a task of a version its handler does not accept
+//     ([Unaccepted.Decide]: hand it back after a wait, or dead-letter it
+//     once the grace has passed and no live worker accepts it).
 //
 // # Why a KV bucket
 //
