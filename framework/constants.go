@@ -171,10 +171,10 @@ const (
 	HeaderPayloadVersion = "Jetflow-Payload-Version"
 	// HeaderVersionRefusedSince is when a task handed back for its payload
 	// version was first handed back (RFC 3339).
-	HeaderVersionRefusedSince = "Jetflow-Version-Refused-Since"
+	HeaderVersionRefusedSince = taskmsg.HeaderVersionRefusedSince
 	// HeaderVersionRefusals is how many times a task was handed back for
 	// its payload version.
-	HeaderVersionRefusals = "Jetflow-Version-Refusals"
+	HeaderVersionRefusals = taskmsg.HeaderVersionRefusals
 
 	// HeaderUniqueKey is the uniqueness key of a unique task, set by the
 	// client (workers read it back and validate it before use):

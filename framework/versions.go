@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/fleet"
@@ -27,22 +26,14 @@ import (
 // waits, with the same task ID), acknowledges the delivery, and the
 // schedule fires it back into its queue with a fresh delivery count, where
 // a worker that accepts it takes it. While a live worker of the registry
-// accepts the version, the task comes back after [versionRetryServed];
-// while none does, each hand-back waits twice as long as the one before
-// (from [versionRetryBase] up to [versionRetryMax]). A version that no live worker of the registry
-// accepts is dead-lettered with reason "version" once the worker's grace
+// accepts the version, the task comes back after fleet.RetryServed; while
+// none does, each hand-back waits twice as long as the one before (from
+// fleet.RetryBase up to fleet.RetryMax, fleet.Unaccepted.Decide). A
+// version that no live worker of the registry accepts is dead-lettered with reason "version" once the worker's grace
 // period ([WithVersionGrace]) has passed since the task was first handed
 // back; until then it waits, visible in the registry (`jetflow workers`,
 // the dashboard, the Prometheus collector). See docs/operations.md,
 // "Rolling deploys and payload versions".
-
-// Waits between the hand-backs of one task: short while a live worker
-// accepts its version, growing while none does.
-const (
-	versionRetryServed = 100 * time.Millisecond
-	versionRetryBase   = 200 * time.Millisecond
-	versionRetryMax    = 30 * time.Second
-)
 
 // VersionedArgs is a payload that names its version. [Client.Enqueue] and
 // [Client.EnqueueArgs] stamp it on the task ([HeaderPayloadVersion]) unless
@@ -206,39 +197,33 @@ func (w *Worker) checkPayloadVersion(p *pending) bool {
 	}
 	now := time.Now()
 	w.versions.refused.Note(t.Type, v, now)
-	since := taskmsg.ParseTime(t.Header(HeaderVersionRefusedSince))
-	if since.IsZero() || since.After(now) {
-		since = now
-	}
-	n, _ := strconv.Atoi(t.Header(HeaderVersionRefusals))
-	n = max(0, min(n, 1<<20))
-	served := w.versionServed(t.Type, v)
-	if !served && now.Sub(since) >= w.opts.versionGrace {
+	d := fleet.Unaccepted{
+		Since:  taskmsg.ParseTime(t.Header(HeaderVersionRefusedSince)),
+		Count:  t.Header(HeaderVersionRefusals),
+		Served: w.versionServed(t.Type, v),
+	}.Decide(w.opts.versionGrace, now)
+	if d.DeadLetter {
 		err := fmt.Errorf("%w: version %d of task type %s, handed back %d times since %s (this worker accepts %v)",
-			ErrVersion, v, t.Type, n, since.UTC().Format(time.RFC3339), accepted)
+			ErrVersion, v, t.Type, d.Count, d.Since.UTC().Format(time.RFC3339), accepted)
 		w.settle(w.hardCtx, t, p, Permanent(err), 0)
 		return true
 	}
 	if !p.settled.CompareAndSwap(false, true) {
 		return true
 	}
-	delay := versionRetryServed
-	if !served {
-		delay = min(versionRetryBase<<min(n, 10), versionRetryMax)
-	}
-	err = w.versionBack(p, since, n+1, now.Add(delay))
+	err = w.versionBack(p, d.Since, d.Next(), now.Add(d.Delay))
 	if err != nil {
 		// Without the schedule, a redelivery (which spends a delivery).
 		w.stats.versionsRedelivered.Add(1)
 		t.Logger().Warn("jetflow could not hand back a task of a payload version its handler does not accept; redelivering it, which spends an attempt",
 			slog.Int("version", v), slog.Any(LogKeyError, err))
-		if nerr := p.msg.NakWithDelay(delay); nerr != nil {
+		if nerr := p.msg.NakWithDelay(d.Delay); nerr != nil {
 			w.ackFailed(w.hardCtx, t, p, "nak", nerr)
 		}
 		return true
 	}
 	w.stats.versionsBack.Add(1)
-	t.Logger().Debug("jetflow task handed back: payload version not accepted", slog.Int("version", v), slog.Duration("retry_in", delay))
+	t.Logger().Debug("jetflow task handed back: payload version not accepted", slog.Int("version", v), slog.Duration("retry_in", d.Delay))
 	if aerr := p.msg.Ack(); aerr != nil {
 		// Redelivered: its schedule is pending or fired already
 		// (versionBack finds it).
@@ -261,17 +246,10 @@ func (w *Worker) versionBack(p *pending, since time.Time, n int, due time.Time) 
 	if taskmsg.ReservedID(t.ID) {
 		return fmt.Errorf("task ID %s cannot be a delayed task's", t.ID)
 	}
-	h := make(nats.Header, len(t.Headers)+4)
-	for k, v := range t.Headers {
-		h[k] = v
-	}
-	h.Set(HeaderVersionRefusedSince, taskmsg.FormatTime(since))
-	h.Set(HeaderVersionRefusals, strconv.Itoa(n))
-	if h.Get(HeaderEnqueuedAt) == "" && !t.EnqueuedAt.IsZero() {
-		h.Set(HeaderEnqueuedAt, taskmsg.FormatTime(t.EnqueuedAt))
-	}
-	msg := taskmsg.DelayedSchedule(w.names.ScheduleSubject(t.ID), w.names.FiredSubject(t.Priority, t.Type), t.ID, due, h, t.Payload)
-	msg.Header.Set(jetstream.MsgIDHeader, "version-"+t.ID+"-"+strconv.FormatUint(t.Sequence, 10))
+	b := taskmsg.HandBack{Subject: w.names.ScheduleSubject(t.ID), Target: w.names.FiredSubject(t.Priority, t.Type),
+		ID: t.ID, Sequence: t.Sequence, Due: due, Header: t.Headers, Data: t.Payload,
+		EnqueuedAt: t.EnqueuedAt, Since: since, Refusals: n}
+	msg := b.Msg()
 	ctx, cancel := jsapi.WithTimeout(w.hardCtx)
 	defer cancel()
 	_, err := w.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(w.names.ScheduleStream()),
