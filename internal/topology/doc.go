@@ -7,8 +7,9 @@
 // buckets' retention a worker sets at start ([EnsureRetention]), the move
 // of workflow run documents ([MigrateRunDocuments], run by "jetflow upgrade
 // --migrate-run-documents"), the partition a key hashes to
-// ([PartitionOf]) and the rules of dependency names and ordered partition
-// counts.
+// ([PartitionOf]), the task partitions a worker serves ([PartitionSet]:
+// the stream of a delivered message, a partition's share of a type's cap)
+// and the rules of dependency names and ordered partition counts.
 //
 // It imports streams; streams does not import it. What streams.Ensure and
 // the engine both need lives in internal/streamdefs, which streams
