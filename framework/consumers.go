@@ -42,7 +42,7 @@ func (w *Worker) ensureConsumersIn(ctx context.Context, parts []streams.Names, l
 			for _, p := range tt.cfg.priorities {
 				spec := w.consumerSpec(tt, p)
 				if tt.cfg.capSet {
-					spec.MaxAckPending = partitionCap(spec.MaxAckPending, len(served), share)
+					spec.MaxAckPending = topology.PartitionCap(spec.MaxAckPending, len(served), share)
 				}
 				subs = append(subs, consumerSub{tt: tt, prio: p, ensure: func(ctx context.Context) (jetstream.Consumer, error) {
 					return topology.EnsureConsumer(ctx, w.js, names, spec)

@@ -297,7 +297,7 @@ func (w *Worker) fillTask(t *Task, p *pending) {
 		MaxAttempts: p.tt.cfg.maxAttempts,
 		Headers:     p.msg.Headers(),
 		Payload:     p.msg.Data(),
-		Stream:      w.streamOf(p.msg.Subject()), // partitions.go
+		Stream:      w.parts.Load().StreamOf(p.msg.Subject()), // partitions.go
 		subject:     p.msg.Subject(),
 		Attempt:     1,
 		baseLogger:  w.log,

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -78,6 +79,7 @@ func FuzzTaskDecoding(f *testing.F) {
 			}
 		}
 		w := &Worker{names: streams.MustNames(""), log: slog.New(slog.DiscardHandler)}
+		w.parts.Store(topology.NewPartitionSet(w.names, streams.Layout{Partitions: 1, Ordered: 1}))
 		cfg, err := newHandlerConfig(1, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -122,7 +122,7 @@ func (w *Worker) installFleet() {
 // every interval until ctx ends, then deletes it.
 func (w *Worker) announce(ctx context.Context, host string) {
 	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err := fleet.EnsureBucket(ectx, w.js, w.names.WorkersBucket(), w.taskStream)
+	err := fleet.EnsureBucket(ectx, w.js, w.names.WorkersBucket(), w.names.TaskStream())
 	cancel()
 	if err != nil && ctx.Err() == nil {
 		w.log.Warn("jetflow worker registry: bucket not ensured; the worker is not listed until it exists",

@@ -20,62 +20,29 @@ import (
 // (WithMaxInFlight) is split across its partitions' consumers; the default
 // cap, which no one chose, applies to each.
 
-// partSet is the set of task partitions a worker serves: their names and
-// task streams, in partition order, and the deployment's layout. It only
-// grows.
-type partSet struct {
-	names   []streams.Names
-	streams []string
-	layout  streams.Layout
-}
-
 // discoverPartitions reads the partition layout of the deployment.
 func (w *Worker) discoverPartitions(ctx context.Context) error {
 	l, _, err := streams.DeployedLayout(ctx, w.js, w.names)
 	if err != nil {
 		return err
 	}
-	w.setPartitions(l)
+	w.parts.Store(topology.NewPartitionSet(w.names, l))
 	return nil
-}
-
-// setPartitions makes the worker's partitions the first l.Partitions.
-func (w *Worker) setPartitions(l streams.Layout) {
-	ps := &partSet{names: w.names.Partitions(l.Partitions), layout: l}
-	for _, p := range ps.names {
-		ps.streams = append(ps.streams, p.TaskStream())
-	}
-	w.parts.Store(ps)
 }
 
 // layout returns the partition layout the worker serves: one partition
 // before Start.
-func (w *Worker) layout() streams.Layout {
-	if ps := w.parts.Load(); ps != nil {
-		return ps.layout
-	}
-	return streams.Layout{Partitions: 1, Ordered: 1}
-}
+func (w *Worker) layout() streams.Layout { return w.parts.Load().Layout() }
 
 // partitions returns the names of the partitions the worker serves: the
 // base names alone before Start.
-func (w *Worker) partitions() []streams.Names {
-	if ps := w.parts.Load(); ps != nil {
-		return ps.names
-	}
-	return []streams.Names{w.names}
-}
+func (w *Worker) partitions() []streams.Names { return w.parts.Load().Names() }
 
 // TaskStreams returns the task streams the worker serves, one per task
 // partition (streams.Config.Partitions), read at [Worker.Start] and when
 // partitions are added: the base task stream alone before Start. Plugins
 // that act on a type's consumers (a breaker pausing them) act in each.
-func (w *Worker) TaskStreams() []string {
-	if ps := w.parts.Load(); ps != nil {
-		return ps.streams
-	}
-	return []string{w.taskStream}
-}
+func (w *Worker) TaskStreams() []string { return w.parts.Load().Streams() }
 
 // checkPartitionCount serves the task partitions added to the deployment
 // (jetflow partitions add) since the worker started, at each stranded
@@ -131,39 +98,13 @@ func (w *Worker) growPartitions(ctx context.Context, l streams.Layout) error {
 		return nil // stopping: Shutdown waits for no further fetcher
 	default:
 	}
-	w.setPartitions(l)
+	w.parts.Store(topology.NewPartitionSet(w.names, l))
 	for _, s := range subs {
 		w.health.Loop(w.names.ConsumerName(s.tt.name, s.prio))
 		w.fetchers.Add(1)
 		go w.fetch(s)
 	}
 	return nil
-}
-
-// streamOf returns the task stream of a message stored on subject.
-func (w *Worker) streamOf(subject string) string {
-	ps := w.parts.Load()
-	if ps == nil || len(ps.streams) < 2 {
-		return w.taskStream
-	}
-	if k := w.names.SubjectPartition(subject); k < len(ps.streams) {
-		return ps.streams[k]
-	}
-	return w.taskStream
-}
-
-// partitionCap returns partition k's share of a cap of total across count
-// partitions: the shares add up to total, and none is below 1. A cap of 0
-// or less (none) stays as it is.
-func partitionCap(total, count, k int) int {
-	if total <= 0 || count < 2 {
-		return total
-	}
-	share := total / count
-	if k < total%count {
-		share++
-	}
-	return max(share, 1)
 }
 
 // WithPartitions makes the client spread its tasks over count task

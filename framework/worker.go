@@ -20,6 +20,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/internal/stranded"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -44,11 +45,9 @@ type Worker struct {
 	// lastStart is when a task of each priority last started (pullsize.go).
 	lastStart *pull.Starts
 
-	// taskStream caches names.TaskStream(), read for every task.
-	taskStream  string
-	parts       atomic.Pointer[partSet] // the task partitions served (partitions.go)
-	growMu      sync.Mutex              // held while fetchers of added partitions start
-	warnedParts atomic.Int32            // the partition count last warned of
+	parts       atomic.Pointer[topology.PartitionSet] // the task partitions served (partitions.go); one before Start
+	growMu      sync.Mutex                            // held while fetchers of added partitions start
+	warnedParts atomic.Int32                          // the partition count last warned of
 
 	types map[string]*typeRunner
 	order []*typeRunner
@@ -168,7 +167,6 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		js:         js,
 		opts:       o,
 		names:      o.names,
-		taskStream: o.names.TaskStream(),
 		lastStart:  pull.NewStarts(len(streams.Priorities)),
 		log:        o.logger,
 		types:      make(map[string]*typeRunner),
@@ -181,6 +179,7 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		bg:         background{},
 		hooks:      append([]Hooks(nil), o.hooks...),
 	}
+	w.parts.Store(topology.NewPartitionSet(o.names, streams.Layout{Partitions: 1, Ordered: 1}))
 	w.sched = dispatch.New(o.concurrency, o.dispatch == DispatchWeighted, o.weights, w.granted)
 	w.bg.pool = exec.NewPool(w.run)
 	w.installDeadLetters()
