@@ -177,18 +177,19 @@ func TestWaitRewatchesOnReconnect(t *testing.T) {
 // A watch that cannot start returns a StartError; one whose connection
 // closes returns ErrWatchEnded.
 func TestWaitWatchErrors(t *testing.T) {
-	nc, js, kv := waitBucket(t)
+	nc, _, kv := waitBucket(t)
+	putState(t, kv, "c", Running)
 	var l seenLog
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- Wait(ctx, kv, "c", nil, l.seen) }()
-	time.Sleep(200 * time.Millisecond)
+	// The running record seen: the watch is up.
+	testutil.Wait(t, 10*time.Second, "the running record seen", func() bool { s, _ := l.got(); return len(s) == 1 })
 	nc.Close()
 	if err := <-done; !errors.Is(err, ErrWatchEnded) {
 		t.Fatalf("Wait after the connection closed: %v; want ErrWatchEnded", err)
 	}
-	_ = js
 	err := Wait(ctx, kv, "c", nil, l.seen)
 	var se *StartError
 	if !errors.As(err, &se) || se.Err == nil || se.Error() != se.Err.Error() {
