@@ -57,9 +57,6 @@ func (d *Partitions) Add(c *Core) {
 // added.
 func (d *Partitions) Of(stream string) *Core { return d.cores.Load().byStream[stream] }
 
-// Len returns how many partitions have a core.
-func (d *Partitions) Len() int { return len(d.cores.Load().list) }
-
 // Run runs the router on the first core and a reconciler per core, those
 // added meanwhile included, each every interval, until ctx ends; it returns
 // once they all returned.

@@ -49,9 +49,3 @@ func (k *Parking[P]) Stop(each func(x P, stopped bool)) {
 	}
 }
 
-// Len returns how many tasks are parked.
-func (k *Parking[P]) Len() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return len(k.timers)
-}

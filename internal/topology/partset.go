@@ -34,9 +34,6 @@ func (s *PartitionSet) Streams() []string { return s.streams }
 // Layout returns the deployment's layout the set was built from.
 func (s *PartitionSet) Layout() streams.Layout { return s.layout }
 
-// Len returns the number of partitions.
-func (s *PartitionSet) Len() int { return len(s.names) }
-
 // StreamOf returns the task stream of a message stored on subject: its
 // partition's, or the first partition's when subject names none or one
 // beyond the set. It runs for every task, so it does not allocate.
