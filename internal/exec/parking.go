@@ -48,4 +48,3 @@ func (k *Parking[P]) Stop(each func(x P, stopped bool)) {
 		each(x, tm.Stop())
 	}
 }
-
