@@ -29,11 +29,12 @@ import (
 // accepts the version, the task comes back after fleet.RetryServed; while
 // none does, each hand-back waits twice as long as the one before (from
 // fleet.RetryBase up to fleet.RetryMax, fleet.Unaccepted.Decide). A
-// version that no live worker of the registry accepts is dead-lettered with reason "version" once the worker's grace
-// period ([WithVersionGrace]) has passed since the task was first handed
-// back; until then it waits, visible in the registry (`jetflow workers`,
-// the dashboard, the Prometheus collector). See docs/operations.md,
-// "Rolling deploys and payload versions".
+// version that no live worker of the registry accepts is dead-lettered
+// with reason "version" once the worker's grace period
+// ([WithVersionGrace]) has passed since the task was first handed back;
+// until then it waits, visible in the registry (`jetflow workers`, the
+// dashboard, the Prometheus collector). See docs/operations.md, "Rolling
+// deploys and payload versions".
 
 // VersionedArgs is a payload that names its version. [Client.Enqueue] and
 // [Client.EnqueueArgs] stamp it on the task ([HeaderPayloadVersion]) unless
