@@ -23,7 +23,7 @@ func TestPartitionSet(t *testing.T) {
 	n := names(t)
 	l := streams.Layout{Partitions: 3, Ordered: 2}
 	s := topology.NewPartitionSet(n, l)
-	if len(s.Names()) != 3 || len(s.Names()) != 3 || s.Layout() != l {
+	if len(s.Names()) != 3 || s.Layout() != l {
 		t.Fatalf("set of %d partitions, layout %+v", len(s.Names()), s.Layout())
 	}
 	for k, p := range s.Names() {
