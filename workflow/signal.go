@@ -53,7 +53,9 @@ type EventInfo struct {
 	// stream dropped it as a duplicate ([WithEventID]).
 	Seq       uint64
 	Duplicate bool
-	// Waiting lists the runs that waited for the key when it was stored.
+	// Waiting lists the runs that waited for the key just before it was
+	// stored (read before the publish, so a run the event resumes at once
+	// is listed all the same).
 	// The event router resumes them. An event no run waits for yet is
 	// kept for [DefaultEventRetention]: a run that starts waiting
 	// for its key within that time resumes at once.
@@ -93,6 +95,10 @@ func (c *Client) Signal(ctx context.Context, key string, payload any, opts ...Si
 	if err != nil {
 		return info, err
 	}
+	// The waiting runs are listed before the event is stored: once it is,
+	// the event router may resume them and remove their wait entries
+	// before a read after the publish would see them.
+	ws, waitErr := c.store.waiters(ctx, key)
 	m := &nats.Msg{Subject: info.Subject, Data: data}
 	if cfg.id != "" {
 		m.Header = nats.Header{}
@@ -103,9 +109,8 @@ func (c *Client) Signal(ctx context.Context, key string, payload any, opts ...Si
 		return info, fmt.Errorf("workflow: signal %s: %w", key, eventsErr(c.names, err))
 	}
 	info.Seq, info.Duplicate = ack.Sequence, ack.Duplicate
-	ws, err := c.store.waiters(ctx, key)
-	if err != nil {
-		info.WaitingErr = fmt.Errorf("workflow: signal %s: stored, but the waiting runs could not be listed: %w", key, err)
+	if waitErr != nil {
+		info.WaitingErr = fmt.Errorf("workflow: signal %s: stored, but the waiting runs could not be listed: %w", key, waitErr)
 	}
 	for _, w := range ws {
 		info.Waiting = append(info.Waiting, w.run)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/testutil"
 	"github.com/jetflow-io/jetflow/workflow"
@@ -46,6 +48,25 @@ func TestWorkflowsSignal(t *testing.T) {
 			}
 		}
 		return n == 3
+	})
+	// A waiting run's document says so before its wait entry is stored;
+	// signal lists the runs from the entries.
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := e.cl.Names()
+	testutil.Wait(t, waitLong, "wait entries stored", func() bool {
+		st, err := js.Stream(t.Context(), names.WaitStream())
+		if err != nil {
+			return false
+		}
+		for _, id := range []string{"o-1", "o-2"} {
+			if _, err := st.GetLastMsgForSubject(t.Context(), names.WaitSubject("payment.confirmed."+id, id)); err != nil {
+				return false
+			}
+		}
+		return true
 	})
 	out := e.ok(t, nil, "workflows", "get", "o-1").stdout
 	if !regexp.MustCompile(`(?m)^paid\s+-\s+waiting\s+1\s+event payment\.confirmed\.o-1 until 20`).MatchString(out) {
