@@ -168,7 +168,10 @@ func (e *env) progress(format string, args ...any) {
 
 // tracking is the state tracking option of the latency, delay and priority
 // figures' clients and workers: off (jetflow's default) unless -state on.
-func (e *env) tracking() framework.StateTrackingOption {
+func (e *env) tracking() interface {
+	framework.ClientOption
+	framework.WorkerOption
+} {
 	return framework.WithStateTracking(e.cfg.state == "on")
 }
 

@@ -205,7 +205,7 @@ func registryFrom(ctx context.Context) *Registry {
 	if r, ok := ctx.Value(registryKey{}).(*Registry); ok && r != nil {
 		return r
 	}
-	return Of(framework.WorkerFromContext(ctx))
+	return Of(framework.TaskFromContext(ctx).Worker())
 }
 
 // Call runs fn through the circuit breaker of dependency dep: the breaker

@@ -16,13 +16,14 @@ import (
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
 // Options says how enqueues of one key are debounced.
 type Options struct {
 	// Key names what is debounced: enqueues of the same type and Key run
-	// once per burst. Required; see framework.ValidateKey. The run carries
+	// once per burst. Required; a task key as framework.WithKey takes it. The run carries
 	// it as its task key (framework.WithKey).
 	Key string
 	// Window is how long the key must stay quiet before its burst runs:
@@ -104,7 +105,7 @@ func (rec *record) collected() int {
 
 // withDefaults validates o and fills MaxWait.
 func (o Options) withDefaults() (Options, error) {
-	if err := framework.ValidateKey(o.Key); err != nil {
+	if err := taskmsg.ValidateKey(o.Key); err != nil {
 		return o, fmt.Errorf("%w: debounce: %w", framework.ErrInvalidOption, err)
 	}
 	if o.Window < MinWindow {

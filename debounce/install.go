@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
 
 // pluginName names the plugin on the worker.
@@ -68,7 +69,7 @@ func Install(w *framework.Worker) error {
 func (x *plugin) check(ctx context.Context, t *framework.Task) error {
 	raw, err := base64.RawURLEncoding.DecodeString(t.Header(HeaderCheck))
 	if err == nil {
-		err = framework.ValidateKey(string(raw))
+		err = taskmsg.ValidateKey(string(raw))
 	}
 	if err != nil {
 		return framework.Permanent(fmt.Errorf("%w: header %s: %w", framework.ErrCorruptTask, HeaderCheck, err))

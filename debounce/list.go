@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -71,7 +72,7 @@ func readBurst(ctx context.Context, kv jetstream.KeyValue, k string) (Burst, boo
 		return Burst{}, false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(k[i+1:])
-	if err != nil || framework.ValidateKey(string(raw)) != nil || streams.ValidateTaskType(k[:i]) != nil {
+	if err != nil || taskmsg.ValidateKey(string(raw)) != nil || streams.ValidateTaskType(k[:i]) != nil {
 		return Burst{}, false
 	}
 	e, err := kv.Get(ctx, k)

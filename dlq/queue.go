@@ -266,7 +266,7 @@ func (d *Queue) purgeSubject(ctx context.Context, subj string) (int, error) {
 // Reconcile finds tasks that reached their max deliveries but whose
 // max-deliveries advisory was lost, and moves them to the dead-letter
 // stream, like the reconciler every worker runs periodically
-// ([WithReconcileInterval]). It looks twice, two seconds apart, and routes
+// ([framework.Timings].ReconcileInterval). It looks twice, two seconds apart, and routes
 // only what both looks found, so that a task acknowledged at the moment of
 // the first look is never taken for a dead one. It never touches waiting or
 // running tasks. It returns the number of tasks routed; tasks routed at the

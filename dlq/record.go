@@ -110,7 +110,7 @@ const (
 	ReasonConflict Reason = deadletter.ReasonConflict
 	// ReasonVersion: a task whose payload version no live worker accepted
 	// within the grace of the worker that last handed it back
-	// ([framework.AcceptVersions], [framework.WithVersionGrace]). Replay
+	// ([framework.AcceptVersions], [framework.Timings].VersionGrace). Replay
 	// it once a worker that accepts it runs.
 	ReasonVersion Reason = deadletter.ReasonVersion
 )

@@ -155,7 +155,7 @@ func OnceValue[T any](ctx context.Context, key string, fn func(ctx context.Conte
 // returns nil value when fn ran (the caller keeps fn's own value), and the
 // recorded value when the effect was applied earlier.
 func runOnce(ctx context.Context, key string, fn func(ctx context.Context) (json.RawMessage, error), opts []Option) (json.RawMessage, error) {
-	t, w := framework.TaskFromContext(ctx), framework.WorkerFromContext(ctx)
+	t, w := framework.TaskFromContext(ctx), framework.TaskFromContext(ctx).Worker()
 	if t == nil || w == nil {
 		return nil, framework.ErrNoTask
 	}

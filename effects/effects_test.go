@@ -34,7 +34,7 @@ func crashPair(t *testing.T, e *env, taskType string, h func(ctx context.Context
 	}
 	for _, w := range workers {
 		w.HandleFunc(taskType, func(ctx context.Context, task *framework.Task) error {
-			return h(ctx, task, conns[framework.WorkerFromContext(ctx)])
+			return h(ctx, task, conns[framework.TaskFromContext(ctx).Worker()])
 		}, framework.WithAckWait(time.Second), framework.WithMaxAttempts(3),
 			framework.WithBackoff(framework.BackoffPolicy{Initial: 10 * time.Millisecond, Max: 10 * time.Millisecond}))
 		startWorker(t, w)

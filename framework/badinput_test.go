@@ -329,10 +329,15 @@ func TestInvalidOptions(t *testing.T) {
 		{"logger", framework.WithLogger(nil)},
 		{"codec", framework.WithCodec(nil)},
 		{"concurrency", framework.WithConcurrency(0)},
-		{"dispatch", framework.WithDispatch(framework.DispatchMode(7))},
 		{"weights", framework.WithWeights(1, 0, 1, 1)},
 		{"shutdown timeout", framework.WithShutdownTimeout(0)},
 		{"middleware", framework.WithMiddleware(nil)},
+		{"stall limit", framework.WithTimings(framework.Timings{StallLimit: time.Second})},
+		{"reconcile interval", framework.WithTimings(framework.Timings{ReconcileInterval: time.Millisecond})},
+		{"error retention", framework.WithTimings(framework.Timings{ErrorRetention: time.Second})},
+		{"registry interval", framework.WithTimings(framework.Timings{RegistryInterval: time.Hour})},
+		{"stranded check", framework.WithTimings(framework.Timings{StrandedCheck: time.Millisecond})},
+		{"version grace", framework.WithTimings(framework.Timings{VersionGrace: time.Millisecond})},
 	}
 	for _, c := range workerCases {
 		t.Run("worker/"+c.name, func(t *testing.T) {

@@ -42,6 +42,8 @@ type Client struct {
 	spread atomic.Uint32
 	reread atomic.Int64 // Unix nanoseconds before which not to read the count again
 	gaveUp atomic.Bool  // the count could not be read: stay on the first partition
+	// enqueuing counts the hooks with an Enqueuing callback (enqueue_trace.go).
+	enqueuing int
 }
 
 // NewClient returns a client publishing on nc. The topology must exist
@@ -59,6 +61,11 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 		return nil, fmt.Errorf("framework: jetstream: %w", err)
 	}
 	c := &Client{nc: nc, js: js, opts: o, names: o.names, taskStream: o.names.TaskStream(), ackTimeout: asyncAckTimeout}
+	for _, h := range o.hooks {
+		if h.Enqueuing != nil {
+			c.enqueuing++
+		}
+	}
 	c.installClientState()
 	return c, nil
 }

@@ -61,33 +61,33 @@ const (
 	DefaultPartitions = 16
 
 	// DefaultReconcileInterval is how often a worker's reconciler looks for
-	// max-delivered tasks that no advisory routed ([WithReconcileInterval]).
+	// max-delivered tasks that no advisory routed ([Timings].ReconcileInterval).
 	DefaultReconcileInterval = time.Minute
 	// DefaultErrorRetention is how long the errors bucket keeps the record
-	// of a failed attempt ([WithErrorRetention]): 72 hours.
+	// of a failed attempt ([Timings].ErrorRetention): 72 hours.
 	DefaultErrorRetention = streamdefs.DefaultErrorRetention
 	// DefaultRegistryInterval is how often a worker writes its record in
-	// the worker registry ([WithRegistryInterval]): 5 s, so that a dead
+	// the worker registry ([Timings].RegistryInterval): 5 s, so that a dead
 	// worker is gone within 15 s.
 	DefaultRegistryInterval = fleet.DefaultInterval
-	// DefaultStallLimit is the default stall limit ([WithStallLimit]): how
+	// DefaultStallLimit is the default stall limit ([Timings].StallLimit): how
 	// long a consumer's fetch loop may go without polling the server (it
 	// polls every 250 ms) before the worker is not live and [Worker.Run]
 	// returns [ErrPullStalled]: its fetch loop is wedged and a restart is
 	// the cure.
 	DefaultStallLimit = 2 * time.Minute
 	// DefaultStrandedCheck is how often a running worker looks for stranded
-	// tasks of its types ([WithStrandedCheck]).
+	// tasks of its types ([Timings].StrandedCheck).
 	DefaultStrandedCheck = time.Minute
 	// DefaultVersionGrace is how long a task whose payload version no live
-	// worker accepts waits before it is dead-lettered ([WithVersionGrace]).
+	// worker accepts waits before it is dead-lettered ([Timings].VersionGrace).
 	DefaultVersionGrace = time.Hour
 
 	// DefaultStateTTL is how long a task record is kept after its last
 	// write ([WithStateTTL]): 7 days.
 	DefaultStateTTL = streamdefs.DefaultStateTTL
 	// DefaultStateRunningAfter is how long an attempt runs before its
-	// "running" record is written ([WithStateRunningAfter]).
+	// "running" record is written ([Timings].StateRunningAfter).
 	DefaultStateRunningAfter = time.Second
 	// DefaultEffectsTTL is how long effect records are kept
 	// ([WithEffectsTTL]), 30 days: longer than any redelivery, and as long
@@ -100,7 +100,7 @@ const (
 // gives it.
 const (
 	// MaxKeyLen is the longest task key ([WithKey]), in bytes.
-	MaxKeyLen = 128
+	MaxKeyLen = taskmsg.MaxKeyLen
 	// MaxOrderingKeyLen is the longest ordering key ([Ordered]), in bytes.
 	MaxOrderingKeyLen = ordering.MaxKeyLen
 	// MaxDependencyLen is the longest accepted dependency name, in bytes:
@@ -118,13 +118,13 @@ const (
 	MaxBatchSize = 10000
 	// MaxPrefetch bounds [WithPrefetch].
 	MaxPrefetch = 256
-	// MinStallLimit is the shortest stall limit [WithStallLimit] accepts:
+	// MinStallLimit is the shortest stall limit [Timings].StallLimit accepts:
 	// a few idle heartbeats of an idle consumer.
 	MinStallLimit = 3 * time.Second
-	// MinRegistryInterval is the shortest interval [WithRegistryInterval]
+	// MinRegistryInterval is the shortest interval [Timings].RegistryInterval
 	// accepts.
 	MinRegistryInterval = fleet.MinInterval
-	// MaxRegistryInterval is the longest interval [WithRegistryInterval]
+	// MaxRegistryInterval is the longest interval [Timings].RegistryInterval
 	// accepts.
 	MaxRegistryInterval = fleet.MaxInterval
 	// MaxProgressMessage is the longest message [ReportProgress] accepts,

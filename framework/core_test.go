@@ -515,7 +515,7 @@ func TestHooksAndTaskFields(t *testing.T) {
 			tenant:      task.Header("X-Tenant"),
 			payload:     g,
 			ctxTaskOK:   framework.TaskFromContext(ctx) == task,
-			ctxWorkerOK: framework.WorkerFromContext(ctx) == w,
+			ctxWorkerOK: framework.TaskFromContext(ctx).Worker() == w,
 		}
 		task.Logger().Info("from task logger")
 		framework.LoggerFromContext(ctx).Info("from ctx logger")
@@ -563,7 +563,7 @@ func TestHooksAndTaskFields(t *testing.T) {
 			t.Errorf("header %q, payload %+v / %s", s.tenant, s.payload, task.Payload)
 		}
 		if !s.ctxTaskOK || !s.ctxWorkerOK {
-			t.Errorf("TaskFromContext ok=%v, WorkerFromContext ok=%v", s.ctxTaskOK, s.ctxWorkerOK)
+			t.Errorf("TaskFromContext ok=%v, TaskFromContext(ctx).Worker() ok=%v", s.ctxTaskOK, s.ctxWorkerOK)
 		}
 	}
 	rec.waitFor(t, "succeeded", "f1")

@@ -3,7 +3,6 @@ package framework
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -47,34 +46,6 @@ func WithDeadLetters(enabled bool) WorkerOption {
 // Both are safe to run in every worker process at once.
 func WithDeadLetterRouter(enabled bool) WorkerOption {
 	return workerOnly(func(o *options) error { o.deadLetters.routerDisabled = !enabled; return nil })
-}
-
-// WithReconcileInterval sets how often the worker's reconciler looks for
-// max-delivered tasks that no advisory routed. A task it finds is routed on
-// the following look, one interval later, once the look confirmed it.
-// Workers only. Default [DefaultReconcileInterval]; at least 100 ms.
-func WithReconcileInterval(d time.Duration) WorkerOption {
-	return workerOnly(func(o *options) error {
-		if d < 100*time.Millisecond {
-			return fmt.Errorf("%w: reconcile interval %v, want ≥ 100ms", ErrInvalidOption, d)
-		}
-		o.deadLetters.reconcileEvery = d
-		return nil
-	})
-}
-
-// WithErrorRetention sets how long the errors bucket keeps the record of a
-// failed attempt; it should exceed the longest time a task spends retrying.
-// It applies when a worker creates the bucket; an existing bucket keeps its
-// setting. Workers only. Default [DefaultErrorRetention]; at least 1 minute.
-func WithErrorRetention(d time.Duration) WorkerOption {
-	return workerOnly(func(o *options) error {
-		if d < time.Minute {
-			return fmt.Errorf("%w: error retention %v, want ≥ 1m", ErrInvalidOption, d)
-		}
-		o.deadLetters.errorTTL = d
-		return nil
-	})
 }
 
 // dlqExt is a worker's dead-letter extension.

@@ -296,7 +296,7 @@ func TestDeadLetterRouterCatchesUp(t *testing.T) {
 	e := newEnv(t)
 	dieWithoutDeadLetters(t, e, "dlq.offline", n)
 
-	w := e.worker(t, framework.WithReconcileInterval(100*time.Millisecond))
+	w := e.worker(t, framework.WithTimings(framework.Timings{ReconcileInterval: 100*time.Millisecond}))
 	w.HandleFunc("dlq.other", noopHandler)
 	startWorker(t, w)
 
@@ -391,7 +391,7 @@ func TestDeadLetterReconcilerLeavesLiveTasks(t *testing.T) {
 	testutil.Wait(t, waitLong, "3 advisories", func() bool { return e.maxDeliveryAdvisories(t) >= 3 })
 	e.purgeAdvisories(t)
 	// A router-enabled worker reconciling every 100 ms, besides explicit calls.
-	rw := e.worker(t, framework.WithReconcileInterval(100*time.Millisecond))
+	rw := e.worker(t, framework.WithTimings(framework.Timings{ReconcileInterval: 100*time.Millisecond}))
 	rw.HandleFunc("dlq.other", noopHandler)
 	startWorker(t, rw)
 
@@ -866,7 +866,7 @@ func TestDeadLettersOff(t *testing.T) {
 	if n := e.dlqStreamMsgs(t, dlqNames.DLQStream(), ""); n != 0 {
 		t.Errorf("%d dead letters with dead letters off", n)
 	}
-	for _, opt := range []framework.WorkerOption{framework.WithReconcileInterval(0), framework.WithErrorRetention(time.Second)} {
+	for _, opt := range []framework.WorkerOption{framework.WithTimings(framework.Timings{ReconcileInterval: 50 * time.Millisecond}), framework.WithTimings(framework.Timings{ErrorRetention: time.Second})} {
 		if _, err := framework.NewWorker(e.nc, opt); !errors.Is(err, framework.ErrInvalidOption) {
 			t.Errorf("invalid option accepted: %v", err)
 		}
@@ -902,7 +902,7 @@ func TestDeadLetterRouterKeepsCronTaskID(t *testing.T) {
 	}
 	testutil.Wait(t, waitLong, "max-deliveries advisory", func() bool { return e.maxDeliveryAdvisories(t) >= 1 })
 
-	router := e.worker(t, framework.WithReconcileInterval(100*time.Millisecond))
+	router := e.worker(t, framework.WithTimings(framework.Timings{ReconcileInterval: 100*time.Millisecond}))
 	router.HandleFunc("dlq.other", noopHandler)
 	startWorker(t, router)
 	testutil.Wait(t, waitLong, "a dead letter", func() bool {

@@ -68,10 +68,9 @@
 // [PriorityNormal] (the default) and [PriorityLow], set with [WithPriority].
 // The priority is part of the task's subject, and each (type, priority) has
 // its own consumer. When a worker has a free slot and tasks of several
-// priorities wait for it, [DispatchStrict] (the default) starts the highest
-// priority first; [DispatchWeighted] ([WithDispatch], [WithWeights]) draws a
-// priority with probability proportional to its weight (default 8, 4, 2, 1),
-// so that low priorities never starve. Priority does not pre-empt running
+// priorities wait for it, the worker starts the highest priority first; with
+// [WithWeights] it draws a priority with probability proportional to its
+// weight (8, 4, 2, 1, for example), so that low priorities never starve. Priority does not pre-empt running
 // tasks and matters only when tasks compete for slots.
 //
 // # Delays
@@ -172,7 +171,7 @@
 // headers. Tasks whose worker died on the last attempt reach it through the
 // server's max-deliveries advisories, routed by every worker, and a
 // reconciler catches advisories that were lost. See [WithDeadLetters],
-// [WithDeadLetterRouter] and [WithReconcileInterval]; package
+// [WithDeadLetterRouter] and [Timings].ReconcileInterval; package
 // [github.com/jetflow-io/jetflow/dlq] lists, inspects, replays and purges
 // the records.
 //

@@ -42,7 +42,7 @@ func TestEnqueueTracerCarriesHeaders(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	rec := &recordingTracer{}
-	cl, err := framework.NewClient(e.nc, framework.WithEnqueueTracer(rec.trace))
+	cl, err := framework.NewClient(e.nc, framework.WithHooks(framework.Hooks{Enqueuing: rec.trace}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestEnqueueTracerSeesErrors(t *testing.T) {
 	srv := testutil.RunServer(t)
 	nc := testutil.Connect(t, srv)
 	rec := &recordingTracer{}
-	cl, err := framework.NewClient(nc, framework.WithEnqueueTracer(rec.trace))
+	cl, err := framework.NewClient(nc, framework.WithHooks(framework.Hooks{Enqueuing: rec.trace}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +119,5 @@ func TestEnqueueTracerSeesErrors(t *testing.T) {
 	defer rec.mu.Unlock()
 	if err := rec.done["tr.fail/f1"]; err == nil || err.Error() != enqErr.Error() {
 		t.Errorf("done got %v, want %v", err, enqErr)
-	}
-	if _, err := framework.NewClient(nc, framework.WithEnqueueTracer(nil)); !errors.Is(err, framework.ErrInvalidOption) {
-		t.Errorf("nil tracer: %v", err)
 	}
 }

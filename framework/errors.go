@@ -70,7 +70,7 @@ var (
 	ErrNoHandlers = errors.New("framework: no handlers registered")
 	// ErrPullStalled is returned by [Worker.Run] when a fetch loop heard
 	// nothing from its consumer (no task, no empty poll) for the stall limit
-	// ([WithStallLimit]) while it was not waiting for a free slot: the
+	// ([Timings].StallLimit) while it was not waiting for a free slot: the
 	// worker consumes nothing and a restart is the cure.
 	ErrPullStalled = errors.New("framework: pull stalled")
 	// ErrNoTask reports a call that needs a task's context ([SetResult],

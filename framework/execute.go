@@ -11,6 +11,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/dispatch"
 	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/settle"
+	"github.com/jetflow-io/jetflow/internal/taskctx"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/internal/textcut"
 )
@@ -119,7 +120,7 @@ func (w *Worker) prepare(p *pending) bool {
 			}
 		}
 	}
-	p.base = taskCtx{Context: w.hardCtx, Key: taskKey{}, Val: t}
+	p.base = taskCtx{Context: w.hardCtx, Key: taskctx.Key{}, Val: t}
 	return true
 }
 
@@ -147,7 +148,7 @@ func (w *Worker) runOnce(base context.Context, p *pending, t *Task, first bool) 
 	} else {
 		ctx = new(handlerCtx)
 	}
-	ctx.Init(base, taskKey{}, t, start, cfg.timeout, ErrHandlerTimeout)
+	ctx.Init(base, taskctx.Key{}, t, start, cfg.timeout, ErrHandlerTimeout)
 	defer ctx.End()
 	w.stats.started.Add(1)
 	w.lastStart.Stamp(p.prio.Rank(), start) // pullsize.go
@@ -277,7 +278,7 @@ func (w *Worker) ackFailed(ctx context.Context, t *Task, p *pending, op string, 
 		t = w.newTask(p)
 	}
 	if TaskFromContext(ctx) == nil {
-		ctx = ContextWithTask(ctx, t)
+		ctx = taskctx.With(ctx, t)
 	}
 	w.emitAckFailed(ctx, t, op, err)
 }

@@ -23,7 +23,7 @@ type Plugin struct {
 	Name string
 	// Value is what [Worker.Plugin] returns for Name, for example the
 	// feature's registry, so that code holding the worker (or a handler's
-	// ctx, through [WorkerFromContext]) finds it.
+	// ctx, through [Task.Worker]) finds it.
 	Value any
 	// Keys are the [WithHandlerValue] keys the plugin reads. Start fails
 	// when a registered type carries a value under a key that no installed
@@ -193,13 +193,15 @@ func (w *Worker) holdFor(t *Task, err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// WorkerFromContext returns the worker running the task of a handler's ctx,
-// or nil outside a handler.
-func WorkerFromContext(ctx context.Context) *Worker {
-	if t := TaskFromContext(ctx); t != nil {
-		return t.worker
+// Worker returns the worker running t, or nil for a nil task or one built
+// outside a worker (package jetflowtest). In a handler or middleware,
+// framework.TaskFromContext(ctx).Worker() is the worker, or nil outside
+// one.
+func (t *Task) Worker() *Worker {
+	if t == nil {
+		return nil
 	}
-	return nil
+	return t.worker
 }
 
 // JetStream returns the worker's JetStream context.

@@ -18,7 +18,7 @@ import (
 // process ID, build ([WithVersion]), the types and priorities it serves,
 // its concurrency and busy slots, when it started and when it last wrote
 // the record. It writes the record when it starts and every registry
-// interval ([WithRegistryInterval], default 5 s) with a TTL of three
+// interval ([Timings].RegistryInterval, default 5 s) with a TTL of three
 // intervals, and deletes it when it shuts down. A killed worker's record
 // expires: it is gone at most three intervals (15 s by default) after the
 // worker's last write. Package inspect lists the registry
@@ -34,7 +34,7 @@ import (
 type fleetOptions struct {
 	id       string        // WithWorkerID; "" is a generated ID
 	version  string        // WithVersion; "" is the program's build
-	interval time.Duration // WithRegistryInterval; 0 is DefaultRegistryInterval
+	interval time.Duration // Timings.RegistryInterval; 0 is DefaultRegistryInterval
 }
 
 // WithWorkerID sets the worker's ID in the worker registry: 1 to 64 ASCII
@@ -65,21 +65,6 @@ func WithVersion(v string) WorkerOption {
 			return fmt.Errorf("%w: version %q (want 1 to %d bytes of printable text)", ErrInvalidOption, v, fleet.MaxTextLen)
 		}
 		o.fleet.version = v
-		return nil
-	})
-}
-
-// WithRegistryInterval sets how often the worker writes its record in the
-// worker registry; the record lives three intervals (whole seconds) after
-// each write, so a killed worker is listed for at most that long. Between
-// [MinRegistryInterval] and [MaxRegistryInterval]. Workers only. Default
-// [DefaultRegistryInterval] (5 s: a dead worker gone within 15 s).
-func WithRegistryInterval(d time.Duration) WorkerOption {
-	return workerOnly(func(o *options) error {
-		if d < MinRegistryInterval || d > MaxRegistryInterval {
-			return fmt.Errorf("%w: registry interval %v, want %v to %v", ErrInvalidOption, d, MinRegistryInterval, MaxRegistryInterval)
-		}
-		o.fleet.interval = d
 		return nil
 	})
 }

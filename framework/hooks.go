@@ -20,6 +20,18 @@ type Hooks struct {
 	// Enqueued is called after a task was stored (or found duplicate), with
 	// the context of the enqueue call.
 	Enqueued func(ctx context.Context, info TaskInfo)
+	// Enqueuing observes each task a [Client] publishes, around its
+	// publication, for tracing: it is called with the enqueue call's
+	// context once the task message is built and before it is sent, may
+	// add headers to it (a W3C traceparent, for example, which handlers
+	// read back from [Task.Headers]; delayed tasks keep them when their
+	// schedule fires), and returns a function called exactly once with the
+	// result: the task as stored, or the error of [Client.Enqueue] /
+	// [Client.EnqueueMany] for it. Tasks refused before a message is built
+	// (invalid type, options or payload) are not traced. A nil done
+	// function is allowed; the done functions run in the reverse order of
+	// the hooks. Clients only.
+	Enqueuing func(ctx context.Context, info TaskInfo, header EnqueueHeader) (done func(info TaskInfo, err error))
 	// Started is called before each attempt's handler runs, with the
 	// handler's context (it carries the task: [TaskFromContext]).
 	Started func(ctx context.Context, t *Task)

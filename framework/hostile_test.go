@@ -149,7 +149,7 @@ func TestInvalidWireIDsAreDeadLettered(t *testing.T) {
 	const typ = "hostile.ids"
 	e := newEnv(t)
 	nc := testutil.Connect(t, e.srv)
-	w, err := framework.NewWorker(nc, framework.WithStateTracking(true), framework.WithStateRunningAfter(0))
+	w, err := framework.NewWorker(nc, framework.WithStateTracking(true), framework.WithTimings(framework.Timings{StateRunningAfter: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,10 @@ import (
 // package does: [NewClient] takes [ClientOption], [NewWorker] takes
 // [WorkerOption], [NewInspector] takes [InspectorOption] and
 // [EnsureBuckets] takes [BucketsOption]. An option
-// that applies to several constructors implements each of their interfaces
-// (for example [PrefixOption]); one passed to a constructor it does not apply to is
-// a compile error. Options are read once, by the constructor: the object
+// that applies to several constructors ([WithPrefix], [WithLogger], [WithHooks],
+// [WithCodec], [WithStateTracking], [WithStateTTL], [WithEffectsTTL]) returns
+// an unexported type that implements each of their interfaces; one passed to
+// a constructor it does not apply to is a compile error. Options are read once, by the constructor: the object
 // built never changes them afterwards.
 
 // ClientOption configures [NewClient].
@@ -30,45 +31,45 @@ type InspectorOption interface{ applyInspector(*options) error }
 // BucketsOption configures [EnsureBuckets].
 type BucketsOption interface{ applyBuckets(*options) error }
 
-// PrefixOption is returned by [WithPrefix]; it applies to [NewClient], [NewWorker], [NewInspector] and [EnsureBuckets].
-type PrefixOption func(*options) error
+// prefixOption is returned by [WithPrefix]; it applies to [NewClient], [NewWorker], [NewInspector] and [EnsureBuckets].
+type prefixOption func(*options) error
 
-func (f PrefixOption) applyClient(o *options) error    { return f(o) }
-func (f PrefixOption) applyWorker(o *options) error    { return f(o) }
-func (f PrefixOption) applyInspector(o *options) error { return f(o) }
-func (f PrefixOption) applyBuckets(o *options) error   { return f(o) }
+func (f prefixOption) applyClient(o *options) error    { return f(o) }
+func (f prefixOption) applyWorker(o *options) error    { return f(o) }
+func (f prefixOption) applyInspector(o *options) error { return f(o) }
+func (f prefixOption) applyBuckets(o *options) error   { return f(o) }
 
-// LoggerOption is returned by [WithLogger]; it applies to [NewClient], [NewWorker], [NewInspector].
-type LoggerOption func(*options) error
+// loggerOption is returned by [WithLogger]; it applies to [NewClient], [NewWorker], [NewInspector].
+type loggerOption func(*options) error
 
-func (f LoggerOption) applyClient(o *options) error    { return f(o) }
-func (f LoggerOption) applyWorker(o *options) error    { return f(o) }
-func (f LoggerOption) applyInspector(o *options) error { return f(o) }
+func (f loggerOption) applyClient(o *options) error    { return f(o) }
+func (f loggerOption) applyWorker(o *options) error    { return f(o) }
+func (f loggerOption) applyInspector(o *options) error { return f(o) }
 
-// HooksOption is returned by [WithHooks]; it applies to [NewClient] and [NewWorker].
-type HooksOption func(*options) error
+// hooksOption is returned by [WithHooks]; it applies to [NewClient] and [NewWorker].
+type hooksOption func(*options) error
 
-func (f HooksOption) applyClient(o *options) error { return f(o) }
-func (f HooksOption) applyWorker(o *options) error { return f(o) }
+func (f hooksOption) applyClient(o *options) error { return f(o) }
+func (f hooksOption) applyWorker(o *options) error { return f(o) }
 
-// CodecOption is returned by [WithCodec]; it applies to [NewClient], [NewWorker] and [NewInspector].
-type CodecOption func(*options) error
+// codecOption is returned by [WithCodec]; it applies to [NewClient], [NewWorker] and [NewInspector].
+type codecOption func(*options) error
 
-func (f CodecOption) applyClient(o *options) error    { return f(o) }
-func (f CodecOption) applyWorker(o *options) error    { return f(o) }
-func (f CodecOption) applyInspector(o *options) error { return f(o) }
+func (f codecOption) applyClient(o *options) error    { return f(o) }
+func (f codecOption) applyWorker(o *options) error    { return f(o) }
+func (f codecOption) applyInspector(o *options) error { return f(o) }
 
-// StateTrackingOption is returned by [WithStateTracking]; it applies to [NewClient] and [NewWorker].
-type StateTrackingOption func(*options) error
+// stateTrackingOption is returned by [WithStateTracking]; it applies to [NewClient] and [NewWorker].
+type stateTrackingOption func(*options) error
 
-func (f StateTrackingOption) applyClient(o *options) error { return f(o) }
-func (f StateTrackingOption) applyWorker(o *options) error { return f(o) }
+func (f stateTrackingOption) applyClient(o *options) error { return f(o) }
+func (f stateTrackingOption) applyWorker(o *options) error { return f(o) }
 
-// RetentionOption is returned by [WithStateTTL] and [WithEffectsTTL]; it applies to [NewWorker] and [EnsureBuckets].
-type RetentionOption func(*options) error
+// retentionOption is returned by [WithStateTTL] and [WithEffectsTTL]; it applies to [NewWorker] and [EnsureBuckets].
+type retentionOption func(*options) error
 
-func (f RetentionOption) applyWorker(o *options) error  { return f(o) }
-func (f RetentionOption) applyBuckets(o *options) error { return f(o) }
+func (f retentionOption) applyWorker(o *options) error  { return f(o) }
+func (f retentionOption) applyBuckets(o *options) error { return f(o) }
 
 // clientOnly and workerOnly are the options of one constructor.
 type clientOnly func(*options) error
@@ -86,7 +87,7 @@ type options struct {
 	hooks             []Hooks // WithHooks, in the order given
 	codec             Codec
 	concurrency       int
-	dispatch          DispatchMode
+	weighted          bool // WithWeights
 	weights           [len(streams.Priorities)]int
 	shutdownTimeout   time.Duration
 	stallLimit        time.Duration
@@ -96,13 +97,12 @@ type options struct {
 	deadLetters       deadLetterOptions // WithDeadLetters and related (dlq.go)
 	stateEnabled      bool              // WithStateTracking
 	stateTTL          time.Duration     // WithStateTTL; 0 means DefaultStateTTL
-	stateRunningAfter time.Duration     // WithStateRunningAfter
+	stateRunningAfter time.Duration     // Timings.StateRunningAfter
 	effectsTTL        time.Duration     // WithEffectsTTL; 0 means DefaultEffectsTTL
-	enqueueTracers    []EnqueueTracer   // WithEnqueueTracer (enqueue_trace.go)
 	noDelayMover      bool              // WithDelayMover(false) (delays.go)
-	strandedCheck     time.Duration     // WithStrandedCheck (stranded.go); 0 is off
-	fleet             fleetOptions      // WithWorkerID, WithVersion, WithRegistryInterval (fleet.go)
-	versionGrace      time.Duration     // WithVersionGrace (versions.go)
+	strandedCheck     time.Duration     // Timings.StrandedCheck (stranded.go); 0 is off
+	fleet             fleetOptions      // WithWorkerID, WithVersion, Timings.RegistryInterval (fleet.go)
+	versionGrace      time.Duration     // Timings.VersionGrace (versions.go)
 }
 
 // newOptions applies opts, in order, over the defaults with apply, the
@@ -135,8 +135,9 @@ func newOptions[O comparable](opts []O, apply func(O, *options) error) (*options
 
 // WithPrefix sets the subject prefix; it must match the [streams.Config.Prefix]
 // the topology was ensured with. Default "jetflow".
-func WithPrefix(prefix string) PrefixOption {
-	return PrefixOption(func(o *options) error {
+// It applies to [NewClient], [NewWorker], [NewInspector] and [EnsureBuckets].
+func WithPrefix(prefix string) prefixOption {
+	return prefixOption(func(o *options) error {
 		n, err := streams.NewNames(prefix)
 		if err != nil {
 			return fmt.Errorf("%w: prefix: %w", ErrInvalidOption, err)
@@ -147,8 +148,9 @@ func WithPrefix(prefix string) PrefixOption {
 }
 
 // WithLogger sets the logger. Default: discard. Payloads are never logged.
-func WithLogger(l *slog.Logger) LoggerOption {
-	return LoggerOption(func(o *options) error {
+// It applies to [NewClient], [NewWorker] and [NewInspector].
+func WithLogger(l *slog.Logger) loggerOption {
+	return loggerOption(func(o *options) error {
 		if l == nil {
 			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
 		}
@@ -162,15 +164,17 @@ func WithLogger(l *slog.Logger) LoggerOption {
 // beside an adapter's (contrib/prometheus, contrib/otel) without taking
 // their place. On a worker, the sets added with [Worker.AddHooks] run
 // before the WithHooks ones. Default none.
-func WithHooks(h Hooks) HooksOption {
-	return HooksOption(func(o *options) error { o.hooks = append(o.hooks, h); return nil })
+// It applies to [NewClient] and [NewWorker].
+func WithHooks(h Hooks) hooksOption {
+	return hooksOption(func(o *options) error { o.hooks = append(o.hooks, h); return nil })
 }
 
 // WithCodec sets the payload codec. Default [JSONCodec]. Client and workers
 // must agree: a task encoded with another codec fails to decode and is
 // dead-lettered.
-func WithCodec(c Codec) CodecOption {
-	return CodecOption(func(o *options) error {
+// It applies to [NewClient], [NewWorker] and [NewInspector].
+func WithCodec(c Codec) codecOption {
+	return codecOption(func(o *options) error {
 		if c == nil {
 			return fmt.Errorf("%w: nil codec", ErrInvalidOption)
 		}
@@ -194,32 +198,13 @@ func WithConcurrency(n int) WorkerOption {
 	})
 }
 
-// DispatchMode decides which waiting task gets a free slot.
-type DispatchMode int
-
-const (
-	// DispatchStrict always starts the highest-priority waiting task first.
-	// Under a sustained higher-priority load, lower priorities wait.
-	DispatchStrict DispatchMode = iota
-	// DispatchWeighted picks among the priorities that have a waiting task
-	// with probability proportional to their weights ([WithWeights]), so no
-	// priority starves.
-	DispatchWeighted
-)
-
-// WithDispatch sets the dispatch mode. Workers only. Default [DispatchStrict].
-func WithDispatch(m DispatchMode) WorkerOption {
-	return workerOnly(func(o *options) error {
-		if m != DispatchStrict && m != DispatchWeighted {
-			return fmt.Errorf("%w: dispatch mode %d", ErrInvalidOption, m)
-		}
-		o.dispatch = m
-		return nil
-	})
-}
-
-// WithWeights sets the weights of critical, high, normal and low for
-// [DispatchWeighted] and selects that mode. Workers only. Default 8, 4, 2, 1.
+// WithWeights makes the worker share its free slots among the priorities by
+// weight: when tasks of several priorities wait, it draws a priority with
+// probability proportional to its weight, so no priority starves. Without
+// it (the default) the highest-priority waiting task always starts first,
+// and under a sustained higher-priority load lower priorities wait. The
+// weights of critical, high, normal and low are each at least 1 (8, 4, 2, 1
+// is a good start). Workers only.
 func WithWeights(critical, high, normal, low int) WorkerOption {
 	return workerOnly(func(o *options) error {
 		for _, w := range []int{critical, high, normal, low} {
@@ -228,7 +213,7 @@ func WithWeights(critical, high, normal, low int) WorkerOption {
 			}
 		}
 		o.weights = [len(streams.Priorities)]int{critical, high, normal, low}
-		o.dispatch = DispatchWeighted
+		o.weighted = true
 		return nil
 	})
 }
@@ -241,25 +226,6 @@ func WithShutdownTimeout(d time.Duration) WorkerOption {
 			return fmt.Errorf("%w: shutdown timeout %v, want > 0", ErrInvalidOption, d)
 		}
 		o.shutdownTimeout = d
-		return nil
-	})
-}
-
-// WithStallLimit sets how long a consumer's fetch loop may go without a
-// sign of its consumer (a task, an idle heartbeat — sent every second —, a
-// pull request the server ended) while it is not waiting for a free slot,
-// before the worker gives up:
-// [Worker.Run] then shuts down and returns [ErrPullStalled], and
-// [Worker.Health] reports the worker not live. A server outage, a deleted
-// stream or a wedged pull all count. Workers only. Default [DefaultStallLimit]
-// (2 minutes), at least [MinStallLimit]; a supervisor restarting the
-// process is the intended cure.
-func WithStallLimit(d time.Duration) WorkerOption {
-	return workerOnly(func(o *options) error {
-		if d < MinStallLimit {
-			return fmt.Errorf("%w: stall limit %v, want at least %v", ErrInvalidOption, d, MinStallLimit)
-		}
-		o.stallLimit = d
 		return nil
 	})
 }

@@ -22,7 +22,7 @@ import (
 // consumer reads ordered tasks. The producer cannot know the workers, so an
 // ordered enqueue of a type whose workers lack WithOrdering succeeds and the
 // task waits; those workers find such tasks at Start and every
-// [WithStrandedCheck] interval, log them at Warn and report them in
+// [Timings].StrandedCheck interval, log them at Warn and report them in
 // [Worker.Stranded] (and package health's report). The key is 1 to
 // [MaxOrderingKeyLen] bytes of printable ASCII (space to '~'); it is hashed
 // to choose the task's slot subject and carried in [HeaderOrderingKey].

@@ -371,7 +371,7 @@ func TestPartitionsAddedWhileRunning(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ran := make(chan string, 512)
-	w := e.worker(t, framework.WithStrandedCheck(time.Second))
+	w := e.worker(t, framework.WithTimings(framework.Timings{StrandedCheck: time.Second}))
 	w.HandleFunc("part.grow", func(_ context.Context, task *framework.Task) error {
 		if strings.HasPrefix(task.ID, "perm-") {
 			return framework.Permanent(errors.New("declined " + task.ID))

@@ -19,7 +19,7 @@ func TestRunReturnsWhenPullsStall(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	nc := testutil.Connect(t, e.srv)
-	w, err := framework.NewWorker(nc, framework.WithStallLimit(framework.MinStallLimit), framework.WithShutdownTimeout(time.Second))
+	w, err := framework.NewWorker(nc, framework.WithTimings(framework.Timings{StallLimit: framework.MinStallLimit}), framework.WithShutdownTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestLongHandlerIsNotAStall(t *testing.T) {
 	e := newEnv(t)
 	nc := testutil.Connect(t, e.srv)
 	const limit = framework.MinStallLimit
-	w, err := framework.NewWorker(nc, framework.WithStallLimit(limit), framework.WithConcurrency(1))
+	w, err := framework.NewWorker(nc, framework.WithTimings(framework.Timings{StallLimit: limit}), framework.WithConcurrency(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestPausedConsumerIsNotAStall(t *testing.T) {
 	e := newEnv(t)
 	nc := testutil.Connect(t, e.srv)
 	const limit = framework.MinStallLimit
-	w, err := framework.NewWorker(nc, framework.WithStallLimit(limit))
+	w, err := framework.NewWorker(nc, framework.WithTimings(framework.Timings{StallLimit: limit}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,34 +102,22 @@ const maxRecordError = 1024
 // for measurements). Per task type, [WithTypeStateTracking] overrides it.
 //
 // On a worker it controls the records written as tasks run: "running" (see
-// [WithStateRunningAfter]), "retrying", "succeeded", "failed" and "dead".
+// [Timings].StateRunningAfter), "retrying", "succeeded", "failed" and "dead".
 //
 // On a client it controls the "pending" and "scheduled" records written
 // after each enqueue, which double the publishes of an enqueue. Without
 // them [Inspector.GetTask] still finds a delayed task in its schedule.
-func WithStateTracking(enabled bool) StateTrackingOption {
-	return StateTrackingOption(func(o *options) error { o.stateEnabled = enabled; return nil })
-}
-
-// WithStateRunningAfter sets how long an attempt must run before the worker
-// writes its "running" record. Short tasks then cost one record (their
-// outcome) instead of two; a task is seen "running" only once it ran for d.
-// 0 writes the record when every attempt starts. Workers only. Default 1 s.
-func WithStateRunningAfter(d time.Duration) WorkerOption {
-	return workerOnly(func(o *options) error {
-		if d < 0 {
-			return fmt.Errorf("%w: state running-after %v, want ≥ 0", ErrInvalidOption, d)
-		}
-		o.stateRunningAfter = d
-		return nil
-	})
+// It applies to [NewClient] and [NewWorker].
+func WithStateTracking(enabled bool) stateTrackingOption {
+	return stateTrackingOption(func(o *options) error { o.stateEnabled = enabled; return nil })
 }
 
 // WithStateTTL sets how long task records are kept after their last write:
 // the MaxAge of the state bucket, applied when a worker creates or updates
-// it ([EnsureBuckets]). Workers only. Default 7 days.
-func WithStateTTL(d time.Duration) RetentionOption {
-	return RetentionOption(func(o *options) error {
+// it ([EnsureBuckets]). Default 7 days.
+// It applies to [NewWorker] and [EnsureBuckets].
+func WithStateTTL(d time.Duration) retentionOption {
+	return retentionOption(func(o *options) error {
 		if d < time.Second {
 			return fmt.Errorf("%w: state TTL %v, want ≥ 1s", ErrInvalidOption, d)
 		}
@@ -153,9 +141,10 @@ func WithTypeStateTracking(enabled bool) HandlerOption {
 // WithEffectsTTL sets how long effect records are kept: the MaxAge of the
 // effects bucket, applied when a worker creates or updates it
 // ([EnsureBuckets]). Keep it longer than a task can be retried or sit in
-// the dead-letter stream before a replay. Workers only. Default 30 days.
-func WithEffectsTTL(d time.Duration) RetentionOption {
-	return RetentionOption(func(o *options) error {
+// the dead-letter stream before a replay. Default 30 days.
+// It applies to [NewWorker] and [EnsureBuckets].
+func WithEffectsTTL(d time.Duration) retentionOption {
+	return retentionOption(func(o *options) error {
 		if d < time.Minute {
 			return fmt.Errorf("%w: effects TTL %v, want ≥ 1m", ErrInvalidOption, d)
 		}

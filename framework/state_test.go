@@ -82,7 +82,7 @@ func TestStateSuccess(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	kv := stateHistory(t, e)
-	w := e.worker(t, framework.WithStateTracking(true), framework.WithStateRunningAfter(0))
+	w := e.worker(t, framework.WithStateTracking(true), framework.WithTimings(framework.Timings{StateRunningAfter: -1}))
 	w.HandleFunc("state.ok", func(ctx context.Context, task *framework.Task) error {
 		return framework.SetResult(ctx, map[string]string{"receipt": "r-" + task.ID})
 	})
@@ -122,7 +122,7 @@ func TestStateRetryThenSuccess(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	kv := stateHistory(t, e)
-	w := e.worker(t, framework.WithStateTracking(true), framework.WithStateRunningAfter(0))
+	w := e.worker(t, framework.WithStateTracking(true), framework.WithTimings(framework.Timings{StateRunningAfter: -1}))
 	w.HandleFunc("state.flaky", func(ctx context.Context, task *framework.Task) error {
 		if task.Attempt == 1 {
 			return framework.RetryAfterErr(50*time.Millisecond, errors.New("gateway 503"))
@@ -158,7 +158,7 @@ func TestStateDeadAndFailed(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			kv := stateHistory(t, e)
-			w := e.worker(t, framework.WithDeadLetters(tc.deadLetters), framework.WithStateTracking(true), framework.WithStateRunningAfter(0))
+			w := e.worker(t, framework.WithDeadLetters(tc.deadLetters), framework.WithStateTracking(true), framework.WithTimings(framework.Timings{StateRunningAfter: -1}))
 			w.HandleFunc("state.doomed", func(ctx context.Context, task *framework.Task) error {
 				if task.Attempt == 1 {
 					return framework.RetryAfterErr(10*time.Millisecond, errors.New("first failure"))

@@ -16,7 +16,7 @@ import (
 // [WithOrdering], or tasks at a priority that no worker serves
 // ([WithServedPriorities]). The producer cannot know the workers, so the
 // enqueue succeeds; such tasks never run and never fail. The worker checks
-// at Start and then every [WithStrandedCheck] interval, logs each stranded
+// at Start and then every [Timings].StrandedCheck interval, logs each stranded
 // subject once at Warn, and reports them in [Worker.Stranded] (package
 // health puts them in its report).
 
@@ -34,20 +34,6 @@ type StrandedSubject struct {
 	Oldest time.Time `json:"oldest,omitzero"`
 	// Why says why no consumer reads the subject and what to change.
 	Why string `json:"why"`
-}
-
-// WithStrandedCheck sets how often a running worker looks for tasks of its
-// types stranded on subjects no consumer reads (see [Worker.Stranded]); the
-// first check runs at Start. d = 0 turns the check off. Workers only.
-// Default [DefaultStrandedCheck]; at least one second.
-func WithStrandedCheck(d time.Duration) WorkerOption {
-	return workerOnly(func(o *options) error {
-		if d != 0 && d < time.Second {
-			return fmt.Errorf("%w: stranded check every %v, want 0 (off) or at least 1s", ErrInvalidOption, d)
-		}
-		o.strandedCheck = d
-		return nil
-	})
 }
 
 // Stranded returns what the latest check found: the subjects holding tasks

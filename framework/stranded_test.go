@@ -80,7 +80,7 @@ func TestStrandedFoundWhileRunning(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	noop := func(context.Context, *framework.Task) error { return nil }
-	w := e.worker(t, framework.WithStrandedCheck(time.Second))
+	w := e.worker(t, framework.WithTimings(framework.Timings{StrandedCheck: time.Second}))
 	w.HandleFunc("mail.send", noop)
 	startWorker(t, w)
 	if got := w.Stranded(); len(got) != 0 {
@@ -100,10 +100,10 @@ func TestStrandedFoundWhileRunning(t *testing.T) {
 func TestWithStrandedCheckValidates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	if _, err := framework.NewWorker(e.nc, framework.WithStrandedCheck(time.Millisecond)); err == nil {
+	if _, err := framework.NewWorker(e.nc, framework.WithTimings(framework.Timings{StrandedCheck: time.Millisecond})); err == nil {
 		t.Error("a stranded check every millisecond accepted")
 	}
-	if _, err := framework.NewWorker(e.nc, framework.WithStrandedCheck(0)); err != nil {
+	if _, err := framework.NewWorker(e.nc, framework.WithTimings(framework.Timings{StrandedCheck: -1})); err != nil {
 		t.Errorf("the check turned off: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/jetflow-io/jetflow/internal/staterec"
+	"github.com/jetflow-io/jetflow/internal/taskctx"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -15,7 +16,7 @@ import (
 type Priority = streams.Priority
 
 // The four priorities, highest first ([WithPriority]; a worker shares its
-// slots among them by [WithDispatch]). The zero value is [PriorityNormal].
+// slots among them by [WithWeights]). The zero value is [PriorityNormal].
 const (
 	// PriorityCritical is the highest priority.
 	PriorityCritical = streams.PriorityCritical
@@ -86,22 +87,12 @@ func (t *Task) Logger() *slog.Logger {
 	return t.logger
 }
 
-type taskKey struct{}
-
 // TaskFromContext returns the task a handler's ctx belongs to, or nil.
+// Package jetflowtest puts a task in a context the same way, to run
+// handlers and middleware outside a worker.
 func TaskFromContext(ctx context.Context) *Task {
-	t, _ := ctx.Value(taskKey{}).(*Task)
+	t, _ := taskctx.Of(ctx).(*Task)
 	return t
-}
-
-// ContextWithTask returns a copy of ctx that carries t, as the context a
-// worker passes to a handler does: [TaskFromContext] and
-// [LoggerFromContext] find it there. Workers set it themselves; it is for
-// running handlers and middleware outside a worker, in tests (see package
-// jetflowtest). Functions that need the worker ([SetResult], effects.Once,
-// breaker.Call) still return their "not in a handler" errors.
-func ContextWithTask(ctx context.Context, t *Task) context.Context {
-	return context.WithValue(ctx, taskKey{}, t)
 }
 
 // LoggerFromContext returns the task's logger ([Task.Logger]) of a handler's

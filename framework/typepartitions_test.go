@@ -179,7 +179,7 @@ func TestPartitionsByTypeAdded(t *testing.T) {
 	before := streams.Layout{Partitions: 2, Ordered: 2, By: streams.PartitionByType}
 	r := newRanOnce(t)
 	const types = 8
-	w := e.worker(t, framework.WithStrandedCheck(time.Second))
+	w := e.worker(t, framework.WithTimings(framework.Timings{StrandedCheck: time.Second}))
 	for i := range types {
 		w.HandleFunc(fmt.Sprintf("type_grow_%d", i), r.handle)
 	}

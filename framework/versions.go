@@ -31,7 +31,7 @@ import (
 // fleet.RetryBase up to fleet.RetryMax, fleet.Unaccepted.Decide). A
 // version that no live worker of the registry accepts is dead-lettered
 // with reason "version" once the worker's grace period
-// ([WithVersionGrace]) has passed since the task was first handed back;
+// ([Timings].VersionGrace) has passed since the task was first handed back;
 // until then it waits, visible in the registry (`jetflow workers`, the
 // dashboard, the Prometheus collector). See docs/operations.md, "Rolling
 // deploys and payload versions".
@@ -80,21 +80,6 @@ func AcceptVersions(versions ...int) HandlerOption {
 		c.versions = slices.Compact(vs)
 		return nil
 	}
-}
-
-// WithVersionGrace sets how long a task whose payload version no live
-// worker accepts keeps waiting before it is dead-lettered with reason
-// "version", counted from its first hand-back. While a live worker of the
-// registry accepts the version the task waits for it, whatever the grace.
-// At least one second. Workers only. Default [DefaultVersionGrace].
-func WithVersionGrace(d time.Duration) WorkerOption {
-	return workerOnly(func(o *options) error {
-		if d < time.Second {
-			return fmt.Errorf("%w: version grace %v, want at least 1s", ErrInvalidOption, d)
-		}
-		o.versionGrace = d
-		return nil
-	})
 }
 
 func checkVersion(v int) error {

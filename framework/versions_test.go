@@ -94,7 +94,7 @@ func TestPayloadVersionNobodyAcceptsIsDeadLetteredAfterTheGrace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	const grace = 2 * time.Second
-	w := e.worker(t, framework.WithVersionGrace(grace), framework.WithRegistryInterval(time.Second))
+	w := e.worker(t, framework.WithTimings(framework.Timings{VersionGrace: grace}), framework.WithTimings(framework.Timings{RegistryInterval: time.Second}))
 	w.HandleFunc("versions.old", func(context.Context, *framework.Task) error { return nil }, framework.AcceptVersions(1, 2))
 	startWorker(t, w)
 	start := time.Now()

@@ -84,7 +84,7 @@ func TestWaitRunningAndTimeout(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	started, release := make(chan struct{}), make(chan struct{})
-	w := e.worker(t, framework.WithStateTracking(true), framework.WithStateRunningAfter(0))
+	w := e.worker(t, framework.WithStateTracking(true), framework.WithTimings(framework.Timings{StateRunningAfter: -1}))
 	w.HandleFunc("wait.slow", func(ctx context.Context, task *framework.Task) error {
 		close(started)
 		<-release

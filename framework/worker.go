@@ -180,7 +180,7 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		hooks:      append([]Hooks(nil), o.hooks...),
 	}
 	w.parts.Store(topology.NewPartitionSet(o.names, streams.Layout{Partitions: 1, Ordered: 1}))
-	w.sched = dispatch.New(o.concurrency, o.dispatch == DispatchWeighted, o.weights, w.granted)
+	w.sched = dispatch.New(o.concurrency, o.weighted, o.weights, w.granted)
 	w.bg.pool = exec.NewPool(w.run)
 	w.installDeadLetters()
 	w.installState()
@@ -357,7 +357,7 @@ type consumerSub struct {
 // worker down and returns an error wrapping [ErrNotConnected]: a worker
 // without a connection consumes nothing, so let the process exit and be
 // restarted. Likewise, when a fetch loop hears nothing from its consumer for
-// the stall limit ([WithStallLimit], default 2 minutes: a long outage, a
+// the stall limit ([Timings].StallLimit, default 2 minutes: a long outage, a
 // deleted stream, a wedged pull), Run shuts down and returns an error
 // wrapping [ErrPullStalled].
 func (w *Worker) Run(ctx context.Context) error {

@@ -19,7 +19,7 @@ import (
 // the server (it polls every 250 ms) before the worker is not ready. A loop
 // waiting for a free slot is busy, not stalled. The longer limit after
 // which it is not live either is the worker's stall limit
-// ([framework.WithStallLimit], default [framework.DefaultStallLimit]).
+// ([framework.Timings].StallLimit, default [framework.DefaultStallLimit]).
 const PullStallReady = 10 * time.Second
 
 // requestTimeout bounds each consumer lookup of [Check]: a server that does
@@ -54,7 +54,7 @@ type Consumer struct {
 type Report struct {
 	// Live is false when only a restart can help: the worker is not running,
 	// its connection is closed for good, or a fetch loop is wedged for the
-	// stall limit ([framework.WithStallLimit], default
+	// stall limit ([framework.Timings].StallLimit, default
 	// [framework.DefaultStallLimit]).
 	Live bool `json:"live"`
 	// Ready is Live plus: connected, every consumer present, and every

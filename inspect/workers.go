@@ -13,7 +13,7 @@ import (
 )
 
 // WorkerInfo is one running worker as it announced itself in the worker
-// registry (see [framework.WithRegistryInterval]).
+// registry (see [framework.Timings].RegistryInterval).
 type WorkerInfo struct {
 	ID      string `json:"id"`
 	Host    string `json:"host"`
@@ -51,7 +51,7 @@ type VersionRefusal struct {
 // UnservedVersion is a payload version of a type that live workers handed
 // back within [UnservedWindow] and that no live worker accepts: its tasks
 // wait, and are dead-lettered with reason "version" after the grace of
-// the worker that last handed them back ([framework.WithVersionGrace]).
+// the worker that last handed them back ([framework.Timings].VersionGrace).
 type UnservedVersion struct {
 	Type    string `json:"type"`
 	Version int    `json:"version"`

@@ -92,7 +92,7 @@ func TestWorkersListedCountedAndRemovedAtShutdown(t *testing.T) {
 	}
 }
 
-// WithWorkerID, WithVersion and WithRegistryInterval refuse what the
+// WithWorkerID, WithVersion and Timings.RegistryInterval refuse what the
 // registry could not hold.
 func TestRegistryOptionsValidate(t *testing.T) {
 	t.Parallel()
@@ -102,8 +102,8 @@ func TestRegistryOptionsValidate(t *testing.T) {
 		"empty id":          framework.WithWorkerID(""),
 		"control version":   framework.WithVersion("v\x1b1"),
 		"empty version":     framework.WithVersion(""),
-		"interval too fast": framework.WithRegistryInterval(time.Millisecond),
-		"interval too slow": framework.WithRegistryInterval(time.Hour),
+		"interval too fast": framework.WithTimings(framework.Timings{RegistryInterval: time.Millisecond}),
+		"interval too slow": framework.WithTimings(framework.Timings{RegistryInterval: time.Hour}),
 	} {
 		if _, err := framework.NewWorker(cl.Conn(), opt); err == nil {
 			t.Errorf("%s: accepted", name)

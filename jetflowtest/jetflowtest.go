@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/settle"
+	"github.com/jetflow-io/jetflow/internal/taskctx"
 )
 
 // TaskOption configures a task built by [NewTask].
@@ -139,7 +140,7 @@ func RunTyped[T any](ctx context.Context, fn func(ctx context.Context, t *framew
 }
 
 func run(ctx context.Context, h framework.Handler, t *framework.Task, c runConfig) framework.Outcome {
-	ctx = framework.ContextWithTask(ctx, t)
+	ctx = taskctx.With(ctx, t) // as a worker does: framework.TaskFromContext finds it
 	var cancel context.CancelFunc
 	if c.timeout > 0 {
 		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout, framework.ErrHandlerTimeout)

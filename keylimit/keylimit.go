@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
 
 // pluginName names the plugin on the worker ([framework.Worker.Plugin]).
@@ -121,7 +122,7 @@ func (x *limiter) wrap(w *framework.Worker, taskType string, next framework.Hand
 		if key == "" {
 			return next.Handle(ctx, t)
 		}
-		if err := framework.ValidateKey(key); err != nil {
+		if err := taskmsg.ValidateKey(key); err != nil {
 			// From the wire: never a KV key.
 			return framework.Permanent(fmt.Errorf("%w: header %s: %w", framework.ErrCorruptTask, framework.HeaderKey, err))
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/staterec"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -50,7 +51,7 @@ func checkTarget(taskType, key string) error {
 		return fmt.Errorf("%w: %w", framework.ErrInvalidOption, err)
 	}
 	if key != "" {
-		if err := framework.ValidateKey(key); err != nil {
+		if err := taskmsg.ValidateKey(key); err != nil {
 			return fmt.Errorf("%w: %w", framework.ErrInvalidOption, err)
 		}
 	}

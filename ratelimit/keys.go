@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	engine "github.com/jetflow-io/jetflow/internal/ratelimit"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
 
 // Limits per task key (issue 34, item 3): a type declares one limit that
@@ -75,7 +76,7 @@ func ParseKey(bucketKey string) (taskType, key string, ok bool) {
 		return "", "", false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(rest[i+1:])
-	if err != nil || framework.ValidateKey(string(raw)) != nil {
+	if err != nil || taskmsg.ValidateKey(string(raw)) != nil {
 		return "", "", false
 	}
 	return rest[:i], string(raw), true
@@ -144,7 +145,7 @@ func (x *limits) admitKey(ctx context.Context, l engine.Limit, t *framework.Task
 	if key == "" {
 		return 0, nil
 	}
-	if err := framework.ValidateKey(key); err != nil {
+	if err := taskmsg.ValidateKey(key); err != nil {
 		return 0, framework.Permanent(fmt.Errorf("%w: header %s: %w", framework.ErrCorruptTask, framework.HeaderKey, err))
 	}
 	return x.keys.gate.Admit(ctx, x.keys.get(x, t.Type, key, l), t)

@@ -236,7 +236,7 @@ func (x *limits) prepare(ctx context.Context, w *framework.Worker) error {
 // dependencyLimiter returns the limiter of dep of the worker running the
 // handler of ctx, nil without one.
 func dependencyLimiter(ctx context.Context, dep string) *engine.Limiter {
-	w := framework.WorkerFromContext(ctx)
+	w := framework.TaskFromContext(ctx).Worker()
 	if w == nil {
 		return nil
 	}

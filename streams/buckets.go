@@ -23,7 +23,7 @@ func bucketConfigs(c Config) ([]jetstream.KeyValueConfig, error) {
 // WorkersBucket returns the name of the worker registry bucket, for
 // example "JETFLOW_WORKERS": one record per running worker, keyed by its ID,
 // each expiring unless its worker writes it again (see framework's
-// WithRegistryInterval).
+// Timings.RegistryInterval).
 func (n Names) WorkersBucket() string { return n.upper + "_WORKERS" }
 
 // ensureBuckets creates the missing buckets of c. Existing buckets keep

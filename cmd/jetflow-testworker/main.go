@@ -70,7 +70,7 @@ func run(args []string) error {
 	}
 	defer nc.Close()
 	opts := []framework.WorkerOption{framework.WithLogger(log), framework.WithConcurrency(*concurrency),
-		framework.WithShutdownTimeout(time.Second), framework.WithRegistryInterval(*registryInterval)}
+		framework.WithShutdownTimeout(time.Second), framework.WithTimings(framework.Timings{RegistryInterval: *registryInterval})}
 	if *id != "" {
 		opts = append(opts, framework.WithWorkerID(*id))
 	}

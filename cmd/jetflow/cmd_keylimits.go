@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/keylimit"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -23,7 +23,7 @@ func keyLimitCommands() []*command {
 			return "", usagef("task type: %v", err)
 		}
 		if key != "" {
-			if err := framework.ValidateKey(key); err != nil {
+			if err := taskmsg.ValidateKey(key); err != nil {
 				return "", usagef("--key: %v", err)
 			}
 		}

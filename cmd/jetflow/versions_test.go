@@ -21,7 +21,7 @@ func TestWorkersShowUnservedPayloadVersion(t *testing.T) {
 	e := newEnv(t)
 	e.worker(t, func(w *framework.Worker) {
 		w.HandleFunc(typ, func(context.Context, *framework.Task) error { return nil }, framework.AcceptVersions(1, 2))
-	}, framework.WithRegistryInterval(time.Second), framework.WithWorkerID("ship-v2"))
+	}, framework.WithTimings(framework.Timings{RegistryInterval: time.Second}), framework.WithWorkerID("ship-v2"))
 	if _, err := e.cl.Enqueue(t.Context(), typ, []byte(`{}`), framework.PayloadVersion(3)); err != nil {
 		t.Fatal(err)
 	}

@@ -129,11 +129,11 @@ func (c taskCarrier) Keys() []string {
 	return keys
 }
 
-// ClientOption returns the client option ([framework.WithEnqueueTracer])
-// that traces each enqueued task and carries the trace context in its
-// headers.
+// ClientOption returns the client option (a [framework.Hooks] with
+// Enqueuing) that traces each enqueued task and carries the trace context
+// in its headers.
 func (tr *Tracing) ClientOption() framework.ClientOption {
-	return framework.WithEnqueueTracer(tr.traceEnqueue)
+	return framework.WithHooks(framework.Hooks{Enqueuing: tr.traceEnqueue})
 }
 
 func (tr *Tracing) traceEnqueue(ctx context.Context, info framework.TaskInfo, h framework.EnqueueHeader) func(framework.TaskInfo, error) {
@@ -240,7 +240,7 @@ func (tr *Tracing) handle(ctx context.Context, t *framework.Task, next framework
 // tracing's hooks ([Tracing.Instrument]), which end attempt spans at
 // settlement. It warns once per worker when it has not.
 func (tr *Tracing) instrumented(ctx context.Context) bool {
-	w := framework.WorkerFromContext(ctx)
+	w := framework.TaskFromContext(ctx).Worker()
 	if w == nil {
 		return false // a handler run outside a worker (jetflowtest)
 	}

@@ -80,7 +80,7 @@ func TestUnservedPayloadVersionGauge(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(wc)
-	w, err := framework.NewWorker(testutil.Connect(t, srv), framework.WithRegistryInterval(time.Second))
+	w, err := framework.NewWorker(testutil.Connect(t, srv), framework.WithTimings(framework.Timings{RegistryInterval: time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}

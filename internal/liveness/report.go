@@ -25,7 +25,7 @@ type Report struct {
 	State State
 	// Started is when the worker started; zero before Start.
 	Started time.Time
-	// StallLimit is the worker's stall limit (framework.WithStallLimit).
+	// StallLimit is the worker's stall limit (framework.Timings.StallLimit).
 	StallLimit time.Duration
 	// Loops are the fetch loops of the registered (type, priority)
 	// consumers, in registration order.

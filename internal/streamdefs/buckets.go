@@ -10,7 +10,7 @@ import (
 
 // Default retention of the KV buckets streams.Ensure creates. A worker
 // applies its own settings when it starts (framework.WithStateTTL,
-// framework.WithEffectsTTL, framework.WithErrorRetention).
+// framework.WithEffectsTTL, framework.Timings.ErrorRetention).
 const (
 	DefaultStateTTL       = 7 * 24 * time.Hour
 	DefaultEffectsTTL     = 30 * 24 * time.Hour
