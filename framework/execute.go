@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
+	"runtime"
 	"time"
 
-	"github.com/jetflow-io/jetflow/internal/dispatch"
+	"github.com/jetflow-io/jetflow/internal/attempt"
 	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/settle"
 	"github.com/jetflow-io/jetflow/internal/taskctx"
@@ -16,164 +16,115 @@ import (
 	"github.com/jetflow-io/jetflow/internal/textcut"
 )
 
-// Execution: a dispatched task waits for its due time, runs its handler
-// (in-process reruns while a breaker holds it), and is settled: the decision
-// is internal/settle's, carried out here.
+// Execution: the executor (internal/attempt) runs every dispatched task's
+// attempts and settles them; the worker supplies the task's side of it
+// (execSide): the public Task, the handler call in its context, the
+// extensions' holds and hooks, and the message operations (delivery).
 
-// run executes p, then, in this goroutine (no hand-off to another
-// executor), the next message of p's pull buffer when nothing waits for the
-// slot (takeBuffered), or the fetched task that releasing the slot grants.
-// A task an extension holds is parked (hold.go) and the fetched task its
-// lent slot is granted to runs next. Between two tasks it yields the
-// processor once its turn is used (yield.go).
-func (w *Worker) run(p *pending) {
-	var tn dispatch.Turn
-	for p != nil {
-		hold, held := w.execute(p)
-		if tn.Ran(p.ranFrom, p.ranTo) {
-			w.yield()
-		}
-		if held {
-			p = w.park(p, hold)
-			continue
-		}
-		q := w.takeBuffered(p)
-		if q == nil {
-			q = w.releaseNext(p)
-		}
-		p = q
-	}
-}
+// execSide is the worker as the executor sees it ([attempt.Worker]).
+type execSide Worker
 
-// execute runs one attempt of p and settles its outcome, unless an
-// extension holds it for a rerun in process after hold (held: the caller
-// parks it). The caller releases its slot. A parked task resumes here
-// (p.rerun) with a fresh handler context.
-func (w *Worker) execute(p *pending) (hold time.Duration, held bool) {
-	t := &p.task
-	first := !p.rerun
-	if p.rerun {
-		p.rerun = false
-		if w.stopping() {
-			w.handBack(p, "worker stopping while the task was held")
-			return 0, false
-		}
-	} else if !w.prepare(p) {
-		return 0, false
-	}
-	base := &p.base
-	took, err := w.runOnce(base, p, t, first)
-	if err != nil && !IsPermanent(err) {
-		if d, ok := w.holdFor(t, err); ok {
-			if w.stopping() {
-				w.handBack(p, "worker stopping while the task was held")
-				return 0, false
+var _ attempt.Worker[*pending] = (*execSide)(nil)
+
+// newExecutor returns the worker's executor.
+func (w *Worker) newExecutor() *attempt.Executor[*pending] {
+	return attempt.New((*execSide)(w), attempt.Config{
+		Ctx:  w.hardCtx,
+		Stop: w.stopFetch,
+		Now: func() time.Time {
+			if w.wallHook != nil {
+				return w.wallHook()
 			}
-			// Rerun in process later without spending a delivery;
-			// heartbeats keep the task alive meanwhile, and its slot
-			// serves other tasks.
-			t.Logger().Info("jetflow task held in process", slog.Any(LogKeyError, err), slog.Duration("rerun_in", d))
-			return d, true
-		}
-	}
-	w.settle(base, t, p, err, took)
-	return 0, false
+			return time.Now()
+		},
+		Yield: func() {
+			if w.yieldHook != nil {
+				w.yieldHook()
+				return
+			}
+			runtime.Gosched()
+		},
+		Counters: &w.stats.Counters,
+	})
 }
 
-// prepare readies the first attempt of p: it fills its task, fails it for
-// good when its due time cannot be trusted, and waits for a due time the
-// server fired early. It returns false when p was settled or handed back
-// instead.
-func (w *Worker) prepare(p *pending) bool {
+// Resumed reports whether p was parked (hold.go), and clears the mark.
+func (x *execSide) Resumed(p *pending) bool {
+	r := p.rerun
+	p.rerun = false
+	return r
+}
+
+// Prepare fills p's task and fails it for good when its due time cannot be
+// trusted (rather than holding a slot until a bogus time); a payload
+// version the handler does not accept goes back to the queue, for a worker
+// that does (versions.go). The heartbeat sweeper keeps the task alive while
+// it waits for its time or runs (heartbeats.go).
+func (x *execSide) Prepare(p *pending) (time.Time, bool) {
+	w := (*Worker)(x)
 	t := &p.task
 	w.fillTask(t, p)
-
-	// The heartbeat sweeper keeps the task alive while it waits for its
-	// time or runs (heartbeats.go).
-
-	// A due time that cannot be trusted fails the task for good rather than
-	// holding a slot until a bogus time.
 	if err := checkDelivered(t, p.msg); err != nil {
-		w.settle(w.hardCtx, t, p, err, 0)
-		return false
+		w.attempts.Settle(p, err, 0)
+		return time.Time{}, false
 	}
-	// A payload version the handler does not accept goes back to the
-	// queue, for a worker that does (versions.go).
 	if w.checkPayloadVersion(p) {
-		return false
-	}
-	// Never start early: the server may fire a schedule slightly before the
-	// due time. The due time is on the wall clock and timers run on the
-	// monotonic one, so the wall clock is read again after each wait: one
-	// the system slows down (a slewing time daemon) has not reached the due
-	// time when the timer fires.
-	if wait := w.untilDue(t); wait > 0 {
-		w.stats.heldEarly.Add(1)
-		for ; wait > 0; wait = w.untilDue(t) {
-			timer := time.NewTimer(wait)
-			select {
-			case <-timer.C:
-			case <-w.hardCtx.Done():
-				timer.Stop()
-				w.handBack(p, "shutdown before due time")
-				return false
-			}
-		}
+		return time.Time{}, false
 	}
 	p.base = taskCtx{Context: w.hardCtx, Key: taskctx.Key{}, Val: t}
-	return true
+	return t.ScheduledFor, true
 }
 
-// untilDue is how long t's due time is ahead of the wall clock (0 or less
-// for an immediate task or one that is due).
-func (w *Worker) untilDue(t *Task) time.Duration {
-	if t.ScheduledFor.IsZero() {
-		return 0
-	}
-	if w.wallHook != nil {
-		return t.ScheduledFor.Sub(w.wallHook())
-	}
-	return time.Until(t.ScheduledFor)
-}
-
-// runOnce runs the handler once with the type's timeout (handlerctx.go).
-// The first attempt's context is p's own; a rerun gets a fresh one, since a
-// handler may keep its context after it returned.
-func (w *Worker) runOnce(base context.Context, p *pending, t *Task, first bool) (time.Duration, error) {
-	cfg := &p.tt.cfg
-	start := time.Now()
-	var ctx *handlerCtx
+// Call runs the middleware chain and the handler with the type's timeout
+// (handlerctx.go), after the extensions and the Started hooks. The first
+// attempt's context is p's own; a rerun gets a fresh one, since a handler
+// may keep its context after it returned.
+func (x *execSide) Call(p *pending, first bool, start time.Time) error {
+	w := (*Worker)(x)
+	t := &p.task
 	if first {
-		ctx = &p.first
+		p.ctx = &p.first
 	} else {
-		ctx = new(handlerCtx)
+		p.ctx = new(handlerCtx)
 	}
-	ctx.Init(base, taskctx.Key{}, t, start, cfg.timeout, ErrHandlerTimeout)
-	defer ctx.End()
-	w.stats.started.Add(1)
-	w.lastStart.Stamp(p.prio.Rank(), start) // pullsize.go
+	ctx := p.ctx
+	ctx.Init(&p.base, taskctx.Key{}, t, start, p.tt.cfg.timeout, ErrHandlerTimeout) // Ended ends it
+	w.lastStart.Stamp(p.prio.Rank(), start)                                         // pullsize.go
 	w.emitStarted(ctx, t)
-	err := w.call(ctx, p.tt.handler, t)
-	took := time.Since(start)
-	p.ranFrom, p.ranTo = start, start.Add(took)
-	p.tt.pace.Observe(took)
-	if err != nil && ctx.TimedOut() && !errors.Is(err, ErrHandlerTimeout) {
-		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, cfg.timeout, err)
-	}
-	return took, err
+	return p.tt.handler.Handle(ctx, t)
 }
 
-// call runs the handler, turning a panic into an error.
-func (w *Worker) call(ctx context.Context, h Handler, t *Task) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			stack := debug.Stack()
-			w.stats.panics.Add(1)
-			t.Logger().Error("jetflow handler panicked", slog.Any("panic", r), slog.String("stack", string(stack)))
-			err = fmt.Errorf("%w: %v", ErrPanic, r)
-		}
-	}()
-	return h.Handle(ctx, t)
+// Ended names a timeout as such, ends the attempt's context and records
+// the handler's time for the pull size (pullsize.go).
+func (x *execSide) Ended(p *pending, err error, took time.Duration) error {
+	if err != nil && p.ctx.TimedOut() && !errors.Is(err, ErrHandlerTimeout) {
+		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, p.tt.cfg.timeout, err)
+	}
+	p.ctx.End()
+	p.tt.pace.Observe(took)
+	return err
+}
+
+// Panicked logs a handler's panic; its error wraps ErrPanic.
+func (x *execSide) Panicked(p *pending, r any, stack []byte) error {
+	p.task.Logger().Error("jetflow handler panicked", slog.Any("panic", r), slog.String("stack", string(stack)))
+	return fmt.Errorf("%w: %v", ErrPanic, r)
+}
+
+// Hold asks the extensions whether a failed attempt is rerun in process
+// (never a permanent failure).
+func (x *execSide) Hold(p *pending, err error) (time.Duration, bool) {
+	if IsPermanent(err) {
+		return 0, false
+	}
+	return (*Worker)(x).holdFor(&p.task, err)
+}
+
+// Classify turns an attempt's error into the input of the settlement
+// decision, with the type's policy.
+func (x *execSide) Classify(p *pending, err error) (settle.Result, settle.Policy) {
+	pol := settle.Policy{MaxAttempts: p.task.MaxAttempts, Backoff: p.tt.backoff, DeadLetters: x.deadLetter != nil}
+	return classify(err, p.task.Attempt), pol
 }
 
 // classify turns an attempt's error into the input of the settlement
@@ -190,48 +141,60 @@ func classify(err error, attempt int) settle.Result {
 	return r
 }
 
-// settle decides what to do with t after its attempt ended with err and
-// carries it out (internal/settle), then counts, logs and reports it.
-func (w *Worker) settle(ctx context.Context, t *Task, p *pending, err error, took time.Duration) {
-	if !p.settled.CompareAndSwap(false, true) {
-		return // handed back at the shutdown deadline
+// Claim claims p's settlement (handBack claims it too).
+func (x *execSide) Claim(p *pending) bool { return p.settled.CompareAndSwap(false, true) }
+
+// Delivery returns p's message operations.
+func (x *execSide) Delivery(p *pending) settle.Delivery { return (*delivery)(p) }
+
+// HandBack returns p to the server unfinished (handBack).
+func (x *execSide) HandBack(p *pending, why string) { (*Worker)(x).handBack(p, why) }
+
+// Next is takeBuffered's task, or else the one granted p's slot (fetch.go).
+func (x *execSide) Next(p *pending) *pending {
+	w := (*Worker)(x)
+	if q := w.takeBuffered(p); q != nil {
+		return q
 	}
-	r := classify(err, t.Attempt)
-	r.ShuttingDown = w.hardCtx.Err() != nil
-	d := settle.Decide(r, settle.Policy{MaxAttempts: t.MaxAttempts, Backoff: p.tt.cfg.backoff.Delay,
-		DeadLetters: w.deadLetter != nil})
-	c := settle.Carry((*delivery)(p), d, err)
-	o := Outcome{Err: err, Took: took, Delay: d.Delay, Panicked: errors.Is(err, ErrPanic), DeadLettered: c.DeadLettered}
+	return w.releaseNext(p)
+}
+
+// Park logs a held task and parks it (hold.go).
+func (x *execSide) Park(p *pending, d time.Duration, cause error) *pending {
+	p.task.Logger().Info("jetflow task held in process", slog.Any(LogKeyError, cause), slog.Duration("rerun_in", d))
+	return (*Worker)(x).park(p, d)
+}
+
+// Settled logs what the settlement of p did and reports its outcome to the
+// extensions and the hooks (the executor counted it).
+func (x *execSide) Settled(p *pending, s attempt.Settlement) {
+	w := (*Worker)(x)
+	t, err := &p.task, s.Err
+	o := Outcome{Err: err, Took: s.Took, Delay: s.Decision.Delay, Panicked: errors.Is(err, ErrPanic), DeadLettered: s.Carried.DeadLettered}
 	switch {
-	case d.Action == settle.HandBack:
-		// Cancelled by shutdown: not the task's fault.
-		w.stats.handedBack.Add(1)
-		return
-	case c.DeadLetterErr != nil:
-		t.Logger().Error("jetflow could not dead-letter task; retrying it later", slog.Any(LogKeyError, c.DeadLetterErr),
-			slog.Any("cause", err), slog.Duration("retry_in", c.Delay))
-		return
-	case d.Action == settle.Ack:
-		if !c.Sent {
-			return
-		}
-		w.stats.succeeded.Add(1)
+	case s.Decision.Action == settle.HandBack:
+	case s.Carried.DeadLetterErr != nil:
+		t.Logger().Error("jetflow could not dead-letter task; retrying it later", slog.Any(LogKeyError, s.Carried.DeadLetterErr),
+			slog.Any("cause", err), slog.Duration("retry_in", s.Carried.Delay))
+	case s.Decision.Action == settle.Ack:
 		o.Action = ActionAck
-	case d.Action == settle.Fail:
-		w.stats.failed.Add(1)
-		if r.Permanent {
+	case s.Decision.Action == settle.Fail:
+		if s.Result.Permanent {
 			t.Logger().Error("jetflow task failed permanently; not retried", slog.Any(LogKeyError, err))
 		} else {
 			t.Logger().Error("jetflow task failed on its last attempt", slog.Any(LogKeyError, err), slog.Int("max_attempts", t.MaxAttempts))
 		}
 		o.Action = ActionFail
-	case d.Action == settle.Retry:
-		w.stats.retried.Add(1)
-		t.Logger().Warn("jetflow task failed; will retry", slog.Any(LogKeyError, err), slog.Duration("retry_in", d.Delay))
-		if !c.Sent {
-			return
-		}
+	case s.Decision.Action == settle.Retry:
+		t.Logger().Warn("jetflow task failed; will retry", slog.Any(LogKeyError, err), slog.Duration("retry_in", s.Decision.Delay))
 		o.Action = ActionRetry
+	}
+	if !s.Finished() {
+		return
+	}
+	var ctx context.Context = w.hardCtx
+	if p.base.Context != nil {
+		ctx = &p.base
 	}
 	w.emitFinished(ctx, t, o)
 }

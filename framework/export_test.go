@@ -21,11 +21,11 @@ func (w *Worker) PullResizesForTest(taskType string) uint64 {
 }
 
 // SetYieldForTest makes w's executors call f instead of runtime.Gosched when
-// they yield between tasks (yield.go). Call it before Start.
+// they yield between tasks (internal/attempt). Call it before Start.
 func (w *Worker) SetYieldForTest(f func()) { w.yieldHook = f }
 
 // SetWallClockForTest makes w compare delayed tasks' due times with f
-// instead of the wall clock (execute.go, untilDue). Call it before Start.
+// instead of the wall clock (execute.go, newExecutor). Call it before Start.
 func (w *Worker) SetWallClockForTest(f func() time.Time) { w.wallHook = f }
 
 // PullSizeAtForTest returns the batch the next pull request of (taskType,

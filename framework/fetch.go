@@ -77,7 +77,7 @@ func (f *fetchSide) HandBackBuffered(msg jetstream.Msg) {
 			slog.Any(LogKeyError, err))
 		return
 	}
-	f.w.stats.handedBack.Add(1)
+	f.w.stats.HandedBack.Add(1)
 }
 
 // newPending returns the pending task of msg, fetched from a consumer of
@@ -104,27 +104,23 @@ func (w *Worker) offer(p *pending) { w.sched.Offer(p, p.prio.Rank(), p.tt.slots)
 func (w *Worker) withdraw(p *pending) bool { return w.sched.Withdraw(p, p.prio.Rank()) }
 
 // granted is called by the scheduler, under its lock, when p gets a slot:
-// a parked task resumes (hold.go), a fetched one starts; either runs on an
-// idle executor (heartbeats.go) or a goroutine of its own.
+// a parked task resumes (hold.go), a fetched one starts.
 func (w *Worker) granted(p *pending, resumed bool) {
-	if resumed {
-		w.continueExec(p)
-		return
+	if !resumed {
+		p.dispatched <- struct{}{}
 	}
-	p.dispatched <- struct{}{}
-	w.startExec(p)
+	w.execute(p, !resumed)
 }
 
-// startExec runs p, which holds a slot, on an idle executor (heartbeats.go)
-// or a goroutine of its own.
-func (w *Worker) startExec(p *pending) {
-	w.execs.Add(1)
-	w.continueExec(p)
-}
-
-// continueExec runs p, an execution already counted in execs, like
-// startExec.
-func (w *Worker) continueExec(p *pending) {
+// execute is the one way of a task into execution: p, which holds a slot,
+// runs on an idle executor (heartbeats.go) or a goroutine of its own, in
+// the executor's loop (attempt.Executor.Run), which then runs the tasks
+// that follow it in the same goroutine (takeBuffered, releaseNext, park).
+// A fresh task is counted in execs first; a parked one resuming still is.
+func (w *Worker) execute(p *pending, fresh bool) {
+	if fresh {
+		w.execs.Add(1)
+	}
 	w.bg.pool.Run(p)
 }
 
@@ -196,7 +192,7 @@ func (w *Worker) startDirect(tt *typeRunner, prio Priority, f *feed) func(*pull.
 			return false
 		}
 		w.stats.startedDirect.Add(1)
-		w.startExec(p)
+		w.execute(p, true)
 		return true
 	}
 }

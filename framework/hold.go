@@ -52,7 +52,7 @@ func (w *Worker) stopParked() {
 // it, to be handed back (the worker stops).
 func (w *Worker) resumeStopped(p *pending) {
 	w.sched.Unlend(p.tt.slots)
-	w.continueExec(p)
+	w.execute(p, false)
 }
 
 // stopping reports whether the worker stopped fetching.

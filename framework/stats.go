@@ -1,6 +1,10 @@
 package framework
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/jetflow-io/jetflow/internal/attempt"
+)
 
 // Stats are a worker's counters since it was created. Read them with
 // [Worker.Stats]; they are safe to read while the worker runs.
@@ -50,7 +54,10 @@ type Stats struct {
 }
 
 type workerStats struct {
-	started, succeeded, retried, failed, panics, handedBack, heldEarly, ackErrors, hookPanics, pullsLost atomic.Uint64
+	// Counters are the executor's (internal/attempt), with the worker's own
+	// hand-backs in HandedBack.
+	attempt.Counters
+	ackErrors, hookPanics, pullsLost atomic.Uint64
 	// startedDirect counts tasks started from the subscription (startDirect).
 	startedDirect atomic.Uint64
 	// versionsBack counts tasks handed back for their payload version.
@@ -61,13 +68,13 @@ type workerStats struct {
 func (w *Worker) Stats() Stats {
 	running := w.sched.NumRunning()
 	s := Stats{
-		Started:             w.stats.started.Load(),
-		Succeeded:           w.stats.succeeded.Load(),
-		Retried:             w.stats.retried.Load(),
-		Failed:              w.stats.failed.Load(),
-		Panics:              w.stats.panics.Load(),
-		HandedBack:          w.stats.handedBack.Load(),
-		HeldEarly:           w.stats.heldEarly.Load(),
+		Started:             w.stats.Started.Load(),
+		Succeeded:           w.stats.Succeeded.Load(),
+		Retried:             w.stats.Retried.Load(),
+		Failed:              w.stats.Failed.Load(),
+		Panics:              w.stats.Panics.Load(),
+		HandedBack:          w.stats.HandedBack.Load(),
+		HeldEarly:           w.stats.HeldEarly.Load(),
 		AckErrors:           w.stats.ackErrors.Load(),
 		HookPanics:          w.stats.hookPanics.Load(),
 		PullsLost:           w.stats.pullsLost.Load(),

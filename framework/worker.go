@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/attempt"
 	"github.com/jetflow-io/jetflow/internal/delays"
 	"github.com/jetflow-io/jetflow/internal/dispatch"
 	"github.com/jetflow-io/jetflow/internal/exec"
@@ -36,12 +37,14 @@ type Worker struct {
 	names streams.Names
 	log   *slog.Logger
 	bg    background // heartbeat sweeper and executors (heartbeats.go)
+	// attempts runs every dispatched task's attempts (internal/attempt,
+	// execute.go).
+	attempts *attempt.Executor[*pending]
 	// yieldHook replaces the executors' runtime.Gosched between tasks in
-	// tests (yield.go).
+	// tests, and wallHook the wall clock that a delayed task's due time is
+	// compared with (execute.go, newExecutor).
 	yieldHook func()
-	// wallHook replaces the wall clock that a delayed task's due time is
-	// compared with, in tests (execute.go, untilDue).
-	wallHook func() time.Time
+	wallHook  func() time.Time
 	// lastStart is when a task of each priority last started (pullsize.go).
 	lastStart *pull.Starts
 
@@ -110,8 +113,9 @@ type typeRunner struct {
 	name    string
 	handler Handler
 	cfg     handlerConfig
-	slots   *dispatch.Class // the type's concurrency on this worker
-	pace    taskPace        // handler times, for the pull size (pullsize.go)
+	slots   *dispatch.Class                 // the type's concurrency on this worker
+	pace    taskPace                        // handler times, for the pull size (pullsize.go)
+	backoff func(attempt int) time.Duration // cfg.backoff.Delay, bound once
 }
 
 // pending is one fetched message, from the moment it leaves the pull buffer
@@ -129,9 +133,6 @@ type pending struct {
 	// lastBeat is when the server last heard of this delivery (receipt or
 	// InProgress), in Unix nanoseconds; the heartbeat sweeper reads it.
 	lastBeat atomic.Int64
-	// ranFrom and ranTo are when the handler last started and returned
-	// (zero if it never ran): the executor's turn (yield.go).
-	ranFrom, ranTo time.Time
 	// prio, rerun and settled share one word (a pending task is allocated
 	// for every task: its size class counts).
 	prio Priority
@@ -141,11 +142,13 @@ type pending struct {
 	settled atomic.Bool // set by whoever acks/naks/terms first
 
 	// Owned by the execution (execute.go), allocated with the pending task
-	// rather than one by one: the task, the context that carries it, and
-	// the context of the first attempt.
+	// rather than one by one: the task, the context that carries it, the
+	// context of the first attempt, and the current attempt's (first's, or
+	// a rerun's own).
 	task  Task
 	base  taskCtx
 	first handlerCtx
+	ctx   *handlerCtx
 }
 
 // NewWorker returns a worker consuming on nc, configured by [WorkerOption]s.
@@ -181,7 +184,8 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	}
 	w.parts.Store(topology.NewPartitionSet(o.names, streams.Layout{Partitions: 1, Ordered: 1}))
 	w.sched = dispatch.New(o.concurrency, o.weighted, o.weights, w.granted)
-	w.bg.pool = exec.NewPool(w.run)
+	w.attempts = w.newExecutor()
+	w.bg.pool = exec.NewPool(w.attempts.Run)
 	w.installDeadLetters()
 	w.installState()
 	w.installUnique()
@@ -224,7 +228,7 @@ func (w *Worker) register(taskType string, h Handler, typed func(cfg *handlerCon
 		h = typed(&cfg)
 	}
 	mw := append(append([]Middleware(nil), w.opts.middleware...), cfg.middleware...)
-	tt := &typeRunner{name: taskType, handler: Chain(h, mw...), cfg: cfg, slots: dispatch.NewClass(cfg.concurrency)}
+	tt := &typeRunner{name: taskType, handler: Chain(h, mw...), cfg: cfg, slots: dispatch.NewClass(cfg.concurrency), backoff: cfg.backoff.Delay}
 	w.types[taskType] = tt
 	w.order = append(w.order, tt)
 }
@@ -469,6 +473,6 @@ func (w *Worker) handBack(p *pending, why string) {
 		w.ackFailed(context.Background(), nil, p, "nak", err)
 		return
 	}
-	w.stats.handedBack.Add(1)
+	w.stats.HandedBack.Add(1)
 	w.log.Debug("jetflow task handed back", slog.String(LogKeyTaskType, p.tt.name), slog.String("reason", why))
 }

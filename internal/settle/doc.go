@@ -8,8 +8,9 @@
 // policy, testable without a server. [Carry] carries a decision out on a
 // [Delivery]: the Ack, Nak with delay, dead letter then Term, or Nak at
 // the last delivery, never a Term of a task whose dead letter could not be
-// written. framework's worker implements Delivery on the task it holds
-// (execute.go) and counts, logs and reports what Carry did; the user test
+// written. The executor (internal/attempt) decides and carries out each
+// settlement on the Delivery that framework's worker implements on the task
+// it holds (framework/execute.go); the user test
 // harness (package jetflowtest) reports the decision without carrying it
 // out.
 package settle
