@@ -33,6 +33,8 @@ type task struct {
 	settled []attempt.Settlement
 	backs   []string // hand-back reasons
 	dlErr   error    // DeadLetter's error
+	ackErr  error    // Ack's error
+	notSent []string // operations NotSent was told of
 }
 
 // fakeWorker is an attempt.Worker over *task that records the order of its
@@ -133,11 +135,11 @@ func (w *fakeWorker) Park(p *task, d time.Duration, cause error) *task {
 // delivery is a task's message operations.
 type delivery task
 
-func (d *delivery) Ack() error                         { d.ops = append(d.ops, "ack"); return nil }
+func (d *delivery) Ack() error                         { d.ops = append(d.ops, "ack"); return d.ackErr }
 func (d *delivery) Nak() error                         { d.ops = append(d.ops, "nak"); return nil }
 func (d *delivery) TermWithReason(reason string) error { d.ops = append(d.ops, "term"); return nil }
 func (d *delivery) RetryDelay() time.Duration          { return time.Minute }
-func (d *delivery) NotSent(op string, err error)       {}
+func (d *delivery) NotSent(op string, err error)       { d.notSent = append(d.notSent, op) }
 func (d *delivery) NakWithDelay(delay time.Duration) error {
 	d.ops = append(d.ops, "nak "+delay.String())
 	return nil
@@ -218,6 +220,20 @@ func TestSettleAtMostOnce(t *testing.T) {
 	x.Settle(p, errors.New("late"), 0)
 	if !slices.Equal(p.ops, []string{"ack"}) || len(p.settled) != 1 || c.Succeeded.Load() != 1 {
 		t.Fatalf("ops %q, %d settlements, succeeded %d; want one ack", p.ops, len(p.settled), c.Succeeded.Load())
+	}
+}
+
+// An Ack the server was not sent is reported to the delivery, and is
+// neither a success nor an outcome: the server redelivers the task.
+func TestSettleUnsentAck(t *testing.T) {
+	w := &fakeWorker{}
+	var c attempt.Counters
+	x := newExecutor(w, attempt.Config{Counters: &c})
+	p := &task{name: "p", ackErr: errors.New("connection closed")}
+	x.Settle(p, nil, 0)
+	if !slices.Equal(p.notSent, []string{"ack"}) || p.settled[0].Finished() || c.Succeeded.Load() != 0 {
+		t.Fatalf("not sent %q, finished %v, succeeded %d; want the ack not sent, not finished, 0",
+			p.notSent, p.settled[0].Finished(), c.Succeeded.Load())
 	}
 }
 
