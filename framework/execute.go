@@ -65,7 +65,7 @@ func (x *execSide) Prepare(p *pending) (time.Time, bool) {
 	t := &p.task
 	w.fillTask(t, p)
 	if err := checkDelivered(t, p.msg); err != nil {
-		w.attempts.Settle(p, err, 0)
+		w.bg.attempts.Settle(p, err, 0)
 		return time.Time{}, false
 	}
 	if w.checkPayloadVersion(p) {
@@ -157,12 +157,6 @@ func (x *execSide) Next(p *pending) *pending {
 		return q
 	}
 	return w.releaseNext(p)
-}
-
-// Park logs a held task and parks it (hold.go).
-func (x *execSide) Park(p *pending, d time.Duration, cause error) *pending {
-	p.task.Logger().Info("jetflow task held in process", slog.Any(LogKeyError, cause), slog.Duration("rerun_in", d))
-	return (*Worker)(x).park(p, d)
 }
 
 // Settled logs what the settlement of p did and reports its outcome to the

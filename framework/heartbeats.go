@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/attempt"
 	"github.com/jetflow-io/jetflow/internal/exec"
 	"github.com/jetflow-io/jetflow/internal/heartbeat"
 	"github.com/jetflow-io/jetflow/internal/pull"
@@ -24,8 +25,11 @@ import (
 // (hold.go).
 
 type background struct {
-	pool  *exec.Pool[*pending] // the executors (internal/exec)
-	beats heartbeat.Sweeper[*pending]
+	pool *exec.Pool[*pending] // the executors (internal/exec)
+	// attempts is what they run: every task's attempts
+	// (internal/attempt, execute.go).
+	attempts *attempt.Executor[*pending]
+	beats    heartbeat.Sweeper[*pending]
 	// acker writes the executors' plain acks from one goroutine
 	// (internal/pull.Acker); nil before Start.
 	acker *pull.Acker[*pending]

@@ -175,7 +175,7 @@ func (w *Worker) checkPayloadVersion(p *pending) bool {
 	t := &p.task
 	v, err := parseVersion(t.Header(HeaderPayloadVersion))
 	if err != nil {
-		w.attempts.Settle(p, Permanent(fmt.Errorf("%w: %w", ErrCorruptTask, err)), 0)
+		w.bg.attempts.Settle(p, Permanent(fmt.Errorf("%w: %w", ErrCorruptTask, err)), 0)
 		return true
 	}
 	if _, ok := slices.BinarySearch(accepted, v); ok {
@@ -191,7 +191,7 @@ func (w *Worker) checkPayloadVersion(p *pending) bool {
 	if d.DeadLetter {
 		err := fmt.Errorf("%w: version %d of task type %s, handed back %d times since %s (this worker accepts %v)",
 			ErrVersion, v, t.Type, d.Count, d.Since.UTC().Format(time.RFC3339), accepted)
-		w.attempts.Settle(p, Permanent(err), 0)
+		w.bg.attempts.Settle(p, Permanent(err), 0)
 		return true
 	}
 	if !p.settled.CompareAndSwap(false, true) {

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetflow-io/jetflow/internal/attempt"
 	"github.com/jetflow-io/jetflow/internal/delays"
 	"github.com/jetflow-io/jetflow/internal/dispatch"
 	"github.com/jetflow-io/jetflow/internal/exec"
@@ -37,9 +36,6 @@ type Worker struct {
 	names streams.Names
 	log   *slog.Logger
 	bg    background // heartbeat sweeper and executors (heartbeats.go)
-	// attempts runs every dispatched task's attempts (internal/attempt,
-	// execute.go).
-	attempts *attempt.Executor[*pending]
 	// yieldHook replaces the executors' runtime.Gosched between tasks in
 	// tests, and wallHook the wall clock that a delayed task's due time is
 	// compared with (execute.go, newExecutor).
@@ -57,9 +53,8 @@ type Worker struct {
 
 	state atomic.Int32 // workerNew, workerRunning, workerStopping
 
-	stopFetch   chan struct{}          // closed: stop pulling
-	held        exec.Parking[*pending] // tasks an extension set aside (hold.go)
-	versions    versionState           // payload versions handed back (versions.go)
+	stopFetch   chan struct{} // closed: stop pulling
+	versions    versionState  // payload versions handed back (versions.go)
 	stopOnce    sync.Once
 	hardCtx     context.Context // handler contexts; cancelled at the shutdown deadline
 	hardCancel  context.CancelFunc
@@ -184,8 +179,8 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	}
 	w.parts.Store(topology.NewPartitionSet(o.names, streams.Layout{Partitions: 1, Ordered: 1}))
 	w.sched = dispatch.New(o.concurrency, o.weighted, o.weights, w.granted)
-	w.attempts = w.newExecutor()
-	w.bg.pool = exec.NewPool(w.attempts.Run)
+	w.bg.attempts = w.newExecutor()
+	w.bg.pool = exec.NewPool(w.bg.attempts.Run)
 	w.installDeadLetters()
 	w.installState()
 	w.installUnique()
@@ -406,7 +401,7 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		w.growMu.Lock() // no fetcher of an added partition starts after this (partitions.go)
 		close(w.stopFetch)
 		w.growMu.Unlock()
-		w.stopParked()
+		w.bg.attempts.StopParked() // parked tasks hand themselves back
 	})
 	if !first {
 		select {

@@ -16,8 +16,10 @@
 //
 //   - waits for a due time the server fired early (never start early),
 //   - runs the handler once, turning a panic into an error,
-//   - parks a failed attempt an extension holds for a rerun in process,
-//     or hands it back when the worker stops,
+//   - parks a failed attempt an extension holds for a rerun in process:
+//     its slot is lent to other tasks and a timer ([exec.Parking]), not a
+//     goroutine, waits for it; or hands it back when the worker stops
+//     ([Executor.StopParked] hands every parked task back at once),
 //   - settles the outcome ([Executor.Settle]): the decision is
 //     [settle.Decide]'s, carried out by [settle.Carry] at most once per
 //     task, counted in [Counters] and reported to the worker,

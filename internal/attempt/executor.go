@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/dispatch"
+	"github.com/jetflow-io/jetflow/internal/exec"
 	"github.com/jetflow-io/jetflow/internal/settle"
 )
 
@@ -54,11 +55,21 @@ type Worker[P comparable] interface {
 	// task to run next in the caller's goroutine: the next message of p's
 	// pull buffer or a task granted the slot (zero P: none).
 	Next(p P) P
-	// Park sets p aside, for a rerun after d, because an attempt failed
-	// with cause; it returns the task its lent slot was granted to, to
-	// run next in the caller's goroutine (zero P: none). The parked task
-	// comes back through [Executor.Run], with Resumed true.
-	Park(p P, d time.Duration, cause error) P
+	// Lend lends the slot of p, set aside for a rerun after d because an
+	// attempt failed with cause, and returns the task it was granted to,
+	// to run next in the caller's goroutine (zero P: none). p still counts
+	// as running (its heartbeats go on), and Resumed reports true when it
+	// comes back.
+	Lend(p P, d time.Duration, cause error) P
+	// Requeue queues the parked p for a slot again: its grant brings it
+	// back to [Executor.Run].
+	Requeue(p P)
+	// Withdraw takes p out of the queue; false when it was granted a slot
+	// already.
+	Withdraw(p P) bool
+	// Reclaim takes back the slot the parked p lent and runs p again on an
+	// executor, where it hands itself back (the worker stops).
+	Reclaim(p P)
 }
 
 // Config is an [Executor]'s configuration.
@@ -133,6 +144,9 @@ type Executor[P comparable] struct {
 	w   Worker[P]
 	cfg Config
 	c   *Counters
+	// held keeps the timers of parked tasks; due is unpark, bound once.
+	held exec.Parking[P]
+	due  func(P)
 }
 
 // New returns an executor working on w.
@@ -147,7 +161,9 @@ func New[P comparable](w Worker[P], cfg Config) *Executor[P] {
 	if c == nil {
 		c = new(Counters)
 	}
-	return &Executor[P]{w: w, cfg: cfg, c: c}
+	e := &Executor[P]{w: w, cfg: cfg, c: c}
+	e.due = e.unpark
+	return e
 }
 
 // Run is the one way into execution: it runs p, which holds a slot, then,
@@ -167,7 +183,7 @@ func (e *Executor[P]) Run(p P) {
 			e.cfg.Yield()
 		}
 		if r.held {
-			p = e.w.Park(p, r.hold, r.err)
+			p = e.park(p, r.hold, r.err)
 			continue
 		}
 		p = e.w.Next(p)
@@ -292,6 +308,49 @@ func (e *Executor[P]) Settle(p P, err error, took time.Duration) {
 		e.c.Retried.Add(1)
 	}
 	e.w.Settled(p, s)
+}
+
+// Held tasks. A task an extension holds (a breaker, a rate limit, a
+// blocked ordering key) is parked: its slot is lent to other tasks (the
+// goroutine that ran it goes on with the task the slot is granted to), and
+// a timer queues it for a slot again. No goroutine waits for it, so an
+// outage that holds thousands of tasks costs a timer each, not a goroutine
+// and its stack. A parked task still counts as running, so the heartbeats
+// keep it alive and the worker's shutdown waits for it: stopping hands
+// every parked task back at once ([Executor.StopParked]).
+
+// park sets p aside for d and returns the task its lent slot was granted
+// to, for the caller to run in its place (zero P: none). When the worker
+// stopped meanwhile, p is reclaimed at once instead, and hands itself back.
+func (e *Executor[P]) park(p P, d time.Duration, cause error) P {
+	next := e.w.Lend(p, d, cause)
+	if !e.held.Park(p, d, e.due) {
+		e.w.Reclaim(p)
+	}
+	return next
+}
+
+// unpark queues the parked task p for a slot once its time is up. A worker
+// that stopped meanwhile takes it back (here, or in StopParked, whichever
+// withdraws it from the queue).
+func (e *Executor[P]) unpark(p P) {
+	e.w.Requeue(p)
+	if e.stopping() && e.w.Withdraw(p) {
+		e.w.Reclaim(p)
+	}
+}
+
+// StopParked has every parked task reclaimed so that it hands itself back;
+// the worker calls it once, after it closed Config.Stop. A task whose timer
+// fired already is taken out of the queue here, or, if it is not there
+// yet, by its own timer; a task granted a slot already hands itself back
+// when it resumes.
+func (e *Executor[P]) StopParked() {
+	e.held.Stop(func(p P, stopped bool) {
+		if stopped || e.w.Withdraw(p) {
+			e.w.Reclaim(p)
+		}
+	})
 }
 
 // stopping reports whether the worker stopped fetching.

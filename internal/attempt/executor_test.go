@@ -43,8 +43,13 @@ type fakeWorker struct {
 	mu     sync.Mutex
 	events []string
 	parked []*task
-	// park is returned by Park.
+	// park is returned by Lend.
 	park *task
+	// queued are the tasks Requeue queued and Withdraw did not take out;
+	// requeued and reclaimed receive each task Requeue and Reclaim get.
+	queued    map[*task]bool
+	requeued  chan *task
+	reclaimed chan *task
 }
 
 func (w *fakeWorker) event(format string, args ...any) {
@@ -125,11 +130,40 @@ func (w *fakeWorker) Next(p *task) *task {
 	return p.next
 }
 
-func (w *fakeWorker) Park(p *task, d time.Duration, cause error) *task {
+func (w *fakeWorker) Lend(p *task, d time.Duration, cause error) *task {
 	w.event("park %s %v", p.name, d)
+	w.mu.Lock()
 	w.parked = append(w.parked, p)
+	w.mu.Unlock()
 	p.resumed = true
 	return w.park
+}
+
+func (w *fakeWorker) Requeue(p *task) {
+	w.mu.Lock()
+	if w.queued == nil {
+		w.queued = make(map[*task]bool)
+	}
+	w.queued[p] = true
+	w.mu.Unlock()
+	if w.requeued != nil {
+		w.requeued <- p
+	}
+}
+
+func (w *fakeWorker) Withdraw(p *task) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ok := w.queued[p]
+	delete(w.queued, p)
+	return ok
+}
+
+func (w *fakeWorker) Reclaim(p *task) {
+	w.event("reclaim %s", p.name)
+	if w.reclaimed != nil {
+		w.reclaimed <- p
+	}
 }
 
 // delivery is a task's message operations.
@@ -357,6 +391,78 @@ func TestRunParksAHeldTaskAndRerunsIt(t *testing.T) {
 	want := []string{"prepare h", "call h", "park h 1s", "prepare l", "call l", "settled l", "next l", "call h", "settled h", "next h"}
 	if !slices.Equal(w.events, want) {
 		t.Fatalf("events %q, want %q", w.events, want)
+	}
+}
+
+// A parked task is queued for a slot again once its time is up.
+func TestParkedTaskIsRequeuedWhenDue(t *testing.T) {
+	w := &fakeWorker{requeued: make(chan *task, 1)}
+	x := newExecutor(w, attempt.Config{})
+	h := &task{name: "h", hold: time.Millisecond, handle: func() error { return errors.New("down") }}
+	x.Run(h)
+	select {
+	case p := <-w.requeued:
+		if p != h {
+			t.Fatalf("requeued %s, want h", p.name)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the parked task was not requeued")
+	}
+	x.StopParked() // nothing parked any more: nothing reclaimed
+	if slices.Contains(w.events, "reclaim h") {
+		t.Fatalf("events %q: a requeued task was reclaimed", w.events)
+	}
+}
+
+// Stopping hands every parked task back at once: StopParked reclaims it
+// (its timer stopped), and a task held after that is reclaimed rather than
+// parked.
+func TestStopParkedReclaimsParkedTasks(t *testing.T) {
+	w := &fakeWorker{reclaimed: make(chan *task, 2)}
+	x := newExecutor(w, attempt.Config{})
+	fail := func() error { return errors.New("down") }
+	h := &task{name: "h", hold: time.Hour, handle: fail}
+	x.Run(h)
+	x.StopParked()
+	if p := nextReclaimed(t, w); p != h {
+		t.Fatalf("reclaimed %s, want h", p.name)
+	}
+	late := &task{name: "late", hold: time.Hour, handle: fail}
+	x.Run(late) // Stop is open: parking itself is refused
+	if p := nextReclaimed(t, w); p != late {
+		t.Fatalf("reclaimed %s, want late", p.name)
+	}
+}
+
+// nextReclaimed returns the next task w reclaims, failing the test when
+// none comes.
+func nextReclaimed(t *testing.T, w *fakeWorker) *task {
+	t.Helper()
+	select {
+	case p := <-w.reclaimed:
+		return p
+	case <-time.After(10 * time.Second):
+		t.Fatal("no task was reclaimed")
+		return nil
+	}
+}
+
+// A parked task whose timer fires once the worker stopped fetching is
+// taken back out of the queue and reclaimed.
+func TestParkedTaskDueWhileStoppingIsReclaimed(t *testing.T) {
+	stop := make(chan struct{})
+	// Requeue blocks until the test receives, after it closed stop.
+	w := &fakeWorker{requeued: make(chan *task), reclaimed: make(chan *task, 1)}
+	x := newExecutor(w, attempt.Config{Stop: stop})
+	p := &task{name: "p", hold: time.Millisecond, handle: func() error { return errors.New("down") }}
+	x.Run(p)
+	close(stop)
+	<-w.requeued
+	if r := nextReclaimed(t, w); r != p {
+		t.Fatalf("reclaimed %s, want p", r.name)
+	}
+	if w.Withdraw(p) {
+		t.Fatal("the reclaimed task is still queued")
 	}
 }
 
