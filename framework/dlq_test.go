@@ -296,7 +296,7 @@ func TestDeadLetterRouterCatchesUp(t *testing.T) {
 	e := newEnv(t)
 	dieWithoutDeadLetters(t, e, "dlq.offline", n)
 
-	w := e.worker(t, framework.WithTimings(framework.Timings{ReconcileInterval: 100*time.Millisecond}))
+	w := e.worker(t, framework.WithTimings(framework.Timings{ReconcileInterval: 100 * time.Millisecond}))
 	w.HandleFunc("dlq.other", noopHandler)
 	startWorker(t, w)
 
@@ -391,7 +391,7 @@ func TestDeadLetterReconcilerLeavesLiveTasks(t *testing.T) {
 	testutil.Wait(t, waitLong, "3 advisories", func() bool { return e.maxDeliveryAdvisories(t) >= 3 })
 	e.purgeAdvisories(t)
 	// A router-enabled worker reconciling every 100 ms, besides explicit calls.
-	rw := e.worker(t, framework.WithTimings(framework.Timings{ReconcileInterval: 100*time.Millisecond}))
+	rw := e.worker(t, framework.WithTimings(framework.Timings{ReconcileInterval: 100 * time.Millisecond}))
 	rw.HandleFunc("dlq.other", noopHandler)
 	startWorker(t, rw)
 
@@ -902,7 +902,7 @@ func TestDeadLetterRouterKeepsCronTaskID(t *testing.T) {
 	}
 	testutil.Wait(t, waitLong, "max-deliveries advisory", func() bool { return e.maxDeliveryAdvisories(t) >= 1 })
 
-	router := e.worker(t, framework.WithTimings(framework.Timings{ReconcileInterval: 100*time.Millisecond}))
+	router := e.worker(t, framework.WithTimings(framework.Timings{ReconcileInterval: 100 * time.Millisecond}))
 	router.HandleFunc("dlq.other", noopHandler)
 	startWorker(t, router)
 	testutil.Wait(t, waitLong, "a dead letter", func() bool {

@@ -10,6 +10,6 @@ import "github.com/jetflow-io/jetflow/internal/attemptctx"
 type handlerCtx = attemptctx.Attempt
 
 // taskCtx is the worker's context carrying a task under execution, what
-// context.WithValue(ctx, taskKey{}, t) gives, without an allocation of its
+// context.WithValue(ctx, taskctx.Key{}, t) gives, without an allocation of its
 // own (it lives in the pending task).
 type taskCtx = attemptctx.WithValue
