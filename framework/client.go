@@ -14,6 +14,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/asyncpub"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/stage"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
@@ -102,6 +103,9 @@ func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts
 	msg, info, err := c.build(taskType, payload, opts, c.partitionCount(ctx))
 	if err != nil {
 		return TaskInfo{}, err
+	}
+	if r := stage.From(ctx); r != nil {
+		return c.enqueueStaged(ctx, r, msg, info) // stage.go
 	}
 	traced := c.traceEnqueue(ctx, msg, info)
 	if msg.Header.Get(HeaderUniqueKey) != "" {
