@@ -38,6 +38,7 @@
 //	RESULT ordering keys=1000 p1_per_s=… p4_per_s=… … unordered_per_s=…
 //	RESULT batch size=100 per_s=… single_per_s=… ratio=… n=… runs=…
 //	RESULT drain_types types=11 raw_per_s=… jetflow_per_s=… ratio=… one_type_per_s=… types_over_one=… one_stream_per_s=… one_stream_ratio=… one_priority_per_s=… one_priority_ratio=…
+//	RESULT fairness noisy_backlog=100000 quiet_rate_per_s=50 quiet_p99_wait_ms=… unfair_p99_wait_ms=… … fair_drain_per_s=… plain_drain_per_s=…
 //	RESULT backlog_1m tasks=1000000 enqueue_per_s=… enqueue_peak_rss_mb=… drain_per_s=… drain_ratio_to_100k=…  (with -big)
 //
 // With -soak DURATION the bench runs only the soak, against a three-node
@@ -136,7 +137,7 @@ const (
 var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority,
 	figEnqueueOne, figLatency10k, figLatency20k, figDrainTCP, figLatency10kTCP, figLatency20kTCP,
 	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster,
-	figUnique, figRateLimitCost, figOrdering, figBatch, figDrainTypes, figWaitEvent, figEarlyEvent, figFanout, figDebounce, figBacklog, figScaleOut}
+	figUnique, figRateLimitCost, figOrdering, figBatch, figDrainTypes, figWaitEvent, figEarlyEvent, figFanout, figDebounce, figFairness, figBacklog, figScaleOut}
 
 // bigFigures run only when -big is given or -only names them.
 var bigFigures = map[string]bool{figBacklog: true, figScaleOut: true}
@@ -163,6 +164,7 @@ type config struct {
 	delayTasks    int           // tasks of the delay figure
 	delayLead     time.Duration // minimum time between enqueue start and due time
 	backlog       int           // low tasks of the priority figure
+	fairBacklog   int           // noisy tasks of the fairness figure
 	lowWork       time.Duration // busy work per low task in the priority figure
 	criticalEvery time.Duration // interval between critical tasks
 	timeout       time.Duration // bound on any single wait
@@ -210,6 +212,7 @@ func defaultConfig() config {
 		delayTasks:    5000,
 		delayLead:     2 * time.Second,
 		backlog:       50000,
+		fairBacklog:   100000,
 		lowWork:       60 * time.Microsecond,
 		criticalEvery: time.Millisecond,
 		timeout:       2 * time.Minute,
@@ -239,6 +242,7 @@ func (c config) quick() config {
 	c.delayTasks = 200
 	c.delayLead = time.Second
 	c.backlog = 2000
+	c.fairBacklog = 2000
 	c.timeout = time.Minute
 	c.oneN = 500
 	c.types = 2

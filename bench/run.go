@@ -232,6 +232,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{figWaitEvent, e.runWaitEvent}, {figEarlyEvent, e.runEarlyEvent},
 		{figFanout, e.runFanout},
 		{figDebounce, e.runDebounce},
+		{figFairness, e.runFairness},
 		{figBacklog, e.figureBacklog},
 		// The scale-out figure starts its own capped cluster.
 		{figScaleOut, func(ctx context.Context, out io.Writer) error { return runScaleOut(ctx, cfg, out, stderr) }},
