@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/internal/stage"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -34,11 +35,18 @@ func Enqueue(ctx context.Context, c *framework.Client, taskType string, payload 
 	if err := framework.ValidateKey(key); err != nil {
 		return framework.TaskInfo{}, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
-	if err := ensureStream(ctx, c.JetStream(), c.Names()); err != nil {
-		return framework.TaskInfo{}, err
-	}
 	opts = append(opts[:len(opts):len(opts)], framework.WithKey(key))
-	return c.Enqueue(stage.With(ctx, route(c.Names())), taskType, payload, opts...)
+	sctx := stage.With(ctx, route(c.Names()))
+	info, err := c.Enqueue(sctx, taskType, payload, opts...)
+	if err != nil && natserr.Classify(err) == natserr.TopologyMissing {
+		// The first fair enqueue of a deployment creates the fair stream
+		// (no round trip to look for it on every enqueue).
+		if err := ensureStream(ctx, c.JetStream(), c.Names()); err != nil {
+			return framework.TaskInfo{}, err
+		}
+		return c.Enqueue(sctx, taskType, payload, opts...)
+	}
+	return info, err
 }
 
 // EnqueueArgs is [Enqueue] for typed arguments: the task type is the one

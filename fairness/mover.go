@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -143,29 +144,9 @@ func (m *mover) run(ctx context.Context) {
 // stream: critical first, each priority's keys in turns.
 func (m *mover) fill(ctx context.Context, ft *fairType) error {
 	ft.finished.Store(0)
-	var pending uint64
-	for i, p := range streams.Priorities {
-		c := ft.cons[i]
-		if c == nil {
-			var err error
-			c, err = m.js.Consumer(ctx, m.names.TaskStream(), m.names.ConsumerName(ft.name, p))
-			if errors.Is(err, jetstream.ErrConsumerNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			ft.cons[i] = c
-		}
-		info, err := c.Info(ctx)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			ft.cons[i] = nil
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		pending += info.NumPending
+	pending, err := m.pending(ctx, ft)
+	if err != nil {
+		return err
 	}
 	depth := uint64(ft.o.Depth)
 	if pending > depth/2 {
@@ -173,18 +154,31 @@ func (m *mover) fill(ctx context.Context, ft *fairType) error {
 		return nil
 	}
 	budget := int(depth - pending)
+	// One listing of the keys with staged tasks, for every priority.
+	info, err := m.stream.Info(ctx, jetstream.WithSubjectFilter(m.names.Prefix()+".fair."+ft.name+".*.*"))
+	if err != nil {
+		return err
+	}
+	var byPriority [len(streams.Priorities)]map[string]uint64
+	for subject, n := range info.State.Subjects {
+		p, taskType, _, err := m.names.ParseFairSubject(subject)
+		if err != nil || taskType != ft.name {
+			continue // an invalid key is dead-lettered by the sweep
+		}
+		r := p.Rank()
+		if byPriority[r] == nil {
+			byPriority[r] = map[string]uint64{}
+		}
+		byPriority[r][subject] = n
+	}
 	for i, p := range streams.Priorities {
 		if budget <= 0 {
 			break
 		}
-		if ft.cons[i] == nil {
+		if ft.cons[i] == nil || len(byPriority[i]) == 0 {
 			continue // no worker serves it yet: it waits staged
 		}
-		info, err := m.stream.Info(ctx, jetstream.WithSubjectFilter(m.names.FairKeys(p, ft.name)))
-		if err != nil {
-			return err
-		}
-		plan := ft.turns[i].plan(info.State.Subjects, budget, ft.weight(m.names))
+		plan := ft.turns[i].plan(byPriority[i], budget, ft.weight(m.names))
 		n, err := m.move(ctx, ft.name, p, plan)
 		budget -= n
 		if err != nil {
@@ -193,6 +187,55 @@ func (m *mover) fill(ctx context.Context, ft *fairType) error {
 	}
 	ft.deep.Store(budget <= 0)
 	return nil
+}
+
+// pending returns how many tasks of ft wait in the task stream, not yet
+// delivered to any worker, over the priorities with a consumer: one
+// consumer info request per priority, at once.
+func (m *mover) pending(ctx context.Context, ft *fairType) (uint64, error) {
+	var (
+		wg      sync.WaitGroup
+		counts  [len(streams.Priorities)]uint64
+		errs    [len(streams.Priorities)]error
+		pending uint64
+	)
+	for i, p := range streams.Priorities {
+		wg.Go(func() {
+			c := ft.cons[i]
+			if c == nil {
+				var err error
+				c, err = m.js.Consumer(ctx, m.names.TaskStream(), m.names.ConsumerName(ft.name, p))
+				if errors.Is(err, jetstream.ErrConsumerNotFound) {
+					return
+				}
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				ft.cons[i] = c
+				counts[i] = c.CachedInfo().NumPending
+				return
+			}
+			info, err := c.Info(ctx)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				ft.cons[i] = nil
+				return
+			}
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			counts[i] = info.NumPending
+		})
+	}
+	wg.Wait()
+	for i := range counts {
+		if errs[i] != nil {
+			return 0, errs[i]
+		}
+		pending += counts[i]
+	}
+	return pending, nil
 }
 
 // moving is one key's turn under way: the sequences read, and for each the
