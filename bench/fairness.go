@@ -180,6 +180,25 @@ func (e *env) fairSide(ctx context.Context, fair bool) (fairRun, error) {
 		return res, fmt.Errorf("bench: fairness: quiet enqueue: %w", err)
 	default:
 	}
+	// Every quiet task sent counts, those still behind the backlog's tail
+	// too: wait until each started.
+	deadline := time.Now().Add(e.cfg.timeout)
+	for {
+		mu.Lock()
+		all := len(waits) >= len(sent)
+		mu.Unlock()
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("bench: fairness: quiet tasks not started within %v", e.cfg.timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(10 * time.Millisecond): // polling the handler's record, not synchronising
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	res.quiet = len(waits)
