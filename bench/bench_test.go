@@ -29,6 +29,7 @@ var requiredKeys = map[string][]string{
 	figLatency20k: {"rate_per_s", "p50_ms", "p99_ms"},
 	figWorkflow:   {"step_ratio", "raw_chain_step_ratio", "raw_doc_chain_step_ratio", "raw_async_chain_step_ratio"},
 	figDrainTypes: {"types", "raw_per_s", "jetflow_per_s", "ratio", "one_priority_per_s", "one_priority_ratio"},
+	figFairness:   {"noisy_backlog", "quiet_rate_per_s", "quiet_p99_wait_ms", "unfair_p99_wait_ms", "drain_ratio"},
 }
 
 // TestQuick runs the whole bench in -quick mode on its own embedded server

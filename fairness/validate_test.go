@@ -2,6 +2,7 @@ package fairness
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -41,4 +42,34 @@ func TestTaskMsg(t *testing.T) {
 			t.Errorf("%s: err %v", name, err)
 		}
 	}
+}
+
+// FuzzTaskMsg: whatever headers a staged message has, a message taskMsg
+// accepts carries exactly one valid ID as its only "Nats-" header, and the
+// key of its subject.
+func FuzzTaskMsg(f *testing.F) {
+	f.Add("Nats-Msg-Id", "id1", "Jetflow-Key", "k", "Nats-Rollup", "all")
+	f.Add("nats-msg-id", "a:b", "jetflow-key", "k", "NATS-SCHEDULE", "@every 1s")
+	f.Add("Nats-Msg-Id", "", "Jetflow-Key", "", "Status", "409")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, k3, v3 string) {
+		h := nats.Header{} // as read from the wire: keys in any case
+		h[k1] = append(h[k1], v1)
+		h[k2] = append(h[k2], v2)
+		h[k3] = append(h[k3], v3)
+		m, id, err := taskMsg("jetflow.task.normal.a", "k", h, nil)
+		if err != nil {
+			return
+		}
+		if got := m.Header.Values("Nats-Msg-Id"); len(got) != 1 || got[0] != id || id == "" {
+			t.Fatalf("ID header %q, id %q", got, id)
+		}
+		if got := m.Header.Values(framework.HeaderKey); len(got) != 1 || got[0] != "k" {
+			t.Fatalf("key header %q", got)
+		}
+		for name := range m.Header {
+			if len(name) >= 5 && strings.EqualFold(name[:5], "nats-") && name != "Nats-Msg-Id" {
+				t.Fatalf("header %s kept", name)
+			}
+		}
+	})
 }
