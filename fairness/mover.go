@@ -150,7 +150,7 @@ func (m *mover) fill(ctx context.Context, ft *fairType) error {
 	}
 	depth := uint64(ft.o.Depth)
 	if pending > depth/2 {
-		ft.deep.Store(true)
+		m.setDeep(ft, true)
 		return nil
 	}
 	budget := int(depth - pending)
@@ -185,8 +185,19 @@ func (m *mover) fill(ctx context.Context, ft *fairType) error {
 			return err
 		}
 	}
-	ft.deep.Store(budget <= 0)
+	m.setDeep(ft, budget <= 0)
 	return nil
+}
+
+// setDeep notes whether ft was found deep. Tasks that finished while the
+// look went on did not wake the mover (ft was not deep then): when enough
+// did, it wakes now. finished and setDeep each write before they read, so
+// one of them sees the other's write and no wake-up is lost.
+func (m *mover) setDeep(ft *fairType, deep bool) {
+	ft.deep.Store(deep)
+	if deep && ft.finished.Load() >= int64(max(ft.o.Depth/2, 1)) {
+		m.poke()
+	}
 }
 
 // pending returns how many tasks of ft wait in the task stream, not yet
