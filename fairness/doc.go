@@ -34,9 +34,10 @@
 // stored once (its ID), and a mover deletes only messages it read and
 // moved. A mover that dies between the publish and the delete leaves the
 // task staged; the next move publishes it again, which the task stream
-// drops as a duplicate within its deduplication window (two minutes by
-// default). So a task runs once, like any other task, at least once
-// across a failure longer than the window.
+// drops as a duplicate while it remembers the ID: within its deduplication
+// window (two minutes by default), and after a server restart only while it
+// still stores the moved copy. So a task runs once, like any other task,
+// and at least once across such failures.
 //
 // Staged messages come from anyone allowed to publish on the fair
 // subjects: one whose subject, key, ID or key header is invalid is

@@ -208,7 +208,7 @@ func TestRacingMoversMoveOnce(t *testing.T) {
 
 // TestStopAndRestartLoseNothing: a worker shut down while it moves and a
 // server restart while another moves lose no staged task, and run none
-// twice but those running at the restart (at least once).
+// twice but those the restart caught (at least once).
 func TestStopAndRestartLoseNothing(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t, testutil.WithListen())
@@ -236,9 +236,13 @@ func TestStopAndRestartLoseNothing(t *testing.T) {
 			twice++
 		}
 	}
-	// At most the tasks in flight at the restart run again: 2 slots.
-	if twice > 2 {
-		t.Errorf("%d tasks ran more than once, want at most the 2 in flight at the restart", twice)
+	// At least once: what may run again is the tasks in flight at the
+	// restart (2 slots), and one round of moves (Depth 8) whose copies the
+	// restart caught between the publish and the delete: the restarted
+	// server's deduplication remembers only the IDs of messages it still
+	// stores, and a moved task may have run and been removed already.
+	if twice > 2+8 {
+		t.Errorf("%d tasks ran more than once, want at most 10", twice)
 	}
 	testutil.Wait(t, waitLong, "nothing left staged", func() bool { return staged(t, e.JS) == 0 })
 }
