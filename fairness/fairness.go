@@ -12,6 +12,7 @@ import (
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/internal/stage"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -32,7 +33,7 @@ var ErrNoKey = fmt.Errorf("%w: fairness: a task enqueued with fair shares needs 
 // framework.ErrInvalidOption, and nothing is stored. The returned TaskInfo
 // locates the staged message (Stream, Sequence); its ID is the task's.
 func Enqueue(ctx context.Context, c *framework.Client, taskType string, payload any, key string, opts ...framework.EnqueueOption) (framework.TaskInfo, error) {
-	if err := framework.ValidateKey(key); err != nil {
+	if err := taskmsg.ValidateKey(key); err != nil {
 		return framework.TaskInfo{}, fmt.Errorf("%w: %w", ErrNoKey, err)
 	}
 	opts = append(opts[:len(opts):len(opts)], framework.WithKey(key))
@@ -65,7 +66,7 @@ func route(names streams.Names) stage.Route {
 		if err != nil {
 			return "", "", fmt.Errorf("%w: %w", framework.ErrInvalidOption, err)
 		}
-		if err := framework.ValidateKey(key); err != nil {
+		if err := taskmsg.ValidateKey(key); err != nil {
 			return "", "", fmt.Errorf("%w: %w", ErrNoKey, err)
 		}
 		return names.FairStream(), names.FairSubject(p, taskType, key), nil
@@ -157,7 +158,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("fairness: depth %d, want 1 to %d", o.Depth, MaxDepth)
 	}
 	for k, w := range o.Weights {
-		if err := framework.ValidateKey(k); err != nil {
+		if err := taskmsg.ValidateKey(k); err != nil {
 			return o, fmt.Errorf("fairness: weight of %q: %w", k, err)
 		}
 		if w < 1 || w > MaxWeight {

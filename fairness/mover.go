@@ -17,6 +17,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/delays"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -329,7 +330,7 @@ func (m *mover) move(ctx context.Context, taskType string, p streams.Priority, p
 func (m *mover) keyOf(subject string) (string, string, error) {
 	_, taskType, key, err := m.names.ParseFairSubject(subject)
 	if err == nil {
-		err = framework.ValidateKey(key)
+		err = taskmsg.ValidateKey(key)
 	}
 	if err != nil {
 		return "", "", fmt.Errorf("%w: staged on %q: %w", framework.ErrCorruptTask, subject, err)
@@ -382,7 +383,7 @@ func (m *mover) sweep(ctx context.Context) error {
 			if m.types[taskType] == nil {
 				continue
 			}
-			if err = framework.ValidateKey(key); err == nil {
+			if err = taskmsg.ValidateKey(key); err == nil {
 				continue
 			}
 		} else {
