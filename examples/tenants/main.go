@@ -1,5 +1,6 @@
-// Command tenants caps the tasks of each tenant running at once across a
-// fleet of workers (package keylimit), and measures what the cap costs.
+// Command tenants gives tenants fair shares of a fleet of workers (package
+// fairness) and caps the tasks of each tenant running at once across it
+// (package keylimit), and measures what the cap costs.
 //
 // Each task carries its tenant as its key (framework.WithKey). Three
 // workers, each on its own connection with 32 slots, drain -tasks tasks
@@ -15,9 +16,23 @@
 // unlimited one's, measured in the same run. It exits 1 when a tenant went
 // over the limit or a task did not run.
 //
+// Then it shows fair shares: one tenant enqueues -noisy tasks with
+// fairness.Enqueue, then three quiet tenants enqueue five each, and the
+// same three workers, with fairness, drain them
+// all. It prints
+//
+//	RESULT fairness workers=3 noisy_backlog=N quiet_tasks=15 quiet_last_start=S noisy_done_before=D
+//
+// where quiet_last_start is how many tasks had started when the last quiet
+// task started (without fair shares it would be N+15: the quiet tasks would
+// wait behind the whole backlog) and noisy_done_before how many of the
+// noisy tenant's tasks had started by then. This drain has no per-tenant
+// cap, to show what fair shares do alone. It exits 1 when the quiet tasks
+// did not all start before half the backlog ran.
+//
 // Usage:
 //
-//	go run ./examples/tenants [-keys 1000] [-tasks 20000] [-limit 2] [-work 1ms] [-timeout 2m] [-url nats://127.0.0.1:4222]
+//	go run ./examples/tenants [-keys 1000] [-tasks 20000] [-limit 2] [-work 1ms] [-noisy 5000] [-timeout 2m] [-url nats://127.0.0.1:4222]
 //
 // With -url it runs against an existing server and prints the jetflow CLI
 // command that lists the tenants running now.
@@ -39,13 +54,18 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/jetflow-io/jetflow/fairness"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/keylimit"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
-const workers = 3
+const (
+	workers      = 3
+	quietTenants = 3 // tenants with a few tasks in the fair-shares drain
+	quietTasks   = 5 // tasks of each
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -61,6 +81,7 @@ func main() {
 
 type config struct {
 	keys, tasks, limit int
+	noisy              int
 	work, timeout      time.Duration
 	url                string
 	cpuprofile         string
@@ -73,6 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.keys, "keys", 1000, "tenants (task keys)")
 	fs.IntVar(&c.tasks, "tasks", 20000, "tasks per drain, spread over the tenants")
 	fs.IntVar(&c.limit, "limit", 2, "tasks of one tenant running at once, across the workers")
+	fs.IntVar(&c.noisy, "noisy", 5000, "backlog of the noisy tenant in the fair-shares drain")
 	fs.DurationVar(&c.work, "work", time.Millisecond, "what each task waits, as a call to another service would")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "deadline of each drain")
 	fs.StringVar(&c.url, "url", "", "use the existing NATS server at this URL instead of starting one")
@@ -80,8 +102,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if c.keys < 1 || c.tasks < c.keys || c.limit < 1 || c.limit > keylimit.MaxLimit {
-		return c, fmt.Errorf("-keys %d, -tasks %d, -limit %d: want keys ≥ 1, tasks ≥ keys, limit 1 to %d", c.keys, c.tasks, c.limit, keylimit.MaxLimit)
+	if c.keys < 1 || c.tasks < c.keys || c.limit < 1 || c.limit > keylimit.MaxLimit || c.noisy < quietTenants*quietTasks {
+		return c, fmt.Errorf("-keys %d, -tasks %d, -limit %d, -noisy %d: want keys ≥ 1, tasks ≥ keys, limit 1 to %d, noisy ≥ %d",
+			c.keys, c.tasks, c.limit, c.noisy, keylimit.MaxLimit, quietTenants*quietTasks)
 	}
 	return c, nil
 }
@@ -94,6 +117,16 @@ type gauge struct {
 	done    int
 	all     chan struct{}
 	want    int
+	// started counts the tasks started, and startedOf per tenant;
+	// lastStart is started when each tenant's last task started.
+	started   int
+	startedOf map[string]int
+	lastStart map[string]int
+}
+
+func newGauge(want int) *gauge {
+	return &gauge{running: make(map[string]int), all: make(chan struct{}), want: want,
+		startedOf: make(map[string]int), lastStart: make(map[string]int)}
 }
 
 func (g *gauge) enter(key string) {
@@ -101,6 +134,9 @@ func (g *gauge) enter(key string) {
 	defer g.mu.Unlock()
 	g.running[key]++
 	g.most = max(g.most, g.running[key])
+	g.started++
+	g.startedOf[key]++
+	g.lastStart[key] = g.started
 }
 
 func (g *gauge) leave(key string) {
@@ -111,6 +147,78 @@ func (g *gauge) leave(key string) {
 	if g.done == g.want {
 		close(g.all)
 	}
+}
+
+// wait returns once every task ran, or an error when timeout passed or ctx
+// ended first.
+func (g *gauge) wait(ctx context.Context, taskType string, timeout time.Duration) error {
+	select {
+	case <-g.all:
+		return nil
+	case <-time.After(timeout):
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return fmt.Errorf("%s: %d of %d tasks ran within %v", taskType, g.done, g.want, timeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// startWorkers starts three workers of taskType, each on its own connection
+// with 32 slots, whose handler waits for work between g.enter and g.leave,
+// and returns the function that stops them. With fair, each installs
+// package fairness and the type takes fair shares.
+func startWorkers(ctx context.Context, emb *testutil.Embedded, taskType string, g *gauge, work time.Duration, fair bool,
+	opts []framework.HandlerOption, logger *slog.Logger) (stop func(), err error) {
+	var ws []*framework.Worker
+	stop = func() {
+		for _, w := range ws {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = w.Shutdown(sctx)
+			cancel()
+			w.Conn().Close()
+		}
+	}
+	for i := range workers {
+		nc, err := emb.Connect(nats.Name(fmt.Sprintf("tenants-worker-%d", i+1)))
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		w, err := framework.NewWorker(nc, framework.WithConcurrency(32), framework.WithLogger(logger))
+		if err != nil {
+			nc.Close()
+			stop()
+			return nil, err
+		}
+		ws = append(ws, w)
+		keylimit.Install(w)
+		typeOpts := opts
+		if fair {
+			if err := fairness.Install(w); err != nil {
+				stop()
+				return nil, err
+			}
+			typeOpts = append(typeOpts[:len(typeOpts):len(typeOpts)], fairness.Shares(fairness.Options{}))
+		}
+		w.HandleFunc(taskType, func(ctx context.Context, t *framework.Task) error {
+			g.enter(t.Key())
+			defer g.leave(t.Key())
+			select {
+			case <-time.After(work):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, typeOpts...)
+	}
+	for _, w := range ws {
+		if err := w.Start(ctx); err != nil {
+			stop()
+			return nil, err
+		}
+	}
+	return stop, nil
 }
 
 // drain enqueues cfg.tasks tasks of taskType, then runs them on three
@@ -128,57 +236,61 @@ func drain(ctx context.Context, emb *testutil.Embedded, cfg config, taskType str
 	if _, err := client.EnqueueMany(ctx, specs); err != nil {
 		return 0, nil, err
 	}
-	g := &gauge{running: make(map[string]int), all: make(chan struct{}), want: cfg.tasks}
-	var ws []*framework.Worker
-	defer func() {
-		for _, w := range ws {
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = w.Shutdown(sctx)
-			cancel()
-			w.Conn().Close()
-		}
-	}()
+	g := newGauge(cfg.tasks)
 	var opts []framework.HandlerOption
 	if limited {
 		opts = append(opts, keylimit.PerKey(cfg.limit))
 	}
-	for i := range workers {
-		nc, err := emb.Connect(nats.Name(fmt.Sprintf("tenants-worker-%d", i+1)))
-		if err != nil {
-			return 0, nil, err
-		}
-		w, err := framework.NewWorker(nc, framework.WithConcurrency(32), framework.WithLogger(logger))
-		if err != nil {
-			nc.Close()
-			return 0, nil, err
-		}
-		keylimit.Install(w)
-		w.HandleFunc(taskType, func(ctx context.Context, t *framework.Task) error {
-			g.enter(t.Key())
-			defer g.leave(t.Key())
-			select {
-			case <-time.After(cfg.work):
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}, opts...)
-		ws = append(ws, w)
-	}
 	start := time.Now()
-	for _, w := range ws {
-		if err := w.Start(ctx); err != nil {
-			return 0, nil, err
-		}
+	stop, err := startWorkers(ctx, emb, taskType, g, cfg.work, false, opts, logger)
+	if err != nil {
+		return 0, nil, err
 	}
-	select {
-	case <-g.all:
-	case <-time.After(cfg.timeout):
-		return 0, g, fmt.Errorf("%s: %d of %d tasks ran within %v", taskType, g.done, cfg.tasks, cfg.timeout)
-	case <-ctx.Done():
-		return 0, g, ctx.Err()
+	defer stop()
+	if err := g.wait(ctx, taskType, cfg.timeout); err != nil {
+		return 0, g, err
 	}
 	return float64(cfg.tasks) / time.Since(start).Seconds(), g, nil
+}
+
+// fairDrain stages cfg.noisy tasks of one tenant, then quietTasks of each
+// of quietTenants others, with fairness.Enqueue, and runs them on three
+// workers with fair shares. It returns the gauge and the quiet tenants'
+// names.
+func fairDrain(ctx context.Context, emb *testutil.Embedded, cfg config, taskType string, logger *slog.Logger) (*gauge, []string, error) {
+	client, err := framework.NewClient(emb.Conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	enqueue := func(tenant string, n int) error {
+		for i := range n {
+			if _, err := fairness.Enqueue(ctx, client, taskType, i, tenant); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := enqueue("tenant-noisy", cfg.noisy); err != nil {
+		return nil, nil, err
+	}
+	var quiet []string
+	for i := range quietTenants {
+		tenant := fmt.Sprintf("tenant-quiet-%d", i+1)
+		if err := enqueue(tenant, quietTasks); err != nil {
+			return nil, nil, err
+		}
+		quiet = append(quiet, tenant)
+	}
+	g := newGauge(cfg.noisy + quietTenants*quietTasks)
+	// No per-tenant cap here: a cap sets the noisy tenant's tasks aside,
+	// which lets the others run too; this drain shows what fair shares do
+	// alone.
+	stop, err := startWorkers(ctx, emb, taskType, g, cfg.work, true, nil, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer stop()
+	return g, quiet, g.wait(ctx, taskType, cfg.timeout)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -221,6 +333,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.keys, cfg.limit, workers, g.most, limited, plain, limited/plain)
 	if g.most > cfg.limit {
 		return fmt.Errorf("a tenant had %d tasks running at once, over its limit of %d", g.most, cfg.limit)
+	}
+
+	fmt.Fprintf(stdout, "fair shares: tenant-noisy stages %d tasks, then %d quiet tenants %d each\n", cfg.noisy, quietTenants, quietTasks)
+	fg, quiet, err := fairDrain(ctx, emb, cfg, "tenants.fair."+suffix, logger)
+	if err != nil {
+		return err
+	}
+	last, noisyBefore := 0, 0
+	for _, tenant := range quiet {
+		if fg.lastStart[tenant] > last {
+			last = fg.lastStart[tenant]
+		}
+	}
+	// The noisy tenant's tasks that started before the last quiet one.
+	noisyBefore = last - quietTenants*quietTasks
+	fmt.Fprintf(stdout, "the last quiet task started as task %d of %d (without fair shares: %d); %d noisy tasks started before it\n",
+		last, fg.want, fg.want, noisyBefore)
+	fmt.Fprintf(stdout, "RESULT fairness workers=%d noisy_backlog=%d quiet_tasks=%d quiet_last_start=%d noisy_done_before=%d\n",
+		workers, cfg.noisy, quietTenants*quietTasks, last, noisyBefore)
+	if last > fg.want/2 {
+		return fmt.Errorf("fair shares: the last quiet task started as task %d of %d, after half the backlog", last, fg.want)
 	}
 	return nil
 }
