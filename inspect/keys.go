@@ -3,12 +3,16 @@ package inspect
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetflow-io/jetflow/debounce"
 	engine "github.com/jetflow-io/jetflow/internal/ratelimit"
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/keylimit"
 	"github.com/jetflow-io/jetflow/ratelimit"
 )
@@ -24,6 +28,9 @@ type KeyInfo struct {
 	Key  string `json:"key"`
 	// Running counts the tasks of the key holding a slot of keylimit.
 	Running int `json:"running"`
+	// Staged counts the key's tasks waiting for their turn of fair shares
+	// (package fairness), all priorities together.
+	Staged int `json:"staged,omitempty"`
 	// Limit is the key's own concurrency override, 0 without one (the
 	// type's limit applies).
 	Limit int `json:"limit,omitempty"`
@@ -43,8 +50,8 @@ type KeyInfo struct {
 const maxKeys = 10000
 
 // Keys returns what flow control knows of each task key (of taskType
-// only, unless it is ""), the busiest first: by running tasks, then
-// throttled, then debounced, then by type and key. It reads at most
+// only, unless it is ""), the busiest first: by running tasks, then staged
+// tasks, then throttled, then debounced, then by type and key. It reads at most
 // maxKeys records of each source.
 func (i *Operator) Keys(ctx context.Context, taskType string) ([]KeyInfo, error) {
 	type id struct{ typ, key string }
@@ -101,6 +108,15 @@ func (i *Operator) Keys(ctx context.Context, taskType string) ([]KeyInfo, error)
 			k.DebouncedSince, k.DebouncedEnqueues = b.First, b.Enqueues
 		}
 	}
+	staged, err := i.staged(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("inspect: keys: %w", err)
+	}
+	for _, st := range staged {
+		if k := get(st.typ, st.key); k != nil {
+			k.Staged += st.n
+		}
+	}
 	out := make([]KeyInfo, 0, len(byID))
 	for _, k := range byID {
 		out = append(out, *k)
@@ -112,9 +128,43 @@ func (i *Operator) Keys(ctx context.Context, taskType string) ([]KeyInfo, error)
 		return 0
 	}
 	slices.SortFunc(out, func(a, b KeyInfo) int {
-		return cmp.Or(cmp.Compare(b.Running, a.Running), cmp.Compare(flag(b.Throttled), flag(a.Throttled)),
+		return cmp.Or(cmp.Compare(b.Running, a.Running), cmp.Compare(b.Staged, a.Staged), cmp.Compare(flag(b.Throttled), flag(a.Throttled)),
 			cmp.Compare(flag(!b.DebouncedSince.IsZero()), flag(!a.DebouncedSince.IsZero())),
 			cmp.Compare(a.Type, b.Type), cmp.Compare(a.Key, b.Key))
 	})
+	return out, nil
+}
+
+// stagedCount is the number of tasks of one type, priority and key staged
+// for fair shares.
+type stagedCount struct {
+	typ, key string
+	n        int
+}
+
+// staged lists the fair stream's subjects with their message counts (none
+// when the stream does not exist: no fair task was ever enqueued). A
+// subject whose type or key is not valid is skipped: anyone allowed to
+// publish there may have made it, and the movers dead-letter it.
+func (i *Operator) staged(ctx context.Context) ([]stagedCount, error) {
+	st, err := i.js.Stream(ctx, i.names.FairStream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(i.names.FairWildcard()))
+	if err != nil {
+		return nil, err
+	}
+	var out []stagedCount
+	for subj, n := range info.State.Subjects {
+		_, typ, key, err := i.names.ParseFairSubject(subj)
+		if err != nil || taskmsg.ValidateKey(key) != nil {
+			continue
+		}
+		out = append(out, stagedCount{typ, key, int(n)})
+	}
 	return out, nil
 }

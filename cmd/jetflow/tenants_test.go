@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jetflow-io/jetflow/debounce"
+	"github.com/jetflow-io/jetflow/fairness"
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/keylimit"
@@ -14,8 +16,8 @@ import (
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
-// jetflow keys shows, per task key, the tasks running under keylimit, a
-// key's override, its per-key rate limit's use and its debounced burst,
+// jetflow keys shows, per task key, the tasks running under keylimit, the
+// tasks staged for fair shares, a key's override, its per-key rate limit's use and its debounced burst,
 // the busiest first, and filters by type.
 func TestKeysCommand(t *testing.T) {
 	t.Parallel()
@@ -57,11 +59,24 @@ func TestKeysCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Fair tasks of a type no worker takes fair shares of stay staged.
+	for range 4 {
+		if _, err := fairness.Enqueue(t.Context(), e.cl, "tenant.report", nil, "hooli"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := fairness.Enqueue(t.Context(), e.cl, "tenant.report", nil, "hooli", framework.WithPriority(framework.PriorityHigh)); err != nil {
+		t.Fatal(err)
+	}
 	var keys []inspect.KeyInfo
 	e.ok(t, &keys, "keys", "--json")
-	if len(keys) != 3 {
-		t.Fatalf("keys %+v, want acme corp, globex and initech", keys)
+	if len(keys) != 4 {
+		t.Fatalf("keys %+v, want acme corp, hooli, globex and initech", keys)
 	}
+	if k := keys[1]; k.Key != "hooli" || k.Type != "tenant.report" || k.Staged != 5 {
+		t.Errorf("second key %+v, want hooli with 5 tasks staged (two priorities)", k)
+	}
+	keys = slices.Delete(keys, 1, 2)
 	if k := keys[0]; k.Key != "acme corp" || k.Type != "tenant.sync" || k.Running != 2 || k.RatePerSecond != 50 || k.RateLastSecond+1 < 1 {
 		t.Errorf("first key %+v, want acme corp with 2 running and its rate", k)
 	}
