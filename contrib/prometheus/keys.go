@@ -34,6 +34,8 @@ type KeyCollectorOptions struct {
 //
 //   - jetflow_key_running{type,key}: tasks of the key running under a
 //     keylimit slot;
+//   - jetflow_key_staged{type,key}: tasks of the key staged for their
+//     fair share (package fairness);
 //   - jetflow_key_rate_last_second{type,key}: permits of the key's rate
 //     limit (ratelimit.WithKeyLimit) reserved in the last full second;
 //   - jetflow_key_throttled{type,key}: keys over their rate limit;
@@ -47,7 +49,7 @@ type KeyCollector struct {
 	timeout time.Duration
 	log     *slog.Logger
 
-	up, running, rate, throttled, debounced *prometheus.Desc
+	up, running, staged, rate, throttled, debounced *prometheus.Desc
 }
 
 // NewKeyCollector returns a collector of the task keys of the topology on
@@ -66,6 +68,7 @@ func NewKeyCollector(nc *nats.Conn, opts KeyCollectorOptions) (*KeyCollector, er
 		op: op, top: opts.TopKeys, timeout: timeout, log: log,
 		up:        d("jetflow_keys_up", "1 when the task keys were read at this scrape.", nil),
 		running:   d("jetflow_key_running", "Tasks of the key running under a keylimit slot; key=\"other\" sums the keys past the busiest.", labels),
+		staged:    d("jetflow_key_staged", "Tasks of the key staged for their fair share (package fairness); key=\"other\" sums the keys past the busiest.", labels),
 		rate:      d("jetflow_key_rate_last_second", "Permits of the key's rate limit reserved in the last full second.", labels),
 		throttled: d("jetflow_key_throttled", "Keys over their rate limit (1 per key; summed under key=\"other\").", labels),
 		debounced: d("jetflow_key_debounced", "Keys with a debounced burst under way (1 per key; summed under key=\"other\").", labels),
@@ -74,16 +77,17 @@ func NewKeyCollector(nc *nats.Conn, opts KeyCollectorOptions) (*KeyCollector, er
 
 // Describe implements [prometheus.Collector].
 func (c *KeyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.running, c.rate, c.throttled, c.debounced} {
+	for _, d := range []*prometheus.Desc{c.up, c.running, c.staged, c.rate, c.throttled, c.debounced} {
 		ch <- d
 	}
 }
 
 // keyValues are the series values of one key, or of a type's other keys.
-type keyValues struct{ running, rate, throttled, debounced float64 }
+type keyValues struct{ running, staged, rate, throttled, debounced float64 }
 
 func (v *keyValues) add(k inspect.KeyInfo) {
 	v.running += float64(k.Running)
+	v.staged += float64(k.Staged)
 	v.rate += float64(k.RateLastSecond)
 	if k.Throttled {
 		v.throttled++
@@ -108,6 +112,7 @@ func (c *KeyCollector) Collect(ch chan<- prometheus.Metric) {
 	other := make(map[string]*keyValues) // the rest, by type
 	emit := func(typ, key string, v keyValues) {
 		ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, v.running, typ, key)
+		ch <- prometheus.MustNewConstMetric(c.staged, prometheus.GaugeValue, v.staged, typ, key)
 		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, v.rate, typ, key)
 		ch <- prometheus.MustNewConstMetric(c.throttled, prometheus.GaugeValue, v.throttled, typ, key)
 		ch <- prometheus.MustNewConstMetric(c.debounced, prometheus.GaugeValue, v.debounced, typ, key)

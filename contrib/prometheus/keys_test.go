@@ -9,6 +9,7 @@ import (
 
 	jetflowprom "github.com/jetflow-io/jetflow/contrib/prometheus"
 	"github.com/jetflow-io/jetflow/debounce"
+	"github.com/jetflow-io/jetflow/fairness"
 	"github.com/jetflow-io/jetflow/keylimit"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -54,6 +55,16 @@ func TestKeyCollector(t *testing.T) {
 		if f.GetName() == "jetflow_key_running" && len(f.GetMetric()) != 3 {
 			t.Errorf("jetflow_key_running has %d series, want 3 (two keys and other)", len(f.GetMetric()))
 		}
+	}
+	// Fair tasks of a type no worker serves stay staged: their key
+	// becomes the type's busiest.
+	for range 3 {
+		if _, err := fairness.Enqueue(t.Context(), cl, "tenant.report", nil, "hooli"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, ok := value(t, reg, "jetflow_key_staged", map[string]string{"type": "tenant.report", "key": "hooli"}); !ok || v != 3 {
+		t.Errorf("jetflow_key_staged{hooli} = %v (%v), want 3", v, ok)
 	}
 	if v, _ := value(t, reg, "jetflow_keys_up", nil); v != 1 {
 		t.Errorf("jetflow_keys_up = %v", v)
