@@ -113,8 +113,9 @@ func streamConfig(names streams.Names) jetstream.StreamConfig {
 
 // Shares makes a task type's staged tasks ([Enqueue]) move to its work
 // subject with fair shares between keys, on workers with [Install]: the
-// worker's mover keeps about o.Depth tasks of the type waiting in the
-// task stream and fills it in turns over the keys that have tasks waiting.
+// worker's mover keeps about o.Wait's worth of the type's tasks (at least
+// o.Depth) waiting in the task stream and fills it in turns over the keys
+// that have tasks waiting.
 // An invalid o makes Register panic.
 func Shares(o Options) framework.HandlerOption {
 	o, err := o.withDefaults()
@@ -131,12 +132,20 @@ func (typeKey) String() string { return "fairness.Shares (fairness.Install)" }
 
 // Options configure the fair shares of a task type ([Shares]).
 type Options struct {
-	// Depth is how many tasks of the type the mover keeps waiting in the
-	// task stream, over all priorities: it moves more once fewer than half
-	// wait. A key's task staged behind a backlog of other keys starts
-	// after at most about Depth tasks of the others. Default 64 (twice
+	// Depth is the least number of tasks of the type the mover keeps
+	// waiting in the task stream, over all priorities: it moves more once
+	// fewer than half its depth wait. Default 64 (twice
 	// framework.DefaultConcurrency); at most [MaxDepth].
 	Depth int
+	// Wait is the queueing time the depth adapts to: the mover measures
+	// how many tasks of the type its worker finishes per second (smoothed
+	// over its recent looks) and keeps that rate times Wait waiting, at
+	// least Depth and at most [DepthCap] (or Depth if larger). Short tasks
+	// so get deep refills, and slow tasks shallow ones: a key's task
+	// staged behind a backlog of other keys starts after about Wait plus
+	// one refill, whatever the handlers' duration. Default 20 ms; a
+	// negative Wait keeps the depth at Depth.
+	Wait time.Duration
 	// Weights gives keys more than one task per turn: a key of weight w
 	// gets w tasks per turn while it has them. A key not listed has weight
 	// 1. Weights are 1 to [MaxWeight].
@@ -149,10 +158,16 @@ const (
 	MaxWeight = 1000
 )
 
+// DefaultWait is the default of [Options.Wait].
+const DefaultWait = 20 * time.Millisecond
+
 // withDefaults validates o and fills its defaults.
 func (o Options) withDefaults() (Options, error) {
 	if o.Depth == 0 {
 		o.Depth = 2 * framework.DefaultConcurrency
+	}
+	if o.Wait == 0 {
+		o.Wait = DefaultWait
 	}
 	if o.Depth < 1 || o.Depth > MaxDepth {
 		return o, fmt.Errorf("fairness: depth %d, want 1 to %d", o.Depth, MaxDepth)

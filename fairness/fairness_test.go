@@ -109,7 +109,7 @@ func TestQuietKeyStartsBeforeTheBacklog(t *testing.T) {
 	stage(t, e.Client, "report.build", "noisy", 0, noisy)
 	stage(t, e.Client, "report.build", "quiet", 0, quiet)
 	s := newStarted()
-	worker(t, e, "report.build", s, fairness.Options{Depth: 8}, 2)
+	worker(t, e, "report.build", s, fairness.Options{Depth: 8, Wait: -1}, 2)
 	testutil.Wait(t, waitLong, "every task ran", func() bool { return s.distinct() == noisy+quiet })
 	order, runs := s.snapshot()
 	lastQuiet := -1
@@ -133,6 +133,57 @@ func TestQuietKeyStartsBeforeTheBacklog(t *testing.T) {
 	}
 }
 
+// TestDepthAdaptsToTheRate: once the worker has finished tasks, the mover
+// keeps their rate times Options.Wait waiting in the task stream, far more
+// than Options.Depth. The first tasks run; the others block, so what the
+// mover moved stays in the task stream to be counted.
+func TestDepthAdaptsToTheRate(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	const total, fast, minDepth = 1000, 40, 4
+	stage(t, e.Client, "thumb.make", "a", 0, total/2)
+	stage(t, e.Client, "thumb.make", "b", 0, total/2)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	ran := 0
+	w := e.Worker(t, framework.WithConcurrency(2))
+	if err := fairness.Install(w); err != nil {
+		t.Fatal(err)
+	}
+	framework.Handle(w, "thumb.make", func(ctx context.Context, _ *framework.Task, _ int) error {
+		mu.Lock()
+		ran++
+		n := ran
+		mu.Unlock()
+		if n > fast {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}, fairness.Shares(fairness.Options{Depth: minDepth, Wait: time.Hour}))
+	testutil.StartWorker(t, w)
+	defer close(release) // before the worker stops
+	// A fixed depth keeps at most minDepth tasks waiting, undelivered; any
+	// rate above a task per hour asks for DepthCap, more than were staged.
+	names := streams.MustNames("jetflow")
+	testutil.Wait(t, waitLong, "many tasks waiting in the task stream", func() bool {
+		var pending uint64
+		for _, p := range streams.Priorities {
+			c, err := e.JS.Consumer(t.Context(), names.TaskStream(), names.ConsumerName("thumb.make", p))
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			pending += c.CachedInfo().NumPending
+		}
+		return pending >= 10*minDepth
+	})
+}
+
 // TestRoundRobinAndFIFO: with one task moved at a time, keys take turns in
 // a fixed order and each key's tasks start in enqueue order.
 func TestRoundRobinAndFIFO(t *testing.T) {
@@ -142,7 +193,7 @@ func TestRoundRobinAndFIFO(t *testing.T) {
 		stage(t, e.Client, "mail.send", k, 0, 4)
 	}
 	s := newStarted()
-	worker(t, e, "mail.send", s, fairness.Options{Depth: 1}, 1)
+	worker(t, e, "mail.send", s, fairness.Options{Depth: 1, Wait: -1}, 1)
 	testutil.Wait(t, waitLong, "every task ran", func() bool { return s.distinct() == 12 })
 	order, _ := s.snapshot()
 	var want []string
@@ -164,7 +215,7 @@ func TestWeights(t *testing.T) {
 	stage(t, e.Client, "sync.run", "big", 0, 12)
 	stage(t, e.Client, "sync.run", "small", 0, 12)
 	s := newStarted()
-	worker(t, e, "sync.run", s, fairness.Options{Depth: 1, Weights: map[string]int{"big": 3}}, 1)
+	worker(t, e, "sync.run", s, fairness.Options{Depth: 1, Wait: -1, Weights: map[string]int{"big": 3}}, 1)
 	testutil.Wait(t, waitLong, "every task ran", func() bool { return s.distinct() == 24 })
 	order, _ := s.snapshot()
 	big := 0

@@ -29,7 +29,9 @@ func Install(w *framework.Worker) error {
 			names := w.Names()
 			for _, t := range w.Types() {
 				if vs := w.HandlerValues(t, typeKey{}); len(vs) > 0 {
-					m.types[t] = &fairType{name: t, o: vs[len(vs)-1].(Options)}
+					ft := &fairType{name: t, o: vs[len(vs)-1].(Options)}
+					ft.depth.Store(int64(ft.o.Depth))
+					m.types[t] = ft
 				}
 			}
 			if len(m.types) == 0 {

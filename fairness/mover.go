@@ -42,6 +42,18 @@ type fairType struct {
 	// look; deep says that look found the task stream deep enough.
 	finished atomic.Int64
 	deep     atomic.Bool
+	// done counts every task of the type this worker finished; meter
+	// smooths its rate (used by fill only) and depth is the depth fill
+	// last targeted (targetDepth).
+	done  atomic.Int64
+	meter rateMeter
+	depth atomic.Int64
+}
+
+// half returns half the depth the mover last targeted, at least 1: the
+// finished tasks that make a deep type worth a look.
+func (ft *fairType) half() int64 {
+	return max(ft.depth.Load()/2, 1)
 }
 
 // weight returns the weight of the key of a fair subject.
@@ -91,7 +103,8 @@ func (m *mover) finished(taskType string) {
 	if ft == nil {
 		return
 	}
-	if n := ft.finished.Add(1); ft.deep.Load() && n >= int64(max(ft.o.Depth/2, 1)) {
+	ft.done.Add(1)
+	if n := ft.finished.Add(1); ft.deep.Load() && n >= ft.half() {
 		m.poke()
 	}
 }
@@ -125,7 +138,7 @@ func (m *mover) run(ctx context.Context) {
 			ticked = true
 		}
 		for _, ft := range m.types {
-			if !ticked && ft.deep.Load() && ft.finished.Load() < int64(max(ft.o.Depth/2, 1)) {
+			if !ticked && ft.deep.Load() && ft.finished.Load() < ft.half() {
 				continue
 			}
 			if err := m.fill(ctx, ft); err != nil && ctx.Err() == nil {
@@ -141,15 +154,20 @@ func (m *mover) run(ctx context.Context) {
 	}
 }
 
-// fill moves staged tasks of ft while fewer than its depth wait in the task
-// stream: critical first, each priority's keys in turns.
+// fill moves staged tasks of ft while fewer than half its depth wait in
+// the task stream: critical first, each priority's keys in turns. The
+// depth is what this worker finishes in ft.o.Wait at its recent rate
+// (targetDepth), so that short tasks get deep refills and slow ones
+// shallow refills.
 func (m *mover) fill(ctx context.Context, ft *fairType) error {
 	ft.finished.Store(0)
+	rate := ft.meter.observe(time.Now(), ft.done.Load())
+	depth := uint64(targetDepth(ft.o.Depth, rate, ft.o.Wait))
+	ft.depth.Store(int64(depth))
 	pending, err := m.pending(ctx, ft)
 	if err != nil {
 		return err
 	}
-	depth := uint64(ft.o.Depth)
 	if pending > depth/2 {
 		m.setDeep(ft, true)
 		return nil
@@ -196,7 +214,7 @@ func (m *mover) fill(ctx context.Context, ft *fairType) error {
 // one of them sees the other's write and no wake-up is lost.
 func (m *mover) setDeep(ft *fairType, deep bool) {
 	ft.deep.Store(deep)
-	if deep && ft.finished.Load() >= int64(max(ft.o.Depth/2, 1)) {
+	if deep && ft.finished.Load() >= ft.half() {
 		m.poke()
 	}
 }
