@@ -19,9 +19,11 @@
 // stores it on the key's subject of the fair stream
 // ([github.com/jetflow-io/jetflow/streams.Names.FairSubject]:
 // "<prefix>.fair.<type>.<priority>.<key in base64url>"). Each worker with
-// [Install] runs a mover for the types it handles with [Shares]: while
-// fewer than half of [Options].Depth tasks of the type wait in the task
-// stream (read from its consumers' info, not per task), it lists the keys
+// [Install] runs a mover for the types it handles with [Shares]. Its depth
+// is adaptive in time: the rate at which the worker finishes the type's
+// tasks times [Options].Wait, at least [Options].Depth and at most
+// [DepthCap]. While fewer than half its depth of the type's tasks wait in
+// the task stream (read from its consumers' info, not per task), it lists the keys
 // with staged tasks (critical first), plans a round of turns over them
 // that fills the depth again, reads each key's first staged tasks (a
 // direct get by subject: first in, first out), publishes them to the work
