@@ -93,11 +93,24 @@ func (f *Fetcher[P]) awaitDispatch(stop context.Context, p P) bool {
 	}
 }
 
-// drain hands back the messages still in the pull buffer.
+// drainWait bounds how long a stopping fetcher waits for its subscription's
+// drain: the messages the connection received but its handler had not yet
+// queued when the drain began still come through it.
+const drainWait = 5 * time.Second
+
+// drain hands back the messages still in the pull buffer. It returns once
+// the iterator is drained (Next says ErrClosed), or after drainWait: on a
+// busy machine the subscription's handler may take longer than one wait to
+// queue the last messages, which a single timeout would leave to the ack
+// wait instead of handing them back.
 func (f *Fetcher[P]) drain(it *pull.Iter) {
 	it.Drain()
+	giveUp := time.Now().Add(drainWait)
 	for {
 		msg, err := it.Next(200 * time.Millisecond)
+		if errors.Is(err, nats.ErrTimeout) && time.Now().Before(giveUp) {
+			continue
+		}
 		if err != nil {
 			return
 		}

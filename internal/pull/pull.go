@@ -79,7 +79,10 @@ type Iter struct {
 	polled    time.Time   // see Polled; owned by the goroutine calling Next
 	timer     *time.Timer // Next's wait, stopped between calls; owned likewise
 	draining  bool
-	stopped   bool
+	// drained is set once the subscription's drain ended and its handler
+	// returned for the last time: every message received is queued.
+	drained bool
+	stopped bool
 }
 
 // request is one outstanding pull request.
@@ -299,7 +302,7 @@ func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
 			p.mu.Unlock()
 			return nil, err
 		}
-		if p.stopped || (p.draining && !p.sub.IsValid()) {
+		if p.stopped || p.drained {
 			p.mu.Unlock()
 			return nil, ErrClosed
 		}
@@ -368,12 +371,22 @@ func (p *Iter) Unget(m *Msg) bool {
 func (p *Iter) Polled() time.Time { return p.polled }
 
 // Drain stops asking for messages and unsubscribes; Next still returns the
-// messages received so far.
+// messages received so far, then ErrClosed once the subscription's handler
+// has queued the last of them (its closed handler runs after it).
 func (p *Iter) Drain() {
 	p.mu.Lock()
 	p.draining = true
 	p.mu.Unlock()
-	_ = p.sub.Drain()
+	done := func(string) {
+		p.mu.Lock()
+		p.drained = true
+		p.mu.Unlock()
+		p.wake()
+	}
+	p.sub.SetClosedHandler(done)
+	if err := p.sub.Drain(); err != nil {
+		done("") // closed already (its connection closed): nothing more comes
+	}
 }
 
 // Stop unsubscribes and hands back the messages received but not taken,
