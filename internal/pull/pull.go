@@ -365,6 +365,14 @@ func (p *Iter) Unget(m *Msg) bool {
 	return true
 }
 
+// Queued returns how many received messages wait in the iterator to be
+// taken (by Next or TryNext).
+func (p *Iter) Queued() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue)
+}
+
 // Polled returns when the last call of Next last looked for a message: the
 // clock reading it took anyway, for callers that record their loop's
 // progress. Call it from the goroutine that calls Next.
