@@ -153,7 +153,7 @@ func TestPartitionedDeploymentRunsWithItsGrants(t *testing.T) {
 	// The worker with the router serves every partition.
 	wv := newViolations(t, "worker")
 	wc := s.Connect(t, testutil.SecuredWorker, wv.handler())
-	w, err := framework.NewWorker(wc, framework.WithTimings(framework.Timings{ReconcileInterval: 200*time.Millisecond}))
+	w, err := framework.NewWorker(wc, framework.WithTimings(framework.Timings{ReconcileInterval: 200 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func TestRolePermissions(t *testing.T) {
 	defer cancel()
 
 	wc := d.connect(t, testutil.SecuredWorker)
-	w, err := framework.NewWorker(wc.Conn, framework.WithTimings(framework.Timings{ReconcileInterval: 200*time.Millisecond}), framework.WithStateTracking(true))
+	w, err := framework.NewWorker(wc.Conn, framework.WithTimings(framework.Timings{ReconcileInterval: 200 * time.Millisecond}), framework.WithStateTracking(true))
 	if err != nil {
 		t.Fatal(err)
 	}
