@@ -168,7 +168,7 @@ const (
 	// HeaderPayloadVersion is the payload version of a task, a decimal
 	// integer from 1 to [MaxPayloadVersion] without sign or leading zero; a
 	// task without it is version 1.
-	HeaderPayloadVersion = "Jetflow-Payload-Version"
+	HeaderPayloadVersion = fleet.HeaderPayloadVersion
 	// HeaderVersionRefusedSince is when a task handed back for its payload
 	// version was first handed back (RFC 3339).
 	HeaderVersionRefusedSince = taskmsg.HeaderVersionRefusedSince

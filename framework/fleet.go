@@ -95,6 +95,7 @@ func (w *Worker) installFleet() {
 	if err != nil || len(host) > fleet.MaxTextLen {
 		host = "unknown"
 	}
+	w.newVersionGate() // versions.go
 	w.addExtension(extension{Plugin: Plugin{
 		Name: "registry",
 		Service: func(ctx context.Context, w *Worker) {
@@ -130,6 +131,6 @@ func (w *Worker) fleetRecord(host string) fleet.Record {
 		}
 		rec.Types = append(rec.Types, s)
 	}
-	rec.Refused = w.versions.refused.Snapshot()
+	rec.Refused = w.versions.Refused.Snapshot()
 	return rec
 }

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/jetflow-io/jetflow/internal/fleet"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
@@ -92,23 +90,11 @@ func checkVersion(v int) error {
 // PayloadVersion returns the task's payload version ([HeaderPayloadVersion]):
 // 1 when the task has none, 0 when its header is not a valid version.
 func (t *Task) PayloadVersion() int {
-	v, err := parseVersion(t.Header(HeaderPayloadVersion))
+	v, err := fleet.ParseVersion(t.Header(HeaderPayloadVersion))
 	if err != nil {
 		return 0
 	}
 	return v
-}
-
-// parseVersion reads a version header from the wire.
-func parseVersion(s string) (int, error) {
-	if s == "" {
-		return 1, nil
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v < 1 || v > MaxPayloadVersion || strconv.Itoa(v) != s { // digits only, no sign, no leading zero
-		return 0, fmt.Errorf("header %s is %q, not a version from 1 to %d", HeaderPayloadVersion, truncate(s, 16), MaxPayloadVersion)
-	}
-	return v, nil
 }
 
 // versionOf returns the version T names, and false when T is not
@@ -156,60 +142,43 @@ func payloadVersionHeader(cfg *enqueueConfig, payload any) (string, error) {
 	return strconv.Itoa(v), nil
 }
 
-// versionState is a worker's record of the versions it handed back, and
-// its last read of the registry (internal/fleet).
-type versionState struct {
-	refused fleet.Refusals
-	served  fleet.Served
-}
-
 // checkPayloadVersion hands p back when its type declares versions and
 // p's is not among them, or fails it when its version header is invalid
-// or no live worker accepted it within the grace. It returns true when p
-// was settled or handed back.
+// or no live worker accepted it within the grace (fleet.Gate). It returns
+// true when p was settled or handed back.
 func (w *Worker) checkPayloadVersion(p *pending) bool {
 	accepted := p.tt.cfg.versions
 	if accepted == nil {
 		return false
 	}
 	t := &p.task
-	v, err := parseVersion(t.Header(HeaderPayloadVersion))
-	if err != nil {
+	now := time.Now()
+	verdict, d, err := w.versions.Check(accepted, t.Type, t.Headers, now)
+	switch verdict {
+	case fleet.Run:
+		return false
+	case fleet.Corrupt:
 		w.bg.attempts.Settle(p, Permanent(fmt.Errorf("%w: %w", ErrCorruptTask, err)), 0)
 		return true
-	}
-	if _, ok := slices.BinarySearch(accepted, v); ok {
-		return false
-	}
-	now := time.Now()
-	w.versions.refused.Note(t.Type, v, now)
-	d := fleet.Unaccepted{
-		Since:  taskmsg.ParseTime(t.Header(HeaderVersionRefusedSince)),
-		Count:  t.Header(HeaderVersionRefusals),
-		Served: w.versionServed(t.Type, v),
-	}.Decide(w.opts.versionGrace, now)
-	if d.DeadLetter {
-		err := fmt.Errorf("%w: version %d of task type %s, handed back %d times since %s (this worker accepts %v)",
-			ErrVersion, v, t.Type, d.Count, d.Since.UTC().Format(time.RFC3339), accepted)
-		w.bg.attempts.Settle(p, Permanent(err), 0)
+	case fleet.NoWorker:
+		w.bg.attempts.Settle(p, Permanent(fmt.Errorf("%w: %w", ErrVersion, err)), 0)
 		return true
 	}
 	if !p.settled.CompareAndSwap(false, true) {
 		return true
 	}
-	err = w.versionBack(p, d.Since, d.Next(), now.Add(d.Delay))
-	if err != nil {
+	if err = w.versionBack(p, d, now.Add(d.Delay)); err != nil {
 		// Without the schedule, a redelivery (which spends a delivery).
 		w.stats.versionsRedelivered.Add(1)
 		t.Logger().Warn("jetflow could not hand back a task of a payload version its handler does not accept; redelivering it, which spends an attempt",
-			slog.Int("version", v), slog.Any(LogKeyError, err))
+			slog.Int("version", t.PayloadVersion()), slog.Any(LogKeyError, err))
 		if nerr := p.msg.NakWithDelay(d.Delay); nerr != nil {
 			w.ackFailed(w.hardCtx, t, p, "nak", nerr)
 		}
 		return true
 	}
 	w.stats.versionsBack.Add(1)
-	t.Logger().Debug("jetflow task handed back: payload version not accepted", slog.Int("version", v), slog.Duration("retry_in", d.Delay))
+	t.Logger().Debug("jetflow task handed back: payload version not accepted", slog.Int("version", t.PayloadVersion()), slog.Duration("retry_in", d.Delay))
 	if aerr := p.msg.Ack(); aerr != nil {
 		// Redelivered: its schedule is pending or fired already
 		// (versionBack finds it).
@@ -219,12 +188,12 @@ func (w *Worker) checkPayloadVersion(p *pending) bool {
 }
 
 // versionBack stores p's task as a one-shot schedule due at due that fires
-// it into its queue again, with the hand-back headers set. The schedule
+// it into its queue again, with the hand-back headers of d. The schedule
 // is deduplicated by the delivered message's sequence, so a redelivery of
 // the same message stores it once. A task that cannot fire from a
 // schedule (an ordered task, a cron tick) gets an error: it is redelivered
 // instead.
-func (w *Worker) versionBack(p *pending, since time.Time, n int, due time.Time) error {
+func (w *Worker) versionBack(p *pending, d fleet.HandBack, due time.Time) error {
 	t := &p.task
 	if p.tt.cfg.ordering != nil || t.Header(HeaderOrderingKey) != "" {
 		return errors.New("an ordered task stays in its key's queue")
@@ -232,35 +201,26 @@ func (w *Worker) versionBack(p *pending, since time.Time, n int, due time.Time) 
 	if taskmsg.ReservedID(t.ID) {
 		return fmt.Errorf("task ID %s cannot be a delayed task's", t.ID)
 	}
-	b := taskmsg.HandBack{Subject: w.names.ScheduleSubject(t.ID), Target: w.names.FiredSubject(t.Priority, t.Type),
-		ID: t.ID, Sequence: t.Sequence, Due: due, Header: t.Headers, Data: t.Payload,
-		EnqueuedAt: t.EnqueuedAt, Since: since, Refusals: n}
-	msg := b.Msg()
 	ctx, cancel := jsapi.WithTimeout(w.hardCtx)
 	defer cancel()
-	_, err := w.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(w.names.ScheduleStream()),
-		jetstream.WithExpectLastSequencePerSubject(0))
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-		return fmt.Errorf("task %s already has a pending schedule", t.ID)
-	}
-	return err
+	return fleet.StoreHandBack(ctx, w.js, w.names.ScheduleStream(), &taskmsg.HandBack{
+		Subject: w.names.ScheduleSubject(t.ID), Target: w.names.FiredSubject(t.Priority, t.Type),
+		ID: t.ID, Sequence: t.Sequence, Due: due, Header: t.Headers, Data: t.Payload,
+		EnqueuedAt: t.EnqueuedAt, Since: d.Since, Refusals: d.Next()})
 }
 
-// versionServed reports whether a live worker of the registry accepts
-// version v of typ. The registry is read again when the last read is older
-// than a registry interval, or than a second when it found no such worker
-// (one that just started is found soon). When it cannot be read the answer
-// is false (the grace decides).
-func (w *Worker) versionServed(typ string, v int) bool {
-	ok, err := w.versions.served.Accepts(typ, v, w.opts.fleet.interval, func() (*fleet.Listing, error) {
+// newVersionGate sets up the worker's payload-version gate, which reads
+// the registry with the worker's rules.
+func (w *Worker) newVersionGate() {
+	g := &w.versions
+	g.Grace, g.Interval = w.opts.versionGrace, w.opts.fleet.interval
+	g.List = func() (*fleet.Listing, error) {
 		ctx, cancel := context.WithTimeout(w.hardCtx, 5*time.Second)
 		defer cancel()
 		return fleetRules.List(ctx, w.js, w.names.WorkersBucket())
-	})
-	if err != nil {
+	}
+	g.ListFailed = func(typ string, v int, err error) {
 		w.log.Warn("jetflow could not read the worker registry to find a worker for a payload version; dead-lettering after the grace",
 			slog.String(LogKeyTaskType, typ), slog.Int("version", v), slog.Any(LogKeyError, err))
 	}
-	return ok
 }

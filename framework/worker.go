@@ -15,6 +15,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/delays"
 	"github.com/jetflow-io/jetflow/internal/dispatch"
 	"github.com/jetflow-io/jetflow/internal/exec"
+	"github.com/jetflow-io/jetflow/internal/fleet"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/liveness"
 	"github.com/jetflow-io/jetflow/internal/pull"
@@ -54,7 +55,7 @@ type Worker struct {
 	state atomic.Int32 // workerNew, workerRunning, workerStopping
 
 	stopFetch   chan struct{} // closed: stop pulling
-	versions    versionState  // payload versions handed back (versions.go)
+	versions    fleet.Gate    // payload versions handed back (versions.go)
 	stopOnce    sync.Once
 	hardCtx     context.Context // handler contexts; cancelled at the shutdown deadline
 	hardCancel  context.CancelFunc

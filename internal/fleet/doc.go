@@ -10,11 +10,12 @@
 //   - the loop that writes a worker's record every interval while it runs
 //     and deletes it when it stops ([Announcer]);
 //   - listing the live records in one watch of the bucket ([Rules.List]);
-//   - a worker's side of payload versions: the versions it handed back
-//     ([Refusals]), its kept read of who accepts a version ([Served]), and
-//     what to do with a task of a version its handler does not accept
-//     ([Unaccepted.Decide]: hand it back after a wait, or dead-letter it
-//     once the grace has passed and no live worker accepts it).
+//   - a worker's side of payload versions ([Gate]): the versions it handed
+//     back ([Refusals]), its kept read of who accepts a version ([Served]),
+//     the verdict on a delivered task ([Gate.Check]: run it, fail it for a
+//     bad header, hand it back after a wait ([Unaccepted.Decide]), or
+//     dead-letter it once the grace has passed and no live worker accepts
+//     it), and storing the hand-back's schedule ([StoreHandBack]).
 //
 // # Why a KV bucket
 //
