@@ -137,10 +137,10 @@ const (
 var allFigures = []string{figDrain, figEnqueue, figLatency, figDelay, figPriority,
 	figEnqueueOne, figLatency10k, figLatency20k, figDrainTCP, figLatency10kTCP, figLatency20kTCP,
 	figDrainNoDedup, figEnqueueNoDedup, figDrainState, figDLQ, figWorkflow, figCluster,
-	figUnique, figRateLimitCost, figOrdering, figBatch, figDrainTypes, figWaitEvent, figEarlyEvent, figFanout, figDebounce, figFairness, figBacklog, figScaleOut}
+	figUnique, figRateLimitCost, figOrdering, figBatch, figDrainTypes, figWaitEvent, figEarlyEvent, figFanout, figDebounce, figFairness, figBacklog, figScaleOut, figLanes}
 
 // bigFigures run only when -big is given or -only names them.
-var bigFigures = map[string]bool{figBacklog: true, figScaleOut: true}
+var bigFigures = map[string]bool{figBacklog: true, figScaleOut: true, figLanes: true}
 
 // config holds the settings of one bench run.
 type config struct {

@@ -236,6 +236,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		{figBacklog, e.figureBacklog},
 		// The scale-out figure starts its own capped cluster.
 		{figScaleOut, func(ctx context.Context, out io.Writer) error { return runScaleOut(ctx, cfg, out, stderr) }},
+		{figLanes, e.runLanes},
 	}
 	for _, f := range figures {
 		if !cfg.only[f.name] {
