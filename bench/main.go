@@ -40,6 +40,7 @@
 //	RESULT drain_types types=11 raw_per_s=… jetflow_per_s=… ratio=… one_type_per_s=… types_over_one=… one_stream_per_s=… one_stream_ratio=… one_priority_per_s=… one_priority_ratio=…
 //	RESULT fairness noisy_backlog=100000 quiet_rate_per_s=50 quiet_p99_wait_ms=… unfair_p99_wait_ms=… … fair_drain_per_s=… plain_drain_per_s=…
 //	RESULT backlog_1m tasks=1000000 enqueue_per_s=… enqueue_peak_rss_mb=… drain_per_s=… drain_ratio_to_100k=…  (with -big)
+//	RESULT lanes_probe unordered_per_s=… … lanes16_single_ratio=… runs=…  (with -big or -only)
 //
 // With -soak DURATION the bench runs only the soak, against a three-node
 // cluster with R3 streams: three nats-server processes it starts (or three
