@@ -93,9 +93,6 @@ func (r *TaskRecord) DecodeResult(v any) error {
 	return json.Unmarshal(r.Result, v)
 }
 
-// maxRecordError bounds the error text of a record.
-const maxRecordError = 1024
-
 // WithStateTracking turns task state records on or off. Default off: a
 // record costs one more stored message per task, which on a busy server
 // halves the throughput of tasks that do little work (see docs/state.md

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/staterec"
@@ -76,10 +75,6 @@ func (w *Worker) prepareState(ctx context.Context, _ *Worker) error {
 	return nil
 }
 
-// readyTimeout bounds the creation of the state bucket when a task of an
-// untracked type first asks for records.
-const readyTimeout = 10 * time.Second
-
 // tracker returns the tracker of the worker running t, nil for a task
 // built outside a worker.
 func (t *Task) tracker() *staterec.Tracker {
@@ -90,16 +85,10 @@ func (t *Task) tracker() *staterec.Tracker {
 }
 
 // recordsAsked makes sure the state bucket exists before a task of an
-// untracked type writes records it asked for (progress, a result): the
-// first such task of a worker creates it.
+// untracked type writes records it asked for (progress, a result).
 func (t *Task) recordsAsked(ctx context.Context, tr *staterec.Tracker) error {
-	if tr.Tracked(t.Type) {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	if err := tr.Ready(ctx); err != nil {
-		return fmt.Errorf("framework: task %s: cannot store its state record: %w", t.ID, err)
+	if err := tr.Asked(ctx, record(t)); err != nil {
+		return fmt.Errorf("framework: %w", err)
 	}
 	return nil
 }
@@ -125,28 +114,19 @@ func recordPriority(p Priority) string {
 
 // stateStarted starts the records of a tracked task's attempt. A task of
 // an untracked type enqueued with [Awaited] gets only its final record: the
-// state bucket must exist for it (staterec.StartOf).
+// state bucket must exist for it (staterec.Tracker.Begin).
 func (w *Worker) stateStarted(ctx context.Context, t *Task) {
 	if w.tracker == nil {
 		return
 	}
-	tracked := w.tracker.Tracked(t.Type)
-	switch staterec.StartOf(tracked, !tracked && t.Header(HeaderAwaited) != "") {
-	case staterec.StartRecords:
-		w.tracker.Started(record(t), t.stateOf())
-	case staterec.StartEnsure:
-		if err := t.recordsAsked(ctx, w.tracker); err != nil {
-			w.log.Warn("jetflow cannot store the final record of an awaited task", slog.Any(LogKeyError, err))
-		}
+	if err := w.tracker.Begin(ctx, record(t), t.Header(HeaderAwaited) != "", t.stateOf); err != nil {
+		w.log.Warn("jetflow cannot store the final record of an awaited task", slog.Any(LogKeyError, err))
 	}
 }
 
 // stateFinished writes the record of an attempt's outcome, when
-// staterec.FinishOf says it gets one: every outcome of a tracked task; the
-// final outcome of a task of an untracked type that asked for records,
-// and its retry when a progress record would otherwise stay behind. The
-// final record of an awaited task, or of an untracked one, is confirmed by
-// the server (staterec.Writer.WriteConfirmed).
+// staterec.Tracker.End says it gets one. The final record of an awaited
+// task, or of an untracked one, is confirmed by the server.
 func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
 	if w.tracker == nil {
 		return
@@ -165,17 +145,7 @@ func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
 	default:
 		return
 	}
-	tracked := w.tracker.Tracked(t.Type)
-	// wrote takes the attempt's lock: look it up only where it counts.
-	wrote := !tracked && out.State == staterec.Retrying && t.state.Wrote()
-	write, confirm := staterec.FinishOf(out.State, tracked, t.Header(HeaderAwaited) != "", t.state != nil, wrote)
-	if !write {
-		return
-	}
-	if o.Err != nil {
-		out.Error = truncate(o.Err.Error(), maxRecordError)
-	}
-	w.tracker.Finished(record(t), t.state, out, confirm)
+	w.tracker.End(record(t), t.Header(HeaderAwaited) != "", t.state, out, o.Err)
 }
 
 // stateOf returns t's tracking state, creating it.
@@ -187,19 +157,12 @@ func (t *Task) stateOf() *staterec.Attempt {
 }
 
 // stateRouted writes the "dead" record of a task this worker's router or
-// reconciler dead-lettered (its own worker died on the last delivery, or
-// could not settle it), when its type is tracked here or it was enqueued
-// with [Awaited]: otherwise its record would stay "running", and a Wait on
-// it would last until its deadline.
+// reconciler dead-lettered (staterec.Tracker.Routed).
 func (w *Worker) stateRouted(rt deadletter.RoutedTask) {
 	if w.tracker == nil || streams.ValidateID(rt.TaskID) != nil {
 		return
 	}
-	awaited := rt.Header.Get(HeaderAwaited) != ""
-	if !w.tracker.Tracked(rt.Type) && !awaited {
-		return
-	}
 	rec := staterec.Record{ID: rt.TaskID, Type: rt.Type, Priority: rt.Priority, Attempt: rt.Deliveries,
 		MaxAttempts: rt.Deliveries, Sequence: rt.Seq}
-	w.tracker.Finished(rec, nil, staterec.Outcome{State: staterec.Dead, Error: truncate(rt.Error, maxRecordError)}, true)
+	w.tracker.Routed(rec, rt.Header.Get(HeaderAwaited) != "", rt.Error)
 }

@@ -2,8 +2,11 @@ package staterec
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/jetflow-io/jetflow/internal/textcut"
 )
 
 // The states a record holds (framework.TaskState's values).
@@ -148,4 +151,73 @@ func (tr *Tracker) Finished(rec Record, a *Attempt, o Outcome, confirm bool) {
 		return
 	}
 	tr.w.Write(rec.ID, data, false)
+}
+
+// MaxError bounds the error text of a record.
+const MaxError = 1024
+
+// ReadyTimeout bounds the creation of the state bucket when a task of an
+// untracked type first asks for records.
+const ReadyTimeout = 10 * time.Second
+
+// Begin starts the records of an attempt of rec's task, as [StartOf] says:
+// a tracked task's "running" record (on state(), the attempt's tracking
+// state), or for a task of an untracked type enqueued to be awaited, the
+// state bucket its final record needs ([Tracker.Asked]).
+func (tr *Tracker) Begin(ctx context.Context, rec Record, awaited bool, state func() *Attempt) error {
+	tracked := tr.Tracked(rec.Type)
+	switch StartOf(tracked, !tracked && awaited) {
+	case StartRecords:
+		tr.Started(rec, state())
+	case StartEnsure:
+		return tr.Asked(ctx, rec)
+	}
+	return nil
+}
+
+// Asked makes sure the state bucket exists before a task of an untracked
+// type writes records it asked for (progress, a result, a final record
+// to be awaited): the first such task of a worker creates it, within
+// ReadyTimeout.
+func (tr *Tracker) Asked(ctx context.Context, rec Record) error {
+	if tr.Tracked(rec.Type) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	defer cancel()
+	if err := tr.Ready(ctx); err != nil {
+		return fmt.Errorf("task %s: cannot store its state record: %w", rec.ID, err)
+	}
+	return nil
+}
+
+// End writes the record of an attempt's outcome o when [FinishOf] says it
+// gets one: every outcome of a tracked task; the final outcome of a task
+// of an untracked type that asked for records (a is not nil) or is
+// awaited, and its retry when a record of the attempt was written. The
+// text of err, cut to MaxError bytes, is the record's error. a may be nil.
+func (tr *Tracker) End(rec Record, awaited bool, a *Attempt, o Outcome, err error) {
+	tracked := tr.Tracked(rec.Type)
+	// Wrote takes the attempt's lock: look it up only where it counts.
+	wrote := !tracked && o.State == Retrying && a.Wrote()
+	write, confirm := FinishOf(o.State, tracked, awaited, a != nil, wrote)
+	if !write {
+		return
+	}
+	if err != nil {
+		o.Error = textcut.Cut(err.Error(), MaxError)
+	}
+	tr.Finished(rec, a, o, confirm)
+}
+
+// Routed writes the "dead" record of a task that a router or reconciler
+// dead-lettered (its own worker died on the last delivery, or could not
+// settle it), when its type is tracked or it was awaited: otherwise its
+// record would stay "running", and a wait on it would last until its
+// deadline. rec's ID must be valid.
+func (tr *Tracker) Routed(rec Record, awaited bool, cause string) {
+	if !tr.Tracked(rec.Type) && !awaited {
+		return
+	}
+	tr.Finished(rec, nil, Outcome{State: Dead, Error: textcut.Cut(cause, MaxError)}, true)
 }
