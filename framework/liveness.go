@@ -31,7 +31,7 @@ func init() {
 // to call at any time from any goroutine.
 func (w *Worker) liveness() liveness.Report {
 	lv := liveness.Report{State: liveness.State(w.state.Load()), Started: w.startedAt(), StallLimit: w.opts.stallLimit,
-		Starting: w.starting.list()}
+		Starting: w.starting.List()}
 	for _, tt := range w.order {
 		for _, p := range tt.cfg.priorities {
 			name := w.names.ConsumerName(tt.name, p)

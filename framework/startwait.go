@@ -1,11 +1,6 @@
 package framework
 
 import (
-	"log/slog"
-	"maps"
-	"slices"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/liveness"
@@ -32,69 +27,10 @@ const startAttempt = 10 * time.Second
 // what it waits for, and how often it logs again while it still waits.
 const slowStartReport = 5 * time.Second
 
-// startWaits records the start-up steps under way. The zero value is ready
-// to use; it is safe for concurrent use.
-type startWaits struct {
-	mu      sync.Mutex
-	pending map[string]time.Time
-}
+// startWaits is liveness.StartWaits under the name ordering.go uses.
+type startWaits struct{ liveness.StartWaits }
 
-// waitingFor runs step, noting what among the steps Start waits for while
-// it runs.
+// waitingFor runs step, noting it among the steps Start waits for.
 func (s *startWaits) waitingFor(what string, step func() error) error {
-	s.mu.Lock()
-	if s.pending == nil {
-		s.pending = make(map[string]time.Time)
-	}
-	s.pending[what] = time.Now()
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.pending, what)
-		s.mu.Unlock()
-	}()
-	return step()
-}
-
-// list returns the steps under way, the longest waiting first.
-func (s *startWaits) list() []liveness.StartWait {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]liveness.StartWait, 0, len(s.pending))
-	for _, what := range slices.Sorted(maps.Keys(s.pending)) {
-		out = append(out, liveness.StartWait{What: what, Since: s.pending[what]})
-	}
-	slices.SortStableFunc(out, func(a, b liveness.StartWait) int { return a.Since.Compare(b.Since) })
-	return out
-}
-
-// reportSlowStart logs at Warn, every slowStartReport, the start-up steps
-// that have waited that long, until the returned function is called.
-func (w *Worker) reportSlowStart() (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		tick := time.NewTicker(slowStartReport)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-tick.C:
-				var slow []string
-				for _, sw := range w.starting.list() {
-					if d := now.Sub(sw.Since); d >= slowStartReport {
-						slow = append(slow, sw.What+" for "+d.Round(time.Second).String())
-					}
-				}
-				if len(slow) > 0 {
-					w.log.Warn("jetflow worker start is slow; waiting for the server to answer",
-						slog.String("waiting_for", strings.Join(slow, ", ")),
-						slog.Duration("since_start", now.Sub(w.startedAt()).Round(time.Second)))
-				}
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
+	return s.WaitingFor(what, step)
 }

@@ -261,7 +261,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return ErrWorkerClosed
 	}
 	w.started.Store(time.Now().UnixNano())
-	defer w.reportSlowStart()() // startwait.go
+	defer w.starting.ReportSlow(w.log, slowStartReport, w.startedAt)()
 	fail := func(err error) error {
 		w.state.Store(workerStopping)
 		// Mark the stop as done so that a later Shutdown returns at once
