@@ -2,10 +2,7 @@ package framework
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/stranded"
@@ -60,7 +57,15 @@ func (w *Worker) startStrandedCheck(startCtx, svcCtx context.Context) {
 		return
 	}
 	c := &w.strandCheck
-	*c = stranded.Checker{JS: w.js, NC: w.nc, Streams: w.partitions, Unread: w.unread, Missing: ErrTopologyMissing,
+	served := func(typ string) (stranded.Served, bool) {
+		tt := w.types[typ]
+		if tt == nil {
+			return stranded.Served{}, false
+		}
+		return stranded.Served{Priorities: tt.cfg.priorities, Ordered: tt.cfg.ordering != nil}, true
+	}
+	*c = stranded.Checker{JS: w.js, NC: w.nc, Streams: w.partitions, Missing: ErrTopologyMissing,
+		Unread: func(subject string) (string, string) { return stranded.Unread(w.names, subject, served) },
 		Before: w.checkPartitionCount, // partitions.go
 		Stranded: func(s stranded.Subject) {
 			w.log.Warn("jetflow tasks of a type this worker serves wait on a subject no consumer reads; they will never run",
@@ -73,29 +78,4 @@ func (w *Worker) startStrandedCheck(startCtx, svcCtx context.Context) {
 	}
 	c.Check(startCtx)
 	w.services.Go(func() { c.Loop(svcCtx, every) })
-}
-
-// unread returns the type of subject and why this worker does not read it,
-// when the subject carries tasks of a type the worker serves that the
-// worker's own consumers do not cover; why is empty otherwise.
-func (w *Worker) unread(subject string) (taskType, why string) {
-	if p, typ, err := w.names.ParseTaskSubject(subject); err == nil {
-		tt := w.types[typ]
-		if tt == nil || slices.Contains(tt.cfg.priorities, p) {
-			return typ, ""
-		}
-		served := make([]string, len(tt.cfg.priorities))
-		for i, q := range tt.cfg.priorities {
-			served[i] = q.String()
-		}
-		return typ, fmt.Sprintf("tasks of priority %s, which no worker serves: this worker serves %s of the type (framework.WithServedPriorities)",
-			p, strings.Join(served, ", "))
-	}
-	if typ, _, err := w.names.ParseOrderedSubject(subject); err == nil {
-		if tt := w.types[typ]; tt != nil && tt.cfg.ordering == nil {
-			return typ, "ordered tasks (framework.Ordered), which no worker reads: register the type with framework.WithOrdering"
-		}
-		return typ, ""
-	}
-	return "", ""
 }
