@@ -190,11 +190,12 @@ func PartitionedIntake(n streams.Names, partitions int, types []string) ([]strin
 		}
 		work, ord := strings.TrimSuffix(p.TaskWildcard(), ">"), strings.TrimSuffix(p.OrderedWildcard(), ">")
 		for _, t := range types {
-			o := ord + t
-			if !strings.HasSuffix(t, ">") {
-				o += ".*" // the slot
+			if strings.HasSuffix(t, ">") {
+				out = append(out, work+"*."+t, ord+t)
+				continue
 			}
-			out = append(out, work+"*."+t, o)
+			// The slot's bits (streams.Names.OrderedSubject).
+			out = append(out, work+"*."+t, ord+t+".K.*.*.*.*.*.*.*.*")
 		}
 	}
 	return append(out, n.DelaySubject(">")), nil

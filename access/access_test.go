@@ -96,7 +96,7 @@ func TestProducerIntake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"jetflow.task.*.tenant_a.>", "jetflow.ord.tenant_a.>", "jetflow.task.*.billing.charge", "jetflow.ord.billing.charge.*", "jetflow.delay.>"}
+	want := []string{"jetflow.task.*.tenant_a.>", "jetflow.ord.tenant_a.>", "jetflow.task.*.billing.charge", "jetflow.ord.billing.charge.K.*.*.*.*.*.*.*.*", "jetflow.delay.>"}
 	if !slices.Equal(some.Publish, want) || !slices.Equal(some.Subscribe, []string{"_INBOX_a.>"}) {
 		t.Errorf("producer of some types: %+v, want publish %v", some, want)
 	}
@@ -221,9 +221,9 @@ func TestPartitionGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{
-		"jetflow.task.*.billing.charge", "jetflow.ord.billing.charge.*", "jetflow.task.*.tenant_a.>", "jetflow.ord.tenant_a.>",
-		"jetflow.p1.task.*.billing.charge", "jetflow.p1.ord.billing.charge.*", "jetflow.p1.task.*.tenant_a.>", "jetflow.p1.ord.tenant_a.>",
-		"jetflow.p2.task.*.billing.charge", "jetflow.p2.ord.billing.charge.*", "jetflow.p2.task.*.tenant_a.>", "jetflow.p2.ord.tenant_a.>",
+		"jetflow.task.*.billing.charge", "jetflow.ord.billing.charge.K.*.*.*.*.*.*.*.*", "jetflow.task.*.tenant_a.>", "jetflow.ord.tenant_a.>",
+		"jetflow.p1.task.*.billing.charge", "jetflow.p1.ord.billing.charge.K.*.*.*.*.*.*.*.*", "jetflow.p1.task.*.tenant_a.>", "jetflow.p1.ord.tenant_a.>",
+		"jetflow.p2.task.*.billing.charge", "jetflow.p2.ord.billing.charge.K.*.*.*.*.*.*.*.*", "jetflow.p2.task.*.tenant_a.>", "jetflow.p2.ord.tenant_a.>",
 		"jetflow.delay.>",
 	}
 	if !slices.Equal(p.Publish, want) {

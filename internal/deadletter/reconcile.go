@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/queuestate"
 	"github.com/jetflow-io/jetflow/internal/retry"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -129,8 +131,10 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 		// Stored tasks that are neither undelivered nor pending: leftovers
 		// (up to races between the two snapshots).
 		extra := -int64(ci.NumPending) - int64(ci.NumAckPending)
-		for _, f := range filters {
-			extra += int64(counts[f])
+		stored := make([]uint64, len(filters))
+		for i, f := range filters {
+			stored[i] = storedUnder(counts, f)
+			extra += int64(stored[i])
 		}
 		if extra <= 0 && len(prev.seqs) == 0 {
 			continue
@@ -138,8 +142,8 @@ func (r *reconciler) pass(ctx context.Context) (int, error) {
 		bound := deadBound(ci)
 		cur := reconcileCands{created: ci.Created, seqs: make(map[uint64]struct{})}
 		var err error
-		for _, filter := range filters {
-			if counts[filter] == 0 {
+		for i, filter := range filters {
+			if stored[i] == 0 {
 				continue // nothing stored: no candidate, and no previous one left
 			}
 			err = jsapi.Scan(ctx, c.nc, c.topo.TaskStream, filter, 1, max(bound, prev.max), time.Time{}, 256,
@@ -191,6 +195,22 @@ func (c *Core) taskFilters(config jetstream.ConsumerConfig) []string {
 		}
 	}
 	return config.FilterSubjects
+}
+
+// storedUnder returns the tasks stored under filter, a subject or a
+// wildcard (an ordered type's bits filter), from the stream's count per
+// subject.
+func storedUnder(counts map[string]uint64, filter string) uint64 {
+	if !strings.ContainsAny(filter, "*>") {
+		return counts[filter]
+	}
+	var n uint64
+	for subject, c := range counts {
+		if queuestate.SubjectMatches(filter, subject) {
+			n += c
+		}
+	}
+	return n
 }
 
 func (cs *reconcileCands) add(seq uint64) {

@@ -157,7 +157,8 @@ func (c *Checker) findIn(ctx context.Context, names streams.Names) ([]Subject, e
 	work, ord := strings.TrimSuffix(names.TaskWildcard(), ">"), strings.TrimSuffix(names.OrderedWildcard(), ">")
 	var wildcards []string
 	for _, typ := range types {
-		wildcards = append(wildcards, work+"*."+typ, ord+typ+".*")
+		// Ordered slots in both layouts (streams/ordering.go).
+		wildcards = append(wildcards, work+"*."+typ, ord+typ+".*", ord+typ+".K.>")
 	}
 	subs, err := queuestate.Stranded(ctx, c.NC, stream, name, wildcards, Max)
 	if err != nil {

@@ -53,6 +53,7 @@ func TestCheckerFindsAndReportsOnce(t *testing.T) {
 	publish(names.TaskSubject(streams.PriorityNormal, "a"), 2) // read: not stranded
 	publish(low, 3)
 	publish(names.OrderedSubject("b", 7), 1)
+	publish(names.LegacyOrderedSubject("b", 7), 1)
 	publish(names.TaskSubject(streams.PriorityLow, "other"), 1) // not the worker's type
 
 	var reported []string
@@ -65,8 +66,8 @@ func TestCheckerFindsAndReportsOnce(t *testing.T) {
 	}
 	c.Check(ctx)
 	found := c.Found()
-	if len(found) != 2 || len(reported) != 2 {
-		t.Fatalf("found %+v, reported %v, want the low subject of a and the ordered subject of b", found, reported)
+	if len(found) != 3 || len(reported) != 3 {
+		t.Fatalf("found %+v, reported %v, want the low subject of a and the ordered subjects of b", found, reported)
 	}
 	for _, s := range found {
 		if s.Subject == low && (s.Tasks != 3 || s.Why != "not served" || s.Type != "a" || s.Oldest.IsZero()) {
@@ -84,8 +85,8 @@ func TestCheckerFindsAndReportsOnce(t *testing.T) {
 	publish(high, 1)
 	reported = nil
 	c.Check(ctx)
-	if len(c.Found()) != 2 || len(reported) != 1 || reported[0] != high {
-		t.Fatalf("found %+v, reported %v, want the ordered subject and the high one, reporting only the high one", c.Found(), reported)
+	if len(c.Found()) != 3 || len(reported) != 1 || reported[0] != high {
+		t.Fatalf("found %+v, reported %v, want the ordered subjects and the high one, reporting only the high one", c.Found(), reported)
 	}
 }
 

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/streamdefs"
@@ -29,12 +30,16 @@ func DeadLetterTopology(n streams.Names) deadletter.Topology {
 			return typ, err == nil
 		},
 		ReadsSlot: func(subject, consumer string) bool {
+			if readsBits(n, subject, consumer) {
+				return true
+			}
 			typ, slot, err := n.ParseOrderedSubject(subject)
 			if err != nil {
 				return false
 			}
 			for partitions := 1; partitions <= streamdefs.OrderedSlots; partitions *= 2 {
-				if n.OrderedConsumerName(typ, partitions, slot%partitions) == consumer {
+				if n.OrderedConsumerName(typ, partitions, slot%partitions) == consumer ||
+					n.LaneConsumerName(typ, partitions, slot%partitions) == consumer {
 					return true
 				}
 			}
@@ -50,4 +55,28 @@ func errorKeys(n streams.Names) string {
 		return ""
 	}
 	return "p" + strconv.Itoa(n.PartitionIndex()) + "."
+}
+
+// readsBits reports whether filter is the bits filter of an ordered type's
+// partition or lane ([streams.Names.OrderedFilter]) and consumer the
+// partition or lane consumer that reads it.
+func readsBits(n streams.Names, filter, consumer string) bool {
+	rest, ok := strings.CutPrefix(filter, strings.TrimSuffix(n.OrderedWildcard(), ">"))
+	if !ok {
+		return false
+	}
+	typ, bits, ok := strings.Cut(rest, ".K")
+	if !ok || streams.ValidateTaskType(typ) != nil {
+		return false
+	}
+	bits = strings.TrimSuffix(bits, ".>")
+	k, p := len(bits)/2, 0
+	for i := range k {
+		p |= int(bits[2*i+1]-'0') << i
+	}
+	parts := 1 << k
+	if k > 8 || p >= parts || n.OrderedFilter(typ, parts, p) != filter {
+		return false
+	}
+	return n.OrderedConsumerName(typ, parts, p) == consumer || n.LaneConsumerName(typ, parts, p) == consumer
 }

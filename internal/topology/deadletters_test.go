@@ -24,6 +24,14 @@ func TestDeadLetterTopologyReadsSlot(t *testing.T) {
 		{"jetflow.ord.a.b.5", "a_b-normal", false},
 		{"jetflow.ord.a.b.999", "a_b-ord1-0", false},
 		{"jetflow.task.normal.a.b", "a_b-ord1-0", false},
+		{"jetflow.ord.a.b.K.>", "a_b-ord1-0", true},
+		{"jetflow.ord.a.b.K.1.0.>", "a_b-ord4-1", true},
+		{"jetflow.ord.a.b.K.1.0.>", "a_b-lane4-1", true},
+		{"jetflow.ord.a.b.K.1.0.>", "a_b-lane4-2", false},
+		{"jetflow.ord.a.b.K.1.0.>", "a_b-ord2-1", false},
+		{"jetflow.ord.a.b.K.1.1.1.1.1.1.1.1", "a_b-lane256-255", true},
+		{"jetflow.ord.a.b.K.1.2.>", "a_b-ord4-1", false},
+		{"jetflow.ord.a.b.K.1.0", "a_b-ord4-1", false},
 	}
 	for _, c := range cases {
 		if got := topo.ReadsSlot(c.subject, c.consumer); got != c.want {

@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -46,7 +47,8 @@ type OrderedConsumerSpec struct {
 }
 
 // orderedConsumerConfig returns the JetStream configuration of spec under
-// names: MaxAckPending 1 and one filter subject per slot of the partition.
+// names: MaxAckPending 1, the bits filter of the partition and one filter
+// subject per legacy slot subject of the partition.
 func orderedConsumerConfig(names streams.Names, spec OrderedConsumerSpec) (jetstream.ConsumerConfig, error) {
 	if err := streams.ValidateTaskType(spec.TaskType); err != nil {
 		return jetstream.ConsumerConfig{}, err
@@ -63,9 +65,12 @@ func orderedConsumerConfig(names streams.Names, spec OrderedConsumerSpec) (jetst
 	if spec.AckWait <= 0 {
 		spec.AckWait = DefaultAckWait
 	}
-	filters := make([]string, 0, streamdefs.OrderedSlots/spec.Partitions)
+	// The partition's slots in both layouts: the bits filter, and the
+	// subjects earlier versions published to (streams/ordering.go).
+	filters := make([]string, 0, 1+streamdefs.OrderedSlots/spec.Partitions)
+	filters = append(filters, names.OrderedFilter(spec.TaskType, spec.Partitions, spec.Partition))
 	for s := spec.Partition; s < streamdefs.OrderedSlots; s += spec.Partitions {
-		filters = append(filters, names.OrderedSubject(spec.TaskType, s))
+		filters = append(filters, names.LegacyOrderedSubject(spec.TaskType, s))
 	}
 	return jetstream.ConsumerConfig{
 		Durable: names.OrderedConsumerName(spec.TaskType, spec.Partitions, spec.Partition),
@@ -103,7 +108,7 @@ func EnsureOrderedConsumer(ctx context.Context, js jetstream.JetStream, names st
 		if err == nil {
 			hc := have.CachedInfo().Config
 			if hc.MaxDeliver == want.MaxDeliver && hc.AckWait == want.AckWait && hc.MaxAckPending == 1 &&
-				(want.Replicas == 0 || hc.Replicas == want.Replicas) {
+				(want.Replicas == 0 || hc.Replicas == want.Replicas) && slices.Equal(hc.FilterSubjects, want.FilterSubjects) {
 				c = have
 				return nil
 			}
