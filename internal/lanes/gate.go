@@ -119,7 +119,8 @@ func New[T any](cfg Config) *Gate[T] {
 //     lower DSeq is stale, the other stays queued;
 //   - a delivery of a sequence that runs: the new delivery is stale (the
 //     running task settles the sequence, which the server tracks by stream
-//     sequence), and the gate counts the running task by its DSeq;
+//     sequence); [Gate.Check] counts the running task by the new DSeq
+//     from then on, as it would a queued one;
 //   - any delivery while the gate is lost ([Gate.Lost]): it belongs to the
 //     lane's owner, to whom the server delivers it again.
 //
