@@ -22,11 +22,11 @@ func TestCheckCountsWhatTheReplyHadDelivered(t *testing.T) {
 		step{"acquired", ""},
 		step{"recv a 2 @6", ""},
 		step{"recv a 1 @5", ""},
-		step{"recv b 1 @7", ""},
+		step{"recv b 3 @7", ""},
 		step{"recheck", ""},
 		step{"check 3 6", ""}, // one delivery pending that is not held here
 		step{"check 1 6", ""}, // a held delivery is not pending yet
-		step{"check 2 6", "a1@5 b1@7 open"},
+		step{"check 2 6", "a1@5 b3@7 open"},
 	)
 }
 

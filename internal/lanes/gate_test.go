@@ -12,9 +12,9 @@ func TestOrderedRunsOneTaskOfAKeyAtATime(t *testing.T) {
 	s.run(
 		step{"recv a 1", "a1"},
 		step{"recv a 2", ""}, // a1 runs: a2 waits, whatever Limit says
-		step{"recv b 1", "b1"},
+		step{"recv b 9", "b9"},
 		step{"recv a 3", ""},
-		step{"done b 1", ""},
+		step{"done b 9", ""},
 		step{"done a 1", "a2"},
 		step{"done a 2", "a3"},
 	)
@@ -75,10 +75,10 @@ func TestOrderedAwaitsASequenceHandedBack(t *testing.T) {
 		step{"recv a 1", "a1"},
 		step{"recv a 2", ""},
 		step{"recv a 3", ""},
-		step{"recv b 1", "b1"},
+		step{"recv b 9", "b9"},
 		step{"nak a 1", ""}, // a2 waits for a1 to come back
 		step{"recheck", ""},
-		step{"nak b 1", ""},
+		step{"nak b 9", ""},
 	)
 	s.keys("a:2/0/1 b:0/0/1")
 	if got := s.g.Awaiting(); len(got) != 2 || got[0].Key != "a" || got[0].Seq != 1 || got[1].Key != "b" {
@@ -93,7 +93,7 @@ func TestOrderedAwaitsASequenceHandedBack(t *testing.T) {
 		step{"forget a 2", "a3"}, // dead-lettered: a3 may go
 		step{"forget a 2", ""},
 		step{"done a 3", ""},
-		step{"forget b 1", ""},
+		step{"forget b 9", ""},
 	)
 	s.empty()
 }
