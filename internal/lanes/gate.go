@@ -109,9 +109,10 @@ func New[T any](cfg Config) *Gate[T] {
 	return &Gate[T]{cfg: cfg, keys: make(map[string]*keyState[T])}
 }
 
-// Receive adds a delivery and returns the deliveries that may start now,
-// in the order to start them: none, it, or none while the gate is not
-// open (see [Gate.Check]).
+// Receive adds a delivery and returns the deliveries of its key that may
+// start now, in the order to start them: mostly none or it, several when
+// the key's limit rose meanwhile, none while the gate is not open (see
+// [Gate.Check]).
 //
 // When stale is set (isStale), the caller drops that delivery without
 // settling it:
