@@ -17,12 +17,13 @@
 // up to [Config.Limit] tasks at once, started in sequence order, and
 // nothing waits for the sequences handed back.
 //
-// A key's tasks start in stream order. The exceptions are redeliveries:
-// a sequence delivered again (handed back, redelivered after a failover,
-// or delivered twice) starts as the key's head when it comes back, though
-// higher sequences of the key may have started meanwhile — with Ordered,
-// only those that started before it was handed back, or while the gate was
-// lost. The gate keeps no memory of settled sequences, so that a key with
+// A key's tasks start in stream order, except redeliveries: a sequence
+// delivered again starts as the key's head when it comes back, though
+// higher sequences of the key may have started meanwhile. With Ordered the
+// key's later tasks wait for a sequence handed back, so that happens only
+// to a sequence that comes back unawaited: a duplicate delivery, one
+// forgotten, or one that another owner of the lane handed back. The gate
+// keeps no memory of settled sequences, so that a key with
 // nothing queued, running or awaited costs nothing: a late redelivery of a
 // sequence already settled (delivery is at least once) is queued as any
 // other, goes before the key's higher queued sequences and, with Ordered,
