@@ -7,7 +7,9 @@
 //     request a status answers and replaces a request whose heartbeats stop,
 //     asks for the next batch once half of the last one was taken, and lets
 //     other goroutines than its reader take ([Iter.TryNext]) and put back
-//     ([Iter.Unget]) buffered messages;
+//     ([Iter.Unget]) buffered messages, and may pull as a member of a
+//     priority group of the pinned_client policy ([Iter.SetGroup]), telling
+//     its caller when it gains or loses the consumer's pin;
 //   - [Msg], a delivered message implementing jetstream.Msg with nats.go's
 //     acknowledgement protocol;
 //   - pull sizing: [Batch] chooses the size of each pull request from the

@@ -62,6 +62,10 @@ type Iter struct {
 	// direct, when set, is offered each stored message that arrives at an
 	// empty queue (see [Iter.SetDirect]); guarded by mu.
 	direct func(*Msg) bool
+	// group, when set, is the priority group the requests name, and onPin
+	// is told of each change of pin (see [Iter.SetGroup]); guarded by mu.
+	group string
+	onPin func(pinID string)
 
 	sub    *nats.Subscription
 	notify chan struct{} // cap 1: something arrived
@@ -73,6 +77,7 @@ type Iter struct {
 	lastHeard time.Time // last message or status from the server
 	alive     time.Time // last sign of a live consumer (see Alive)
 	nextReq   uint64
+	pin       string      // the consumer's pin held, "" when none (see PinID)
 	err       error       // terminal: consumer deleted
 	polled    time.Time   // see Polled; owned by the goroutine calling Next
 	timer     *time.Timer // Next's wait, stopped between calls; owned likewise
@@ -120,6 +125,12 @@ func (p *Iter) handle(m *nats.Msg) {
 	if m.Reply != "" {
 		// A stored message: deliveries always carry their ack subject,
 		// whatever headers the producer gave them.
+		if onPin, pin := p.notePinLocked(m); onPin != nil {
+			// Told before the message is handed out.
+			p.mu.Unlock()
+			onPin(pin)
+			p.mu.Lock()
+		}
 		if r := p.cur; r != nil {
 			r.remaining--
 			if r.remaining <= 0 {
@@ -140,6 +151,7 @@ func (p *Iter) handle(m *nats.Msg) {
 	}
 	// A status of the server, answering the request of its subject.
 	lost := false
+	var onPin func(string)
 	mine := p.cur != nil && p.cur.reply == m.Subject
 	status := m.Header.Get("Status")
 	desc := strings.ToLower(m.Header.Get("Description"))
@@ -162,6 +174,11 @@ func (p *Iter) handle(m *nats.Msg) {
 	case status == "409" && (strings.Contains(desc, "leadership change") || strings.Contains(desc, "server shutdown")):
 		p.cur = nil
 		lost = true
+	case status == "423":
+		// The request's pin ID is not the consumer's pin: the request is
+		// done, and the pin lost (see SetGroup).
+		onPin = p.forgetPinLocked()
+		p.cur = nil
 	default:
 		// 408 request expired, 404, 409 batch completed or exceeded
 		// limits: the request is done.
@@ -170,6 +187,9 @@ func (p *Iter) handle(m *nats.Msg) {
 	p.mu.Unlock()
 	if lost && p.lost != nil {
 		p.lost()
+	}
+	if onPin != nil {
+		onPin("")
 	}
 	p.wake()
 }
@@ -236,7 +256,9 @@ func (p *Iter) maintainLocked(now time.Time) (lost bool, err error) {
 		Batch     int           `json:"batch"`
 		Expires   time.Duration `json:"expires"`
 		Heartbeat time.Duration `json:"idle_heartbeat"`
-	}{want, Expires, Heartbeat})
+		Group     string        `json:"group,omitempty"`
+		Pin       string        `json:"id,omitempty"`
+	}{want, Expires, Heartbeat, p.group, p.pin})
 	if err != nil {
 		return lost, err
 	}

@@ -1,0 +1,73 @@
+package lanes
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Awaited is a sequence handed back to the server that a gate waits to be
+// delivered again.
+type Awaited struct {
+	Key   string
+	Seq   uint64
+	Since time.Time // when it was handed back ([Gate.Done])
+}
+
+// KeyStats counts what a gate holds of one key.
+type KeyStats struct {
+	Key     string
+	Waiting int // received, not started
+	Running int // started, not done
+	Awaited int // handed back, awaited again
+}
+
+// Awaiting returns the sequences the gate waits for, longest waiting
+// first, for the caller to look up those that take too long (and
+// [Gate.Forget] those that will not come back).
+func (g *Gate[T]) Awaiting() []Awaited {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []Awaited
+	for name, k := range g.keys {
+		for _, w := range k.awaited {
+			out = append(out, Awaited{Key: name, Seq: w.seq, Since: w.since})
+		}
+	}
+	slices.SortFunc(out, func(a, b Awaited) int {
+		return cmp.Or(a.Since.Compare(b.Since), cmp.Compare(a.Seq, b.Seq))
+	})
+	return out
+}
+
+// Queued returns the deliveries received and not started, in stream order:
+// the caller keeps them alive on the server (in-progress acks) while they
+// wait.
+func (g *Gate[T]) Queued() []T {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []entry[T]
+	for _, k := range g.keys {
+		out = append(out, k.queue...)
+	}
+	return values(sortBySeq(out))
+}
+
+// Keys returns what the gate holds of each key it knows, by key.
+func (g *Gate[T]) Keys() []KeyStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]KeyStats, 0, len(g.keys))
+	for name, k := range g.keys {
+		out = append(out, KeyStats{Key: name, Waiting: len(k.queue), Running: len(k.running), Awaited: len(k.awaited)})
+	}
+	slices.SortFunc(out, func(a, b KeyStats) int { return cmp.Compare(a.Key, b.Key) })
+	return out
+}
+
+// Held returns how many deliveries the gate holds: queued or running.
+func (g *Gate[T]) Held() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.queued + g.running
+}
