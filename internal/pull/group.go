@@ -1,6 +1,10 @@
 package pull
 
-import "github.com/nats-io/nats.go"
+import (
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
 
 // Priority groups with the pinned_client policy (ADR-42, nats-server 2.11
 // and later).
@@ -35,7 +39,7 @@ const pinHeader = "Nats-Pin-Id"
 // pin. The server renews a pin only when a request carrying it arrives, and
 // an iterator with nothing to fetch sends one every [Expires]: with a
 // PinnedTTL shorter than that, an idle iterator loses its pin, and learns it
-// when a message comes and its request is refused.
+// when a message comes and its request is refused (see [Iter.SetExpires]).
 //
 // onPin runs without locks held on the subscription's goroutine, one call
 // at a time in the order of the changes, before the message that brought a
@@ -47,6 +51,24 @@ func (p *Iter) SetGroup(group string, onPin func(pinID string)) {
 	p.mu.Lock()
 	p.group, p.onPin = group, onPin
 	p.mu.Unlock()
+}
+
+// SetExpires sets how long each pull request waits on the server, in place
+// of [Expires]: a member of a pinned group sends requests more often than
+// the consumer's PinnedTTL, so that it keeps its pin while idle. Set it
+// before the first Next; d <= 0 restores the default. The requests' idle
+// heartbeat is at most half of d (the server refuses a longer one).
+func (p *Iter) SetExpires(d time.Duration) {
+	p.mu.Lock()
+	p.expires = d
+	p.mu.Unlock()
+}
+
+func (p *Iter) expiresOrDefault() time.Duration {
+	if p.expires > 0 {
+		return p.expires
+	}
+	return Expires
 }
 
 // PinID returns the pin ID the iterator holds for its priority group, ""

@@ -24,6 +24,8 @@ type pinGroup struct {
 	nc  *nats.Conn
 	// requests gets a copy of each pull request sent for the consumer.
 	requests chan *nats.Msg
+	// expires, when set, is the members' request expiry (SetExpires).
+	expires time.Duration
 }
 
 // newPinGroup starts a server with stream S and its durable consumer C of
@@ -171,6 +173,7 @@ func (g *pinGroup) member(t *testing.T, name string) *member {
 		done: make(chan struct{}),
 	}
 	it.SetGroup("g", func(pin string) { m.pins <- pin })
+	it.SetExpires(g.expires)
 	go func() {
 		defer close(m.done)
 		for {
@@ -439,5 +442,36 @@ func TestGroupIdleMemberLosesPin(t *testing.T) {
 	q := g.receive(t, 1)[a][0]
 	if p2 := a.nextPin(t); p2 == "" || p2 == p1 || pinOf(t, q) != p2 {
 		t.Fatalf("pins %q then %q, message under %q", p1, p2, pinOf(t, q))
+	}
+}
+
+// A member whose requests expire sooner than the PinnedTTL (SetExpires)
+// keeps its pin while idle: the next message comes under the same pin.
+func TestGroupIdleMemberKeepsPinWithShortRequests(t *testing.T) {
+	t.Parallel()
+	g := newPinGroup(t, time.Second)
+	g.expires = 250 * time.Millisecond
+	a := g.member(t, "a")
+	g.waiting(t, 1)
+	g.publish(t, 1)
+	g.receive(t, 1)
+	p1 := a.nextPin(t)
+	seen := 0
+	testutil.Wait(t, 20*time.Second, "twelve requests carrying the pin (three PinnedTTLs)", func() bool {
+		for _, r := range g.sent(t) {
+			if r.ID == p1 {
+				seen++
+			}
+		}
+		return seen >= 12
+	})
+	if p := g.pinned(t); p != p1 {
+		t.Fatalf("server pins %q after an idle while, want %q", p, p1)
+	}
+	g.publish(t, 1)
+	q := g.receive(t, 1)[a][0]
+	a.noPin(t)
+	if pinOf(t, q) != p1 {
+		t.Fatalf("message under %q, want %q", pinOf(t, q), p1)
 	}
 }

@@ -64,8 +64,9 @@ type Iter struct {
 	direct func(*Msg) bool
 	// group, when set, is the priority group the requests name, and onPin
 	// is told of each change of pin (see [Iter.SetGroup]); guarded by mu.
-	group string
-	onPin func(pinID string)
+	group   string
+	onPin   func(pinID string)
+	expires time.Duration // of each request; 0 means Expires
 
 	sub    *nats.Subscription
 	notify chan struct{} // cap 1: something arrived
@@ -258,7 +259,7 @@ func (p *Iter) maintainLocked(now time.Time) (lost bool, err error) {
 		Heartbeat time.Duration `json:"idle_heartbeat"`
 		Group     string        `json:"group,omitempty"`
 		Pin       string        `json:"id,omitempty"`
-	}{want, Expires, Heartbeat, p.group, p.pin})
+	}{want, p.expiresOrDefault(), min(Heartbeat, p.expiresOrDefault()/2), p.group, p.pin})
 	if err != nil {
 		return lost, err
 	}
@@ -267,7 +268,7 @@ func (p *Iter) maintainLocked(now time.Time) (lost bool, err error) {
 	if err := p.nc.PublishRequest(p.api, reply, body); err != nil {
 		return lost, fmt.Errorf("framework: pull request: %w", err)
 	}
-	p.cur = &request{reply: reply, remaining: want, expiresAt: now.Add(Expires)}
+	p.cur = &request{reply: reply, remaining: want, expiresAt: now.Add(p.expiresOrDefault())}
 	p.lastBatch = batch
 	p.lastHeard = now // the heartbeat clock starts with the request
 	return lost, nil
