@@ -163,6 +163,7 @@ func (x *execSide) Next(p *pending) *pending {
 // extensions and the hooks (the executor counted it).
 func (x *execSide) Settled(p *pending, s attempt.Settlement) {
 	w := (*Worker)(x)
+	laneSettled(p, redelivered(s))
 	t, err := &p.task, s.Err
 	o := Outcome{Err: err, Took: s.Took, Delay: s.Decision.Delay, Panicked: errors.Is(err, ErrPanic), DeadLettered: s.Carried.DeadLettered}
 	switch {

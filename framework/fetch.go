@@ -23,6 +23,10 @@ import (
 // fetch runs the fetcher of one (type, priority) consumer
 // (internal/fetch) until the worker stops fetching.
 func (w *Worker) fetch(s consumerSub) {
+	if s.lane {
+		w.runLane(s) // lanes.go
+		return
+	}
 	defer w.fetchers.Done()
 	log := w.log.With(slog.String(LogKeyTaskType, s.tt.name), slog.String(LogKeyPriority, s.prio.String()))
 	fetch.New[*pending](&fetchSide{w: w, s: s}, fetch.Config{

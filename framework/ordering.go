@@ -69,7 +69,7 @@ func orderedTarget(names streams.Names, taskType string, cfg *enqueueConfig, del
 type Ordering struct {
 	// Partitions is how many keys of the type can run at once across the
 	// cluster: keys are spread over partitions by hash, and each partition
-	// runs one task at a time. A divisor of 256, the slot count of an
+	// runs one task at a time. Unused with Lanes. A divisor of 256, the slot count of an
 	// ordered type (1, 2, 4, … 256). Default [DefaultPartitions]. Every worker of the type must use
 	// the same count; changing it needs a drained type (docs/ordering.md).
 	Partitions int
@@ -80,6 +80,19 @@ type Ordering struct {
 	// skips it. Every task of the partition waits meanwhile. Default false:
 	// the key moves on.
 	BlockOnDeadLetter bool
+	// Lanes, when set, reads the type's keys in that many lanes instead of
+	// partitions (a power of two up to 256; 16 suits most): a lane delivers
+	// many keys' tasks at once to one worker, pinned to it until it stops
+	// pulling, which runs each key's tasks one at a time in enqueue order
+	// while the lane's other keys run. Ordered throughput then approaches
+	// unordered (a partition runs one task at a time whatever its keys).
+	// A lane moves to another worker within seconds of its owner's
+	// failure, and starts once its former owner's tasks have come back or
+	// finished (their ack wait at most). Every worker of the type must use
+	// the same count; switching a type between partitions and lanes, or
+	// changing the count, needs a drained type (docs/ordering.md). Not
+	// with BlockOnDeadLetter. Default 0: partitions.
+	Lanes int
 }
 
 // WithOrdering makes the worker consume the ordered tasks of this type
@@ -92,11 +105,20 @@ type Ordering struct {
 // enqueued without a key still use the type's ordinary consumers.
 func WithOrdering(o Ordering) HandlerOption {
 	return func(c *handlerConfig) error {
-		if o.Partitions == 0 {
+		if o.Lanes != 0 {
+			if err := topology.ValidatePartitions(o.Lanes); err != nil {
+				return fmt.Errorf("%w: lanes: %w", ErrInvalidOption, err)
+			}
+			if o.Partitions != 0 || o.BlockOnDeadLetter {
+				return fmt.Errorf("%w: Ordering.Lanes takes neither Partitions nor BlockOnDeadLetter", ErrInvalidOption)
+			}
+		} else if o.Partitions == 0 {
 			o.Partitions = DefaultPartitions
 		}
-		if err := topology.ValidatePartitions(o.Partitions); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		if o.Lanes == 0 {
+			if err := topology.ValidatePartitions(o.Partitions); err != nil {
+				return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+			}
 		}
 		c.ordering = &o
 		return nil
@@ -121,6 +143,14 @@ func orderedConsumers(ctx context.Context, w *Worker, parts []streams.Names) ([]
 		}
 		// Each task partition holds the keys that hash to it, in their own
 		// slot consumers (decision 046).
+		if o.Lanes > 0 {
+			ls, err := w.laneConsumers(ctx, tt, parts)
+			if err != nil {
+				return nil, err
+			}
+			subs = append(subs, ls...)
+			continue
+		}
 		for _, names := range parts {
 			for p := range o.Partitions {
 				spec := topology.OrderedConsumerSpec{
@@ -145,6 +175,33 @@ func orderedConsumers(ctx context.Context, w *Worker, parts []streams.Names) ([]
 				}
 				subs = append(subs, consumerSub{tt: tt, prio: PriorityNormal, cons: cons, ensure: ensure})
 			}
+		}
+	}
+	return subs, nil
+}
+
+// laneConsumers ensures the lane consumers of the ordered type tt in each
+// task partition of parts.
+func (w *Worker) laneConsumers(ctx context.Context, tt *typeRunner, parts []streams.Names) ([]consumerSub, error) {
+	var subs []consumerSub
+	for _, names := range parts {
+		for l := range tt.cfg.ordering.Lanes {
+			spec := topology.LaneConsumerSpec{TaskType: tt.name, Lanes: tt.cfg.ordering.Lanes, Lane: l,
+				MaxDeliver: tt.cfg.maxAttempts, AckWait: tt.cfg.ackWait}
+			ensure := func(ctx context.Context) (jetstream.Consumer, error) {
+				return topology.EnsureLaneConsumer(ctx, w.js, names, spec)
+			}
+			var cons jetstream.Consumer
+			err := w.starting.waitingFor("consumer "+names.TaskStream()+"/"+names.LaneConsumerName(tt.name, spec.Lanes, l), func() error {
+				return w.startStep(ctx, func(ctx context.Context) (err error) {
+					cons, err = ensure(ctx)
+					return err
+				})
+			})
+			if err != nil {
+				return nil, err
+			}
+			subs = append(subs, consumerSub{tt: tt, prio: PriorityNormal, cons: cons, ensure: ensure, lane: true})
 		}
 	}
 	return subs, nil

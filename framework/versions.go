@@ -172,11 +172,13 @@ func (w *Worker) checkPayloadVersion(p *pending) bool {
 		w.stats.versionsRedelivered.Add(1)
 		t.Logger().Warn("jetflow could not hand back a task of a payload version its handler does not accept; redelivering it, which spends an attempt",
 			slog.Int("version", t.PayloadVersion()), slog.Any(LogKeyError, err))
+		laneSettled(p, true)
 		if nerr := p.msg.NakWithDelay(d.Delay); nerr != nil {
 			w.ackFailed(w.hardCtx, t, p, "nak", nerr)
 		}
 		return true
 	}
+	laneSettled(p, false)
 	w.stats.versionsBack.Add(1)
 	t.Logger().Debug("jetflow task handed back: payload version not accepted", slog.Int("version", t.PayloadVersion()), slog.Duration("retry_in", d.Delay))
 	if aerr := p.msg.Ack(); aerr != nil {

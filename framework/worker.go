@@ -17,6 +17,7 @@ import (
 	"github.com/jetflow-io/jetflow/internal/exec"
 	"github.com/jetflow-io/jetflow/internal/fleet"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/lanes"
 	"github.com/jetflow-io/jetflow/internal/liveness"
 	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/staterec"
@@ -136,6 +137,9 @@ type pending struct {
 	// reruns the handler rather than starting the task.
 	rerun   bool
 	settled atomic.Bool // set by whoever acks/naks/terms first
+	// lane is the runner of the lane the task came from, nil for other
+	// tasks (lanes.go).
+	lane *lanes.Runner[*pending]
 
 	// Owned by the execution (execute.go), allocated with the pending task
 	// rather than one by one: the task, the context that carries it, the
@@ -346,6 +350,7 @@ type consumerSub struct {
 	prio   Priority
 	cons   jetstream.Consumer
 	ensure func(ctx context.Context) (jetstream.Consumer, error)
+	lane   bool // a lane of an ordered type (lanes.go)
 }
 
 // Run starts the worker ([Worker.Start]) and blocks until ctx ends or
@@ -465,6 +470,7 @@ func (w *Worker) handBack(p *pending, why string) {
 	if !p.settled.CompareAndSwap(false, true) {
 		return
 	}
+	laneSettled(p, true)
 	if err := p.msg.Nak(); err != nil {
 		w.ackFailed(context.Background(), nil, p, "nak", err)
 		return

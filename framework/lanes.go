@@ -1,0 +1,137 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/attempt"
+	"github.com/jetflow-io/jetflow/internal/lanes"
+	"github.com/jetflow-io/jetflow/internal/ordering"
+	"github.com/jetflow-io/jetflow/internal/pull"
+	"github.com/jetflow-io/jetflow/internal/settle"
+	"github.com/jetflow-io/jetflow/internal/topology"
+)
+
+// Lanes ([Ordering].Lanes): an ordered type's slots read by a few lane
+// consumers, each pinned to one worker, whose runner (internal/lanes)
+// starts each key's tasks in stream order, one at a time, through the
+// worker's scheduler (decision 049). The worker reports every settlement
+// of a lane's task to its runner (laneSettled), which may start the key's
+// next task.
+
+// laneSide is the worker as a lane's runner sees it ([lanes.Worker]).
+type laneSide struct {
+	w *Worker
+	s consumerSub
+	r *lanes.Runner[*pending]
+}
+
+var _ lanes.Worker[*pending] = (*laneSide)(nil)
+
+// runLane runs the lane of consumer s until the worker stops fetching.
+func (w *Worker) runLane(s consumerSub) {
+	defer w.fetchers.Done()
+	side := &laneSide{w: w, s: s}
+	info := s.cons.CachedInfo()
+	side.r = lanes.NewRunner[*pending](side, lanes.RunnerConfig{
+		Consumer:  s.cons,
+		Group:     topology.LaneGroup,
+		PinnedTTL: info.Config.PinnedTTL,
+		Heartbeat: s.tt.cfg.heartbeat,
+		AckWait:   s.tt.cfg.ackWait,
+		Gate:      lanes.Config{Ordered: true},
+		Key: func(m *pull.Msg) string {
+			k := m.Headers().Get(ordering.HeaderKey)
+			if ordering.ValidateKey(k) != nil {
+				return ""
+			}
+			return k
+		},
+		Gone: func(ctx context.Context, seq uint64) (bool, error) {
+			stream, err := w.js.Stream(ctx, info.Stream)
+			if err == nil {
+				_, err = stream.GetMsg(ctx, seq)
+			}
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				return true, nil
+			}
+			return false, err
+		},
+		Log: w.log.With(slog.String(LogKeyTaskType, s.tt.name), slog.String("lane", info.Name)),
+	})
+	side.r.Run(w.stopFetch)
+}
+
+// Open opens a pull iterator on the lane: no direct starts (every task
+// passes the runner's gate), the sweeper beats its buffer.
+func (l *laneSide) Open(cons jetstream.Consumer) (*pull.Iter, error) {
+	w, tt := l.w, l.s.tt
+	info := cons.CachedInfo()
+	it, err := pull.NewIter(w.nc, info.Stream, info.Name, func() int { return info.Config.MaxAckPending }, func() {
+		w.stats.pullsLost.Add(1)
+		w.emitPullLost(tt.name, PriorityNormal)
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.bg.beats.Watch(it, tt.cfg.heartbeat, func(m *pull.Msg, err error) {
+		w.ackFailed(context.Background(), nil, newPending(tt, PriorityNormal, m), "in_progress", err)
+	})
+	return it, nil
+}
+
+// Close stops it and ends its heartbeats.
+func (l *laneSide) Close(it *pull.Iter) {
+	it.Stop()
+	l.w.bg.beats.Unwatch(it)
+}
+
+// Ensure re-creates the lane's consumer.
+func (l *laneSide) Ensure(ctx context.Context) (jetstream.Consumer, error) { return l.s.ensure(ctx) }
+
+// Pending returns the task of m, which reports its settlement to the lane.
+func (l *laneSide) Pending(m *pull.Msg) *pending {
+	p := newPending(l.s.tt, PriorityNormal, m)
+	p.lane = l.r
+	return p
+}
+
+// Offer queues p for a slot.
+func (l *laneSide) Offer(p *pending) { l.w.offer(p) }
+
+// Withdraw takes p out of the waiting tasks; false if it got a slot.
+func (l *laneSide) Withdraw(p *pending) bool { return l.w.withdraw(p) }
+
+// HandBack naks p.
+func (l *laneSide) HandBack(p *pending, why string) { l.w.handBack(p, why) }
+
+// Beat sends InProgress for p, queued behind its key.
+func (l *laneSide) Beat(p *pending) {
+	if err := p.msg.InProgress(); err != nil {
+		l.w.ackFailed(context.Background(), nil, p, "in_progress", err)
+	}
+}
+
+// laneSettled tells p's lane, if any, that p was settled: redelivered when
+// it went back to the server.
+func laneSettled(p *pending, redelivered bool) {
+	if p.lane != nil {
+		p.lane.Settled(p, redelivered)
+	}
+}
+
+// redelivered reports whether a settlement leaves the task to be
+// delivered again: a retry, a hand-back, a dead letter not written, an
+// ack not sent.
+func redelivered(s attempt.Settlement) bool {
+	switch s.Decision.Action {
+	case settle.Retry, settle.HandBack:
+		return true
+	case settle.Ack:
+		return !s.Carried.Sent
+	}
+	return s.Carried.DeadLetterErr != nil
+}

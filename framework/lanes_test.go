@@ -1,0 +1,179 @@
+package framework_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/testutil"
+)
+
+// Three workers share four lanes: each key's tasks run one at a time in
+// enqueue order, a task that fails waits for its retry with the key's later
+// tasks behind it, and the keys of one lane run at the same time (what
+// partitions cannot do).
+func TestLanesRunKeysInOrderAndInParallel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const keys, events = 40, 5
+	c := newOrderChecker(keys * events)
+	var failMu sync.Mutex
+	failed := map[string]bool{}
+	var running, most atomic.Int64
+	for range 3 {
+		w := e.worker(t, framework.WithConcurrency(16))
+		framework.Handle(w, "lane.event", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
+			c.start(ev)
+			n := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			id := fmt.Sprintf("%s/%d", ev.Key, ev.N)
+			failMu.Lock()
+			fail := ev.N == 1 && !failed[id] && len(ev.Key)%2 == 0
+			failed[id] = true
+			failMu.Unlock()
+			if fail {
+				c.end(ev, false)
+				return framework.RetryAfterErr(20*time.Millisecond, errors.New("fails once"))
+			}
+			select { // some work, so keys overlap
+			case <-time.After(2 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			c.end(ev, true)
+			return nil
+		}, framework.WithOrdering(framework.Ordering{Lanes: 4}))
+		startWorker(t, w)
+	}
+	for n := range events {
+		for k := range keys {
+			key := fmt.Sprintf("lane-%d", 1000+k*7)
+			e.enqueue(t, "lane.event", orderEvent{Key: key, N: n}, framework.Ordered(key))
+		}
+	}
+	c.wait(t)
+	// Four lanes with MaxAckPending 1 each (partitions) would run four at
+	// most.
+	if m := most.Load(); m <= 4 {
+		t.Fatalf("at most %d tasks ran at once over 4 lanes, want more", m)
+	}
+}
+
+// A worker that dies holding a key's head task (its connection is cut, its
+// handler never returns) loses its lane to another worker, which runs
+// nothing of the lane until the head came back to it after its ack wait:
+// then the head, then the key's later tasks, in order.
+func TestLaneHeadSurvivesOwnerDeath(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := newOrderChecker(3)
+	opts := []framework.HandlerOption{framework.WithOrdering(framework.Ordering{Lanes: 1}), framework.WithAckWait(2 * time.Second)}
+
+	headTaken := make(chan struct{})
+	release := make(chan struct{})
+	deadNC := testutil.Connect(t, e.srv)
+	dead, err := framework.NewWorker(deadNC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework.Handle(dead, "lane.kill", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
+		close(headTaken)
+		<-release // "killed": never returns while the test watches
+		return nil
+	}, opts...)
+	startWorker(t, dead)
+
+	e.enqueue(t, "lane.kill", orderEvent{Key: "k", N: 0}, framework.Ordered("k"))
+	select {
+	case <-headTaken:
+	case <-time.After(waitLong):
+		t.Fatal("the head task never started")
+	}
+	deadNC.Close() // no heartbeat, no ack, no pull: as after kill -9
+
+	attempts := make(chan int, 3)
+	live := e.worker(t)
+	framework.Handle(live, "lane.kill", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
+		c.start(ev)
+		if ev.N == 0 {
+			attempts <- task.Attempt
+		}
+		c.end(ev, true)
+		return nil
+	}, opts...)
+	startWorker(t, live)
+	for n := 1; n < 3; n++ {
+		e.enqueue(t, "lane.kill", orderEvent{Key: "k", N: n}, framework.Ordered("k"))
+	}
+	c.wait(t)
+	if a := <-attempts; a != 2 {
+		t.Fatalf("the head ran on the live worker as attempt %d, want 2 (a redelivery)", a)
+	}
+	close(release)
+}
+
+// A server restart (same store) in the middle of a run loses no task and
+// keeps every key in order.
+func TestLanesSurviveServerRestart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testutil.WithListen())
+	const keys, events = 10, 6
+	c := newOrderChecker(keys * events)
+	gate := make(chan struct{})
+	var once sync.Once
+	for range 2 {
+		w := e.worker(t, framework.WithConcurrency(4))
+		framework.Handle(w, "lane.restart", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
+			c.start(ev)
+			if ev.N == 2 {
+				once.Do(func() { close(gate) })
+			}
+			c.end(ev, true)
+			return nil
+		}, framework.WithOrdering(framework.Ordering{Lanes: 4}), framework.WithAckWait(2*time.Second))
+		startWorker(t, w)
+	}
+	for n := range events {
+		for k := range keys {
+			key := fmt.Sprintf("key-%d", k)
+			e.enqueue(t, "lane.restart", orderEvent{Key: key, N: n}, framework.Ordered(key))
+		}
+	}
+	select {
+	case <-gate:
+	case <-time.After(waitLong):
+		t.Fatal("no task of the third event ran")
+	}
+	testutil.RestartServer(t, e.srv)
+	c.wait(t)
+}
+
+// Lanes refuse what they cannot serve, when the type is registered.
+func TestLanesOptionRefusals(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for name, o := range map[string]framework.Ordering{
+		"not a power of two": {Lanes: 3},
+		"too many":           {Lanes: 512},
+		"negative":           {Lanes: -1},
+		"with partitions":    {Lanes: 4, Partitions: 4},
+		"with blocking":      {Lanes: 4, BlockOnDeadLetter: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := e.worker(t)
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "invalid option") {
+					t.Errorf("panic %v, want an invalid option", r)
+				}
+			}()
+			w.HandleFunc("lane.bad", func(context.Context, *framework.Task) error { return nil }, framework.WithOrdering(o))
+		})
+	}
+}

@@ -1,0 +1,354 @@
+package lanes
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/jetflow-io/jetflow/internal/pull"
+	"github.com/jetflow-io/jetflow/internal/retry"
+)
+
+// Worker is what a lane's [Runner] needs from the worker, generic over
+// the worker's task handle P.
+type Worker[P comparable] interface {
+	// Open opens a pull iterator on cons (with the worker's heartbeats for
+	// its buffer and its hooks for lost requests); Close stops it and ends
+	// them. The runner makes it a member of the lane's priority group.
+	Open(cons jetstream.Consumer) (*pull.Iter, error)
+	Close(it *pull.Iter)
+	// Ensure re-creates the consumer after a failed pull.
+	Ensure(ctx context.Context) (jetstream.Consumer, error)
+	// Pending returns the task of a delivery.
+	Pending(m *pull.Msg) P
+	// Offer queues p for a slot; the worker runs it and reports its
+	// settlement ([Runner.Settled]).
+	Offer(p P)
+	// Withdraw takes p out of the tasks waiting for a slot; false if it
+	// got one.
+	Withdraw(p P) bool
+	// HandBack returns p to the server unfinished (a nak), and reports it
+	// settled.
+	HandBack(p P, why string)
+	// Beat tells the server that p, queued behind its key, is alive.
+	Beat(p P)
+}
+
+// RunnerConfig configures a [Runner].
+type RunnerConfig struct {
+	// Consumer is the lane's consumer, Group its priority group (pinned
+	// client policy).
+	Consumer jetstream.Consumer
+	Group    string
+	// PinnedTTL is the consumer's: the runner's pull requests expire in
+	// half of it, so that an idle owner keeps the lane.
+	PinnedTTL time.Duration
+	// Heartbeat is how often the tasks queued behind their key are told
+	// alive; AckWait the consumer's.
+	Heartbeat, AckWait time.Duration
+	// Gate is the policy of the lane's keys.
+	Gate Config
+	// Key returns the key of a delivery (its ordering key).
+	Key func(m *pull.Msg) string
+	// Gone reports whether the stream no longer holds seq (acknowledged,
+	// or dead-lettered after its last delivery): a sequence handed back
+	// and awaited for long is forgotten then.
+	Gone func(ctx context.Context, seq uint64) (bool, error)
+	Log  *slog.Logger
+}
+
+// Runner pulls one lane and starts its tasks through a [Gate]: the
+// deliveries of a key in stream order, at most the key's limit at once.
+// It tells the gate when the lane's pin comes and goes: a worker that
+// gains the lane starts nothing until the consumer's pending deliveries
+// are all its own (a former owner's would be overtaken), and one that
+// loses it hands back what it queued.
+type Runner[P comparable] struct {
+	w    Worker[P]
+	cfg  RunnerConfig
+	gate *Gate[P]
+	poke chan struct{} // cap 1: the pin moved, check the gate
+
+	mu       sync.Mutex
+	held     map[P]held // received and not settled, queued or started
+	check    bool       // the gate waits for a Check
+	stopping bool
+}
+
+// held is what the runner knows of a task of the gate.
+type held struct {
+	key     string
+	seq     uint64
+	offered bool // started: given to the worker
+}
+
+// Runner timings.
+const (
+	// checkEvery is how often a closed gate asks the consumer for its
+	// pending deliveries.
+	checkEvery = 250 * time.Millisecond
+	// nextPoll bounds a wait for the next delivery, to notice a stop.
+	nextPoll = 250 * time.Millisecond
+	// infoTimeout bounds a consumer info request.
+	infoTimeout = 5 * time.Second
+)
+
+var retryPolicy = retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+
+// NewRunner returns the runner of a lane.
+func NewRunner[P comparable](w Worker[P], cfg RunnerConfig) *Runner[P] {
+	return &Runner[P]{w: w, cfg: cfg, gate: New[P](cfg.Gate), poke: make(chan struct{}, 1), held: make(map[P]held)}
+}
+
+// Gate returns the runner's gate, for its statistics.
+func (r *Runner[P]) Gate() *Gate[P] { return r.gate }
+
+// Run pulls the lane until stop closes, then hands back what waits and
+// returns; tasks running then settle as usual ([Runner.Settled]).
+func (r *Runner[P]) Run(stop <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	keeper := make(chan struct{})
+	go func() {
+		defer close(keeper)
+		r.keep(ctx)
+	}()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	wait := retryPolicy.New()
+	cons := r.cfg.Consumer
+	for {
+		it, err := r.w.Open(cons)
+		if err == nil {
+			it.SetGroup(r.cfg.Group, r.pinned)
+			it.SetExpires(r.cfg.PinnedTTL / 2)
+			err = r.serve(ctx, it)
+			r.lost("lane pull stopped")
+			r.w.Close(it)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		d := wait.NextBackOff()
+		r.cfg.Log.Warn("jetflow lane pull interrupted; retrying", slog.Duration("retry_in", d), slog.Any("error", err))
+		if !retry.Sleep(ctx, d) {
+			break
+		}
+		ectx, ecancel := context.WithTimeout(ctx, infoTimeout)
+		if c, err := r.w.Ensure(ectx); err == nil {
+			cons = c
+		}
+		ecancel()
+	}
+	r.mu.Lock()
+	r.stopping = true
+	r.mu.Unlock()
+	r.lost("worker stopping")
+	cancel()
+	<-keeper
+}
+
+// serve receives the lane's deliveries until ctx ends or the iterator
+// fails.
+func (r *Runner[P]) serve(ctx context.Context, it *pull.Iter) error {
+	for {
+		msg, err := it.Next(nextPoll)
+		if ctx.Err() != nil {
+			if err == nil {
+				r.w.HandBack(r.w.Pending(msg.(*pull.Msg)), "worker stopping")
+			}
+			return nil
+		}
+		switch {
+		case errors.Is(err, nats.ErrTimeout):
+			continue
+		case err != nil:
+			return err
+		}
+		r.receive(msg.(*pull.Msg))
+	}
+}
+
+// receive gives a delivery to the gate and offers what may start.
+func (r *Runner[P]) receive(m *pull.Msg) {
+	p := r.w.Pending(m)
+	meta, err := m.Metadata()
+	if err != nil {
+		r.w.HandBack(p, "lane delivery without metadata")
+		return
+	}
+	key := r.cfg.Key(m)
+	if key == "" {
+		// A task without a valid key keeps the order of its slot.
+		key = "\x00" + m.Subject()
+	}
+	r.mu.Lock()
+	r.held[p] = held{key: key, seq: meta.Sequence.Stream}
+	r.mu.Unlock()
+	start, stale, isStale := r.gate.Receive(Item[P]{Key: key, Seq: meta.Sequence.Stream, DSeq: meta.Sequence.Consumer, V: p})
+	if isStale {
+		// Settled by its other delivery, or the lane's owner's: no ack,
+		// no nak.
+		r.mu.Lock()
+		if h, ok := r.held[stale]; ok && !h.offered {
+			delete(r.held, stale)
+		}
+		r.mu.Unlock()
+	}
+	r.offer(start)
+}
+
+// offer gives the tasks the gate started to the worker.
+func (r *Runner[P]) offer(start []P) {
+	if len(start) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for _, p := range start {
+		h := r.held[p]
+		h.offered = true
+		r.held[p] = h
+	}
+	r.mu.Unlock()
+	for _, p := range start {
+		r.w.Offer(p)
+	}
+}
+
+// Settled reports that p, a task the runner offered, was settled:
+// redelivered when it went back to the server (a nak), which the gate then
+// awaits (ordered keys) before the key's later tasks. What the gate lets
+// start then is offered.
+func (r *Runner[P]) Settled(p P, redelivered bool) {
+	r.mu.Lock()
+	h, ok := r.held[p]
+	delete(r.held, p)
+	r.mu.Unlock()
+	if !ok || !h.offered {
+		return
+	}
+	r.offer(r.gate.Done(h.key, h.seq, redelivered))
+}
+
+// pinned is the iterator's word on the lane's pin: a new pin closes the
+// gate until a check finds no other owner's deliveries pending; a lost
+// pin hands back what waits.
+func (r *Runner[P]) pinned(id string) {
+	if id == "" {
+		r.lost("lane pinned to another worker")
+		return
+	}
+	r.gate.Acquired()
+	r.mu.Lock()
+	r.check = true
+	r.mu.Unlock()
+	select {
+	case r.poke <- struct{}{}:
+	default:
+	}
+}
+
+// lost hands back the tasks queued behind their keys and those offered
+// that wait for a slot: another worker may own the lane now. Tasks running
+// finish; the gate starts nothing until the lane is acquired again.
+func (r *Runner[P]) lost(why string) {
+	queued := r.gate.Lost()
+	r.mu.Lock()
+	r.check = false
+	for _, p := range queued {
+		delete(r.held, p)
+	}
+	var offered []P
+	for p, h := range r.held {
+		if h.offered {
+			offered = append(offered, p)
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range queued {
+		r.w.HandBack(p, why)
+	}
+	for _, p := range offered {
+		if r.w.Withdraw(p) {
+			r.w.HandBack(p, why)
+		}
+	}
+}
+
+// keep runs beside the pull: it checks a closed gate, beats the tasks
+// queued behind their keys, and forgets the sequences awaited that the
+// stream no longer holds.
+func (r *Runner[P]) keep(ctx context.Context) {
+	tick := time.NewTicker(checkEvery)
+	defer tick.Stop()
+	var lastBeat, lastAwait time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-r.poke:
+		}
+		r.mu.Lock()
+		check := r.check && !r.stopping
+		r.mu.Unlock()
+		if check {
+			r.checkGate(ctx)
+		}
+		now := time.Now()
+		if now.Sub(lastBeat) >= r.cfg.Heartbeat {
+			lastBeat = now
+			for _, p := range r.gate.Queued() {
+				r.w.Beat(p)
+			}
+		}
+		if now.Sub(lastAwait) >= r.cfg.AckWait {
+			lastAwait = now
+			r.forgetGone(ctx, now)
+		}
+	}
+}
+
+// checkGate reads the consumer's pending deliveries and opens the gate
+// when they are all the runner's.
+func (r *Runner[P]) checkGate(ctx context.Context) {
+	ictx, cancel := context.WithTimeout(ctx, infoTimeout)
+	info, err := r.cfg.Consumer.Info(ictx)
+	cancel()
+	if err != nil {
+		return // the next tick asks again
+	}
+	start, open := r.gate.Check(info.NumAckPending, info.Delivered.Consumer)
+	if open {
+		r.mu.Lock()
+		r.check = false
+		r.mu.Unlock()
+	}
+	r.offer(start)
+}
+
+// forgetGone forgets the sequences awaited for two ack waits that the
+// stream no longer holds: they will not be delivered again.
+func (r *Runner[P]) forgetGone(ctx context.Context, now time.Time) {
+	for _, a := range r.gate.Awaiting() {
+		if now.Sub(a.Since) < 2*r.cfg.AckWait {
+			continue
+		}
+		gctx, cancel := context.WithTimeout(ctx, infoTimeout)
+		gone, err := r.cfg.Gone(gctx, a.Seq)
+		cancel()
+		if err == nil && gone {
+			r.offer(r.gate.Forget(a.Key, a.Seq))
+		}
+	}
+}
