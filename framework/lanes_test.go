@@ -54,7 +54,7 @@ func TestLanesRunKeysInOrderAndInParallel(t *testing.T) {
 	}
 	for n := range events {
 		for k := range keys {
-			key := fmt.Sprintf("lane-%d", 1000+k*7)
+			key := fmt.Sprintf("lane-%d", 10+k*7) // lengths 7 and 8: half the keys fail once
 			e.enqueue(t, "lane.event", orderEvent{Key: key, N: n}, framework.Ordered(key))
 		}
 	}
