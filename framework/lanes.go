@@ -60,7 +60,8 @@ func (w *Worker) runLane(s consumerSub) {
 			}
 			return false, err
 		},
-		Log: w.log.With(slog.String(LogKeyTaskType, s.tt.name), slog.String("lane", info.Name)),
+		Log:  w.log.With(slog.String(LogKeyTaskType, s.tt.name), slog.String("lane", info.Name)),
+		Loop: w.health.Loop(w.names.ConsumerName(s.tt.name, s.prio)),
 	})
 	side.r.Run(w.stopFetch)
 }

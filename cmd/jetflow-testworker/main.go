@@ -10,13 +10,14 @@
 // with N partitions; payload {"key":…,"n":…}): it publishes a JSON record
 // on the -record subject when each task starts and when its handler returns,
 // holds each task for -hold, and holds the first attempt of the -block task
-// ("key/n") until the process is killed.
+// ("key/n") until the process is killed. -lanes N does the same with N
+// lanes ([framework.Ordering].Lanes) instead of partitions.
 //
 // Usage:
 //
 //	jetflow-testworker -url nats://127.0.0.1:4222 [-type fault.work] [-ack-wait 2s]
 //	                   [-announce jetflow.test.started] [-hold 1h] [-concurrency 8]
-//	                   [-partitions 4 -record jetflow.test.ordered -block key/n]
+//	                   [-partitions 4 | -lanes 4] [-record jetflow.test.ordered -block key/n]
 //	                   [-id w1] [-registry-interval 5s]
 //
 // SIGINT and SIGTERM shut the worker down cleanly; SIGKILL is the point.
@@ -53,6 +54,7 @@ func run(args []string) error {
 	hold := fs.Duration("hold", time.Hour, "how long each task runs")
 	concurrency := fs.Int("concurrency", 8, "tasks run at once")
 	partitions := fs.Int("partitions", 0, "run ordered tasks with this many partitions (0: unordered)")
+	lanes := fs.Int("lanes", 0, "run ordered tasks in this many lanes (0: unordered, or -partitions)")
 	record := fs.String("record", "jetflow.test.ordered", "core NATS subject of the ordered tasks' start and end records")
 	block := fs.String("block", "", "ordered task key/n whose first attempt is held until the process dies")
 	id := fs.String("id", "", "worker ID in the worker registry (default: generated)")
@@ -78,8 +80,8 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	if *partitions > 0 {
-		err := handleOrdered(w, nc, *taskType, orderedConfig{partitions: *partitions, record: *record,
+	if *partitions > 0 || *lanes > 0 {
+		err := handleOrdered(w, nc, *taskType, orderedConfig{partitions: *partitions, lanes: *lanes, record: *record,
 			block: *block, hold: *hold, ackWait: *ackWait})
 		if err != nil {
 			return err

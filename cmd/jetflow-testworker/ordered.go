@@ -35,6 +35,7 @@ type Record struct {
 // orderedConfig is the ordered mode of the worker.
 type orderedConfig struct {
 	partitions int
+	lanes      int // instead of partitions when set
 	record     string
 	block      string // "key/n": hold this task's first attempt until killed
 	hold       time.Duration
@@ -94,6 +95,6 @@ func handleOrdered(w *framework.Worker, nc *nats.Conn, taskType string, cfg orde
 			return ctx.Err()
 		}
 		return publish("end", task, e)
-	}, framework.WithAckWait(cfg.ackWait), framework.WithOrdering(framework.Ordering{Partitions: cfg.partitions}))
+	}, framework.WithAckWait(cfg.ackWait), framework.WithOrdering(framework.Ordering{Partitions: cfg.partitions, Lanes: cfg.lanes}))
 	return nil
 }

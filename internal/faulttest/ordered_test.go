@@ -194,9 +194,22 @@ type workerProc struct {
 // another process after its ack wait, before the key's next task.
 func TestOrderedKilledHeadRunsAgainFirst(t *testing.T) {
 	t.Parallel()
+	killOrderedHead(t, "-partitions", "fault.ordered", "jetflow.test.ordered")
+}
+
+// TestLaneKilledHeadRunsAgainFirst is TestOrderedKilledHeadRunsAgainFirst
+// with lanes: the killed process owned the lane of the head, which moves
+// to another process; that one runs nothing of the lane's keys before the
+// head's ack wait brought the killed head back to it.
+func TestLaneKilledHeadRunsAgainFirst(t *testing.T) {
+	t.Parallel()
+	killOrderedHead(t, "-lanes", "fault.laned", "jetflow.test.laned")
+}
+
+// killOrderedHead runs the ordered kill -9 test with 4 partitions or lanes
+// (mode: the worker process's flag).
+func killOrderedHead(t *testing.T, mode, typ, record string) {
 	const (
-		typ        = "fault.ordered"
-		record     = "jetflow.test.ordered"
 		partitions = 4
 		procs      = 3
 		ackWait    = 2 * time.Second
@@ -271,7 +284,7 @@ func TestOrderedKilledHeadRunsAgainFirst(t *testing.T) {
 	for range procs {
 		p := &workerProc{exited: make(chan error, 1), stderr: new(syncBuffer)}
 		p.cmd = exec.Command(bin, "-url", srv.ClientURL(), "-type", typ, "-ack-wait", ackWait.String(),
-			"-concurrency", "4", "-partitions", fmt.Sprint(partitions), "-record", record,
+			"-concurrency", "4", mode, fmt.Sprint(partitions), "-record", record,
 			"-block", fmt.Sprintf("%s/%d", blockKey, blockN), "-hold", "1ms")
 		p.cmd.Stderr = p.stderr
 		if err := p.cmd.Start(); err != nil {
@@ -320,7 +333,11 @@ func TestOrderedKilledHeadRunsAgainFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	log.check(t, 2*time.Minute, stderrs, partitionStates(js, typ, partitions))
+	states := partitionStates(js, typ, partitions)
+	if mode == "-lanes" {
+		states = laneStates(js, typ, partitions)
+	}
+	log.check(t, 2*time.Minute, stderrs, states)
 	testutil.Wait(t, 30*time.Second, "task stream empty", func() bool { return taskStreamMsgs(t, js) == 0 })
 
 	recMu.Lock()
@@ -336,8 +353,8 @@ func TestOrderedKilledHeadRunsAgainFirst(t *testing.T) {
 		t.Errorf("first task of %s after the kill: %d attempt %d on pid %d; want the killed head %d again, attempt ≥ 2, on another process than %d",
 			blockKey, first.n, first.attempt, first.pid, blockN, pid)
 	}
-	t.Logf("ordered kill -9: keys=%d events=%d partitions=%d processes=%d: %s; killed head %s/%d reran as attempt %d",
-		keys, events, partitions, procs, log.summary(), blockKey, blockN, after[0].attempt)
+	t.Logf("ordered kill -9 (%s): keys=%d events=%d partitions=%d processes=%d: %s; killed head %s/%d reran as attempt %d",
+		mode, keys, events, partitions, procs, log.summary(), blockKey, blockN, after[0].attempt)
 }
 
 // partitionStates describes the partition consumers of an ordered type for
@@ -347,6 +364,18 @@ func partitionStates(js jetstream.JetStream, typ string, partitions int) func() 
 		var s []string
 		for p := range partitions {
 			s = append(s, consumerState(js, streams.MustNames("").OrderedConsumerName(typ, partitions, p)))
+		}
+		return strings.Join(s, "\n")
+	}
+}
+
+// laneStates describes the lane consumers of an ordered type for failure
+// messages.
+func laneStates(js jetstream.JetStream, typ string, lanes int) func() string {
+	return func() string {
+		var s []string
+		for l := range lanes {
+			s = append(s, consumerState(js, streams.MustNames("").LaneConsumerName(typ, lanes, l)))
 		}
 		return strings.Join(s, "\n")
 	}

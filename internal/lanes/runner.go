@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/liveness"
 	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/retry"
 )
@@ -60,6 +61,9 @@ type RunnerConfig struct {
 	// and awaited for long is forgotten then.
 	Gone func(ctx context.Context, seq uint64) (bool, error)
 	Log  *slog.Logger
+	// Loop, when set, records the pull's polls for the worker's stall
+	// watchdog.
+	Loop *liveness.Loop
 }
 
 // Runner pulls one lane and starts its tasks through a [Gate]: the
@@ -163,6 +167,13 @@ func (r *Runner[P]) Run(stop <-chan struct{}) {
 func (r *Runner[P]) serve(ctx context.Context, it *pull.Iter) error {
 	for {
 		msg, err := it.Next(nextPoll)
+		if lh := r.cfg.Loop; lh != nil {
+			if err == nil {
+				lh.Poll(it.Polled())
+			} else if alive := it.Alive(); !alive.IsZero() {
+				lh.Poll(alive) // an empty wait counts if the consumer answers
+			}
+		}
 		if ctx.Err() != nil {
 			if err == nil {
 				r.w.HandBack(r.w.Pending(msg.(*pull.Msg)), "worker stopping")
