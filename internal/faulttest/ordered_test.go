@@ -390,10 +390,20 @@ func laneStates(js jetstream.JetStream, typ string, lanes int) func() string {
 // succeeds; the task stream ends empty.
 func TestOrderedServerRestartKeepsOrder(t *testing.T) {
 	t.Parallel()
-	const (
-		typ        = "fault.ordered_restart"
-		partitions = 4
-	)
+	restartOrdered(t, "fault.ordered_restart", framework.Ordering{Partitions: 4})
+}
+
+// TestLanesServerRestartKeepsOrder is TestOrderedServerRestartKeepsOrder
+// with 4 lanes: the lanes' pins and the owners' queues do not survive the
+// restart, the order does.
+func TestLanesServerRestartKeepsOrder(t *testing.T) {
+	t.Parallel()
+	restartOrdered(t, "fault.laned_restart", framework.Ordering{Lanes: 4})
+}
+
+// restartOrdered runs the ordered server restart test with ordering o.
+func restartOrdered(t *testing.T, typ string, o framework.Ordering) {
+	partitions := max(o.Partitions, o.Lanes)
 	keys, events := 20, 10
 	if heavy() {
 		keys, events = 200, 20
@@ -426,7 +436,7 @@ func TestOrderedServerRestartKeepsOrder(t *testing.T) {
 			}
 			log.end(e.Key, e.N, i, true)
 			return nil
-		}, framework.WithOrdering(framework.Ordering{Partitions: partitions}), framework.WithAckWait(2*time.Second))
+		}, framework.WithOrdering(o), framework.WithAckWait(2*time.Second))
 		start(t, w)
 	}
 
@@ -463,8 +473,12 @@ func TestOrderedServerRestartKeepsOrder(t *testing.T) {
 	}
 	enqueue(cl2, events/2, events)
 
-	log.check(t, 2*time.Minute, partitionStates(js2, typ, partitions), logs.summary)
+	states := partitionStates(js2, typ, partitions)
+	if o.Lanes > 0 {
+		states = laneStates(js2, typ, partitions)
+	}
+	log.check(t, 2*time.Minute, states, logs.summary)
 	testutil.Wait(t, 30*time.Second, "task stream empty", func() bool { return taskStreamMsgs(t, js2) == 0 })
-	t.Logf("ordered server restart: keys=%d events=%d partitions=%d workers=3: %s; worker logs: %s",
-		keys, events, partitions, log.summary(), logs.summary())
+	t.Logf("ordered server restart (%+v): keys=%d events=%d workers=3: %s; worker logs: %s",
+		o, keys, events, log.summary(), logs.summary())
 }
