@@ -10,7 +10,7 @@
 // previous event of its order already succeeded; a breach is a violation.
 // It prints
 //
-//	RESULT ordering keys=1000 tasks=3000 violations=0 per_s=… partitions=16 retries=…
+//	RESULT ordering keys=1000 tasks=3000 violations=0 per_s=… partitions=16 lanes=0 retries=…
 //
 // (per_s: events completed per second, from the first start to the last
 // success) and exits 0 when every event completed without a violation, 1
@@ -18,7 +18,11 @@
 //
 // Usage:
 //
-//	go run ./examples/ordering [-orders 1000] [-partitions 16] [-fail-every 10] [-work 1ms] [-timeout 2m] [-url nats://127.0.0.1:4222]
+//	go run ./examples/ordering [-orders 1000] [-partitions 16 | -lanes 16] [-fail-every 10] [-work 1ms] [-timeout 2m] [-url nats://127.0.0.1:4222]
+//
+// With -lanes the ordered type is read in lanes ([framework.Ordering].Lanes):
+// the orders run in parallel within each lane, one event of an order at a
+// time.
 //
 // With -url it runs against an existing server instead of an embedded one
 // (order IDs then get a suffix of the run, so that runs do not collide), so
@@ -77,6 +81,7 @@ type config struct {
 	orders     int
 	partitions int
 	failEvery  int
+	lanes      int
 	work       time.Duration
 	timeout    time.Duration
 	url        string
@@ -88,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.IntVar(&c.orders, "orders", 1000, "orders (keys); each has 3 events")
 	fs.IntVar(&c.partitions, "partitions", framework.DefaultPartitions, "partitions of the ordered type (a divisor of 256)")
+	fs.IntVar(&c.lanes, "lanes", 0, "lanes of the ordered type instead of partitions (a power of two up to 256; 0: partitions)")
 	fs.IntVar(&c.failEvery, "fail-every", 10, "the paid event of every n-th order fails once (0: none)")
 	fs.DurationVar(&c.work, "work", time.Millisecond, "time each event's handler takes")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "deadline for every event to complete")
@@ -103,6 +109,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.partitions < 1 || 256%c.partitions != 0 {
 		return c, fmt.Errorf("-partitions %d: want a divisor of 256 (1, 2, 4, … 256)", c.partitions)
+	}
+	if c.lanes != 0 && (c.lanes < 1 || 256%c.lanes != 0) {
+		return c, fmt.Errorf("-lanes %d: want a power of two up to 256", c.lanes)
 	}
 	return c, nil
 }
@@ -226,8 +235,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if _, err := client.EnqueueMany(ctx, specs); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "enqueued %d events of %d orders, interleaved; %d workers, %d partitions\n",
-		len(specs), cfg.orders, workers, cfg.partitions)
+	ordering := framework.Ordering{Partitions: cfg.partitions}
+	layout := fmt.Sprintf("%d partitions", cfg.partitions)
+	if cfg.lanes > 0 {
+		ordering = framework.Ordering{Lanes: cfg.lanes}
+		layout = fmt.Sprintf("%d lanes", cfg.lanes)
+	}
+	fmt.Fprintf(stdout, "enqueued %d events of %d orders, interleaved; %d workers, %s\n",
+		len(specs), cfg.orders, workers, layout)
 
 	for i := range workers {
 		name := fmt.Sprintf("worker-%d", i+1)
@@ -255,7 +270,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			l.end(ev, true)
 			return nil
-		}, framework.WithOrdering(framework.Ordering{Partitions: cfg.partitions}))
+		}, framework.WithOrdering(ordering))
 		if err := w.Start(ctx); err != nil {
 			return err
 		}
@@ -283,8 +298,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, v := range l.violations[:min(len(l.violations), 10)] {
 		fmt.Fprintln(stdout, "violation:", v)
 	}
-	fmt.Fprintf(stdout, "RESULT ordering keys=%d tasks=%d violations=%d per_s=%.0f partitions=%d retries=%d\n",
-		cfg.orders, l.done, len(l.violations), perSec, cfg.partitions, retries.Load())
+	fmt.Fprintf(stdout, "RESULT ordering keys=%d tasks=%d violations=%d per_s=%.0f partitions=%d lanes=%d retries=%d\n",
+		cfg.orders, l.done, len(l.violations), perSec, ordering.Partitions, ordering.Lanes, retries.Load())
 	switch {
 	case l.done != l.want:
 		return fmt.Errorf("timed out after %v: %d of %d events completed", cfg.timeout, l.done, l.want)
