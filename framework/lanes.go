@@ -42,7 +42,7 @@ func (w *Worker) runLane(s consumerSub) {
 		PinnedTTL: info.Config.PinnedTTL,
 		Heartbeat: s.tt.cfg.heartbeat,
 		AckWait:   s.tt.cfg.ackWait,
-		Gate:      lanes.Config{Ordered: true},
+		Gate:      laneGate(s.tt.cfg.ordering),
 		Key: func(m *pull.Msg) string {
 			k := m.Headers().Get(ordering.HeaderKey)
 			if ordering.ValidateKey(k) != nil {
@@ -135,4 +135,22 @@ func redelivered(s attempt.Settlement) bool {
 		return !s.Carried.Sent
 	}
 	return s.Carried.DeadLetterErr != nil
+}
+
+// laneGate returns the policy of the lanes of ordering o: one task of a key
+// at a time in strict order, or a cap per key (PerKey above 1, or Limit).
+func laneGate(o *Ordering) lanes.Config {
+	perKey := max(o.PerKey, 1)
+	if perKey == 1 && o.Limit == nil {
+		return lanes.Config{Ordered: true}
+	}
+	limit := o.Limit
+	return lanes.Config{Limit: func(key string) int {
+		if limit != nil {
+			if n := limit(key); n > 0 {
+				return n
+			}
+		}
+		return perKey
+	}}
 }

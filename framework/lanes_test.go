@@ -165,6 +165,9 @@ func TestLanesOptionRefusals(t *testing.T) {
 		"negative":           {Lanes: -1},
 		"with partitions":    {Lanes: 4, Partitions: 4},
 		"with blocking":      {Lanes: 4, BlockOnDeadLetter: true},
+		"negative per key":   {Lanes: 4, PerKey: -1},
+		"per key alone":      {Partitions: 4, PerKey: 2},
+		"limit alone":        {Limit: func(string) int { return 2 }},
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := e.worker(t)
@@ -175,5 +178,73 @@ func TestLanesOptionRefusals(t *testing.T) {
 			}()
 			w.HandleFunc("lane.bad", func(context.Context, *framework.Task) error { return nil }, framework.WithOrdering(o))
 		})
+	}
+}
+
+// With PerKey 2, three workers run at most two tasks of a key at once
+// across the cluster, and do run two at once; a key's Limit raises its own
+// cap, read as tasks start.
+func TestLanesCapPerKeyAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const keys, events = 12, 12
+	var mu sync.Mutex
+	running, most := map[string]int{}, map[string]int{}
+	var done atomic.Int64
+	finished := make(chan struct{})
+	limit := func(key string) int {
+		if key == "vip" {
+			return 4
+		}
+		return 0 // PerKey
+	}
+	for range 3 {
+		w := e.worker(t, framework.WithConcurrency(16))
+		framework.Handle(w, "lane.cap", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
+			mu.Lock()
+			running[ev.Key]++
+			most[ev.Key] = max(most[ev.Key], running[ev.Key])
+			mu.Unlock()
+			select { // long enough for the key's next tasks to be offered meanwhile
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			mu.Lock()
+			running[ev.Key]--
+			mu.Unlock()
+			if done.Add(1) == (keys+1)*events {
+				close(finished)
+			}
+			return nil
+		}, framework.WithOrdering(framework.Ordering{Lanes: 4, PerKey: 2, Limit: limit}))
+		startWorker(t, w)
+	}
+	for n := range events {
+		for k := range keys + 1 {
+			key := fmt.Sprintf("key-%d", k)
+			if k == keys {
+				key = "vip"
+			}
+			e.enqueue(t, "lane.cap", orderEvent{Key: key, N: n}, framework.Ordered(key))
+		}
+	}
+	testutil.Recv(t, finished, waitLong, "every capped task")
+	mu.Lock()
+	defer mu.Unlock()
+	reached := 0
+	for key, m := range most {
+		want := 2
+		if key == "vip" {
+			want = 4
+		}
+		if m > want {
+			t.Errorf("%s: %d running at once, cap %d", key, m, want)
+		}
+		if m == want {
+			reached++
+		}
+	}
+	if most["vip"] != 4 || reached < 2 {
+		t.Errorf("caps never reached: vip %d, keys at their cap %d (most %v)", most["vip"], reached, most)
 	}
 }

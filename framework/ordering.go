@@ -93,6 +93,20 @@ type Ordering struct {
 	// changing the count, needs a drained type (docs/ordering.md). Not
 	// with BlockOnDeadLetter. Default 0: partitions.
 	Lanes int
+	// PerKey, with Lanes, is how many tasks of a key run at once across
+	// the cluster. Default 1: one at a time, in enqueue order, a retry
+	// holding the key's later tasks. Above 1 the key's tasks start in
+	// enqueue order, up to PerKey at once, and a retry holds nothing back:
+	// a per-key concurrency cap (each lane has one owner, so the cap holds
+	// across the fleet) without a server write per task.
+	PerKey int
+	// Limit, with Lanes, returns the cap of a key at run time, in place of
+	// PerKey (values below 1 mean PerKey); it is asked each time a task of
+	// the key could start, so a changed limit takes effect at once on
+	// tasks not yet started. It must be fast and must not block. With
+	// Limit set, a key's tasks are capped, not strictly ordered, as with
+	// PerKey above 1.
+	Limit func(key string) int
 }
 
 // WithOrdering makes the worker consume the ordered tasks of this type
@@ -112,6 +126,11 @@ func WithOrdering(o Ordering) HandlerOption {
 			if o.Partitions != 0 || o.BlockOnDeadLetter {
 				return fmt.Errorf("%w: Ordering.Lanes takes neither Partitions nor BlockOnDeadLetter", ErrInvalidOption)
 			}
+			if o.PerKey < 0 {
+				return fmt.Errorf("%w: Ordering.PerKey %d: want 1 or more (0: 1)", ErrInvalidOption, o.PerKey)
+			}
+		} else if o.PerKey != 0 || o.Limit != nil {
+			return fmt.Errorf("%w: Ordering.PerKey and Limit need Lanes", ErrInvalidOption)
 		} else if o.Partitions == 0 {
 			o.Partitions = DefaultPartitions
 		}
