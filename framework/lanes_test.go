@@ -183,7 +183,8 @@ func TestLanesOptionRefusals(t *testing.T) {
 
 // With PerKey 2, three workers run at most two tasks of a key at once
 // across the cluster, and do run two at once; a key's Limit raises its own
-// cap, read as tasks start.
+// cap, read as tasks start. The whole backlog waits before the workers
+// start: without the cap every task of a key could run at once.
 func TestLanesCapPerKeyAcrossWorkers(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -197,6 +198,16 @@ func TestLanesCapPerKeyAcrossWorkers(t *testing.T) {
 			return 4
 		}
 		return 0 // PerKey
+	}
+	// The backlog first, so that a key's tasks could all run at once.
+	for n := range events {
+		for k := range keys + 1 {
+			key := fmt.Sprintf("key-%d", k)
+			if k == keys {
+				key = "vip"
+			}
+			e.enqueue(t, "lane.cap", orderEvent{Key: key, N: n}, framework.Ordered(key))
+		}
 	}
 	for range 3 {
 		w := e.worker(t, framework.WithConcurrency(16))
@@ -218,15 +229,6 @@ func TestLanesCapPerKeyAcrossWorkers(t *testing.T) {
 			return nil
 		}, framework.WithOrdering(framework.Ordering{Lanes: 4, PerKey: 2, Limit: limit}))
 		startWorker(t, w)
-	}
-	for n := range events {
-		for k := range keys + 1 {
-			key := fmt.Sprintf("key-%d", k)
-			if k == keys {
-				key = "vip"
-			}
-			e.enqueue(t, "lane.cap", orderEvent{Key: key, N: n}, framework.Ordered(key))
-		}
 	}
 	testutil.Recv(t, finished, waitLong, "every capped task")
 	mu.Lock()
