@@ -13,8 +13,14 @@
 //
 // where max_observed is the most tasks of one tenant seen running at once
 // (never above the limit), and ratio the limited drain's rate over the
-// unlimited one's, measured in the same run. It exits 1 when a tenant went
-// over the limit or a task did not run.
+// unlimited one's, measured in the same run. It then caps the same tasks in
+// lanes (framework.Ordering{Lanes: 16, PerKey: -limit}, tasks enqueued with
+// framework.Ordered(tenant)): each lane's owner caps its tenants in memory,
+// without a server write per task, and prints the same figures as
+//
+//	RESULT key_concurrency_lanes keys=K limit=L workers=3 max_observed=M tasks_per_s=R unlimited_per_s=U ratio=R/U
+//
+// It exits 1 when a tenant went over the limit or a task did not run.
 //
 // Then it shows fair shares: one tenant enqueues -noisy tasks with
 // fairness.Enqueue, then three quiet tenants enqueue five each, and the
@@ -221,25 +227,39 @@ func startWorkers(ctx context.Context, emb *testutil.Embedded, taskType string, 
 	return stop, nil
 }
 
+// How a drain caps its tenants.
+const (
+	unlimited = iota
+	capKV     // keylimit.PerKey: slots in a KV bucket
+	capLanes  // Ordering{Lanes, PerKey}: in the lanes' owners' memory
+)
+
 // drain enqueues cfg.tasks tasks of taskType, then runs them on three
-// workers and returns the drain's rate and the gauge.
-func drain(ctx context.Context, emb *testutil.Embedded, cfg config, taskType string, limited bool, logger *slog.Logger) (float64, *gauge, error) {
+// workers, capped per tenant as mode says, and returns the drain's rate and
+// the gauge.
+func drain(ctx context.Context, emb *testutil.Embedded, cfg config, taskType string, mode int, logger *slog.Logger) (float64, *gauge, error) {
 	client, err := framework.NewClient(emb.Conn)
 	if err != nil {
 		return 0, nil, err
 	}
 	specs := make([]framework.TaskSpec, cfg.tasks)
 	for i := range specs {
-		specs[i] = framework.TaskSpec{Type: taskType, Payload: i,
-			Options: []framework.EnqueueOption{framework.WithKey(fmt.Sprintf("tenant-%04d", i%cfg.keys))}}
+		tenant := fmt.Sprintf("tenant-%04d", i%cfg.keys)
+		specs[i] = framework.TaskSpec{Type: taskType, Payload: i, Options: []framework.EnqueueOption{framework.WithKey(tenant)}}
+		if mode == capLanes {
+			specs[i].Options = append(specs[i].Options, framework.Ordered(tenant)) // the tenant's lane
+		}
 	}
 	if _, err := client.EnqueueMany(ctx, specs); err != nil {
 		return 0, nil, err
 	}
 	g := newGauge(cfg.tasks)
 	var opts []framework.HandlerOption
-	if limited {
+	switch mode {
+	case capKV:
 		opts = append(opts, keylimit.PerKey(cfg.limit))
+	case capLanes:
+		opts = append(opts, framework.WithOrdering(framework.Ordering{Lanes: 16, PerKey: cfg.limit}))
 	}
 	start := time.Now()
 	stop, err := startWorkers(ctx, emb, taskType, g, cfg.work, false, opts, logger)
@@ -308,7 +328,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if url := emb.URL(); url != "" {
 		fmt.Fprintf(stdout, "inspect it while it runs: go run ./cmd/jetflow -s %s keylimits ls\n", url)
 	}
-	plain, _, err := drain(ctx, emb, cfg, "tenants.plain."+suffix, false, logger)
+	plain, _, err := drain(ctx, emb, cfg, "tenants.plain."+suffix, unlimited, logger)
 	if err != nil {
 		return err
 	}
@@ -323,7 +343,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	limited, g, err := drain(ctx, emb, cfg, "tenants.limited."+suffix, true, logger)
+	limited, g, err := drain(ctx, emb, cfg, "tenants.limited."+suffix, capKV, logger)
 	pprof.StopCPUProfile()
 	if err != nil {
 		return err
@@ -333,6 +353,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg.keys, cfg.limit, workers, g.most, limited, plain, limited/plain)
 	if g.most > cfg.limit {
 		return fmt.Errorf("a tenant had %d tasks running at once, over its limit of %d", g.most, cfg.limit)
+	}
+	laned, lg, err := drain(ctx, emb, cfg, "tenants.lanes."+suffix, capLanes, logger)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "in 16 lanes, PerKey %d: at %.0f/s, at most %d of one tenant running at once\n", cfg.limit, laned, lg.most)
+	fmt.Fprintf(stdout, "RESULT key_concurrency_lanes keys=%d limit=%d workers=%d max_observed=%d tasks_per_s=%.0f unlimited_per_s=%.0f ratio=%.3f\n",
+		cfg.keys, cfg.limit, workers, lg.most, laned, plain, laned/plain)
+	if lg.most > cfg.limit {
+		return fmt.Errorf("in lanes, a tenant had %d tasks running at once, over its limit of %d", lg.most, cfg.limit)
 	}
 
 	fmt.Fprintf(stdout, "fair shares: tenant-noisy stages %d tasks, then %d quiet tenants %d each\n", cfg.noisy, quietTenants, quietTasks)
