@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -42,7 +43,7 @@ func TestOrderedSubjects(t *testing.T) {
 		for slot := range 256 {
 			subject := n.OrderedSubject("orders", slot)
 			for p := range partitions {
-				if got, want := subjectMatches(n.OrderedFilter("orders", partitions, p), subject), slot%partitions == p; got != want {
+				if got, want := streamdefs.SubjectMatches(n.OrderedFilter("orders", partitions, p), subject), slot%partitions == p; got != want {
 					t.Fatalf("partition %d of %d matches slot %d: %v, want %v", p, partitions, slot, got, want)
 				}
 			}
@@ -63,33 +64,4 @@ func TestOrderedSubjects(t *testing.T) {
 			t.Errorf("ParseOrderedSubject(%q): %v, want ErrInvalidSubject", bad, err)
 		}
 	}
-}
-
-// subjectMatches reports whether the NATS filter matches subject (tokens,
-// '*' one token, '>' the rest).
-func subjectMatches(filter, subject string) bool {
-	f, s := splitTokens(filter), splitTokens(subject)
-	for i, tok := range f {
-		switch {
-		case tok == ">":
-			return len(s) > i
-		case i >= len(s):
-			return false
-		case tok != "*" && tok != s[i]:
-			return false
-		}
-	}
-	return len(f) == len(s)
-}
-
-func splitTokens(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == '.' {
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return out
 }

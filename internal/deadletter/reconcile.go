@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
-	"github.com/jetflow-io/jetflow/internal/queuestate"
 	"github.com/jetflow-io/jetflow/internal/retry"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -206,7 +206,7 @@ func storedUnder(counts map[string]uint64, filter string) uint64 {
 	}
 	var n uint64
 	for subject, c := range counts {
-		if queuestate.SubjectMatches(filter, subject) {
+		if streamdefs.SubjectMatches(filter, subject) {
 			n += c
 		}
 	}

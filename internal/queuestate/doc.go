@@ -9,7 +9,7 @@
 //   - the one-shot schedules of delayed tasks, scanned with batched direct
 //     gets ([ScanSchedules]);
 //   - stranded subjects: work subjects holding tasks that no consumer's
-//     filter matches ([Stranded], [SubjectMatches]).
+//     filter matches ([Stranded]).
 //
 // Stream names, subjects and the parsing of jetflow's subjects come from the
 // caller; the package imports neither streams nor framework.

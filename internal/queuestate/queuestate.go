@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/jsapi"
+	"github.com/jetflow-io/jetflow/internal/streamdefs"
 )
 
 // Activity is what one queue consumer reports.
@@ -128,7 +129,7 @@ func Stranded(ctx context.Context, nc *nats.Conn, stream jetstream.Stream, strea
 	now := time.Now()
 	var out []Subject
 	for subj, n := range subjects {
-		if n == 0 || slices.ContainsFunc(filters, func(f string) bool { return SubjectMatches(f, subj) }) {
+		if n == 0 || slices.ContainsFunc(filters, func(f string) bool { return streamdefs.SubjectMatches(f, subj) }) {
 			continue
 		}
 		s := Subject{Subject: subj, Tasks: n}
@@ -155,20 +156,4 @@ func Stranded(ctx context.Context, nc *nats.Conn, stream jetstream.Stream, strea
 		out = out[:max]
 	}
 	return out, nil
-}
-
-// SubjectMatches reports whether subject matches the filter, with NATS
-// wildcards ("*" one token, ">" the rest).
-func SubjectMatches(filter, subject string) bool {
-	f := strings.Split(filter, ".")
-	s := strings.Split(subject, ".")
-	for i, tok := range f {
-		if tok == ">" {
-			return len(s) > i
-		}
-		if i >= len(s) || (tok != "*" && tok != s[i]) {
-			return false
-		}
-	}
-	return len(f) == len(s)
 }

@@ -1,4 +1,4 @@
-package queuestate
+package streamdefs
 
 import "testing"
 
