@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -36,6 +38,7 @@ func (w *Worker) runLane(s consumerSub) {
 	defer w.fetchers.Done()
 	side := &laneSide{w: w, s: s}
 	info := s.cons.CachedInfo()
+	lane := laneOf(info.Config.Metadata)
 	side.r = lanes.NewRunner[*pending](side, lanes.RunnerConfig{
 		Consumer:  s.cons,
 		Group:     topology.LaneGroup,
@@ -60,8 +63,9 @@ func (w *Worker) runLane(s consumerSub) {
 			}
 			return false, err
 		},
-		Log:  w.log.With(slog.String(LogKeyTaskType, s.tt.name), slog.String("lane", info.Name)),
-		Loop: w.health.Loop(w.names.ConsumerName(s.tt.name, s.prio)),
+		Candidate: func() bool { return w.lanes.owns(s.tt.name, lane) },
+		Log:       w.log.With(slog.String(LogKeyTaskType, s.tt.name), slog.String("lane", info.Name)),
+		Loop:      w.health.Loop(w.names.ConsumerName(s.tt.name, s.prio)),
 	})
 	side.r.Run(w.stopFetch)
 }
@@ -153,4 +157,12 @@ func laneGate(o *Ordering) lanes.Config {
 		}
 		return perKey
 	}}
+}
+
+// laneOf returns the lane of a lane consumer, from its metadata
+// ("<lane>/<lanes>", topology.MetaLane).
+func laneOf(meta map[string]string) int {
+	l, _, _ := strings.Cut(meta[topology.MetaLane], "/")
+	n, _ := strconv.Atoi(l)
+	return n
 }

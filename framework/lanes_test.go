@@ -79,7 +79,10 @@ func TestLaneHeadSurvivesOwnerDeath(t *testing.T) {
 	headTaken := make(chan struct{})
 	release := make(chan struct{})
 	deadNC := testutil.Connect(t, e.srv)
-	dead, err := framework.NewWorker(deadNC)
+	// A short registry interval: the dead worker's lane moves once its
+	// record expired (three intervals).
+	fast := framework.WithTimings(framework.Timings{RegistryInterval: framework.MinRegistryInterval})
+	dead, err := framework.NewWorker(deadNC, fast)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +102,7 @@ func TestLaneHeadSurvivesOwnerDeath(t *testing.T) {
 	deadNC.Close() // no heartbeat, no ack, no pull: as after kill -9
 
 	attempts := make(chan int, 3)
-	live := e.worker(t)
+	live := e.worker(t, fast)
 	framework.Handle(live, "lane.kill", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
 		c.start(ev)
 		if ev.N == 0 {
@@ -249,4 +252,51 @@ func TestLanesCapPerKeyAcrossWorkers(t *testing.T) {
 	if most["vip"] != 4 || reached < 2 {
 		t.Errorf("caps never reached: vip %d, keys at their cap %d (most %v)", most["vip"], reached, most)
 	}
+}
+
+// The lanes of a type spread over its workers: each pulls the lanes the
+// registry gives it (rendezvous hashing), so every worker runs some of the
+// type's tasks, including one that started after the others had taken
+// every lane.
+func TestLanesSpreadOverWorkers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	fast := framework.WithTimings(framework.Timings{RegistryInterval: framework.MinRegistryInterval})
+	var ran [3]atomic.Int64
+	start := func(i int) {
+		w := e.worker(t, fast, framework.WithConcurrency(8))
+		framework.Handle(w, "lane.spread", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
+			ran[i].Add(1)
+			return nil
+		}, framework.WithOrdering(framework.Ordering{Lanes: 8}))
+		startWorker(t, w)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	produced := make(chan struct{})
+	go func() { // tasks over many keys, until every worker ran some
+		defer close(produced)
+		for n := 0; ctx.Err() == nil; n++ {
+			key := fmt.Sprintf("spread-%d", n%64)
+			if _, err := e.cl.Enqueue(ctx, "lane.spread", orderEvent{Key: key, N: n}, framework.Ordered(key)); err != nil && ctx.Err() == nil {
+				t.Errorf("enqueue: %v", err)
+				return
+			}
+			if n%64 == 63 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(5 * time.Millisecond): // a steady stream, not a flood
+				}
+			}
+		}
+	}()
+	start(0)
+	testutil.Wait(t, waitLong, "the first worker running lane tasks", func() bool { return ran[0].Load() > 0 })
+	start(1)
+	start(2)
+	testutil.Wait(t, 3*waitLong, "every worker running lane tasks", func() bool {
+		return ran[1].Load() > 0 && ran[2].Load() > 0
+	})
+	cancel()
+	<-produced
 }

@@ -64,7 +64,18 @@ type RunnerConfig struct {
 	// Loop, when set, records the pull's polls for the worker's stall
 	// watchdog.
 	Loop *liveness.Loop
+	// Candidate, when set, says whether this worker should own the lane
+	// now (a type's lanes spread over its workers). The runner asks before
+	// it pulls and between deliveries: one that should not own the lane
+	// pauses its pull, hands back what arrives until its last request is
+	// done, hands back what it holds, lets its running tasks finish, and
+	// waits until it should; the server then pins the lane to another
+	// worker after PinnedTTL. Nil: always.
+	Candidate func() bool
 }
+
+// errStandDown ends a pull whose worker should not own the lane.
+var errStandDown = errors.New("lanes: lane belongs to another worker")
 
 // Runner pulls one lane and starts its tasks through a [Gate]: the
 // deliveries of a key in stream order, at most the key's limit at once.
@@ -100,6 +111,9 @@ const (
 	nextPoll = 250 * time.Millisecond
 	// infoTimeout bounds a consumer info request.
 	infoTimeout = 5 * time.Second
+	// standByCheck is how often a runner that should not own its lane
+	// asks again.
+	standByCheck = time.Second
 )
 
 var retryPolicy = retry.Policy{Min: 100 * time.Millisecond, Max: 5 * time.Second}
@@ -131,12 +145,18 @@ func (r *Runner[P]) Run(stop <-chan struct{}) {
 	}()
 	wait := retryPolicy.New()
 	cons := r.cfg.Consumer
-	for {
+	for r.standBy(ctx) {
 		it, err := r.w.Open(cons)
 		if err == nil {
 			it.SetGroup(r.cfg.Group, r.pinned)
 			it.SetExpires(r.cfg.PinnedTTL / 2)
 			err = r.serve(ctx, it)
+			if errors.Is(err, errStandDown) {
+				r.standDown(ctx, it)
+				r.w.Close(it)
+				wait.Reset()
+				continue
+			}
 			r.lost("lane pull stopped")
 			r.w.Close(it)
 			if ctx.Err() != nil {
@@ -182,12 +202,41 @@ func (r *Runner[P]) serve(ctx context.Context, it *pull.Iter) error {
 		}
 		switch {
 		case errors.Is(err, nats.ErrTimeout):
-			continue
 		case err != nil:
 			return err
+		default:
+			r.receive(msg.(*pull.Msg))
 		}
-		r.receive(msg.(*pull.Msg))
+		if c := r.cfg.Candidate; c != nil && !c() {
+			return errStandDown
+		}
 	}
+}
+
+// standBy waits until the worker should own the lane ([RunnerConfig]
+// Candidate); false when ctx ended first.
+func (r *Runner[P]) standBy(ctx context.Context) bool {
+	for c := r.cfg.Candidate; c != nil && !c(); {
+		if !retry.Sleep(ctx, standByCheck) {
+			return false
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// standDown gives the lane up: no further pull requests, what arrives
+// until the last one is done goes back, then what the runner holds.
+func (r *Runner[P]) standDown(ctx context.Context, it *pull.Iter) {
+	it.Pause()
+	giveUp := time.Now().Add(r.cfg.PinnedTTL)
+	for it.Outstanding() && time.Now().Before(giveUp) && ctx.Err() == nil {
+		msg, err := it.Next(nextPoll)
+		if err == nil {
+			r.w.HandBack(r.w.Pending(msg.(*pull.Msg)), "lane given to another worker")
+		}
+	}
+	r.cfg.Log.Debug("jetflow lane given up to another worker")
+	r.lost("lane given to another worker")
 }
 
 // receive gives a delivery to the gate and offers what may start.

@@ -71,6 +71,29 @@ func (p *Iter) expiresOrDefault() time.Duration {
 	return Expires
 }
 
+// Pause stops asking for messages while the subscription stays: the
+// request outstanding, if any, still brings what the server delivers for
+// it, and Next returns it. A member of a pinned group that gives its pin up
+// pauses, takes what comes until [Iter.Outstanding] is false (its last
+// request expired or was served), and only then stops: a request left on
+// the server after its subscription ended could be pinned and served into
+// the void.
+func (p *Iter) Pause() {
+	p.mu.Lock()
+	p.paused = true
+	p.mu.Unlock()
+}
+
+// Outstanding reports whether a pull request is outstanding.
+func (p *Iter) Outstanding() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.cur; r != nil && time.Now().After(r.expiresAt.Add(Heartbeat)) {
+		p.cur = nil // its expiry status was lost
+	}
+	return p.cur != nil
+}
+
 // PinID returns the pin ID the iterator holds for its priority group, ""
 // when it holds none or pulls outside a group. It is safe for concurrent
 // use.

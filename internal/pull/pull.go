@@ -67,6 +67,7 @@ type Iter struct {
 	group   string
 	onPin   func(pinID string)
 	expires time.Duration // of each request; 0 means Expires
+	paused  bool          // no further requests (see Pause)
 
 	sub    *nats.Subscription
 	notify chan struct{} // cap 1: something arrived
@@ -245,7 +246,7 @@ func (p *Iter) maintainLocked(now time.Time) (lost bool, err error) {
 			return false, nil
 		}
 	}
-	if p.draining || p.stopped {
+	if p.draining || p.stopped || p.paused {
 		return lost, nil
 	}
 	batch := max(p.size(), 1)
