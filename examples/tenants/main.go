@@ -62,6 +62,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/fairness"
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/keylimit"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -250,10 +251,13 @@ func drain(ctx context.Context, emb *testutil.Embedded, cfg config, taskType str
 			specs[i].Options = append(specs[i].Options, framework.Ordered(tenant)) // the tenant's lane
 		}
 	}
+	g := newGauge(cfg.tasks)
+	if mode == capLanes {
+		return drainLanes(ctx, emb, cfg, client, specs, g, logger)
+	}
 	if _, err := client.EnqueueMany(ctx, specs); err != nil {
 		return 0, nil, err
 	}
-	g := newGauge(cfg.tasks)
 	var opts []framework.HandlerOption
 	switch mode {
 	case capKV:
@@ -271,6 +275,58 @@ func drain(ctx context.Context, emb *testutil.Embedded, cfg config, taskType str
 		return 0, g, err
 	}
 	return float64(cfg.tasks) / time.Since(start).Seconds(), g, nil
+}
+
+// drainLanes runs specs in lanes: the workers start first and register, so
+// that each pulls its share of the lanes (the first worker to start would
+// otherwise take them all until the others' records reach it, within a
+// second), then the tasks are enqueued; the rate counts from the enqueue.
+func drainLanes(ctx context.Context, emb *testutil.Embedded, cfg config, client *framework.Client, specs []framework.TaskSpec,
+	g *gauge, logger *slog.Logger) (float64, *gauge, error) {
+	taskType := specs[0].Type
+	opts := []framework.HandlerOption{framework.WithOrdering(framework.Ordering{Lanes: 16, PerKey: cfg.limit})}
+	stop, err := startWorkers(ctx, emb, taskType, g, cfg.work, false, opts, logger)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer stop()
+	op := inspect.New(client)
+	for {
+		f, err := op.Workers(ctx)
+		if err != nil {
+			return 0, nil, err
+		}
+		if f.ByType()[taskType] == workers {
+			break
+		}
+		if !sleep(ctx, 50*time.Millisecond) {
+			return 0, nil, ctx.Err()
+		}
+	}
+	// Each worker reads the registry at most a second late.
+	if !sleep(ctx, 1500*time.Millisecond) {
+		return 0, nil, ctx.Err()
+	}
+	start := time.Now()
+	if _, err := client.EnqueueMany(ctx, specs); err != nil {
+		return 0, nil, err
+	}
+	if err := g.wait(ctx, taskType, cfg.timeout); err != nil {
+		return 0, g, err
+	}
+	return float64(cfg.tasks) / time.Since(start).Seconds(), g, nil
+}
+
+// sleep waits for d; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // fairDrain stages cfg.noisy tasks of one tenant, then quietTasks of each
