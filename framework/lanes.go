@@ -64,8 +64,15 @@ func (w *Worker) runLane(s consumerSub) {
 			return false, err
 		},
 		Candidate: func() bool { return w.lanes.owns(s.tt.name, lane) },
-		Log:       w.log.With(slog.String(LogKeyTaskType, s.tt.name), slog.String("lane", info.Name)),
-		Loop:      w.health.Loop(w.names.ConsumerName(s.tt.name, s.prio)),
+		Unpin: func(ctx context.Context) error {
+			stream, err := w.js.Stream(ctx, info.Stream)
+			if err != nil {
+				return err
+			}
+			return stream.UnpinConsumer(ctx, info.Name, topology.LaneGroup)
+		},
+		Log:  w.log.With(slog.String(LogKeyTaskType, s.tt.name), slog.String("lane", info.Name)),
+		Loop: w.health.Loop(w.names.ConsumerName(s.tt.name, s.prio)),
 	})
 	side.r.Run(w.stopFetch)
 }

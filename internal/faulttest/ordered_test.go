@@ -285,7 +285,8 @@ func killOrderedHead(t *testing.T, mode, typ, record string) {
 		p := &workerProc{exited: make(chan error, 1), stderr: new(syncBuffer)}
 		p.cmd = exec.Command(bin, "-url", srv.ClientURL(), "-type", typ, "-ack-wait", ackWait.String(),
 			"-concurrency", "4", mode, fmt.Sprint(partitions), "-record", record,
-			"-block", fmt.Sprintf("%s/%d", blockKey, blockN), "-hold", "1ms")
+			"-block", fmt.Sprintf("%s/%d", blockKey, blockN), "-hold", "1ms",
+			"-registry-interval", "1s") // a dead worker's lanes move once its record expired
 		p.cmd.Stderr = p.stderr
 		if err := p.cmd.Start(); err != nil {
 			t.Fatalf("start worker process: %v", err)

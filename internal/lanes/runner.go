@@ -72,6 +72,11 @@ type RunnerConfig struct {
 	// waits until it should; the server then pins the lane to another
 	// worker after PinnedTTL. Nil: always.
 	Candidate func() bool
+	// Unpin, when set, asks the server to unpin the lane's group at once,
+	// for a runner that stood down holding the pin: the lane's owner, or
+	// one whose last request was pinned while it stood down. Without it
+	// the pin moves after PinnedTTL.
+	Unpin func(ctx context.Context) error
 }
 
 // errStandDown ends a pull whose worker should not own the lane.
@@ -235,8 +240,17 @@ func (r *Runner[P]) standDown(ctx context.Context, it *pull.Iter) {
 			r.w.HandBack(r.w.Pending(msg.(*pull.Msg)), "lane given to another worker")
 		}
 	}
-	r.cfg.Log.Debug("jetflow lane given up to another worker")
 	r.lost("lane given to another worker")
+	if it.PinID() != "" && r.cfg.Unpin != nil {
+		// No request of ours waits: the server pins the next one that
+		// does, the owner's.
+		uctx, cancel := context.WithTimeout(ctx, infoTimeout)
+		if err := r.cfg.Unpin(uctx); err != nil {
+			r.cfg.Log.Debug("jetflow lane not unpinned; it moves after its pinned TTL", slog.Any("error", err))
+		}
+		cancel()
+	}
+	r.cfg.Log.Debug("jetflow lane given up to another worker")
 }
 
 // receive gives a delivery to the gate and offers what may start.
