@@ -162,8 +162,10 @@ func (r *Runner[P]) Run(stop <-chan struct{}) {
 				wait.Reset()
 				continue
 			}
-			r.lost("lane pull stopped")
+			// Stop pulling first: what is handed back then goes to the
+			// lane's next owner, not to this iterator's open request.
 			r.w.Close(it)
+			r.lost("lane pull stopped")
 			if ctx.Err() != nil {
 				break
 			}
@@ -200,8 +202,8 @@ func (r *Runner[P]) serve(ctx context.Context, it *pull.Iter) error {
 			}
 		}
 		if ctx.Err() != nil {
-			if err == nil {
-				r.w.HandBack(r.w.Pending(msg.(*pull.Msg)), "worker stopping")
+			if m, ok := msg.(*pull.Msg); ok && !it.Unget(m) {
+				r.w.HandBack(r.w.Pending(m), "worker stopping")
 			}
 			return nil
 		}
