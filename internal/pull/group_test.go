@@ -475,3 +475,27 @@ func TestGroupIdleMemberKeepsPinWithShortRequests(t *testing.T) {
 		t.Fatalf("message under %q, want %q", pinOf(t, q), p1)
 	}
 }
+
+// A paused member sends no further request; its outstanding one still
+// brings what the server delivers, and Outstanding tells when it is done.
+func TestGroupPausedMemberStopsRequesting(t *testing.T) {
+	t.Parallel()
+	g := newPinGroup(t, 10*time.Second)
+	g.expires = 500 * time.Millisecond
+	a := g.member(t, "a")
+	g.waiting(t, 1)
+	a.it.Pause()
+	testutil.Wait(t, 10*time.Second, "the outstanding request to end", func() bool { return !a.it.Outstanding() })
+	g.sent(t) // what was sent until now
+	g.publish(t, 1)
+	if rs := g.sent(t); len(rs) != 0 {
+		t.Fatalf("a paused member sent %d pull requests", len(rs))
+	}
+	info, err := g.cons.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumWaiting != 0 || info.NumPending != 1 {
+		t.Fatalf("after the pause: %d waiting requests, %d pending messages; want 0 and 1", info.NumWaiting, info.NumPending)
+	}
+}
