@@ -63,7 +63,7 @@ func (w *Worker) runLane(s consumerSub) {
 			}
 			return false, err
 		},
-		Candidate: func() bool { return w.lanes.owns(s.tt.name, lane) },
+		Candidate: func() bool { return w.lanes.Owns(s.tt.name, lane, s.tt.cfg.ordering.Lanes) },
 		Unpin: func(ctx context.Context) error {
 			stream, err := w.js.Stream(ctx, info.Stream)
 			if err != nil {

@@ -276,16 +276,22 @@ func TestPartitionsSeenAsOneQueue(t *testing.T) {
 		e.enqueue(t, "part.q", i)
 	}
 	op := inspect.New(e.cl)
-	st, err := op.QueueStats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var st *inspect.QueueStats
 	var pending int
-	for _, q := range st.Queues {
-		if q.Type == "part.q" && q.Priority == framework.PriorityNormal {
-			pending = q.Pending
+	// A consumer counts a stored task a moment after the store
+	// acknowledged it.
+	testutil.Wait(t, waitLong, "60 tasks pending", func() bool {
+		var err error
+		if st, err = op.QueueStats(ctx); err != nil {
+			t.Fatal(err)
 		}
-	}
+		for _, q := range st.Queues {
+			if q.Type == "part.q" && q.Priority == framework.PriorityNormal {
+				pending = q.Pending
+			}
+		}
+		return pending == 60
+	})
 	if pending != 60 || len(st.Partitions) != 3 {
 		t.Fatalf("queue stats: %d pending, partitions %+v", pending, st.Partitions)
 	}

@@ -56,7 +56,7 @@ type Worker struct {
 	state atomic.Int32 // workerNew, workerRunning, workerStopping
 
 	stopFetch   chan struct{} // closed: stop pulling
-	lanes       lanePlan      // which lanes of ordered types the worker pulls (laneplan.go)
+	lanes       *lanes.Plan   // which lanes of ordered types the worker pulls (laneplan.go)
 	versions    fleet.Gate    // payload versions handed back (versions.go)
 	stopOnce    sync.Once
 	hardCtx     context.Context // handler contexts; cancelled at the shutdown deadline
@@ -184,7 +184,6 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		hooks:      append([]Hooks(nil), o.hooks...),
 	}
 	w.parts.Store(topology.NewPartitionSet(o.names, streams.Layout{Partitions: 1, Ordered: 1}))
-	w.lanes.w = w
 	w.sched = dispatch.New(o.concurrency, o.weighted, o.weights, w.granted)
 	w.bg.attempts = w.newExecutor()
 	w.bg.pool = exec.NewPool(w.bg.attempts.Run)
@@ -193,7 +192,8 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	w.installUnique()
 	w.installOrdering()
 	w.installDelayMover()
-	w.installFleet() // fleet.go
+	w.installFleet()          // fleet.go
+	w.lanes = w.newLanePlan() // laneplan.go; after the worker ID is set
 	return w, nil
 }
 

@@ -59,6 +59,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/fairness"
 	"github.com/jetflow-io/jetflow/framework"
@@ -69,6 +70,7 @@ import (
 )
 
 const (
+	laneCount    = 16 // lanes of the capped type in the lanes drain
 	workers      = 3
 	quietTenants = 3 // tenants with a few tasks in the fair-shares drain
 	quietTasks   = 5 // tasks of each
@@ -280,11 +282,13 @@ func drain(ctx context.Context, emb *testutil.Embedded, cfg config, taskType str
 // drainLanes runs specs in lanes: the workers start first and register, so
 // that each pulls its share of the lanes (the first worker to start would
 // otherwise take them all until the others' records reach it, within a
-// second), then the tasks are enqueued; the rate counts from the enqueue.
+// second); the lane consumers are paused while the tasks are enqueued, and
+// the rate counts from their resumption, as the other drains count from
+// the workers' start with the backlog stored.
 func drainLanes(ctx context.Context, emb *testutil.Embedded, cfg config, client *framework.Client, specs []framework.TaskSpec,
 	g *gauge, logger *slog.Logger) (float64, *gauge, error) {
 	taskType := specs[0].Type
-	opts := []framework.HandlerOption{framework.WithOrdering(framework.Ordering{Lanes: 16, PerKey: cfg.limit})}
+	opts := []framework.HandlerOption{framework.WithOrdering(framework.Ordering{Lanes: laneCount, PerKey: cfg.limit})}
 	stop, err := startWorkers(ctx, emb, taskType, g, cfg.work, false, opts, logger)
 	if err != nil {
 		return 0, nil, err
@@ -303,13 +307,28 @@ func drainLanes(ctx context.Context, emb *testutil.Embedded, cfg config, client 
 			return 0, nil, ctx.Err()
 		}
 	}
+	js, err := jetstream.New(emb.Conn)
+	if err != nil {
+		return 0, nil, err
+	}
+	names := streams.MustNames("")
+	for l := range laneCount {
+		if _, err := js.PauseConsumer(ctx, names.TaskStream(), names.LaneConsumerName(taskType, laneCount, l), time.Now().Add(time.Minute)); err != nil {
+			return 0, nil, err
+		}
+	}
+	if _, err := client.EnqueueMany(ctx, specs); err != nil {
+		return 0, nil, err
+	}
 	// Each worker reads the registry at most a second late.
 	if !sleep(ctx, 1500*time.Millisecond) {
 		return 0, nil, ctx.Err()
 	}
 	start := time.Now()
-	if _, err := client.EnqueueMany(ctx, specs); err != nil {
-		return 0, nil, err
+	for l := range laneCount {
+		if _, err := js.ResumeConsumer(ctx, names.TaskStream(), names.LaneConsumerName(taskType, laneCount, l)); err != nil {
+			return 0, nil, err
+		}
 	}
 	if err := g.wait(ctx, taskType, cfg.timeout); err != nil {
 		return 0, g, err

@@ -231,16 +231,25 @@ func (r *Runner[P]) standBy(ctx context.Context) bool {
 	return ctx.Err() == nil
 }
 
-// standDown gives the lane up: no further pull requests, what arrives
-// until the last one is done goes back, then what the runner holds.
+// standDown gives the lane up: no further pull requests; once the last
+// one is done, what arrived meanwhile goes back, then what the runner
+// holds. Not before: a task handed back while a request of the runner is
+// open would come straight back to it, again and again, each time
+// spending a delivery.
 func (r *Runner[P]) standDown(ctx context.Context, it *pull.Iter) {
 	it.Pause()
+	var arrived []*pull.Msg
 	giveUp := time.Now().Add(r.cfg.PinnedTTL)
 	for it.Outstanding() && time.Now().Before(giveUp) && ctx.Err() == nil {
-		msg, err := it.Next(nextPoll)
-		if err == nil {
-			r.w.HandBack(r.w.Pending(msg.(*pull.Msg)), "lane given to another worker")
+		if msg, err := it.Next(nextPoll); err == nil {
+			arrived = append(arrived, msg.(*pull.Msg))
 		}
+	}
+	for m := it.TryNext(); m != nil; m = it.TryNext() {
+		arrived = append(arrived, m)
+	}
+	for _, m := range arrived {
+		r.w.HandBack(r.w.Pending(m), "lane given to another worker")
 	}
 	r.lost("lane given to another worker")
 	if it.PinID() != "" && r.cfg.Unpin != nil {
