@@ -72,54 +72,7 @@ func TestLanesRunKeysInOrderAndInParallel(t *testing.T) {
 // then the head, then the key's later tasks, in order.
 func TestLaneHeadSurvivesOwnerDeath(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	c := newOrderChecker(3)
-	opts := []framework.HandlerOption{framework.WithOrdering(framework.Ordering{Lanes: 1}), framework.WithAckWait(2 * time.Second)}
-
-	headTaken := make(chan struct{})
-	release := make(chan struct{})
-	deadNC := testutil.Connect(t, e.srv)
-	// A short registry interval: the dead worker's lane moves once its
-	// record expired (three intervals).
-	fast := framework.WithTimings(framework.Timings{RegistryInterval: framework.MinRegistryInterval})
-	dead, err := framework.NewWorker(deadNC, fast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	framework.Handle(dead, "lane.kill", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
-		close(headTaken)
-		<-release // "killed": never returns while the test watches
-		return nil
-	}, opts...)
-	startWorker(t, dead)
-
-	e.enqueue(t, "lane.kill", orderEvent{Key: "k", N: 0}, framework.Ordered("k"))
-	select {
-	case <-headTaken:
-	case <-time.After(waitLong):
-		t.Fatal("the head task never started")
-	}
-	deadNC.Close() // no heartbeat, no ack, no pull: as after kill -9
-
-	attempts := make(chan int, 3)
-	live := e.worker(t, fast)
-	framework.Handle(live, "lane.kill", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
-		c.start(ev)
-		if ev.N == 0 {
-			attempts <- task.Attempt
-		}
-		c.end(ev, true)
-		return nil
-	}, opts...)
-	startWorker(t, live)
-	for n := 1; n < 3; n++ {
-		e.enqueue(t, "lane.kill", orderEvent{Key: "k", N: n}, framework.Ordered("k"))
-	}
-	c.wait(t)
-	if a := <-attempts; a != 2 {
-		t.Fatalf("the head ran on the live worker as attempt %d, want 2 (a redelivery)", a)
-	}
-	close(release)
+	headSurvivesWorkerDeath(t, "lane.kill", framework.Ordering{Lanes: 1}, 2*time.Second)
 }
 
 // A server restart (same store) in the middle of a run loses no task and

@@ -168,35 +168,45 @@ func TestOrderedEnqueueRefusals(t *testing.T) {
 // order.
 func TestOrderedHeadSurvivesWorkerDeath(t *testing.T) {
 	t.Parallel()
+	headSurvivesWorkerDeath(t, "order.kill", framework.Ordering{Partitions: 1}, time.Second)
+}
+
+// headSurvivesWorkerDeath runs the worker-death test of an ordered type
+// with ordering o: a dead worker holds the key's head, a live one runs the
+// head again (attempt 2) before the key's next tasks. Both workers write
+// their registry records every second, so that a dead worker's lanes move
+// once its record expired.
+func headSurvivesWorkerDeath(t *testing.T, typ string, o framework.Ordering, ackWait time.Duration) {
 	e := newEnv(t)
 	c := newOrderChecker(3)
-	opts := []framework.HandlerOption{framework.WithOrdering(framework.Ordering{Partitions: 1}), framework.WithAckWait(time.Second)}
+	opts := []framework.HandlerOption{framework.WithOrdering(o), framework.WithAckWait(ackWait)}
+	fast := framework.WithTimings(framework.Timings{RegistryInterval: framework.MinRegistryInterval})
 
 	headTaken := make(chan struct{})
 	release := make(chan struct{})
 	deadNC := testutil.Connect(t, e.srv)
-	dead, err := framework.NewWorker(deadNC)
+	dead, err := framework.NewWorker(deadNC, fast)
 	if err != nil {
 		t.Fatal(err)
 	}
-	framework.Handle(dead, "order.kill", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
+	framework.Handle(dead, typ, func(ctx context.Context, task *framework.Task, ev orderEvent) error {
 		close(headTaken)
 		<-release // "killed": never returns while the test watches
 		return nil
 	}, opts...)
 	startWorker(t, dead)
 
-	e.enqueue(t, "order.kill", orderEvent{Key: "k", N: 0}, framework.Ordered("k"))
+	e.enqueue(t, typ, orderEvent{Key: "k", N: 0}, framework.Ordered("k"))
 	select {
 	case <-headTaken:
 	case <-time.After(waitLong):
 		t.Fatal("the head task never started")
 	}
-	deadNC.Close() // no heartbeat, no ack: as after kill -9
+	deadNC.Close() // no heartbeat, no ack, no pull: as after kill -9
 
 	attempts := make(chan int, 3)
-	live := e.worker(t)
-	framework.Handle(live, "order.kill", func(ctx context.Context, task *framework.Task, ev orderEvent) error {
+	live := e.worker(t, fast)
+	framework.Handle(live, typ, func(ctx context.Context, task *framework.Task, ev orderEvent) error {
 		c.start(ev)
 		if ev.N == 0 {
 			attempts <- task.Attempt
@@ -206,7 +216,7 @@ func TestOrderedHeadSurvivesWorkerDeath(t *testing.T) {
 	}, opts...)
 	startWorker(t, live)
 	for n := 1; n < 3; n++ {
-		e.enqueue(t, "order.kill", orderEvent{Key: "k", N: n}, framework.Ordered("k"))
+		e.enqueue(t, typ, orderEvent{Key: "k", N: n}, framework.Ordered("k"))
 	}
 	c.wait(t)
 	if a := <-attempts; a != 2 {

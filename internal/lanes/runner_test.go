@@ -43,7 +43,7 @@ func TestRunnerOrdersEachKeyAndRunsKeysInParallel(t *testing.T) {
 		}
 	}
 	f := newFake(e, 0, func(*ptask) time.Duration {
-		time.Sleep(time.Millisecond) // the task's work
+		<-time.After(time.Millisecond) // the task's work: keys overlap
 		return 0
 	})
 	cfg := f.config(e)

@@ -3,7 +3,6 @@ package topology
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -114,26 +113,5 @@ func EnsureLaneConsumer(ctx context.Context, js jetstream.JetStream, names strea
 	if err != nil {
 		return nil, err
 	}
-	stream := names.TaskStream()
-	var c jetstream.Consumer
-	err = retryRequests(ctx, RequestTimeout, func(ctx context.Context) error {
-		have, err := js.Consumer(ctx, stream, want.Durable)
-		if err == nil {
-			hc := have.CachedInfo().Config
-			if hc.MaxDeliver == want.MaxDeliver && hc.AckWait == want.AckWait && hc.MaxAckPending == want.MaxAckPending &&
-				hc.PinnedTTL == want.PinnedTTL && hc.PriorityPolicy == want.PriorityPolicy &&
-				slices.Equal(hc.PriorityGroups, want.PriorityGroups) && slices.Equal(hc.FilterSubjects, want.FilterSubjects) &&
-				(want.Replicas == 0 || hc.Replicas == want.Replicas) {
-				c = have
-				return nil
-			}
-			want.PauseUntil = hc.PauseUntil
-		}
-		c, err = js.CreateOrUpdateConsumer(ctx, stream, want)
-		return err
-	})
-	if err != nil {
-		return nil, consumerErr(stream, want.Durable, err)
-	}
-	return c, nil
+	return ensureTaskConsumer(ctx, js, names.TaskStream(), want)
 }

@@ -101,14 +101,23 @@ func EnsureOrderedConsumer(ctx context.Context, js jetstream.JetStream, names st
 	if err != nil {
 		return nil, err
 	}
-	stream := names.TaskStream()
+	return ensureTaskConsumer(ctx, js, names.TaskStream(), want)
+}
+
+// ensureTaskConsumer creates the consumer want on stream, or updates it
+// when its limits, filters or priority groups differ (keeping a pause an
+// operator set); an equal consumer is used as it is. Each attempt gets a
+// deadline of [RequestTimeout].
+func ensureTaskConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	var c jetstream.Consumer
-	err = retryRequests(ctx, RequestTimeout, func(ctx context.Context) error {
+	err := retryRequests(ctx, RequestTimeout, func(ctx context.Context) error {
 		have, err := js.Consumer(ctx, stream, want.Durable)
 		if err == nil {
 			hc := have.CachedInfo().Config
-			if hc.MaxDeliver == want.MaxDeliver && hc.AckWait == want.AckWait && hc.MaxAckPending == 1 &&
-				(want.Replicas == 0 || hc.Replicas == want.Replicas) && slices.Equal(hc.FilterSubjects, want.FilterSubjects) {
+			if hc.MaxDeliver == want.MaxDeliver && hc.AckWait == want.AckWait && hc.MaxAckPending == want.MaxAckPending &&
+				hc.PinnedTTL == want.PinnedTTL && hc.PriorityPolicy == want.PriorityPolicy &&
+				slices.Equal(hc.PriorityGroups, want.PriorityGroups) && slices.Equal(hc.FilterSubjects, want.FilterSubjects) &&
+				(want.Replicas == 0 || hc.Replicas == want.Replicas) {
 				c = have
 				return nil
 			}
