@@ -54,6 +54,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -245,6 +246,7 @@ func drain(ctx context.Context, emb *testutil.Embedded, cfg config, taskType str
 	if err != nil {
 		return 0, nil, err
 	}
+	defer dropConsumers(emb.Conn, taskType) // once the workers stopped
 	specs := make([]framework.TaskSpec, cfg.tasks)
 	for i := range specs {
 		tenant := fmt.Sprintf("tenant-%04d", i%cfg.keys)
@@ -283,7 +285,7 @@ func drain(ctx context.Context, emb *testutil.Embedded, cfg config, taskType str
 // that each pulls its share of the lanes (the first worker to start would
 // otherwise take them all until the others' records reach it, within a
 // second); the lane consumers are paused while the tasks are enqueued, and
-// the rate counts from their resumption, as the other drains count from
+// the rate counts from the end of the pause, as the other drains count from
 // the workers' start with the backlog stored.
 func drainLanes(ctx context.Context, emb *testutil.Embedded, cfg config, client *framework.Client, specs []framework.TaskSpec,
 	g *gauge, logger *slog.Logger) (float64, *gauge, error) {
@@ -324,9 +326,12 @@ func drainLanes(ctx context.Context, emb *testutil.Embedded, cfg config, client 
 	if !sleep(ctx, 1500*time.Millisecond) {
 		return 0, nil, ctx.Err()
 	}
-	start := time.Now()
+	// The consumers resume at one deadline: the server wakes a consumer
+	// whose pause ends at its deadline, where a resume request leaves it
+	// waiting for its next pull request.
+	start := time.Now().Add(100 * time.Millisecond)
 	for l := range laneCount {
-		if _, err := js.ResumeConsumer(ctx, names.TaskStream(), names.LaneConsumerName(taskType, laneCount, l)); err != nil {
+		if _, err := js.PauseConsumer(ctx, names.TaskStream(), names.LaneConsumerName(taskType, laneCount, l), start); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -334,6 +339,34 @@ func drainLanes(ctx context.Context, emb *testutil.Embedded, cfg config, client 
 		return 0, g, err
 	}
 	return float64(cfg.tasks) / time.Since(start).Seconds(), g, nil
+}
+
+// dropConsumers deletes the consumers of taskType, so that the next drain
+// runs on a stream with its own consumers only: the server checks every
+// consumer of the stream on each acknowledgement, so consumers left by the
+// drains before would slow the later ones.
+func dropConsumers(nc *nats.Conn, taskType string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return
+	}
+	stream, err := js.Stream(ctx, streams.MustNames("").TaskStream())
+	if err != nil {
+		return
+	}
+	prefix := strings.ReplaceAll(taskType, ".", "_") + "-"
+	names := stream.ConsumerNames(ctx)
+	var drop []string
+	for name := range names.Name() {
+		if strings.HasPrefix(name, prefix) {
+			drop = append(drop, name)
+		}
+	}
+	for _, name := range drop {
+		_ = stream.DeleteConsumer(ctx, name)
+	}
 }
 
 // sleep waits for d; false when ctx ended first.

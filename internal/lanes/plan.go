@@ -36,9 +36,16 @@ type Plan struct {
 	Ctx context.Context
 
 	mu         sync.Mutex
-	read       time.Time           // when serving was read
-	serving    map[string][]string // nil: unknown
+	read       time.Time            // when serving was read
+	serving    map[string][]string  // nil: unknown
+	owners     map[planKey][]string // Assign's answers for serving
 	refreshing bool
+}
+
+// planKey names the lanes of a type: lanes of taskType.
+type planKey struct {
+	taskType string
+	lanes    int
 }
 
 // Owns reports whether the worker should own lane l of the lanes of
@@ -56,12 +63,22 @@ func (p *Plan) Owns(taskType string, l, lanes int) bool {
 			go p.refresh()
 		}
 	}
-	ids := p.serving[taskType]
-	p.mu.Unlock()
-	if !slices.Contains(ids, p.Self) {
-		ids = append(ids[:len(ids):len(ids)], p.Self) // listed before its first record
+	// The runner asks between deliveries: the owners are computed once
+	// per listing.
+	k := planKey{taskType, lanes}
+	owners, ok := p.owners[k]
+	if !ok {
+		ids := p.serving[taskType]
+		if !slices.Contains(ids, p.Self) {
+			ids = append(ids[:len(ids):len(ids)], p.Self) // listed before its first record
+		}
+		owners = Assign(taskType, lanes, ids)
+		if p.owners == nil {
+			p.owners = make(map[planKey][]string)
+		}
+		p.owners[k] = owners
 	}
-	owners := Assign(taskType, lanes, ids)
+	p.mu.Unlock()
 	return l >= 0 && l < len(owners) && owners[l] == p.Self
 }
 
@@ -82,7 +99,7 @@ func (p *Plan) refresh() {
 		serving = nil
 	}
 	p.mu.Lock()
-	p.read, p.serving, p.refreshing = time.Now(), serving, false
+	p.read, p.serving, p.owners, p.refreshing = time.Now(), serving, nil, false
 	p.mu.Unlock()
 }
 

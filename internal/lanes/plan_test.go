@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 )
@@ -108,6 +109,48 @@ func TestPlanOwns(t *testing.T) {
 	for l := range 8 {
 		if !q.Owns("orders", l, 8) {
 			t.Errorf("lane %d not pulled without a registry", l)
+		}
+	}
+}
+
+// A plan decides on its latest listing: once a worker joins, the lanes
+// Assign gives it are no longer this worker's, and a read that fails
+// leaves every lane pulled again.
+func TestPlanFollowsNewListings(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex // a refresh may run in the background
+	listing := map[string][]string{"orders": {"w1"}}
+	var fail bool
+	p := &Plan{Self: "w1", List: func(context.Context) (map[string][]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			return nil, errors.New("registry unavailable")
+		}
+		return listing, nil
+	}}
+	for l := range 16 {
+		if !p.Owns("orders", l, 16) {
+			t.Fatalf("lane %d: a lone worker does not own it", l)
+		}
+	}
+	mu.Lock()
+	listing = map[string][]string{"orders": {"w1", "w2"}}
+	mu.Unlock()
+	p.refresh() // what Owns starts once the listing is older than PlanAge
+	owners := Assign("orders", 16, []string{"w1", "w2"})
+	for l := range 16 {
+		if p.Owns("orders", l, 16) != (owners[l] == "w1") {
+			t.Fatalf("lane %d: the plan still decides on the listing before w2 joined", l)
+		}
+	}
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	p.refresh()
+	for l := range 16 {
+		if !p.Owns("orders", l, 16) {
+			t.Fatalf("lane %d: not pulled after the registry could not be read", l)
 		}
 	}
 }
