@@ -16,8 +16,12 @@
 // keep it alive, no goroutine waits for it) and tries again after a short,
 // growing wait (5 ms to 250 ms). [Set] and [Remove] change a key's limit,
 // or a whole type's, at run time: every worker applies the change within a
-// moment, without a restart (`jetflow keys limit TYPE KEY N`). [List]
-// shows the overrides and the tasks running per key.
+// moment, without a restart (`jetflow keylimits set TYPE N --key KEY`).
+// [List] shows the overrides and the tasks running per key.
+//
+// An ordered type in lanes (framework.Ordering{Lanes, PerKey}) caps its
+// keys in memory, without the slots below; [LaneLimit] gives its lanes the
+// same overrides.
 //
 // How the limit holds: each key has N slots, KV records with a
 // per-message TTL of the type's ack wait that a running task takes (stored

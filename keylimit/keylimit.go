@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
@@ -52,6 +53,10 @@ type limiter struct {
 	slots  *slotStore
 	limits map[string]int // PerKey by type, fixed at Start
 	ov     *overrides
+	// laneTypes are the types whose lanes read the overrides (LaneLimit),
+	// lanes the watch they read.
+	laneTypes map[string]bool
+	lanes     atomic.Pointer[overrides]
 
 	mu    sync.Mutex
 	waits map[*framework.Task]int // consecutive waits of a held task
@@ -190,35 +195,48 @@ func (x *limiter) releasing(wg *sync.WaitGroup) {
 // prepare creates the bucket and starts reading the overrides when a
 // type declares a limit.
 func (x *limiter) prepare(ctx context.Context, w *framework.Worker) error {
-	if len(x.limits) == 0 {
+	x.mu.Lock()
+	lanes := len(x.laneTypes) > 0
+	x.mu.Unlock()
+	if len(x.limits) == 0 && !lanes {
 		return nil
 	}
 	names := w.Names()
-	ttl := time.Duration(0)
-	for _, typ := range w.Types() {
-		if _, ok := x.limits[typ]; ok {
-			ttl = max(ttl, w.AckWait(typ))
+	if len(x.limits) > 0 {
+		ttl := time.Duration(0)
+		for _, typ := range w.Types() {
+			if _, ok := x.limits[typ]; ok {
+				ttl = max(ttl, w.AckWait(typ))
+			}
 		}
-	}
-	s, err := newSlotStore(ctx, w.JetStream(), names, ttl, w.Logger())
-	if err != nil {
+		s, err := newSlotStore(ctx, w.JetStream(), names, ttl, w.Logger())
+		if err != nil {
+			return err
+		}
+		x.slots = s
+	} else if _, err := ensureBucket(ctx, w.JetStream(), names); err != nil {
 		return err
 	}
 	ov, err := watchOverrides(ctx, w.JetStream(), names, w.Logger())
 	if err != nil {
 		return err
 	}
-	x.slots, x.ov = s, ov
+	x.ov = ov
+	x.lanes.Store(ov)
 	return nil
 }
 
 // service renews the leases of running tasks every third of their TTL
 // until the worker stops, and keeps the overrides current.
 func (x *limiter) service(ctx context.Context, w *framework.Worker) {
-	if x.slots == nil {
+	if x.ov == nil {
 		return
 	}
 	defer x.ov.stop()
+	if x.slots == nil {
+		<-ctx.Done() // the overrides of lanes only
+		return
+	}
 	var wg sync.WaitGroup
 	for range releasers {
 		wg.Add(1)
