@@ -132,5 +132,6 @@ func (w *Worker) fleetRecord(host string) fleet.Record {
 		rec.Types = append(rec.Types, s)
 	}
 	rec.Refused = w.versions.Refused.Snapshot()
+	rec.Lanes = w.heldLanes() // lanes.go
 	return rec
 }

@@ -1,15 +1,18 @@
 package framework
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/attempt"
+	"github.com/jetflow-io/jetflow/internal/fleet"
 	"github.com/jetflow-io/jetflow/internal/lanes"
 	"github.com/jetflow-io/jetflow/internal/ordering"
 	"github.com/jetflow-io/jetflow/internal/pull"
@@ -26,9 +29,10 @@ import (
 
 // laneSide is the worker as a lane's runner sees it ([lanes.Worker]).
 type laneSide struct {
-	w *Worker
-	s consumerSub
-	r *lanes.Runner[*pending]
+	w           *Worker
+	s           consumerSub
+	r           *lanes.Runner[*pending]
+	lane, lanes int
 }
 
 var _ lanes.Worker[*pending] = (*laneSide)(nil)
@@ -36,9 +40,9 @@ var _ lanes.Worker[*pending] = (*laneSide)(nil)
 // runLane runs the lane of consumer s until the worker stops fetching.
 func (w *Worker) runLane(s consumerSub) {
 	defer w.fetchers.Done()
-	side := &laneSide{w: w, s: s}
 	info := s.cons.CachedInfo()
 	lane := laneOf(info.Config.Metadata)
+	side := &laneSide{w: w, s: s, lane: lane, lanes: s.tt.cfg.ordering.Lanes}
 	side.r = lanes.NewRunner[*pending](side, lanes.RunnerConfig{
 		Consumer:  s.cons,
 		Group:     topology.LaneGroup,
@@ -74,7 +78,28 @@ func (w *Worker) runLane(s consumerSub) {
 		Log:  w.log.With(slog.String(LogKeyTaskType, s.tt.name), slog.String("lane", info.Name)),
 		Loop: w.health.Loop(w.names.ConsumerName(s.tt.name, s.prio)),
 	})
+	w.laneSides.Store(side, struct{}{})
+	defer w.laneSides.Delete(side)
 	side.r.Run(w.stopFetch)
+}
+
+// heldLanes lists the lanes the worker holds now, for its registry record
+// (fleet.go): those the server pinned to it.
+func (w *Worker) heldLanes() []fleet.Lane {
+	var out []fleet.Lane
+	w.laneSides.Range(func(k, _ any) bool {
+		l := k.(*laneSide)
+		st := l.r.Status()
+		if fleet.ValidPin(st.Pin) && len(out) < fleet.MaxLanes {
+			out = append(out, fleet.Lane{Type: l.s.tt.name, Partition: l.s.part, Lane: l.lane, Lanes: l.lanes, Pin: st.Pin,
+				Open: st.Open, Running: st.Running, Queued: st.Queued, Awaited: st.Awaited, Keys: st.Keys})
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b fleet.Lane) int {
+		return cmp.Or(strings.Compare(a.Type, b.Type), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Lane, b.Lane))
+	})
+	return out
 }
 
 // Open opens a pull iterator on the lane: no direct starts (every task

@@ -220,7 +220,7 @@ func (w *Worker) laneConsumers(ctx context.Context, tt *typeRunner, parts []stre
 			if err != nil {
 				return nil, err
 			}
-			subs = append(subs, consumerSub{tt: tt, prio: PriorityNormal, cons: cons, ensure: ensure, lane: true})
+			subs = append(subs, consumerSub{tt: tt, prio: PriorityNormal, cons: cons, ensure: ensure, lane: true, part: names.PartitionIndex()})
 		}
 	}
 	return subs, nil

@@ -57,6 +57,7 @@ type Worker struct {
 
 	stopFetch   chan struct{} // closed: stop pulling
 	lanes       *lanes.Plan   // which lanes of ordered types the worker pulls (laneplan.go)
+	laneSides   sync.Map      // *laneSide → struct{}: the lanes pulled now (lanes.go)
 	versions    fleet.Gate    // payload versions handed back (versions.go)
 	stopOnce    sync.Once
 	hardCtx     context.Context // handler contexts; cancelled at the shutdown deadline
@@ -353,6 +354,7 @@ type consumerSub struct {
 	cons   jetstream.Consumer
 	ensure func(ctx context.Context) (jetstream.Consumer, error)
 	lane   bool // a lane of an ordered type (lanes.go)
+	part   int  // the task partition of a lane's consumer
 }
 
 // Run starts the worker ([Worker.Start]) and blocks until ctx ends or

@@ -14,7 +14,7 @@ import (
 )
 
 // The JSON API of ordered tasks, rate limits and unique tasks: partitions,
-// blocked keys (and resolving them), limits against their use, uniqueness
+// lanes (inspect.Lane), blocked keys (and resolving them), limits against their use, uniqueness
 // reservations.
 
 // Partition is a partition of an ordered task type in GET api/ordering.
@@ -100,12 +100,17 @@ func (h *handler) ordering(w http.ResponseWriter, r *http.Request) {
 		}
 		return a.Partition - b.Partition
 	})
+	lanes, err := h.op.Lanes(r.Context())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	blocked := make([]BlockedKey, 0, len(bs))
 	for _, b := range bs {
 		blocked = append(blocked, BlockedKey{Type: b.Type, ID: b.TaskID, Key: b.Key, Error: b.Error, Since: b.Since.UTC(),
 			Attempts: b.Attempts, Resolution: b.Resolution})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"partitions": ps, "blocked": blocked})
+	writeJSON(w, http.StatusOK, map[string]any{"partitions": ps, "lanes": lanes, "blocked": blocked})
 }
 
 // resolveBlocked answers POST api/ordering/{type}/{id}/resolve with body

@@ -65,6 +65,7 @@ func commands() []*command {
 	cs = append(cs, cronCommands()...)
 	cs = append(cs, controlCommands()...)
 	cs = append(cs, keyCommands()...)
+	cs = append(cs, laneCommands()...)
 	cs = append(cs, keyLimitCommands()...)
 	cs = append(cs, tenantCommands()...)
 	cs = append(cs, partitionCommands()...)

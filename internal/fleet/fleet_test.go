@@ -42,6 +42,13 @@ func TestRecordRules(t *testing.T) {
 	if err != nil || got.Host != "h1" || got.Types[0].Priorities[1] != "normal" {
 		t.Fatalf("Decode = %+v, %v", got, err)
 	}
+	laned := record("w1")
+	laned.Lanes = []fleet.Lane{{Type: "mail.send", Partition: 1, Lane: 15, Lanes: 16, Pin: "pin1", Running: 2, Queued: 1, Keys: 2}}
+	if b, err := rules.Encode(&laned); err != nil {
+		t.Errorf("a record with a lane: %v", err)
+	} else if got, err := rules.Decode("w1", b); err != nil || len(got.Lanes) != 1 || got.Lanes[0] != laned.Lanes[0] {
+		t.Errorf("a record with a lane decodes as %+v, %v", got, err)
+	}
 	if _, err := rules.Decode("w2", b); !errors.Is(err, fleet.ErrInvalid) {
 		t.Errorf("record under another key: %v", err)
 	}
@@ -61,12 +68,24 @@ func TestRecordRules(t *testing.T) {
 		"no priority":      func(r *fleet.Record) { r.Types[0].Priorities = nil },
 		"too many types":   func(r *fleet.Record) { r.Types = make([]fleet.Serves, fleet.MaxTypes+1) },
 		"negative type cc": func(r *fleet.Record) { r.Types[0].Concurrency = -1 },
+		"lane type":        func(r *fleet.Record) { r.Lanes[0].Type = "a b" },
+		"lane past lanes":  func(r *fleet.Record) { r.Lanes[0].Lane = 16 },
+		"negative lane":    func(r *fleet.Record) { r.Lanes[0].Lane = -1 },
+		"too many lanes":   func(r *fleet.Record) { r.Lanes[0].Lanes, r.Lanes[0].Lane = fleet.MaxLaneCount+1, 0 },
+		"negative part":    func(r *fleet.Record) { r.Lanes[0].Partition = -1 },
+		"no pin":           func(r *fleet.Record) { r.Lanes[0].Pin = "" },
+		"escape in pin":    func(r *fleet.Record) { r.Lanes[0].Pin = "p\x1b" },
+		"long pin":         func(r *fleet.Record) { r.Lanes[0].Pin = strings.Repeat("p", fleet.MaxPinLen+1) },
+		"negative queued":  func(r *fleet.Record) { r.Lanes[0].Queued = -1 },
+		"negative running": func(r *fleet.Record) { r.Lanes[0].Running = -1 },
+		"lanes listed":     func(r *fleet.Record) { r.Lanes = make([]fleet.Lane, fleet.MaxLanes+1) },
 	}
 	for name, breakIt := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			r := record("w1")
 			r.Types = append([]fleet.Serves(nil), r.Types...)
+			r.Lanes = []fleet.Lane{{Type: "mail.send", Lane: 3, Lanes: 16, Pin: "pin1", Open: true, Running: 2, Queued: 1, Keys: 2}}
 			breakIt(&r)
 			if _, err := rules.Encode(&r); !errors.Is(err, fleet.ErrInvalid) {
 				t.Errorf("Encode: %v, want ErrInvalid", err)

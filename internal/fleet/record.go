@@ -24,6 +24,11 @@ const (
 	// MaxRefused the refusals one record lists.
 	MaxVersions = 64
 	MaxRefused  = 64
+	// MaxLanes bounds the lanes one record lists, MaxLaneCount the lanes
+	// of a type, and MaxPinLen a lane's pin ID.
+	MaxLanes     = 1024
+	MaxLaneCount = 256
+	MaxPinLen    = 64
 	// MaxPayloadVersion is the highest payload version.
 	MaxPayloadVersion = 1<<16 - 1
 )
@@ -57,6 +62,30 @@ type Record struct {
 	// Refused are the payload versions the worker handed back because its
 	// handler does not accept them, most recent first.
 	Refused []Refusal `json:"refused,omitempty"`
+	// Lanes are the lanes of ordered types the worker holds
+	// (framework.Ordering.Lanes).
+	Lanes []Lane `json:"lanes,omitempty"`
+}
+
+// Lane is a lane a worker holds: the server pinned it to the worker.
+type Lane struct {
+	Type string `json:"type"`
+	// Partition is the task partition whose consumer it is; Lane and
+	// Lanes locate it among the type's lanes.
+	Partition int `json:"partition,omitempty"`
+	Lane      int `json:"lane"`
+	Lanes     int `json:"lanes"`
+	// Pin is the pin ID the server gave the worker.
+	Pin string `json:"pin"`
+	// Open is false while the worker waits for a former owner's tasks.
+	Open bool `json:"open"`
+	// Running counts its tasks started and not settled, Queued those
+	// waiting behind their key, Awaited those handed back and awaited
+	// again, Keys the keys it holds any of.
+	Running int `json:"running"`
+	Queued  int `json:"queued"`
+	Awaited int `json:"awaited,omitempty"`
+	Keys    int `json:"keys"`
 }
 
 // Refusal is a payload version of a type a worker handed back.
@@ -117,6 +146,10 @@ func ValidID(id string) bool {
 	return true
 }
 
+// ValidPin reports whether pin can be a lane's pin ID in a record: 1 to
+// [MaxPinLen] bytes of printable text (the server's pin IDs are NUIDs).
+func ValidPin(pin string) bool { return pin != "" && len(pin) <= MaxPinLen && printable(pin) }
+
 // printable reports whether s is valid UTF-8 without control characters,
 // of at most MaxTextLen bytes.
 func printable(s string) bool {
@@ -153,6 +186,23 @@ func (r Rules) Check(rec *Record) error {
 		return bad("%d types", len(rec.Types))
 	case len(rec.Refused) > MaxRefused:
 		return bad("%d refusals", len(rec.Refused))
+	case len(rec.Lanes) > MaxLanes:
+		return bad("%d lanes", len(rec.Lanes))
+	}
+	for _, l := range rec.Lanes {
+		if r.TaskType != nil {
+			if err := r.TaskType(l.Type); err != nil {
+				return fmt.Errorf("%w: lane type: %w", ErrInvalid, err)
+			}
+		}
+		switch {
+		case l.Lanes < 1 || l.Lanes > MaxLaneCount || l.Lane < 0 || l.Lane >= l.Lanes || l.Partition < 0:
+			return bad("lane %d of %d, partition %d", l.Lane, l.Lanes, l.Partition)
+		case !ValidPin(l.Pin):
+			return bad("lane %d pin", l.Lane)
+		case l.Running < 0 || l.Queued < 0 || l.Awaited < 0 || l.Keys < 0:
+			return bad("lane %d counts", l.Lane)
+		}
 	}
 	for _, f := range rec.Refused {
 		if r.TaskType != nil {

@@ -98,6 +98,7 @@ type Runner[P comparable] struct {
 	held     map[P]held // received and not settled, queued or started
 	check    bool       // the gate waits for a Check
 	stopping bool
+	pin      string // the lane's pin ID while the runner holds it
 }
 
 // held is what the runner knows of a task of the gate.
@@ -335,7 +336,7 @@ func (r *Runner[P]) pinned(id string) {
 	}
 	r.gate.Acquired()
 	r.mu.Lock()
-	r.check = true
+	r.check, r.pin = true, id
 	r.mu.Unlock()
 	select {
 	case r.poke <- struct{}{}:
@@ -349,7 +350,7 @@ func (r *Runner[P]) pinned(id string) {
 func (r *Runner[P]) lost(why string) {
 	queued := r.gate.Lost()
 	r.mu.Lock()
-	r.check = false
+	r.check, r.pin = false, ""
 	for _, p := range queued {
 		delete(r.held, p)
 	}

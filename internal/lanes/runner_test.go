@@ -191,6 +191,10 @@ func TestRunnerLosesAndRegainsThePin(t *testing.T) {
 	f.start(f.config(e))
 	f.waitFor(settleWait, "start", "k/1")
 	testutil.Wait(t, settleWait, "k/2 and k/3 queued behind k/1", func() bool { return len(f.r.Gate().Queued()) == 2 })
+	first := f.r.Status()
+	if first.Pin == "" || !first.Open || first.Running != 1 || first.Queued != 2 || first.Keys != 1 || first.Awaited != 0 {
+		t.Errorf("status with k/1 running and two queued: %+v", first)
+	}
 	s, err := e.js.Stream(t.Context(), e.names.TaskStream())
 	if err != nil {
 		t.Fatal(err)
@@ -201,6 +205,9 @@ func TestRunnerLosesAndRegainsThePin(t *testing.T) {
 	e.publish("o", "o/1") // finds the runner's request with the old pin
 	f.waitFor(settleWait, "back", "k/2", "k/3")
 	f.waitFor(settleWait, "ack", "o/1")
+	if st := f.r.Status(); st.Pin == "" || st.Pin == first.Pin {
+		t.Errorf("status once pinned again: %+v (first pin %s)", st, first.Pin)
+	}
 	close(release)
 	f.waitFor(settleWait, "ack", "k/1", "k/2", "k/3")
 

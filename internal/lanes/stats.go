@@ -71,3 +71,32 @@ func (g *Gate[T]) Held() int {
 	defer g.mu.Unlock()
 	return g.queued + g.running
 }
+
+// Status is what a lane's runner holds now, for the worker registry.
+type Status struct {
+	// Pin is the lane's pin ID while the runner holds the lane, "" when
+	// it does not.
+	Pin string
+	// Open reports whether its gate starts tasks (a new owner's stays
+	// closed until the former owner's deliveries are settled).
+	Open bool
+	// Running counts the tasks started and not settled, Queued those
+	// received and waiting behind their key, Awaited those handed back
+	// and awaited again; Keys the keys it holds any of.
+	Running, Queued, Awaited, Keys int
+}
+
+// Status returns what the runner holds now.
+func (r *Runner[P]) Status() Status {
+	r.mu.Lock()
+	pin := r.pin
+	r.mu.Unlock()
+	g := r.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := Status{Pin: pin, Open: g.state == isOpen, Running: g.running, Queued: g.queued, Keys: len(g.keys)}
+	for _, k := range g.keys {
+		s.Awaited += len(k.awaited)
+	}
+	return s
+}

@@ -112,6 +112,7 @@ type app struct {
 	// overview reports.
 	produced, produceErrs, mailed atomic.Int64
 	ran                           chan string // IDs of pay.charge and mail.send tasks that completed
+	workerID                      string      // the worker's ID in the registry
 }
 
 func startApp(t *testing.T) *app {
@@ -182,15 +183,30 @@ func startApp(t *testing.T) *app {
 	// Its handler decodes payload versions 1 and 2: a version 3 task is
 	// handed back, and the Workers page says no live worker accepts it.
 	w.HandleFunc("invoice.render", func(context.Context, *framework.Task) error { return nil }, framework.AcceptVersions(1, 2))
+	// An ordered type in two lanes: the tasks of key acct-hold wait until
+	// the test ends, so the Keys page shows its lane's owner running one.
+	hold := make(chan struct{})
+	w.HandleFunc("ledger.post", func(ctx context.Context, task *framework.Task) error {
+		if task.Header(framework.HeaderOrderingKey) == "acct-hold" {
+			select {
+			case <-hold:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}, framework.WithOrdering(framework.Ordering{Lanes: 2}))
 	workflow.Register(w, order)
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	a.workerID = w.ID()
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = w.Shutdown(sctx)
 	})
+	t.Cleanup(func() { close(hold) }) // before the shutdown
 
 	h, err := ui.New(nc, ui.Options{RefreshInterval: 500 * time.Millisecond, Title: "jetflow demo"})
 	if err != nil {
@@ -599,6 +615,18 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("next fire %q", next)
 		}
 		screenshot(t, ctx, "cron")
+	})
+
+	t.Run("lanes", func(t *testing.T) {
+		for i := range 3 {
+			a.enqueue(t, "ledger.post", i, framework.Ordered("acct-hold"))
+		}
+		page(t, ctx, a, "keys", "keys")
+		waitJS(t, ctx, fmt.Sprintf(`(() => { const rows = [...document.querySelectorAll('tr[data-lane^="ledger.post/"]')];
+			return rows.length === 2 && rows.some((r) => r.textContent.includes(%q) && r.querySelector(".badge")?.textContent === "running" &&
+				r.querySelectorAll("td.num")[0]?.textContent === "1" && r.querySelectorAll("td.num")[1]?.textContent === "2"); })()`, a.workerID),
+			"the lane of acct-hold listed with the worker, one running and two queued")
+		screenshot(t, ctx, "lanes")
 	})
 
 	t.Run("breakers", func(t *testing.T) {
