@@ -391,7 +391,7 @@ func laneStates(js jetstream.JetStream, typ string, lanes int) func() string {
 // succeeds; the task stream ends empty.
 func TestOrderedServerRestartKeepsOrder(t *testing.T) {
 	t.Parallel()
-	restartOrdered(t, "fault.ordered_restart", framework.Ordering{Partitions: 4})
+	faultOrdered(t, "fault.ordered_restart", framework.Ordering{Partitions: 4}, orderedRestart(t))
 }
 
 // TestLanesServerRestartKeepsOrder is TestOrderedServerRestartKeepsOrder
@@ -399,20 +399,85 @@ func TestOrderedServerRestartKeepsOrder(t *testing.T) {
 // restart, the order does.
 func TestLanesServerRestartKeepsOrder(t *testing.T) {
 	t.Parallel()
-	restartOrdered(t, "fault.laned_restart", framework.Ordering{Lanes: 4})
+	faultOrdered(t, "fault.laned_restart", framework.Ordering{Lanes: 4}, orderedRestart(t))
 }
 
-// restartOrdered runs the ordered server restart test with ordering o.
-func restartOrdered(t *testing.T, typ string, o framework.Ordering) {
+// TestLanesLeaderChangesKeepOrder is the same test on a three-node cluster
+// with an R3 topology, the workers on different nodes: while a key's head
+// runs, every lane consumer's leader and then the task stream's leader
+// step down to another node (as an operator's step-down or a rolling
+// restart moves them). A new consumer leader may give a lane's pin to
+// another worker, whose gate then waits for the former owner's tasks.
+func TestLanesLeaderChangesKeepOrder(t *testing.T) {
+	t.Parallel()
+	const typ, lanes = "fault.laned_leaders", 4
+	c := testutil.RunCluster(t, 3)
+	names := streams.MustNames("")
+	faultOrdered(t, typ, framework.Ordering{Lanes: lanes}, orderedFault{
+		replicas: 3,
+		connect: func(t *testing.T, i int) *nats.Conn {
+			if i < 0 {
+				return c.Connect(t)
+			}
+			return testutil.Connect(t, c.Server(i%c.Size()))
+		},
+		fault: func(t *testing.T) *nats.Conn {
+			for l := range lanes {
+				cons := names.LaneConsumerName(typ, lanes, l)
+				old := c.ConsumerLeader(t, names.TaskStream(), cons)
+				if err := c.Server(old).JetStreamStepdownConsumer(testutil.GlobalAccount, names.TaskStream(), cons); err != nil {
+					t.Fatalf("step down the leader of %s: %v", cons, err)
+				}
+				t.Logf("%s: leader %d stepped down, now %d", cons, old, c.ConsumerLeader(t, names.TaskStream(), cons))
+			}
+			t.Logf("task stream leader now %d", c.StepDownStream(t, names.TaskStream()))
+			return c.Connect(t)
+		},
+	})
+}
+
+// orderedFault is where faultOrdered runs and what it breaks.
+type orderedFault struct {
+	replicas int
+	// connect returns worker i's connection, or with i = -1 the first
+	// producer's.
+	connect func(t *testing.T, i int) *nats.Conn
+	// fault breaks the server or cluster while a key's head runs and
+	// returns the connection the enqueues after it use.
+	fault func(t *testing.T) *nats.Conn
+}
+
+// orderedRestart is the fault of one server restarted on its store.
+func orderedRestart(t *testing.T) orderedFault {
+	srv := testutil.RunServer(t, testutil.WithListen())
+	return orderedFault{
+		replicas: 1,
+		connect:  func(t *testing.T, _ int) *nats.Conn { return testutil.Connect(t, srv) },
+		fault: func(t *testing.T) *nats.Conn {
+			began := time.Now()
+			srv2 := testutil.RestartServer(t, srv)
+			t.Logf("server restarted in %v", time.Since(began).Round(time.Millisecond))
+			// A new connection, so that the enqueues after the restart
+			// do not wait for the first one to reconnect.
+			return testutil.Connect(t, srv2)
+		},
+	}
+}
+
+// faultOrdered runs the ordered fault test with ordering o and fault f.
+func faultOrdered(t *testing.T, typ string, o framework.Ordering, f orderedFault) {
 	partitions := max(o.Partitions, o.Lanes)
 	keys, events := 20, 10
 	if heavy() {
 		keys, events = 200, 20
 	}
 	holdKey, holdN := "key-5", events/2-1
-	srv := testutil.RunServer(t, testutil.WithListen())
-	nc, js := testutil.JetStream(t, srv)
-	ensure(t, js, 1)
+	nc := f.connect(t, -1)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ensure(t, js, f.replicas)
 	cl, err := framework.NewClient(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -423,7 +488,7 @@ func restartOrdered(t *testing.T, typ string, o framework.Ordering) {
 	release := make(chan struct{})
 	var once sync.Once
 	for i := range 3 {
-		w := newWorker(t, testutil.Connect(t, srv), framework.WithConcurrency(4), framework.WithLogger(slog.New(logs)))
+		w := newWorker(t, f.connect(t, i), framework.WithConcurrency(4), framework.WithLogger(slog.New(logs)))
 		framework.Handle(w, typ, func(ctx context.Context, task *framework.Task, e orderedEvent) error {
 			log.start(e.Key, run{n: e.N, attempt: task.Attempt, pid: i})
 			if e.Key == holdKey && e.N == holdN && task.Attempt == 1 {
@@ -461,13 +526,12 @@ func restartOrdered(t *testing.T, typ string, o framework.Ordering) {
 	case <-time.After(time.Minute):
 		t.Fatalf("the held task %s/%d never started: %s", holdKey, holdN, log.summary())
 	}
-	restartBegan := time.Now()
-	srv2 := testutil.RestartServer(t, srv)
-	t.Logf("server restarted in %v", time.Since(restartBegan).Round(time.Millisecond))
+	nc2 := f.fault(t)
 	close(release)
-	// A new client, so that the enqueues after the restart do not wait for
-	// the first connection to reconnect.
-	nc2, js2 := testutil.JetStream(t, srv2)
+	js2, err := jetstream.New(nc2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cl2, err := framework.NewClient(nc2)
 	if err != nil {
 		t.Fatal(err)
@@ -480,6 +544,6 @@ func restartOrdered(t *testing.T, typ string, o framework.Ordering) {
 	}
 	log.check(t, 2*time.Minute, states, logs.summary)
 	testutil.Wait(t, 30*time.Second, "task stream empty", func() bool { return taskStreamMsgs(t, js2) == 0 })
-	t.Logf("ordered server restart (%+v): keys=%d events=%d workers=3: %s; worker logs: %s",
+	t.Logf("ordered fault (%+v): keys=%d events=%d workers=3: %s; worker logs: %s",
 		o, keys, events, log.summary(), logs.summary())
 }
