@@ -55,6 +55,10 @@ func (x *execSide) Resumed(p *pending) bool {
 	return r
 }
 
+// Orphaned reports whether p came from a lane this worker no longer holds
+// (lanes.go): held, it goes back for the lane's new owner.
+func (x *execSide) Orphaned(p *pending) bool { return p.lane != nil && !p.lane.Holds() }
+
 // Prepare fills p's task and fails it for good when its due time cannot be
 // trusted (rather than holding a slot until a bogus time); a payload
 // version the handler does not accept goes back to the queue, for a worker

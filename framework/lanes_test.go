@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
@@ -116,14 +118,15 @@ func TestLanesOptionRefusals(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	for name, o := range map[string]framework.Ordering{
-		"not a power of two": {Lanes: 3},
-		"too many":           {Lanes: 512},
-		"negative":           {Lanes: -1},
-		"with partitions":    {Lanes: 4, Partitions: 4},
-		"with blocking":      {Lanes: 4, BlockOnDeadLetter: true},
-		"negative per key":   {Lanes: 4, PerKey: -1},
-		"per key alone":      {Partitions: 4, PerKey: 2},
-		"limit alone":        {Limit: func(string) int { return 2 }},
+		"not a power of two":  {Lanes: 3},
+		"too many":            {Lanes: 512},
+		"negative":            {Lanes: -1},
+		"with partitions":     {Lanes: 4, Partitions: 4},
+		"blocking with caps":  {Lanes: 4, PerKey: 2, BlockOnDeadLetter: true},
+		"blocking with limit": {Lanes: 4, BlockOnDeadLetter: true, Limit: func(string) int { return 1 }},
+		"negative per key":    {Lanes: 4, PerKey: -1},
+		"per key alone":       {Partitions: 4, PerKey: 2},
+		"limit alone":         {Limit: func(string) int { return 2 }},
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := e.worker(t)
@@ -252,4 +255,103 @@ func TestLanesSpreadOverWorkers(t *testing.T) {
 	})
 	cancel()
 	<-produced
+}
+
+// With BlockOnDeadLetter, a task that fails for good blocks its key only:
+// the lane's other keys go on. When a second worker joins and a lane moves
+// to it, the former owner hands back the blocked tasks it held (at their
+// next recheck), so that the lane's new owner starts: they block there
+// again, and the lane's other keys go on. Skipping the blocked tasks lets
+// their keys move on, in order.
+func TestLanesBlockOnDeadLetterBlocksOnlyItsKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const typ, bad, good = "lane.block", 8, 16
+	var mu sync.Mutex
+	done := map[string][]int{} // key → the N of its successes, in order
+	count := func(prefix string, n int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		c := 0
+		for k, ns := range done {
+			if strings.HasPrefix(k, prefix) && slices.Contains(ns, n) {
+				c++
+			}
+		}
+		return c
+	}
+	start := func(id string) {
+		w := e.worker(t, framework.WithWorkerID(id), framework.WithConcurrency(8),
+			framework.WithTimings(framework.Timings{RegistryInterval: framework.MinRegistryInterval}))
+		framework.Handle(w, typ, func(ctx context.Context, task *framework.Task, ev orderEvent) error {
+			if strings.HasPrefix(ev.Key, "bad") && ev.N == 0 {
+				return errors.New("ledger refused")
+			}
+			mu.Lock()
+			done[ev.Key] = append(done[ev.Key], ev.N)
+			mu.Unlock()
+			return nil
+		}, framework.WithOrdering(framework.Ordering{Lanes: 2, BlockOnDeadLetter: true}), framework.WithMaxAttempts(1))
+		startWorker(t, w)
+	}
+	start("w1")
+	for k := range bad {
+		key := fmt.Sprintf("bad-%d", k)
+		e.enqueue(t, typ, orderEvent{Key: key, N: 0}, framework.Ordered(key))
+		e.enqueue(t, typ, orderEvent{Key: key, N: 1}, framework.Ordered(key))
+	}
+	for n := range 3 {
+		for k := range good {
+			key := fmt.Sprintf("good-%d", k)
+			e.enqueue(t, typ, orderEvent{Key: key, N: n}, framework.Ordered(key))
+		}
+	}
+	op := inspect.New(e.cl)
+	testutil.Wait(t, waitLong, "every bad key blocked, every good task done", func() bool {
+		bs, err := op.BlockedTasks(t.Context())
+		return err == nil && len(bs) == bad && count("good", 2) == good
+	})
+	if n := count("bad", 1); n != 0 {
+		t.Fatalf("%d tasks ran behind their blocked key", n)
+	}
+	ls, err := op.Lanes(t.Context())
+	if err != nil || len(ls) != 2 || ls[0].Delivered == 0 || ls[1].Delivered == 0 {
+		t.Fatalf("lanes %+v, %v: want blocked tasks held in both", ls, err)
+	}
+
+	start("w2")
+	testutil.Wait(t, waitLong, "a lane moved to w2", func() bool {
+		ls, err := op.Lanes(t.Context())
+		return err == nil && len(ls) == 2 && ls[0].Owner != "" && ls[1].Owner != "" && ls[0].Owner != ls[1].Owner
+	})
+	for k := range good {
+		key := fmt.Sprintf("good-%d", k)
+		e.enqueue(t, typ, orderEvent{Key: key, N: 3}, framework.Ordered(key))
+	}
+	testutil.Wait(t, waitLong, "the good keys' tasks done on both lanes", func() bool { return count("good", 3) == good })
+	if n := count("bad", 1); n != 0 {
+		t.Fatalf("%d tasks ran behind their blocked key after the move", n)
+	}
+
+	bs, err := op.BlockedTasks(t.Context())
+	if err != nil || len(bs) != bad {
+		t.Fatalf("blocked %+v, %v", bs, err)
+	}
+	for _, b := range bs {
+		if err := op.ResolveBlocked(t.Context(), typ, b.TaskID, inspect.ResolveSkip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Wait(t, waitLong, "the blocked keys moved on", func() bool { return count("bad", 1) == bad })
+	mu.Lock()
+	defer mu.Unlock()
+	for key, ns := range done {
+		want := []int{0, 1, 2, 3}
+		if strings.HasPrefix(key, "bad") {
+			want = []int{1}
+		}
+		if !slices.Equal(ns, want) {
+			t.Errorf("%s ran %v, want %v", key, ns, want)
+		}
+	}
 }

@@ -75,10 +75,11 @@ type Ordering struct {
 	Partitions int
 	// BlockOnDeadLetter keeps a key blocked after one of its tasks failed
 	// for good, instead of dead-lettering the task and moving on: the task
-	// stays at the head of its partition (held with heartbeats; the server
+	// stays at the head of its key (held with heartbeats; the server
 	// never gives up on it) until [github.com/jetflow-io/jetflow/inspect.Operator.ResolveBlocked] retries or
-	// skips it. Every task of the partition waits meanwhile. Default false:
-	// the key moves on.
+	// skips it. With partitions every task of the partition waits
+	// meanwhile; with Lanes only the key's. Default false: the key moves
+	// on.
 	BlockOnDeadLetter bool
 	// Lanes, when set, reads the type's keys in that many lanes instead of
 	// partitions (a power of two up to 256; 16 suits most): a lane delivers
@@ -90,8 +91,8 @@ type Ordering struct {
 	// failure, and starts once its former owner's tasks have come back or
 	// finished (their ack wait at most). Every worker of the type must use
 	// the same count; switching a type between partitions and lanes, or
-	// changing the count, needs a drained type (docs/ordering.md). Not
-	// with BlockOnDeadLetter. Default 0: partitions.
+	// changing the count, needs a drained type (docs/ordering.md).
+	// Default 0: partitions.
 	Lanes int
 	// PerKey, with Lanes, is how many tasks of a key run at once across
 	// the cluster. Default 1: one at a time, in enqueue order, a retry
@@ -123,8 +124,11 @@ func WithOrdering(o Ordering) HandlerOption {
 			if err := topology.ValidatePartitions(o.Lanes); err != nil {
 				return fmt.Errorf("%w: lanes: %w", ErrInvalidOption, err)
 			}
-			if o.Partitions != 0 || o.BlockOnDeadLetter {
-				return fmt.Errorf("%w: Ordering.Lanes takes neither Partitions nor BlockOnDeadLetter", ErrInvalidOption)
+			if o.Partitions != 0 {
+				return fmt.Errorf("%w: Ordering.Lanes does not take Partitions", ErrInvalidOption)
+			}
+			if o.BlockOnDeadLetter && (o.PerKey > 1 || o.Limit != nil) {
+				return fmt.Errorf("%w: Ordering.BlockOnDeadLetter needs one task of a key at a time (no PerKey above 1, no Limit)", ErrInvalidOption)
 			}
 			if o.PerKey < 0 {
 				return fmt.Errorf("%w: Ordering.PerKey %d: want 1 or more (0: 1)", ErrInvalidOption, o.PerKey)
@@ -205,8 +209,12 @@ func (w *Worker) laneConsumers(ctx context.Context, tt *typeRunner, parts []stre
 	var subs []consumerSub
 	for _, names := range parts {
 		for l := range tt.cfg.ordering.Lanes {
+			maxDeliver := tt.cfg.maxAttempts
+			if tt.cfg.ordering.BlockOnDeadLetter {
+				maxDeliver = -1 // the worker counts attempts and blocks instead
+			}
 			spec := topology.LaneConsumerSpec{TaskType: tt.name, Lanes: tt.cfg.ordering.Lanes, Lane: l,
-				MaxDeliver: tt.cfg.maxAttempts, AckWait: tt.cfg.ackWait}
+				MaxDeliver: maxDeliver, AckWait: tt.cfg.ackWait}
 			ensure := func(ctx context.Context) (jetstream.Consumer, error) {
 				return topology.EnsureLaneConsumer(ctx, w.js, names, spec)
 			}

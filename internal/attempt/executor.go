@@ -19,6 +19,10 @@ type Worker[P comparable] interface {
 	// Resumed reports whether p resumes after it was parked (its next
 	// attempt is a rerun), and clears that mark.
 	Resumed(p P) bool
+	// Orphaned reports whether p, parked, no longer belongs to this
+	// worker (the lane it came from moved to another): it is then handed
+	// back instead of rerun, for the lane's new owner.
+	Orphaned(p P) bool
 	// Prepare readies p's first attempt and returns its due time (zero:
 	// due now). It returns false when p was settled or handed back
 	// instead (for example a task whose identity cannot be trusted).
@@ -207,6 +211,10 @@ func (e *Executor[P]) execute(p P) (r ran) {
 	if !first {
 		if e.stopping() {
 			e.w.HandBack(p, "worker stopping while the task was held")
+			return r
+		}
+		if e.w.Orphaned(p) {
+			e.w.HandBack(p, "the task's lane moved to another worker while it was held")
 			return r
 		}
 	} else {

@@ -25,16 +25,17 @@ type task struct {
 	max     int           // max attempts (3 if 0)
 	next    *task         // what Next returns after it
 
-	resumed bool
-	claimed bool
-	ops     []string // message operations, in order
-	calls   []bool   // Call's first flag of each attempt
-	ended   []error  // the errors Ended was told of
-	settled []attempt.Settlement
-	backs   []string // hand-back reasons
-	dlErr   error    // DeadLetter's error
-	ackErr  error    // Ack's error
-	notSent []string // operations NotSent was told of
+	resumed  bool
+	orphaned bool // Orphaned's answer
+	claimed  bool
+	ops      []string // message operations, in order
+	calls    []bool   // Call's first flag of each attempt
+	ended    []error  // the errors Ended was told of
+	settled  []attempt.Settlement
+	backs    []string // hand-back reasons
+	dlErr    error    // DeadLetter's error
+	ackErr   error    // Ack's error
+	notSent  []string // operations NotSent was told of
 }
 
 // fakeWorker is an attempt.Worker over *task that records the order of its
@@ -63,6 +64,8 @@ func (w *fakeWorker) Resumed(p *task) bool {
 	p.resumed = false
 	return r
 }
+
+func (w *fakeWorker) Orphaned(p *task) bool { return p.orphaned }
 
 func (w *fakeWorker) Prepare(p *task) (time.Time, bool) {
 	w.event("prepare %s", p.name)
@@ -483,6 +486,23 @@ func TestRunHandsBackHeldTasksWhenStopping(t *testing.T) {
 	x.Run(r)
 	if len(r.calls) != 0 || len(r.backs) != 1 {
 		t.Fatalf("resumed task: calls %v, hand-backs %q; want a hand-back without a rerun", r.calls, r.backs)
+	}
+}
+
+// A parked task whose lane moved to another worker meanwhile is handed
+// back when it resumes, not rerun.
+func TestRunHandsBackAnOrphanedHeldTask(t *testing.T) {
+	w := &fakeWorker{}
+	x := newExecutor(w, attempt.Config{})
+	r := &task{name: "r", resumed: true, orphaned: true}
+	x.Run(r)
+	if len(r.calls) != 0 || len(r.backs) != 1 || len(r.settled) != 0 {
+		t.Fatalf("orphaned task: calls %v, hand-backs %q, settlements %d; want a hand-back only", r.calls, r.backs, len(r.settled))
+	}
+	fresh := &task{name: "f", orphaned: true} // asked of resumed tasks only
+	x.Run(fresh)
+	if len(fresh.calls) != 1 || len(fresh.backs) != 0 {
+		t.Fatalf("first attempt: calls %v, hand-backs %q; want it run", fresh.calls, fresh.backs)
 	}
 }
 

@@ -100,3 +100,12 @@ func (r *Runner[P]) Status() Status {
 	}
 	return s
 }
+
+// Holds reports whether the runner holds its lane now: false once the lane
+// was lost, until it is pinned to the runner again.
+func (r *Runner[P]) Holds() bool {
+	g := r.gate
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.state != isLost
+}

@@ -43,7 +43,8 @@ type LaneConsumerSpec struct {
 	// Lane is this consumer's lane, 0 to Lanes-1.
 	Lane int
 	// MaxDeliver is the number of deliveries before the server gives up on
-	// a task. Default 25.
+	// a task; -1 for no limit (the worker counts attempts and blocks the
+	// key). Default 25.
 	MaxDeliver int
 	// AckWait is how long a delivered task may go without an ack or a
 	// heartbeat before it is redelivered. Default 30 s.
@@ -70,7 +71,7 @@ func laneConsumerConfig(names streams.Names, spec LaneConsumerSpec) (jetstream.C
 	if spec.Lane < 0 || spec.Lane >= spec.Lanes {
 		return jetstream.ConsumerConfig{}, fmt.Errorf("streams: lane %d of %d", spec.Lane, spec.Lanes)
 	}
-	if spec.MaxDeliver <= 0 {
+	if spec.MaxDeliver == 0 {
 		spec.MaxDeliver = DefaultMaxDeliver
 	}
 	if spec.AckWait <= 0 {
