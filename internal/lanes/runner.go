@@ -67,10 +67,10 @@ type RunnerConfig struct {
 	// Candidate, when set, says whether this worker should own the lane
 	// now (a type's lanes spread over its workers). The runner asks before
 	// it pulls and between deliveries: one that should not own the lane
-	// pauses its pull, hands back what arrives until its last request is
-	// done, hands back what it holds, lets its running tasks finish, and
+	// pauses its pull, runs what its last request still brings, hands
+	// back what waits behind its key, lets its running tasks finish, and
 	// waits until it should; the server then pins the lane to another
-	// worker after PinnedTTL. Nil: always.
+	// worker (at once with Unpin, else after PinnedTTL). Nil: always.
 	Candidate func() bool
 	// Unpin, when set, asks the server to unpin the lane's group at once,
 	// for a runner that stood down holding the pin: the lane's owner, or
@@ -193,6 +193,7 @@ func (r *Runner[P]) Run(stop <-chan struct{}) {
 // serve receives the lane's deliveries until ctx ends or the iterator
 // fails.
 func (r *Runner[P]) serve(ctx context.Context, it *pull.Iter) error {
+	leaving := false
 	for {
 		msg, err := it.Next(nextPoll)
 		if lh := r.cfg.Loop; lh != nil {
@@ -215,7 +216,16 @@ func (r *Runner[P]) serve(ctx context.Context, it *pull.Iter) error {
 		default:
 			r.receive(msg.(*pull.Msg))
 		}
-		if c := r.cfg.Candidate; c != nil && !c() {
+		if c := r.cfg.Candidate; !leaving && c != nil && !c() {
+			// Another worker should own the lane: no further requests.
+			// What the open one still brings runs here, as the lane is
+			// still pinned to this worker; handed back, it would come
+			// straight back to that request, spending a delivery each
+			// time.
+			leaving = true
+			it.Pause()
+		}
+		if leaving && !it.Outstanding() && it.Queued() == 0 {
 			return errStandDown
 		}
 	}
@@ -232,11 +242,11 @@ func (r *Runner[P]) standBy(ctx context.Context) bool {
 	return ctx.Err() == nil
 }
 
-// standDown gives the lane up: no further pull requests; once the last
-// one is done, what arrived meanwhile goes back, then what the runner
-// holds. Not before: a task handed back while a request of the runner is
-// open would come straight back to it, again and again, each time
-// spending a delivery.
+// standDown gives the lane up once serve ran what its last request
+// brought: what still arrives goes back, then what waits behind its key;
+// the lane is unpinned. Not before the last request is done: a task handed
+// back while a request of the runner is open would come straight back to
+// it, again and again, each time spending a delivery.
 func (r *Runner[P]) standDown(ctx context.Context, it *pull.Iter) {
 	it.Pause()
 	var arrived []*pull.Msg

@@ -1,10 +1,13 @@
 package lanes
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -405,5 +408,69 @@ func TestRunnerRetriesAFailedOpen(t *testing.T) {
 	f.waitFor(settleWait, "ack", "a/1")
 	if n := f.ensured.Load(); n != 2 {
 		t.Errorf("ensured %d times after two failed opens", n)
+	}
+}
+
+// A runner told that another worker should own its lane (Candidate) stops
+// asking for tasks but runs what its open request still brings: handed
+// back, those would come straight back to that request, each time
+// spending a delivery. Once the request is done it unpins the lane, and
+// the next owner takes it over.
+func TestRunnerStandsDownWithoutHandingBackItsArrivals(t *testing.T) {
+	t.Parallel()
+	e := newLaneEnv(t, longAckWait, 6*time.Second) // requests expire in 3 s
+	var own atomic.Bool
+	own.Store(true)
+	leaving := make(chan struct{})
+	var once sync.Once
+	first := newFake(e, 0, func(*ptask) time.Duration { return 0 })
+	cfg := first.config(e)
+	cfg.Candidate = func() bool {
+		if own.Load() {
+			return true
+		}
+		once.Do(func() { close(leaving) })
+		return false
+	}
+	cfg.Unpin = func(ctx context.Context) error {
+		s, err := e.js.Stream(ctx, e.names.TaskStream())
+		if err != nil {
+			return err
+		}
+		return s.UnpinConsumer(ctx, e.cons.CachedInfo().Name, topology.LaneGroup)
+	}
+	first.start(cfg)
+	for i := range 3 {
+		e.publish(fmt.Sprintf("a%d", i), fmt.Sprintf("a%d/1", i))
+	}
+	first.waitFor(settleWait, "ack", "a0/1", "a1/1", "a2/1")
+	own.Store(false)
+	testutil.Recv(t, leaving, settleWait, "the runner told to leave")
+	// Its request is still open (it expires 3 s after it was sent): the
+	// server delivers these to it.
+	for i := range 3 {
+		e.publish(fmt.Sprintf("b%d", i), fmt.Sprintf("b%d/1", i))
+	}
+	second := newFake(e, 0, func(*ptask) time.Duration { return 0 })
+	second.start(second.config(e))
+	for i := range 3 {
+		e.publish(fmt.Sprintf("c%d", i), fmt.Sprintf("c%d/1", i))
+	}
+	all := []string{"b0/1", "b1/1", "b2/1", "c0/1", "c1/1", "c2/1"}
+	testutil.Wait(t, settleWait, "the tasks published after the first runner was told to leave acked", func() bool {
+		for _, id := range all {
+			if !first.has("ack", id) && !second.has("ack", id) {
+				return false
+			}
+		}
+		return true
+	})
+	if back := first.ids("back"); len(back) != 0 {
+		t.Errorf("the leaving runner handed back %v", back)
+	}
+	for _, ev := range second.events("recv") {
+		if ev.n > 1 {
+			t.Errorf("%s reached the next owner as delivery %d", ev.id, ev.n)
+		}
 	}
 }
