@@ -2,9 +2,11 @@ package keylimit_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/inspect"
 	"github.com/jetflow-io/jetflow/internal/testenv"
 	"github.com/jetflow-io/jetflow/keylimit"
 	"github.com/jetflow-io/jetflow/testutil"
@@ -84,4 +86,37 @@ func TestLaneLimitWithoutInstallPanics(t *testing.T) {
 		}
 	}()
 	keylimit.LaneLimit(e.Worker(t), "acct.lanes")
+}
+
+// Set refuses an override for a type that no live worker serves while
+// workers run (a misspelt type would never apply); AnyType sets it.
+func TestSetRefusesAnUnknownType(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	if err := keylimit.Set(t.Context(), e.Client, "acct.later", "", 2); err != nil {
+		t.Fatalf("no worker yet: %v", err)
+	}
+	w := e.Worker(t)
+	keylimit.Install(w)
+	w.HandleFunc("acct.export", func(context.Context, *framework.Task) error { return nil }, keylimit.PerKey(1))
+	testutil.StartWorker(t, w)
+	op := inspect.New(e.Client)
+	testutil.Wait(t, waitLong, "the worker registered", func() bool {
+		f, err := op.Workers(t.Context())
+		return err == nil && f.ByType()["acct.export"] == 1
+	})
+	err := keylimit.Set(t.Context(), e.Client, "acct.exprot", "vip", 3)
+	if !errors.Is(err, keylimit.ErrUnknownType) || !errors.Is(err, framework.ErrInvalidOption) {
+		t.Fatalf("override for a type no worker serves: %v", err)
+	}
+	if err := keylimit.Set(t.Context(), e.Client, "acct.export", "vip", 3); err != nil {
+		t.Fatalf("override for a served type: %v", err)
+	}
+	if err := keylimit.Set(t.Context(), e.Client, "acct.exprot", "vip", 3, keylimit.AnyType()); err != nil {
+		t.Fatalf("AnyType: %v", err)
+	}
+	u, err := keylimit.List(t.Context(), e.Client)
+	if err != nil || len(u.Overrides) != 3 {
+		t.Fatalf("overrides %+v, %v: want acct.later, acct.export and acct.exprot", u, err)
+	}
 }

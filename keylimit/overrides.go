@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/framework"
+	"github.com/jetflow-io/jetflow/internal/fleet"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
@@ -77,16 +78,40 @@ func decode(k string, b []byte) (Override, error) {
 	return o, nil
 }
 
+// ErrUnknownType is wrapped by the error of [Set] for a type that no live
+// worker serves while workers are running: most likely a misspelt type,
+// whose override would never apply. [AnyType] sets it all the same.
+var ErrUnknownType = errors.New("keylimit: no live worker serves the task type")
+
+// SetOption configures [Set].
+type SetOption func(*setConfig)
+
+type setConfig struct{ anyType bool }
+
+// AnyType lets [Set] store an override for a type that no live worker
+// serves yet (a type about to be deployed).
+func AnyType() SetOption { return func(c *setConfig) { c.anyType = true } }
+
 // Set stores limit n (1 to [MaxLimit]) for key of taskType, or with key ""
 // for every key of taskType without a limit of its own; every worker
 // applies it within a moment. It creates the bucket when missing. Bad
-// input gets an error wrapping [framework.ErrInvalidOption].
-func Set(ctx context.Context, c *framework.Client, taskType, key string, n int) error {
+// input gets an error wrapping [framework.ErrInvalidOption]; so does a
+// type that no live worker serves while the worker registry lists some
+// ([ErrUnknownType], unless [AnyType]). Without a registry, or without
+// permission to read it, the type is not checked.
+func Set(ctx context.Context, c *framework.Client, taskType, key string, n int, opts ...SetOption) error {
 	if err := checkTarget(taskType, key); err != nil {
 		return err
 	}
 	if n < 1 || n > MaxLimit {
 		return fmt.Errorf("%w: limit %d, want 1 to %d", framework.ErrInvalidOption, n, MaxLimit)
+	}
+	var cfg setConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if !cfg.anyType && !served(ctx, c, taskType) {
+		return fmt.Errorf("%w: %w: %s (keylimit.AnyType to set it anyway)", framework.ErrInvalidOption, ErrUnknownType, taskType)
 	}
 	if _, err := ensureBucket(ctx, c.JetStream(), c.Names()); err != nil {
 		return err
@@ -100,6 +125,24 @@ func Set(ctx context.Context, c *framework.Client, taskType, key string, n int) 
 		return fmt.Errorf("keylimit: set %s %q: %w", taskType, key, err)
 	}
 	return nil
+}
+
+// served reports whether a live worker serves taskType, or whether that
+// cannot be known (no registry, no worker in it, no permission to read it).
+func served(ctx context.Context, c *framework.Client, taskType string) bool {
+	rules := fleet.Rules{TaskType: streams.ValidateTaskType}
+	l, err := rules.List(ctx, c.JetStream(), c.Names().WorkersBucket())
+	if err != nil || len(l.Records) == 0 {
+		return true
+	}
+	for _, r := range l.Records {
+		for _, s := range r.Types {
+			if s.Type == taskType {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Remove deletes the override of key of taskType ("" for the type's own);

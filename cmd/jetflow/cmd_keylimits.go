@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -32,6 +33,12 @@ func keyLimitCommands() []*command {
 	keyFlag := func(fs *flag.FlagSet, _ *cli) {
 		key = ""
 		fs.StringVar(&key, "key", "", "the task key (framework.WithKey); without it, the type's own limit, for every key without one of its own")
+	}
+	var anyType bool
+	setFlags := func(fs *flag.FlagSet, c *cli) {
+		keyFlag(fs, c)
+		anyType = false
+		fs.BoolVar(&anyType, "any-type", false, "set it even though no live worker serves the type (one about to be deployed)")
 	}
 	scope := func(typ string) string {
 		if key == "" {
@@ -94,7 +101,7 @@ func keyLimitCommands() []*command {
 			name:    "keylimits set",
 			args:    "TYPE N",
 			summary: "limit the tasks of a key (--key) or of every key of a type running at once to N; workers apply it within a moment",
-			flags:   keyFlag,
+			flags:   setFlags,
 			run: func(ctx context.Context, c *cli, args []string) error {
 				typ, err := target(args, 2, "keylimits set takes a task type and a limit")
 				if err != nil {
@@ -109,7 +116,14 @@ func keyLimitCommands() []*command {
 					return err
 				}
 				defer done()
-				if err := keylimit.Set(ctx, s.cl, typ, key, n); err != nil {
+				var opts []keylimit.SetOption
+				if anyType {
+					opts = append(opts, keylimit.AnyType())
+				}
+				if err := keylimit.Set(ctx, s.cl, typ, key, n, opts...); err != nil {
+					if errors.Is(err, keylimit.ErrUnknownType) {
+						return usagef("%v", err)
+					}
 					return err
 				}
 				if c.json {

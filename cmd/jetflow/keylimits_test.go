@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/keylimit"
+	"github.com/jetflow-io/jetflow/testutil"
 )
 
 // keylimits set stores a limit for a key and for a type, ls lists them,
-// rm removes them; bad input is a usage error.
+// rm removes them; bad input is a usage error, and so is a type no live
+// worker serves.
 func TestKeyLimitsCommands(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -36,4 +40,16 @@ func TestKeyLimitsCommands(t *testing.T) {
 	e.fails(t, exitUsage, "limit", "keylimits", "set", "acct.sync", "0")
 	e.fails(t, exitUsage, "task type", "keylimits", "set", "Bad Type", "2")
 	e.fails(t, exitUsage, "--key", "keylimits", "set", "acct.sync", "2", "--key", "a\nb")
+
+	// Once a worker runs, a type no live worker serves is refused (a
+	// misspelt type), unless --any-type.
+	e.worker(t, func(w *framework.Worker) {
+		w.HandleFunc("acct.sync", func(context.Context, *framework.Task) error { return nil })
+	})
+	testutil.Wait(t, waitLong, "the worker listed", func() bool {
+		return strings.Contains(e.ok(t, nil, "workers").stdout, "acct.sync")
+	})
+	e.fails(t, exitUsage, "no live worker serves", "keylimits", "set", "acct.snyc", "2")
+	e.ok(t, nil, "keylimits", "set", "acct.sync", "2")
+	e.ok(t, nil, "keylimits", "set", "acct.snyc", "2", "--any-type")
 }
