@@ -73,6 +73,7 @@ func WithVersion(v string) WorkerOption {
 var fleetRules = fleet.Rules{
 	TaskType: streams.ValidateTaskType,
 	Priority: func(s string) error { _, err := streams.ParsePriority(s); return err },
+	Key:      validateOrderingKey,
 }
 
 // ID returns the worker's ID in the worker registry ([WithWorkerID]).

@@ -91,8 +91,15 @@ func (w *Worker) heldLanes() []fleet.Lane {
 		l := k.(*laneSide)
 		st := l.r.Status()
 		if fleet.ValidPin(st.Pin) && len(out) < fleet.MaxLanes {
-			out = append(out, fleet.Lane{Type: l.s.tt.name, Partition: l.s.part, Lane: l.lane, Lanes: l.lanes, Pin: st.Pin,
-				Open: st.Open, Running: st.Running, Queued: st.Queued, Awaited: st.Awaited, Keys: st.Keys})
+			h := fleet.Lane{Type: l.s.tt.name, Partition: l.s.part, Lane: l.lane, Lanes: l.lanes, Pin: st.Pin,
+				Open: st.Open, Running: st.Running, Queued: st.Queued, Awaited: st.Awaited, Keys: st.Keys}
+			for _, k := range st.Busiest {
+				// A task without a valid key is held under its subject.
+				if validateOrderingKey(k.Key) == nil && len(h.Busiest) < fleet.MaxLaneKeys {
+					h.Busiest = append(h.Busiest, fleet.LaneKey{Key: k.Key, Running: k.Running, Queued: k.Waiting})
+				}
+			}
+			out = append(out, h)
 		}
 		return true
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/debounce"
+	"github.com/jetflow-io/jetflow/internal/fleet"
 	engine "github.com/jetflow-io/jetflow/internal/ratelimit"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/keylimit"
@@ -21,13 +22,20 @@ import (
 // (framework.WithKey): the tasks of the key running now and its
 // concurrency override (package keylimit), its rate limit's use
 // (ratelimit.WithKeyLimit), and its debounced burst under way (package
-// debounce). Tasks of a key waiting in the task stream are not counted:
-// the key travels in a header, which the server does not index.
+// debounce). For an ordered type in lanes, the key is the ordering key,
+// and its tasks running and queued come from its lane owner's registry
+// record (the busiest keys of each lane). Tasks of a key waiting in the
+// task stream are not counted: the key travels in a header, which the
+// server does not index.
 type KeyInfo struct {
 	Type string `json:"type"`
 	Key  string `json:"key"`
-	// Running counts the tasks of the key holding a slot of keylimit.
+	// Running counts the tasks of the key holding a slot of keylimit, or
+	// running in its lane.
 	Running int `json:"running"`
+	// Queued counts the key's tasks its lane's owner holds behind the
+	// ones running (Ordering.Lanes).
+	Queued int `json:"queued,omitempty"`
 	// Staged counts the key's tasks waiting for their turn of fair shares
 	// (package fairness), all priorities together.
 	Staged int `json:"staged,omitempty"`
@@ -50,8 +58,8 @@ type KeyInfo struct {
 const maxKeys = 10000
 
 // Keys returns what flow control knows of each task key (of taskType
-// only, unless it is ""), the busiest first: by running tasks, then staged
-// tasks, then throttled, then debounced, then by type and key. It reads at most
+// only, unless it is ""), the busiest first: by running tasks, then queued
+// tasks, then staged tasks, then throttled, then debounced, then by type and key. It reads at most
 // maxKeys records of each source.
 func (i *Operator) Keys(ctx context.Context, taskType string) ([]KeyInfo, error) {
 	type id struct{ typ, key string }
@@ -108,6 +116,20 @@ func (i *Operator) Keys(ctx context.Context, taskType string) ([]KeyInfo, error)
 			k.DebouncedSince, k.DebouncedEnqueues = b.First, b.Enqueues
 		}
 	}
+	if l, err := registryRules.List(ctx, i.js, i.names.WorkersBucket()); err == nil {
+		for _, r := range l.Records {
+			for _, h := range r.Lanes {
+				for _, lk := range h.Busiest {
+					if k := get(h.Type, lk.Key); k != nil {
+						k.Running += lk.Running
+						k.Queued += lk.Queued
+					}
+				}
+			}
+		}
+	} else if !errors.Is(err, fleet.ErrNoRegistry) {
+		i.log.Debug("jetflow inspect: keys of lanes unknown: registry not read", "error", err)
+	}
 	staged, err := i.staged(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("inspect: keys: %w", err)
@@ -128,7 +150,7 @@ func (i *Operator) Keys(ctx context.Context, taskType string) ([]KeyInfo, error)
 		return 0
 	}
 	slices.SortFunc(out, func(a, b KeyInfo) int {
-		return cmp.Or(cmp.Compare(b.Running, a.Running), cmp.Compare(b.Staged, a.Staged), cmp.Compare(flag(b.Throttled), flag(a.Throttled)),
+		return cmp.Or(cmp.Compare(b.Running, a.Running), cmp.Compare(b.Queued, a.Queued), cmp.Compare(b.Staged, a.Staged), cmp.Compare(flag(b.Throttled), flag(a.Throttled)),
 			cmp.Compare(flag(!b.DebouncedSince.IsZero()), flag(!a.DebouncedSince.IsZero())),
 			cmp.Compare(a.Type, b.Type), cmp.Compare(a.Key, b.Key))
 	})

@@ -49,6 +49,17 @@ type Lane struct {
 	Awaited int  `json:"awaited,omitempty"`
 	Keys    int  `json:"keys"`
 	Open    bool `json:"open"`
+	// Busiest are the keys holding the most of the lane's tasks, at most
+	// eight, the busiest first.
+	Busiest []LaneKey `json:"busiest,omitempty"`
+}
+
+// LaneKey is a key of a lane and its tasks there, as its owner last
+// recorded them: running, and queued behind the key.
+type LaneKey struct {
+	Key     string `json:"key"`
+	Running int    `json:"running"`
+	Queued  int    `json:"queued"`
 }
 
 // Lanes lists the lanes of the ordered types, by type, partition and
@@ -92,6 +103,9 @@ func (i *Operator) Lanes(ctx context.Context) ([]Lane, error) {
 				if h, ok := held[g.PinnedClientID]; ok && h.Type == l.Type && h.Lane == l.Lane {
 					l.Owner = owner[g.PinnedClientID]
 					l.Running, l.Queued, l.Awaited, l.Keys, l.Open = h.Running, h.Queued, h.Awaited, h.Keys, h.Open
+					for _, k := range h.Busiest {
+						l.Busiest = append(l.Busiest, LaneKey(k))
+					}
 				}
 			}
 			out = append(out, l)

@@ -3,6 +3,7 @@ package inspect_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -81,8 +82,17 @@ func TestLanesListedWithTheirOwners(t *testing.T) {
 		}
 		return false
 	})
-	if hold.Owner != "w1" || hold.PinnedSince.IsZero() {
+	if hold.Owner != "w1" || hold.PinnedSince.IsZero() ||
+		!slices.Equal(hold.Busiest, []inspect.LaneKey{{Key: "hold", Running: 1, Queued: 2}}) {
 		t.Errorf("the lane of key hold: %+v", hold)
+	}
+	// The same record's busiest keys reach the keys' view.
+	keys, err := op.Keys(ctx, typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := slices.IndexFunc(keys, func(k inspect.KeyInfo) bool { return k.Key == "hold" }); i != 0 || keys[i].Running != 1 || keys[i].Queued != 2 {
+		t.Errorf("keys %+v: want hold first, one running and two queued", keys)
 	}
 	for i, l := range ls {
 		if l.Type != typ || l.Lane != i || l.Lanes != 2 || l.Partition != 0 || l.Consumer != cl.Names().LaneConsumerName(typ, 2, i) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/framework"
 	"github.com/jetflow-io/jetflow/internal/fleet"
+	"github.com/jetflow-io/jetflow/internal/ordering"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -143,6 +144,7 @@ func (f *Fleet) ByType() map[string]int {
 var registryRules = fleet.Rules{
 	TaskType: streams.ValidateTaskType,
 	Priority: func(s string) error { _, err := streams.ParsePriority(s); return err },
+	Key:      ordering.ValidateKey,
 }
 
 // Workers lists the live workers of the registry in one watch of its

@@ -38,11 +38,11 @@ func tenantCommands() []*command {
 					return c.printJSON(keys)
 				}
 				if len(keys) == 0 {
-					fmt.Fprintln(c.stdout, "no key in use: keys appear while a key's tasks run under keylimit or wait for their fair share, once a per-key rate limit or override was used, and while a burst is debounced")
+					fmt.Fprintln(c.stdout, "no key in use: keys appear while a key's tasks run under keylimit or in a lane, or wait for their fair share, once a per-key rate limit or override was used, and while a burst is debounced")
 					return nil
 				}
 				now := time.Now()
-				t := newTable(c.stdout, "TYPE", "KEY", "RUNNING", "STAGED", "LIMIT", "RATE LAST SECOND", "THROTTLED", "DEBOUNCED")
+				t := newTable(c.stdout, "TYPE", "KEY", "RUNNING", "QUEUED", "STAGED", "LIMIT", "RATE LAST SECOND", "THROTTLED", "DEBOUNCED")
 				for _, k := range keys {
 					limit, rate, thr, deb := "-", "-", "-", "-"
 					if k.Limit > 0 {
@@ -57,7 +57,7 @@ func tenantCommands() []*command {
 					if !k.DebouncedSince.IsZero() {
 						deb = fmt.Sprintf("%d enqueues in %s", k.DebouncedEnqueues, age(k.DebouncedSince, now))
 					}
-					t.row(k.Type, fmt.Sprintf("%q", k.Key), k.Running, k.Staged, limit, rate, thr, deb)
+					t.row(k.Type, fmt.Sprintf("%q", k.Key), k.Running, k.Queued, k.Staged, limit, rate, thr, deb)
 				}
 				return t.flush()
 			},

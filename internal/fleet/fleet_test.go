@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -43,10 +44,11 @@ func TestRecordRules(t *testing.T) {
 		t.Fatalf("Decode = %+v, %v", got, err)
 	}
 	laned := record("w1")
-	laned.Lanes = []fleet.Lane{{Type: "mail.send", Partition: 1, Lane: 15, Lanes: 16, Pin: "pin1", Running: 2, Queued: 1, Keys: 2}}
+	laned.Lanes = []fleet.Lane{{Type: "mail.send", Partition: 1, Lane: 15, Lanes: 16, Pin: "pin1", Running: 2, Queued: 1, Keys: 2,
+		Busiest: []fleet.LaneKey{{Key: "acct 7", Running: 1, Queued: 1}, {Key: "acct 9", Running: 1}}}}
 	if b, err := rules.Encode(&laned); err != nil {
 		t.Errorf("a record with a lane: %v", err)
-	} else if got, err := rules.Decode("w1", b); err != nil || len(got.Lanes) != 1 || got.Lanes[0] != laned.Lanes[0] {
+	} else if got, err := rules.Decode("w1", b); err != nil || len(got.Lanes) != 1 || !reflect.DeepEqual(got.Lanes[0], laned.Lanes[0]) {
 		t.Errorf("a record with a lane decodes as %+v, %v", got, err)
 	}
 	if _, err := rules.Decode("w2", b); !errors.Is(err, fleet.ErrInvalid) {
@@ -79,6 +81,10 @@ func TestRecordRules(t *testing.T) {
 		"negative queued":  func(r *fleet.Record) { r.Lanes[0].Queued = -1 },
 		"negative running": func(r *fleet.Record) { r.Lanes[0].Running = -1 },
 		"lanes listed":     func(r *fleet.Record) { r.Lanes = make([]fleet.Lane, fleet.MaxLanes+1) },
+		"empty lane key":   func(r *fleet.Record) { r.Lanes[0].Busiest = []fleet.LaneKey{{Key: ""}} },
+		"escape in key":    func(r *fleet.Record) { r.Lanes[0].Busiest = []fleet.LaneKey{{Key: "a\x1b[2J"}} },
+		"negative key run": func(r *fleet.Record) { r.Lanes[0].Busiest = []fleet.LaneKey{{Key: "a", Running: -1}} },
+		"lane keys listed": func(r *fleet.Record) { r.Lanes[0].Busiest = make([]fleet.LaneKey, fleet.MaxLaneKeys+1) },
 	}
 	for name, breakIt := range cases {
 		t.Run(name, func(t *testing.T) {

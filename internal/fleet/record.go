@@ -29,6 +29,8 @@ const (
 	MaxLanes     = 1024
 	MaxLaneCount = 256
 	MaxPinLen    = 64
+	// MaxLaneKeys bounds the keys a lane lists.
+	MaxLaneKeys = 8
 	// MaxPayloadVersion is the highest payload version.
 	MaxPayloadVersion = 1<<16 - 1
 )
@@ -86,6 +88,17 @@ type Lane struct {
 	Queued  int `json:"queued"`
 	Awaited int `json:"awaited,omitempty"`
 	Keys    int `json:"keys"`
+	// Busiest are the keys holding the most of its tasks, at most
+	// MaxLaneKeys.
+	Busiest []LaneKey `json:"busiest,omitempty"`
+}
+
+// LaneKey is a key of a lane and its tasks there: running, and queued
+// behind it.
+type LaneKey struct {
+	Key     string `json:"key"`
+	Running int    `json:"running"`
+	Queued  int    `json:"queued"`
 }
 
 // Refusal is a payload version of a type a worker handed back.
@@ -128,6 +141,8 @@ func (s *Serves) Accepts(v int) bool {
 type Rules struct {
 	TaskType func(string) error
 	Priority func(string) error
+	// Key validates the keys a lane lists (ordering keys).
+	Key func(string) error
 }
 
 // ValidID reports whether id can be a worker ID: 1 to [MaxIDLen] bytes of
@@ -202,6 +217,20 @@ func (r Rules) Check(rec *Record) error {
 			return bad("lane %d pin", l.Lane)
 		case l.Running < 0 || l.Queued < 0 || l.Awaited < 0 || l.Keys < 0:
 			return bad("lane %d counts", l.Lane)
+		case len(l.Busiest) > MaxLaneKeys:
+			return bad("lane %d: %d keys", l.Lane, len(l.Busiest))
+		}
+		for _, k := range l.Busiest {
+			if r.Key != nil {
+				if err := r.Key(k.Key); err != nil {
+					return fmt.Errorf("%w: lane %d key: %w", ErrInvalid, l.Lane, err)
+				}
+			} else if k.Key == "" || !printable(k.Key) {
+				return bad("lane %d key", l.Lane)
+			}
+			if k.Running < 0 || k.Queued < 0 {
+				return bad("lane %d key counts", l.Lane)
+			}
 		}
 	}
 	for _, f := range rec.Refused {

@@ -84,7 +84,13 @@ type Status struct {
 	// received and waiting behind their key, Awaited those handed back
 	// and awaited again; Keys the keys it holds any of.
 	Running, Queued, Awaited, Keys int
+	// Busiest are the keys holding the most tasks (running and queued),
+	// at most [StatusKeys], the busiest first.
+	Busiest []KeyStats
 }
+
+// StatusKeys bounds the keys a [Status] lists.
+const StatusKeys = 8
 
 // Status returns what the runner holds now.
 func (r *Runner[P]) Status() Status {
@@ -95,8 +101,19 @@ func (r *Runner[P]) Status() Status {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := Status{Pin: pin, Open: g.state == isOpen, Running: g.running, Queued: g.queued, Keys: len(g.keys)}
-	for _, k := range g.keys {
+	for name, k := range g.keys {
 		s.Awaited += len(k.awaited)
+		ks := KeyStats{Key: name, Waiting: len(k.queue), Running: len(k.running), Awaited: len(k.awaited)}
+		if ks.Waiting+ks.Running == 0 {
+			continue
+		}
+		s.Busiest = append(s.Busiest, ks)
+	}
+	slices.SortFunc(s.Busiest, func(a, b KeyStats) int {
+		return cmp.Or(cmp.Compare(b.Running+b.Waiting, a.Running+a.Waiting), cmp.Compare(a.Key, b.Key))
+	})
+	if len(s.Busiest) > StatusKeys {
+		s.Busiest = s.Busiest[:StatusKeys]
 	}
 	return s
 }
