@@ -83,30 +83,36 @@ func (w *Worker) runLane(s consumerSub) {
 	side.r.Run(w.stopFetch)
 }
 
+// heldLanesBytes bounds the lanes' share of the worker's registry record
+// (fleet.MaxRecordBytes in all): a record over it would not be written, and
+// the worker would leave the registry.
+const heldLanesBytes = 24 << 10
+
 // heldLanes lists the lanes the worker holds now, for its registry record
-// (fleet.go): those the server pinned to it.
+// (fleet.go): those the server pinned to it, within heldLanesBytes.
 func (w *Worker) heldLanes() []fleet.Lane {
 	var out []fleet.Lane
 	w.laneSides.Range(func(k, _ any) bool {
 		l := k.(*laneSide)
 		st := l.r.Status()
-		if fleet.ValidPin(st.Pin) && len(out) < fleet.MaxLanes {
-			h := fleet.Lane{Type: l.s.tt.name, Partition: l.s.part, Lane: l.lane, Lanes: l.lanes, Pin: st.Pin,
-				Open: st.Open, Running: st.Running, Queued: st.Queued, Awaited: st.Awaited, Keys: st.Keys}
-			for _, k := range st.Busiest {
-				// A task without a valid key is held under its subject.
-				if validateOrderingKey(k.Key) == nil && len(h.Busiest) < fleet.MaxLaneKeys {
-					h.Busiest = append(h.Busiest, fleet.LaneKey{Key: k.Key, Running: k.Running, Queued: k.Waiting})
-				}
-			}
-			out = append(out, h)
+		if !fleet.ValidPin(st.Pin) {
+			return true
 		}
+		h := fleet.Lane{Type: l.s.tt.name, Partition: l.s.part, Lane: l.lane, Lanes: l.lanes, Pin: st.Pin,
+			Open: st.Open, Running: st.Running, Queued: st.Queued, Awaited: st.Awaited, Keys: st.Keys}
+		for _, k := range st.Busiest {
+			// A task without a valid key is held under its subject.
+			if validateOrderingKey(k.Key) == nil && len(h.Busiest) < fleet.MaxLaneKeys {
+				h.Busiest = append(h.Busiest, fleet.LaneKey{Key: k.Key, Running: k.Running, Queued: k.Waiting})
+			}
+		}
+		out = append(out, h)
 		return true
 	})
 	slices.SortFunc(out, func(a, b fleet.Lane) int {
 		return cmp.Or(strings.Compare(a.Type, b.Type), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Lane, b.Lane))
 	})
-	return out
+	return fleet.FitLanes(out, heldLanesBytes)
 }
 
 // Open opens a pull iterator on the lane: no direct starts (every task

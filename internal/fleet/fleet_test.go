@@ -212,3 +212,41 @@ func waitList(t *testing.T, js jetstream.JetStream, bucket string, ok func(*flee
 }
 
 func jsonOf(r fleet.Record) ([]byte, error) { return json.Marshal(r) }
+
+// FitLanes keeps a record's lanes within their budget, dropping keys first
+// and lanes next, so that a worker holding many lanes of long keys still
+// writes its record.
+func TestFitLanes(t *testing.T) {
+	t.Parallel()
+	key := strings.Repeat("<", 256) // six bytes each in JSON
+	var lanes []fleet.Lane
+	for l := range 256 {
+		ln := fleet.Lane{Type: "mail.send", Lane: l, Lanes: 256, Pin: "pin1", Running: 8, Keys: 8}
+		for range fleet.MaxLaneKeys {
+			ln.Busiest = append(ln.Busiest, fleet.LaneKey{Key: key, Running: 1})
+		}
+		lanes = append(lanes, ln)
+	}
+	rec := record("w1")
+	rec.Lanes = lanes
+	if _, err := rules.Encode(&rec); !errors.Is(err, fleet.ErrInvalid) {
+		t.Fatalf("a record of 256 lanes with their keys: %v, want it too big", err)
+	}
+	const budget = 24 << 10
+	rec.Lanes = fleet.FitLanes(lanes, budget)
+	b, err := rules.Encode(&rec)
+	if err != nil {
+		t.Fatalf("fitted record: %v", err)
+	}
+	js, _ := json.Marshal(rec.Lanes)
+	if len(js) > budget+2 || len(rec.Lanes) == 0 || len(rec.Lanes[0].Busiest) == 0 {
+		t.Fatalf("%d lanes in %d bytes (record %d): want the first with keys, within %d", len(rec.Lanes), len(js), len(b), budget)
+	}
+	last := rec.Lanes[len(rec.Lanes)-1]
+	if len(last.Busiest) != 0 {
+		t.Errorf("the last lane kept its keys: %d", len(last.Busiest))
+	}
+	if got := fleet.FitLanes(lanes[:2], 2*budget); len(got) != 2 || len(got[1].Busiest) != fleet.MaxLaneKeys {
+		t.Errorf("two lanes that fit: %+v", got)
+	}
+}

@@ -93,6 +93,36 @@ type Lane struct {
 	Busiest []LaneKey `json:"busiest,omitempty"`
 }
 
+// FitLanes returns the first of lanes whose JSON takes at most budget
+// bytes in all, and at most [MaxLanes]: the keys of the lanes past the
+// budget are dropped first, the lanes themselves next, so that a record
+// never outgrows [MaxRecordBytes] (it would not be written, and its worker
+// would leave the registry).
+func FitLanes(lanes []Lane, budget int) []Lane {
+	size := func(l Lane) int {
+		b, _ := json.Marshal(l)
+		return len(b) + 1 // and its comma
+	}
+	out := make([]Lane, 0, min(len(lanes), MaxLanes))
+	used := 0
+	for _, l := range lanes {
+		if len(out) == MaxLanes {
+			break
+		}
+		if n := size(l); used+n <= budget {
+			used += n
+			out = append(out, l)
+			continue
+		}
+		l.Busiest = nil
+		if n := size(l); used+n <= budget {
+			used += n
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // LaneKey is a key of a lane and its tasks there: running, and queued
 // behind it.
 type LaneKey struct {
