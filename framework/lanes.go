@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,7 +40,7 @@ var _ lanes.Worker[*pending] = (*laneSide)(nil)
 func (w *Worker) runLane(s consumerSub) {
 	defer w.fetchers.Done()
 	info := s.cons.CachedInfo()
-	lane := laneOf(info.Config.Metadata)
+	lane, _, _ := topology.ParseLane(info.Config.Metadata) // the worker's own consumer
 	side := &laneSide{w: w, s: s, lane: lane, lanes: s.tt.cfg.ordering.Lanes}
 	side.r = lanes.NewRunner[*pending](side, lanes.RunnerConfig{
 		Consumer:  s.cons,
@@ -202,12 +201,4 @@ func laneGate(o *Ordering) lanes.Config {
 		}
 		return perKey
 	}}
-}
-
-// laneOf returns the lane of a lane consumer, from its metadata
-// ("<lane>/<lanes>", topology.MetaLane).
-func laneOf(meta map[string]string) int {
-	l, _, _ := strings.Cut(meta[topology.MetaLane], "/")
-	n, _ := strconv.Atoi(l)
-	return n
 }

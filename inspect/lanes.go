@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -123,15 +122,9 @@ func (i *Operator) Lanes(ctx context.Context) ([]Lane, error) {
 // laneOf reads a lane consumer's info; false for a consumer that is not a
 // valid lane.
 func laneOf(ci *jetstream.ConsumerInfo) (Lane, bool) {
-	meta := ci.Config.Metadata
-	typ, spec := meta[topology.MetaTaskType], meta[topology.MetaLane]
-	if spec == "" || streams.ValidateTaskType(typ) != nil {
-		return Lane{}, false
-	}
-	ls, ns, ok := strings.Cut(spec, "/")
-	l, err1 := strconv.Atoi(ls)
-	n, err2 := strconv.Atoi(ns)
-	if !ok || err1 != nil || err2 != nil || n < 1 || n > fleet.MaxLaneCount || l < 0 || l >= n {
+	typ := ci.Config.Metadata[topology.MetaTaskType]
+	l, n, ok := topology.ParseLane(ci.Config.Metadata)
+	if !ok || streams.ValidateTaskType(typ) != nil {
 		return Lane{}, false
 	}
 	return Lane{Type: typ, Lane: l, Lanes: n, Consumer: ci.Name, Waiting: ci.NumPending, Delivered: ci.NumAckPending,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,6 +19,19 @@ import (
 // MetaLane is the consumer metadata key holding "<lane>/<lanes>" on lane
 // consumers.
 const MetaLane = "jetflow.lane"
+
+// ParseLane reads the lane and lane count a lane consumer's metadata
+// holds (MetaLane, written by EnsureLaneConsumer); ok is false for
+// metadata that is not a valid lane's (another consumer, or a forged one).
+func ParseLane(meta map[string]string) (lane, lanes int, ok bool) {
+	ls, ns, found := strings.Cut(meta[MetaLane], "/")
+	l, err1 := strconv.Atoi(ls)
+	n, err2 := strconv.Atoi(ns)
+	if !found || err1 != nil || err2 != nil || ValidatePartitions(n) != nil || l < 0 || l >= n {
+		return 0, 0, false
+	}
+	return l, n, true
+}
 
 // LaneGroup is the priority group of every lane consumer.
 const LaneGroup = "lane"
