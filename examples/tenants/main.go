@@ -54,7 +54,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -356,16 +355,16 @@ func dropConsumers(nc *nats.Conn, taskType string) {
 	if err != nil {
 		return
 	}
-	prefix := strings.ReplaceAll(taskType, ".", "_") + "-"
-	names := stream.ConsumerNames(ctx)
-	var drop []string
-	for name := range names.Name() {
-		if strings.HasPrefix(name, prefix) {
-			drop = append(drop, name)
-		}
+	names := streams.MustNames("")
+	drop := []string{}
+	for _, p := range streams.Priorities {
+		drop = append(drop, names.ConsumerName(taskType, p))
+	}
+	for l := range laneCount {
+		drop = append(drop, names.LaneConsumerName(taskType, laneCount, l))
 	}
 	for _, name := range drop {
-		_ = stream.DeleteConsumer(ctx, name)
+		_ = stream.DeleteConsumer(ctx, name) // not found: a drain without lanes
 	}
 }
 
