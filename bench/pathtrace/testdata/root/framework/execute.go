@@ -1,0 +1,7 @@
+package framework
+
+func (x *execSide) Prepare() {}
+
+func (x *execSide) Call() {}
+
+func fillTask() {}

@@ -1,0 +1,5 @@
+package framework
+
+func (w *Worker) startDirect() {}
+
+func (w *Worker) execute() {}

@@ -1,0 +1,5 @@
+package attempt
+
+func (e *Executor[P]) Run() {}
+
+func (e *Executor[P]) call() {}
