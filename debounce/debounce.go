@@ -30,9 +30,12 @@ type Options struct {
 	// each enqueue pushes the run back to a Window after it. At least
 	// [MinWindow].
 	Window time.Duration
-	// MaxWait bounds that: the run is due no later than MaxWait after the
-	// burst's first enqueue, however often the key is enqueued. At least
-	// Window, at most [MaxMaxWait]. Default 10 × Window (capped).
+	// MaxWait bounds that: the run starts no later than MaxWait after the
+	// burst's first enqueue, however often the key is enqueued. The check
+	// that ends a capped burst is due [Lead] before it (a quarter of
+	// MaxWait, when that is less): the time a due check takes to fire and
+	// its run to start on a busy server. At least Window, at most
+	// [MaxMaxWait]. Default 10 × Window (capped).
 	MaxWait time.Duration
 	// Collect runs the burst with every payload instead of the last one:
 	// the run's payload is a JSON array of the burst's payloads in enqueue
@@ -57,6 +60,13 @@ const (
 // [MaxCollected] payloads or [MaxCollectedBytes]: its run is due at once,
 // and an enqueue a moment later starts the next burst. Retry it.
 var ErrFull = errors.New("debounce: collecting burst full")
+
+// Lead is how long before a burst's maximum wait its capped check is due
+// (a quarter of [Options].MaxWait when that is less): a due check takes
+// tens to hundreds of milliseconds to fire from the server's schedule, be
+// taken and enqueue its run, and the run to start. Aimed at the maximum
+// wait itself, the run of a busy key started that much after it.
+const Lead = 250 * time.Millisecond
 
 // Bounds of [Options].
 const (
@@ -199,6 +209,21 @@ func Enqueue(ctx context.Context, c *framework.Client, taskType string, payload 
 	return c.Enqueue(ctx, taskType, nil, opts...)
 }
 
+// checkDue returns when the check of an enqueue at now is due: a window
+// after it, or [Lead] before the maximum wait of the burst that began at
+// first (Unix nanoseconds) when that is sooner (capped), or now when the
+// burst is full.
+func checkDue(now time.Time, first int64, maxWait, window time.Duration, full bool) (time.Time, bool) {
+	limit := time.Unix(0, first).Add(maxWait - min(Lead, maxWait/4))
+	if full {
+		limit = now
+	}
+	if due := now.Add(window); due.Before(limit) {
+		return due, false
+	}
+	return limit, true
+}
+
 // put writes rec as key's last enqueue, keeping the burst's first time
 // when a burst is under way, and returns when its check is due: window
 // after now, or at the burst's maximum wait if that is sooner (capped),
@@ -234,14 +259,9 @@ func put(ctx context.Context, kv jetstream.KeyValue, key string, rec record, win
 			_, err = kv.Update(ctx, key, b, rev)
 		}
 		if err == nil {
-			due, limit := now.Add(window), time.Unix(0, rec.First+rec.MaxWait)
-			if rec.Collect && (len(rec.Payloads) >= MaxCollected || rec.collected() >= MaxCollectedBytes) {
-				limit = now // full: run it now
-			}
-			if !due.Before(limit) {
-				return limit, rec.First, true, nil
-			}
-			return due, rec.First, false, nil
+			full := rec.Collect && (len(rec.Payloads) >= MaxCollected || rec.collected() >= MaxCollectedBytes)
+			due, capped := checkDue(now, rec.First, time.Duration(rec.MaxWait), window, full)
+			return due, rec.First, capped, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !natserr.WrongLastSequence(err) {
 			return time.Time{}, 0, false, fmt.Errorf("debounce: write %s: %w", key, err)

@@ -19,7 +19,7 @@
 // its last enqueue, payload included) in the debounce bucket
 // ([github.com/jetflow-io/jetflow/streams.Names.DebounceBucket]) with
 // compare-and-set, and enqueues a check, a delayed task of the same type due
-// a window later, or at the maximum wait if that is sooner. The worker's
+// a window later, or [Lead] before the maximum wait if that is sooner. The worker's
 // plugin takes each check before the handler: the check of the last enqueue,
 // or any check at the maximum wait, enqueues the run (the record's payload,
 // the check's priority, the key as its task key, ID "db-" and the last
