@@ -4,10 +4,10 @@
 //
 //   - [Config] is one enqueue's options, which framework's EnqueueOption
 //     constructors set and [Apply] applies;
-//   - [Builder] turns a task type, a payload and a Config into its message
-//     ([Builder.Build]): the encoded payload, its ID (or none, for the
-//     stream sequence to name it, [TaskID]), the unique, version and
-//     ordering headers, and the work, slot or delay subject;
+//   - [Build], with a client's [Builder], turns a task type, a payload and
+//     its options into the task's message: the encoded payload, its ID (or
+//     none, for the stream sequence to name it, [TaskID]), the unique,
+//     version and ordering headers, and the work, slot or delay subject;
 //   - [Router] chooses the task partition of each task from the
 //     deployment's layout, which it reads from the server and refreshes
 //     ([Router.Layout], [Router.Partition]) and names the stream that
