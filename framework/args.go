@@ -76,12 +76,3 @@ func namedType[T any]() (typ string, ok bool) {
 	}()
 	return a.TaskType(), true
 }
-
-// checkArgsType reports a payload that names another task type than the
-// one it is enqueued as.
-func checkArgsType(taskType string, payload any) error {
-	if a, ok := payload.(TaskArgs); ok && a.TaskType() != taskType {
-		return fmt.Errorf("%w: payload %T names task type %q, not %q", ErrInvalidOption, payload, a.TaskType(), taskType)
-	}
-	return nil
-}

@@ -5,18 +5,17 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/asyncpub"
+	"github.com/jetflow-io/jetflow/internal/enqueue"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/internal/stage"
 	"github.com/jetflow-io/jetflow/internal/staterec"
-	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -36,13 +35,11 @@ type Client struct {
 	// (asyncAckTimeout; tests shorten it).
 	ackTimeout time.Duration
 
-	unique uniqueStore // handle on the unique bucket (unique.go)
-	// parts is the deployment's task partition count once known, and
-	// spread the turn of tasks with neither key nor ID (partitions.go).
-	parts  atomic.Pointer[streams.Layout]
-	spread atomic.Uint32
-	reread atomic.Int64 // Unix nanoseconds before which not to read the count again
-	gaveUp atomic.Bool  // the count could not be read: stay on the first partition
+	// builder builds task messages, router chooses their task partitions
+	// and uniques reserves the keys of unique tasks (internal/enqueue).
+	builder enqueue.Builder
+	router  *enqueue.Router
+	uniques enqueue.Reserver
 	// enqueuing counts the hooks with an Enqueuing callback (enqueue_trace.go).
 	enqueuing int
 }
@@ -61,7 +58,11 @@ func NewClient(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("framework: jetstream: %w", err)
 	}
-	c := &Client{nc: nc, js: js, opts: o, names: o.names, taskStream: o.names.TaskStream(), ackTimeout: asyncAckTimeout}
+	c := &Client{nc: nc, js: js, opts: o, names: o.names, taskStream: o.names.TaskStream(), ackTimeout: asyncAckTimeout,
+		router:  enqueue.NewRouter(js, o.names, o.partitions, o.logger),
+		uniques: enqueue.Reserver{Conn: nc, JS: js, Names: o.names, Rules: uniqueRules, Log: o.logger}}
+	c.builder = enqueue.Builder{Names: o.names, Codec: o.codec, NoDedup: o.noDedup, MaxPayload: nc.MaxPayload,
+		ErrInvalid: ErrInvalidOption, Router: c.router}
 	for _, h := range o.hooks {
 		if h.Enqueuing != nil {
 			c.enqueuing++
@@ -100,7 +101,7 @@ func (c *Client) Names() streams.Names { return c.names }
 // waiting for the server's acknowledgement: then retry with the same
 // [WithID] to be safe.
 func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts ...EnqueueOption) (TaskInfo, error) {
-	msg, info, err := c.build(taskType, payload, opts, c.partitionCount(ctx))
+	msg, info, err := c.build(taskType, payload, opts, nil, c.router.Layout(ctx))
 	if err != nil {
 		return TaskInfo{}, err
 	}
@@ -124,7 +125,7 @@ func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts
 		return TaskInfo{}, err
 	}
 	info.Stream, info.Sequence, info.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
-	info.ID = seqID(info.ID, ack.Sequence)
+	info.ID = enqueue.TaskID(info.ID, ack.Sequence)
 	c.enqueued(ctx, info)
 	traced(info, nil)
 	return info, nil
@@ -241,14 +242,14 @@ func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec]
 	}()
 	// Interned strings: the work subject of each type and priority, built
 	// once and shared by the messages and TaskInfos of the call.
-	subjects := make(workSubjects)
-	partitions := c.partitionCount(ctx) // partitions.go
+	subjects := make(enqueue.Subjects)
+	partitions := c.router.Layout(ctx)
 	for i, j := range seq {
 		if err := ctx.Err(); err != nil {
 			pending <- pendingPublish{index: i, err: err}
 			continue
 		}
-		msg, info, err := c.buildWith(j.Type, j.Payload, j.Options, subjects, partitions)
+		msg, info, err := c.build(j.Type, j.Payload, j.Options, subjects, partitions)
 		if err != nil {
 			pending <- pendingPublish{index: i, err: err}
 			continue
@@ -273,37 +274,6 @@ func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec]
 	}
 	close(pending)
 	<-settled
-}
-
-// maxInternedSubjects bounds the subjects EnqueueMany shares between
-// TaskInfos (distinct types × priorities of one batch).
-const maxInternedSubjects = 256
-
-// workSubjects interns the work subjects of one EnqueueMany or EnqueueSeq
-// call, by priority and type.
-type workSubjects map[workSubjectKey]string
-
-type workSubjectKey struct {
-	partition int
-	priority  Priority
-	taskType  string
-}
-
-// taskSubject returns the work subject of taskType at priority p in the
-// task partition of names, from subjects when it holds it (nil: none).
-func (c *Client) taskSubject(names streams.Names, p Priority, taskType string, subjects workSubjects) string {
-	if subjects == nil {
-		return names.TaskSubject(p, taskType)
-	}
-	k := workSubjectKey{names.PartitionIndex(), p, taskType}
-	if s, ok := subjects[k]; ok {
-		return s
-	}
-	s := names.TaskSubject(p, taskType)
-	if len(subjects) < maxInternedSubjects {
-		subjects[k] = s
-	}
-	return s
 }
 
 // pendingPublish is a job of EnqueueMany or EnqueueSeq on its way to its
@@ -348,10 +318,21 @@ func (c *Client) settle(ctx context.Context, win *asyncpub.Window, p pendingPubl
 	if info.Stream == c.taskStream {
 		info.Stream = c.taskStream // one shared copy, not one per acknowledgement
 	}
-	info.ID = seqID(info.ID, ack.Seq)
+	info.ID = enqueue.TaskID(info.ID, ack.Seq)
 	c.enqueued(ctx, info)
 	p.traced(info, nil)
 	return info, nil
+}
+
+// build validates a task and returns its message and TaskInfo
+// (enqueue.Build), with the work subjects of subjects (nil: none), spread
+// over the task partitions of l.
+func (c *Client) build(taskType string, payload any, opts []EnqueueOption, subjects enqueue.Subjects, l streams.Layout) (*nats.Msg, TaskInfo, error) {
+	msg, b, err := enqueue.Build(&c.builder, taskType, payload, opts, subjects, l)
+	if err != nil {
+		return nil, TaskInfo{}, err
+	}
+	return msg, TaskInfo{ID: b.ID, Type: taskType, Priority: b.Priority, Subject: msg.Subject, ScheduledFor: b.Due}, nil
 }
 
 // Cancel removes the pending schedule of a delayed task so it never runs; it
@@ -364,26 +345,10 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	return c.Inspector().CancelTask(ctx, id)
 }
 
-// seqID returns id, or for a task enqueued without dedup header the ID the
-// worker derives from its stream sequence.
-func seqID(id string, seq uint64) string {
-	if id != "" {
-		return id
-	}
-	return taskmsg.SeqID(seq)
-}
-
+// publishErr describes the failed publish of the task of info
+// (enqueue.PublishError).
 func (c *Client) publishErr(info TaskInfo, err error) error {
-	what := fmt.Sprintf("framework: enqueue %s %s", info.Type, info.ID)
-	if info.Type == "" {
-		what = fmt.Sprintf("framework: task %s", info.ID)
-	}
-	// Some publish paths report a closed connection without wrapping
-	// nats.ErrConnectionClosed (creating the async reply subscription).
-	if c.nc.IsClosed() || natserr.Classify(err) == natserr.NotConnected {
-		return fmt.Errorf("%s: %w (%w); nothing was stored", what, ErrNotConnected, err)
-	}
-	return natserr.Wrap(what, err)
+	return enqueue.PublishError(c.nc.IsClosed(), info.Type, info.ID, err)
 }
 
 // asyncAckTimeout bounds the wait for the acknowledgement of an
@@ -396,12 +361,5 @@ const asyncAckTimeout = 10 * time.Second
 // the task stream cannot answer, for at most [DefaultEnqueueTimeout] when
 // ctx has no deadline.
 func (c *Client) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
-	stream := c.taskStream
-	if k := c.names.SubjectPartition(msg.Subject); k > 0 {
-		stream = c.names.Partition(k).TaskStream()
-	}
-	if msg.Header.Get(taskmsg.HeaderScheduleTarget) != "" {
-		stream = c.names.DelayStream()
-	}
-	return jsapi.PublishWithin(ctx, c.js, stream, msg, c.opts.logger, DefaultEnqueueTimeout)
+	return jsapi.PublishWithin(ctx, c.js, c.router.Stream(msg), msg, c.opts.logger, DefaultEnqueueTimeout)
 }

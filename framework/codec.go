@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-
-	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
 
 // Codec encodes task payloads on enqueue and decodes them for typed handlers.
@@ -53,6 +51,3 @@ func (jsonCodec) UnmarshalStrict(data []byte, v any) error {
 	}
 	return nil
 }
-
-// encode turns a payload into bytes and the encoding header value ("" for JSON).
-func encode(c Codec, payload any) ([]byte, string, error) { return taskmsg.Encode(c, payload) }

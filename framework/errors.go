@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/enqueue"
 	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/internal/unique"
@@ -30,10 +31,10 @@ var (
 	// server's max payload.
 	ErrPayloadTooLarge = natserr.ErrPayloadTooLarge
 	// ErrEncode reports a payload the codec could not encode.
-	ErrEncode = errors.New("framework: cannot encode payload")
+	ErrEncode = enqueue.ErrEncode
 	// ErrOrdering reports an ordered enqueue that cannot keep its promise:
 	// an ordered task with a priority or a delay.
-	ErrOrdering = errors.New("framework: ordered task")
+	ErrOrdering = enqueue.ErrOrdering
 	// ErrUniqueBucket reports that the unique bucket could not be created or
 	// reached; nothing was enqueued.
 	ErrUniqueBucket = unique.ErrBucket

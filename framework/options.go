@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/enqueue"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -273,19 +274,9 @@ func WithDedup(on bool) ClientOption {
 // EnqueueOption configures one enqueue.
 type EnqueueOption func(*enqueueConfig) error
 
-type enqueueConfig struct {
-	priority Priority
-	id       string
-	delay    time.Duration
-	at       time.Time
-	headers  map[string]string
-	unique   uniqueConfig // Unique, UniqueKey, UniqueUntilDone (unique.go)
-	// orderingKey is the key of an ordered task (Ordered, ordering.go).
-	orderingKey string
-	// version is the payload version (PayloadVersion, versions.go); 0
-	// means the payload's own, if it names one.
-	version int
-}
+// enqueueConfig is what an EnqueueOption sets (internal/enqueue, which
+// builds the task).
+type enqueueConfig = enqueue.Config
 
 // WithPriority sets the task's priority. Default [PriorityNormal].
 func WithPriority(p Priority) EnqueueOption {
@@ -293,7 +284,7 @@ func WithPriority(p Priority) EnqueueOption {
 		if !p.Valid() {
 			return fmt.Errorf("%w: priority %d", ErrInvalidOption, uint8(p))
 		}
-		c.priority = p
+		c.Priority = p
 		return nil
 	}
 }
@@ -322,7 +313,7 @@ func WithID(id string) EnqueueOption {
 		if taskmsg.ReservedID(id) {
 			return fmt.Errorf("%w: task ID %q starts with %q, reserved for the ticks of repeating schedules", ErrInvalidOption, id, taskmsg.CronIDPrefix)
 		}
-		c.id = id
+		c.ID = id
 		return nil
 	}
 }
@@ -331,7 +322,7 @@ func WithID(id string) EnqueueOption {
 // published to the delay stream, and a worker's delay mover ([WithDelayMover])
 // stores its schedule, which fires it when due. d ≤ 0 means now.
 func In(d time.Duration) EnqueueOption {
-	return func(c *enqueueConfig) error { c.delay = d; c.at = time.Time{}; return nil }
+	return func(c *enqueueConfig) error { c.Delay = d; c.At = time.Time{}; return nil }
 }
 
 // At schedules the task for t, using the server's message schedules (see
@@ -339,7 +330,7 @@ func In(d time.Duration) EnqueueOption {
 // 2262-04-11, which a schedule cannot hold (the server keeps it in Unix
 // nanoseconds), is an [ErrInvalidOption] at enqueue, for At and [In] alike.
 func At(t time.Time) EnqueueOption {
-	return func(c *enqueueConfig) error { c.at = t; c.delay = 0; return nil }
+	return func(c *enqueueConfig) error { c.At = t; c.Delay = 0; return nil }
 }
 
 // WithHeader adds a custom header to the task message, readable by handlers
@@ -349,10 +340,7 @@ func WithHeader(key, value string) EnqueueOption {
 		if taskmsg.ReservedHeader(key) {
 			return fmt.Errorf("%w: header %q is empty or reserved (Nats-*, Jetflow-*)", ErrInvalidOption, key)
 		}
-		if c.headers == nil {
-			c.headers = make(map[string]string, 2)
-		}
-		c.headers[key] = value
+		c.SetHeader(key, value)
 		return nil
 	}
 }

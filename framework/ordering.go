@@ -8,7 +8,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/ordering"
-	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -35,7 +34,7 @@ func Ordered(key string) EnqueueOption {
 		if err := validateOrderingKey(key); err != nil {
 			return err
 		}
-		c.orderingKey = key
+		c.OrderingKey = key
 		return nil
 	}
 }
@@ -45,24 +44,6 @@ func validateOrderingKey(key string) error {
 		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	return nil
-}
-
-// orderingSlot returns the slot of key: an FNV-1a hash modulo
-// streamdefs.OrderedSlots.
-func orderingSlot(key string) int { return ordering.Slot(key, streamdefs.OrderedSlots) }
-
-// orderedTarget returns the subject of an ordered task, or refuses the
-// combination of options.
-func orderedTarget(names streams.Names, taskType string, cfg *enqueueConfig, delayed bool) (string, error) {
-	if cfg.priority != PriorityNormal {
-		return "", fmt.Errorf("%w %s: %w: priority %s; tasks of one key run in enqueue order, so they have no priority (enqueue the urgent ones under another type)",
-			ErrOrdering, taskType, ErrInvalidOption, cfg.priority)
-	}
-	if delayed {
-		return "", fmt.Errorf("%w %s: %w: a delayed task would join its key's queue when due, not in enqueue order; delay the enqueue instead",
-			ErrOrdering, taskType, ErrInvalidOption)
-	}
-	return names.OrderedSubject(taskType, orderingSlot(cfg.orderingKey)), nil
 }
 
 // Ordering configures an ordered task type ([WithOrdering]).

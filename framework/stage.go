@@ -19,7 +19,7 @@ import (
 // deduplication ID.
 func (c *Client) enqueueStaged(ctx context.Context, r stage.Route, msg *nats.Msg, info TaskInfo) (TaskInfo, error) {
 	switch {
-	case c.partitionCount(ctx).Partitions > 1:
+	case c.router.Layout(ctx).Partitions > 1:
 		return TaskInfo{}, fmt.Errorf("%w: tasks cannot be staged in a deployment with task partitions", ErrInvalidOption)
 	case msg.Subject != c.names.TaskSubject(info.Priority, info.Type):
 		return TaskInfo{}, fmt.Errorf("%w: a staged task is immediate, unordered and on the first task partition (%s)", ErrInvalidOption, msg.Subject)

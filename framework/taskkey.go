@@ -19,10 +19,7 @@ func WithKey(k string) EnqueueOption {
 		if err := taskmsg.ValidateKey(k); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
-		if c.headers == nil {
-			c.headers = make(map[string]string, 2)
-		}
-		c.headers[HeaderKey] = k
+		c.SetHeader(HeaderKey, k)
 		return nil
 	}
 }

@@ -42,7 +42,7 @@ func Unique(period time.Duration) EnqueueOption {
 		if period <= math.MaxInt64-time.Second {
 			period += time.Second - 1
 		}
-		c.unique.period = period.Truncate(time.Second)
+		c.Unique.Period = period.Truncate(time.Second)
 		return nil
 	}
 }
@@ -56,8 +56,8 @@ func UniqueKey(key string) EnqueueOption {
 		if key == "" || len(key) > MaxUniqueKeyLen {
 			return fmt.Errorf("%w: unique key of %d bytes, want 1 to %d", ErrInvalidOption, len(key), MaxUniqueKeyLen)
 		}
-		c.unique.key = key
-		c.unique.hasKey = true
+		c.Unique.Key = key
+		c.Unique.HasKey = true
 		return nil
 	}
 }
@@ -66,29 +66,7 @@ func UniqueKey(key string) EnqueueOption {
 // succeeds, instead of at the end of its period. A task that fails for good
 // (dead letter) keeps its reservation until the period ends.
 func UniqueUntilDone() EnqueueOption {
-	return func(c *enqueueConfig) error { c.unique.untilDone = true; return nil }
-}
-
-// uniqueConfig is the part of an enqueue's configuration set by the options
-// above.
-type uniqueConfig struct {
-	period    time.Duration
-	key       string
-	hasKey    bool
-	untilDone bool
-}
-
-// headers validates the unique options and returns the custom headers with
-// the task's unique headers added (a copy), and whether the task is unique.
-func (u uniqueConfig) headers(taskType string, data []byte, now time.Time, custom map[string]string) (map[string]string, bool, error) {
-	if u.period == 0 {
-		if u.hasKey || u.untilDone {
-			return nil, false, fmt.Errorf("%w: UniqueKey and UniqueUntilDone need Unique(period)", ErrInvalidOption)
-		}
-		return custom, false, nil
-	}
-	spec := unique.Spec{Period: u.period, Key: u.key, HasKey: u.hasKey, UntilDone: u.untilDone}
-	return spec.Headers(taskType, data, now, custom), true, nil
+	return func(c *enqueueConfig) error { c.Unique.UntilDone = true; return nil }
 }
 
 // uniqueRules validates unique keys and reservations read back from the
@@ -112,33 +90,6 @@ func ensureUniqueBucket(ctx context.Context, js jetstream.JetStream, names strea
 // uniqueStore caches a handle on the unique bucket, created on first use.
 type uniqueStore = unique.Cache
 
-// reserveUnique takes the reservation of a unique task before it is
-// published. It returns the holder's info with Duplicate set when another
-// task holds the key, or a release function that gives the reservation
-// back if the publish fails.
-func (c *Client) reserveUnique(ctx context.Context, msg *nats.Msg, info TaskInfo) (dup *TaskInfo, release func(), err error) {
-	kv, err := c.unique.Ensure(ctx, c.js, c.names.UniqueBucket(), c.names.TaskStream(), uniqueBucketMarkerTTL)
-	if err != nil {
-		return nil, nil, err
-	}
-	r, held, holderID, err := uniqueRules.ReserveTask(ctx, kv, msg.Header, info.ID, info.Type, uniqueBucketMarkerTTL)
-	if held {
-		return &TaskInfo{ID: holderID, Type: info.Type, Priority: info.Priority, Duplicate: true}, nil, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("framework: enqueue %s: reserve unique key: %w", info.Type, c.publishErr(info, err))
-	}
-	release = func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := r.Release(rctx); err != nil {
-			c.opts.logger.Warn("jetflow could not release a unique reservation after a failed enqueue; it ends with its period",
-				slog.String(LogKeyTaskType, info.Type), slog.Any(LogKeyError, err))
-		}
-	}
-	return nil, release, nil
-}
-
 // enqueueUnique is Enqueue for a task with unique headers.
 func (c *Client) enqueueUnique(ctx context.Context, msg *nats.Msg, info TaskInfo) (TaskInfo, bool, error) {
 	if _, ok := ctx.Deadline(); !ok {
@@ -146,13 +97,14 @@ func (c *Client) enqueueUnique(ctx context.Context, msg *nats.Msg, info TaskInfo
 		ctx, cancel = context.WithTimeout(ctx, DefaultEnqueueTimeout)
 		defer cancel()
 	}
-	dup, release, err := c.reserveUnique(ctx, msg, info)
+	holder, held, release, err := c.uniques.Reserve(ctx, msg, info.Type, info.ID)
 	if err != nil {
 		return TaskInfo{}, false, err
 	}
-	if dup != nil {
-		c.emitEnqueued(ctx, *dup)
-		return *dup, true, nil
+	if held {
+		dup := TaskInfo{ID: holder, Type: info.Type, Priority: info.Priority, Duplicate: true}
+		c.emitEnqueued(ctx, dup)
+		return dup, true, nil
 	}
 	ack, err := c.publish(ctx, msg)
 	if err != nil {

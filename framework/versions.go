@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/enqueue"
 	"github.com/jetflow-io/jetflow/internal/fleet"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
@@ -53,7 +53,7 @@ func PayloadVersion(v int) EnqueueOption {
 		if err := checkVersion(v); err != nil {
 			return err
 		}
-		c.version = v
+		c.Version = v
 		return nil
 	}
 }
@@ -81,8 +81,8 @@ func AcceptVersions(versions ...int) HandlerOption {
 }
 
 func checkVersion(v int) error {
-	if v < 1 || v > MaxPayloadVersion {
-		return fmt.Errorf("%w: payload version %d, want 1 to %d", ErrInvalidOption, v, MaxPayloadVersion)
+	if err := enqueue.CheckVersion(v); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	return nil
 }
@@ -123,23 +123,6 @@ func upTo(v int) []int {
 		out[i] = i + 1
 	}
 	return out
-}
-
-// payloadVersionHeader returns the version header value an enqueue of
-// payload with cfg stamps, "" for none.
-func payloadVersionHeader(cfg *enqueueConfig, payload any) (string, error) {
-	v := cfg.version
-	if v == 0 {
-		a, ok := payload.(VersionedArgs)
-		if !ok {
-			return "", nil
-		}
-		v = a.PayloadVersion()
-		if err := checkVersion(v); err != nil {
-			return "", fmt.Errorf("%w (%T.PayloadVersion)", err, payload)
-		}
-	}
-	return strconv.Itoa(v), nil
 }
 
 // checkPayloadVersion hands p back when its type declares versions and

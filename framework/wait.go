@@ -22,10 +22,7 @@ import (
 // whose handler calls [SetResult] or [ReportProgress] get it anyway.
 func Awaited() EnqueueOption {
 	return func(c *enqueueConfig) error {
-		if c.headers == nil {
-			c.headers = make(map[string]string, 1)
-		}
-		c.headers[HeaderAwaited] = "1"
+		c.SetHeader(HeaderAwaited, "1")
 		return nil
 	}
 }
