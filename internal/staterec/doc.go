@@ -16,5 +16,6 @@
 // again on each reconnection), and the record's JSON: its encoding
 // without reflection ([Record.AppendJSON]) and its decoding ([Decode]).
 // The public record type (framework.TaskRecord) stays in framework, which
-// converts a [Record] read back into one.
+// builds the [Record]s it writes and converts those read back
+// (internal/taskstate) into TaskRecords.
 package staterec
