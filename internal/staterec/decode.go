@@ -19,7 +19,9 @@ const HeaderAwaited = "Jetflow-Awaited"
 // fails it; a progress that breaks [CheckProgress], or is not a progress
 // at all, reads as none ([Progress.UnmarshalJSON]). Revision is left zero.
 func Decode(data []byte) (Record, error) {
-	var w struct {
+	// Named as framework's type, so that a decoding error names the same
+	// struct ("Go struct field TaskRecord.attempt").
+	type TaskRecord struct {
 		ID            string           `json:"id"`
 		Type          string           `json:"type"`
 		Priority      streams.Priority `json:"priority"`
@@ -38,6 +40,7 @@ func Decode(data []byte) (Record, error) {
 		Progress      Progress         `json:"progress"`
 		Result        json.RawMessage  `json:"result"`
 	}
+	var w TaskRecord
 	if err := json.Unmarshal(data, &w); err != nil {
 		return Record{}, err
 	}

@@ -49,7 +49,7 @@ func TestDecode(t *testing.T) {
 		{"unknown priority", `{"priority":"urgent"}`, nil, "urgent"},
 		{"numeric priority", `{"priority":1}`, nil, "cannot unmarshal"},
 		{"bad time", `{"updated_at":"yesterday"}`, nil, "parsing time"},
-		{"string attempt", `{"attempt":"2"}`, nil, "cannot unmarshal"},
+		{"string attempt", `{"attempt":"2"}`, nil, "Go struct field TaskRecord.attempt"},
 		{"not an object", `[]`, nil, "cannot unmarshal"},
 		{"not JSON", `{`, nil, "unexpected end"},
 	} {
