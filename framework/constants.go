@@ -164,7 +164,7 @@ const (
 	HeaderOrderingKey = ordering.HeaderKey
 	// HeaderAwaited marks a task enqueued with [Awaited]: its worker writes
 	// its final state record even where state tracking is off for its type.
-	HeaderAwaited = "Jetflow-Awaited"
+	HeaderAwaited = staterec.HeaderAwaited
 	// HeaderPayloadVersion is the payload version of a task, a decimal
 	// integer from 1 to [MaxPayloadVersion] without sign or leading zero; a
 	// task without it is version 1.

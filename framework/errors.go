@@ -7,6 +7,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/enqueue"
 	"github.com/jetflow-io/jetflow/internal/natserr"
+	"github.com/jetflow-io/jetflow/internal/taskstate"
 	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/internal/unique"
 	"github.com/jetflow-io/jetflow/streams"
@@ -51,12 +52,12 @@ var (
 	// unavailable. Nothing was enqueued; retry when the server is back.
 	ErrNotConnected = natserr.ErrNotConnected
 	// ErrNotFound reports that a task or schedule does not exist (any more).
-	ErrNotFound = errors.New("framework: not found")
+	ErrNotFound = taskstate.ErrNotFound
 	// ErrNotCancellable reports a task that [Inspector.CancelTask] cannot
 	// cancel: it is no longer waiting in a schedule (it is queued, running
 	// or done). Such an error matches [ErrNotFound] too: the schedule is not
 	// found.
-	ErrNotCancellable = errors.New("framework: task cannot be cancelled")
+	ErrNotCancellable = taskstate.ErrNotCancellable
 	// ErrTaskFailed is returned by [Client.Wait] for a task that failed for
 	// good: a permanent error, or its last attempt failed
 	// ([TaskFailedError]).

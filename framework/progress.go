@@ -2,7 +2,6 @@ package framework
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -54,20 +53,10 @@ func (p Progress) String() string {
 // all, decodes as the zero Progress (none) rather than failing the whole
 // record.
 func (p *Progress) UnmarshalJSON(b []byte) error {
-	var raw struct {
-		Done    int64  `json:"done"`
-		Total   int64  `json:"total"`
-		Message string `json:"message"`
-	}
-	*p = Progress{}
-	if json.Unmarshal(b, &raw) != nil {
-		return nil
-	}
-	v := Progress(raw)
-	if staterec.CheckProgress(staterec.Progress(v)) == nil {
-		*p = v
-	}
-	return nil
+	var v staterec.Progress
+	err := v.UnmarshalJSON(b) // staterec.Progress.UnmarshalJSON: the same rules
+	*p = Progress(v)
+	return err
 }
 
 // ReportProgress records the progress of the task a handler's ctx belongs

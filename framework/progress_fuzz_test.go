@@ -24,9 +24,9 @@ func FuzzRecordProgressJSON(f *testing.F) {
 		if err != nil {
 			t.Skip(err)
 		}
-		got := rec.appendJSON(nil)
+		got := wireJSON(&rec)
 		if !bytes.Equal(got, want) {
-			t.Fatalf("appendJSON:\n got %s\nwant %s", got, want)
+			t.Fatalf("AppendJSON:\n got %s\nwant %s", got, want)
 		}
 		var back TaskRecord
 		if err := json.Unmarshal(got, &back); err != nil {

@@ -85,6 +85,20 @@ type TaskRecord struct {
 	Revision uint64 `json:"-"`
 }
 
+// taskRecord converts a record read back (internal/taskstate) to its
+// public form; nil stays nil.
+func taskRecord(r *staterec.Record) *TaskRecord {
+	if r == nil {
+		return nil
+	}
+	prio, _ := streams.ParsePriority(r.Priority) // a record read back names a valid one
+	return &TaskRecord{ID: r.ID, Type: r.Type, Priority: prio, State: TaskState(r.State),
+		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Error: r.Error, Schedule: r.Schedule, Sequence: r.Sequence,
+		EnqueuedAt: r.EnqueuedAt, ScheduledFor: r.ScheduledFor, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		NextAttemptAt: r.NextAttemptAt, UpdatedAt: r.UpdatedAt, Progress: Progress(r.Progress), Result: r.Result,
+		Revision: r.Revision}
+}
+
 // DecodeResult decodes the record's result into v.
 func (r *TaskRecord) DecodeResult(v any) error {
 	if len(r.Result) == 0 {
@@ -187,9 +201,6 @@ func ensureBuckets(ctx context.Context, js jetstream.JetStream, o *options) erro
 	return topology.EnsureRetention(ctx, js, o.names, o.stateTTL, o.effectsTTL)
 }
 
-// stateKey maps a task ID to its KV key (see staterec.Key).
-func stateKey(id string) string { return staterec.Key(id) }
-
 // newStateWriter returns the writer of task records of names' state bucket.
 func newStateWriter(nc *nats.Conn, names streams.Names, log *slog.Logger) (*staterec.Writer, error) {
 	sw, err := staterec.NewWriter(nc, names.StateBucket(), DefaultMaxPending, log)
@@ -228,18 +239,4 @@ func SetResult(ctx context.Context, v any) error {
 	}
 	t.stateOf().Result = data
 	return nil
-}
-
-// appendJSON appends the record as JSON, byte for byte what encoding/json
-// produces (staterec.Record.AppendJSON).
-func (r *TaskRecord) appendJSON(b []byte) []byte {
-	prio := "normal"
-	if r.Priority.Valid() {
-		prio = r.Priority.String()
-	}
-	rec := staterec.Record{ID: r.ID, Type: r.Type, Priority: prio, State: string(r.State),
-		Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Error: r.Error, Schedule: r.Schedule, Sequence: r.Sequence,
-		EnqueuedAt: r.EnqueuedAt, ScheduledFor: r.ScheduledFor, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-		NextAttemptAt: r.NextAttemptAt, UpdatedAt: r.UpdatedAt, Progress: staterec.Progress(r.Progress), Result: r.Result}
-	return rec.AppendJSON(b)
 }

@@ -92,29 +92,11 @@ func decodePayload(codec Codec, t *Task, v any) error {
 	return decodeWith(codec, codec.Unmarshal, t, v)
 }
 
-// decodeWith decodes t's payload into v with unmarshal, a method of codec.
+// decodeWith decodes t's payload into v with unmarshal, a method of codec
+// (taskmsg.Decode), or returns the *DecodeError of a payload it cannot.
 func decodeWith(codec Codec, unmarshal func([]byte, any) error, t *Task, v any) error {
-	if pb, ok := v.(*[]byte); ok {
-		*pb = t.Payload
-		return nil
-	}
-	enc := truncate(t.Header(HeaderEncoding), 64) // from the wire: bounded before it reaches an error text
-	name := codec.Name()
-	if enc == taskmsg.EncodingRaw && name != taskmsg.EncodingRaw {
-		return &DecodeError{TaskType: t.Type, Encoding: enc,
-			Err: fmt.Errorf("payload is raw bytes; only a []byte payload can receive it")}
-	}
-	if enc != "" && enc != taskmsg.EncodingRaw && enc != name {
-		return &DecodeError{TaskType: t.Type, Encoding: enc,
-			Err: fmt.Errorf("payload was encoded with codec %q but the worker uses %q", enc, name)}
-	}
-	if len(t.Payload) == 0 {
-		return nil // zero value
-	}
-	if err := unmarshal(t.Payload, v); err != nil {
-		if enc == "" {
-			enc = name
-		}
+	enc, err := taskmsg.Decode(codec, unmarshal, t.Header(HeaderEncoding), t.Payload, v)
+	if err != nil {
 		return &DecodeError{TaskType: t.Type, Encoding: enc, Err: err}
 	}
 	return nil

@@ -2,17 +2,9 @@ package framework
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/jetflow-io/jetflow/internal/natserr"
-	"github.com/jetflow-io/jetflow/internal/staterec"
-	"github.com/jetflow-io/jetflow/streams"
+	"github.com/jetflow-io/jetflow/internal/taskstate"
 )
 
 // Awaited marks the task so that the worker running it writes its final
@@ -90,47 +82,13 @@ func (e *TaskFailedError) Unwrap() error {
 // It creates the state bucket if it does not exist yet (see
 // [EnsureBuckets]). It is safe for concurrent use.
 func (c *Client) Wait(ctx context.Context, id string) (*TaskRecord, error) {
-	if err := streams.ValidateID(id); err != nil {
-		return nil, fmt.Errorf("framework: wait for task %q: %w", id, err)
+	ensure := func(ctx context.Context) error { return ensureBuckets(ctx, c.js, c.opts) }
+	got, err := taskstate.New(c.nc, c.js, c.names, ensure).Wait(ctx, id)
+	rec := taskRecord(got)
+	if err != nil || rec.State == StateSucceeded {
+		return rec, err
 	}
-	kv, err := c.stateBucket(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("framework: wait for task %s: %w", id, err)
-	}
-	// A reconnection (a server restarted, or another one of the cluster)
-	// starts a new watch at once (see staterec.Wait).
-	reconnected := c.nc.StatusChanged(nats.CONNECTED)
-	defer c.nc.RemoveStatusListener(reconnected)
-	var last *TaskRecord
-	err = staterec.Wait(ctx, kv, stateKey(id), reconnected, func(data []byte, revision uint64) (final, ok bool) {
-		var rec TaskRecord
-		if err := json.Unmarshal(data, &rec); err != nil || rec.ID != id || !knownState(rec.State) {
-			return false, false
-		}
-		rec.Revision = revision
-		last = &rec
-		return rec.State.Final(), true
-	})
-	var start *staterec.StartError
-	var bad *staterec.BadRecordError
-	switch {
-	case err == nil:
-	case errors.As(err, &start):
-		return nil, fmt.Errorf("framework: wait for task %s: %w", id, c.waitErr(ctx, start.Err))
-	case errors.As(err, &bad):
-		return nil, fmt.Errorf("framework: wait for task %s: %s", id, bad)
-	case errors.Is(err, staterec.ErrWatchEnded):
-		return last, fmt.Errorf("framework: wait for task %s: the watch ended: %w", id, c.waitErr(ctx, ErrNotConnected))
-	case last == nil: // ctx ended
-		return nil, fmt.Errorf("framework: wait for task %s: %w: no state record of it appeared (an unknown ID, a task not started yet, or one that writes no record: enqueue it with Awaited): %w",
-			id, ErrNotFound, err)
-	default:
-		return last, fmt.Errorf("framework: wait for task %s: still %s (attempt %d): %w", id, last.State, last.Attempt, err)
-	}
-	if last.State == StateSucceeded {
-		return last, nil
-	}
-	return last, &TaskFailedError{ID: id, State: last.State, Attempt: last.Attempt, LastError: last.Error}
+	return rec, &TaskFailedError{ID: id, State: rec.State, Attempt: rec.Attempt, LastError: rec.Error}
 }
 
 // WaitResult waits for task id like [Client.Wait] and decodes its result
@@ -147,44 +105,4 @@ func WaitResult[T any](ctx context.Context, c *Client, id string) (T, error) {
 		return v, fmt.Errorf("framework: result of task %s: %w", id, err)
 	}
 	return v, nil
-}
-
-// knownState reports whether s is one of the states a record can hold.
-func knownState(s TaskState) bool { return staterec.Known(string(s)) }
-
-// stateBucket returns the state bucket, creating it (with the default
-// retention, the task stream's storage and replicas) when it does not
-// exist yet: Wait may start before any worker did.
-func (c *Client) stateBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := c.js.KeyValue(ctx, c.names.StateBucket())
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return kv, c.waitErr(ctx, err)
-	}
-	if err := ensureBuckets(ctx, c.js, c.opts); err != nil {
-		return nil, fmt.Errorf("state bucket %s does not exist and could not be created: %w", c.names.StateBucket(), c.waitErr(ctx, err))
-	}
-	kv, err = c.js.KeyValue(ctx, c.names.StateBucket())
-	return kv, c.waitErr(ctx, err)
-}
-
-// waitErr adds ErrNotConnected to err when the client's connection is
-// closed, and says what a request of the state bucket's stream that got no
-// answer may mean: a user not allowed to watch it gets none (the server
-// refuses the request without answering it).
-func (c *Client) waitErr(_ context.Context, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case c.nc.IsClosed() && !errors.Is(err, ErrNotConnected):
-		return fmt.Errorf("%w: %w", ErrNotConnected, err)
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || natserr.NoResponse(err):
-		stream := "KV_" + c.names.StateBucket()
-		hint := ""
-		if le := c.nc.LastError(); errors.Is(le, nats.ErrPermissionViolation) && strings.Contains(le.Error(), stream) {
-			hint = " (" + le.Error() + ")"
-		}
-		return fmt.Errorf("%w: the state bucket's stream did not answer%s; waiting needs its user to be allowed $JS.API.STREAM.INFO.%s, $JS.API.CONSUMER.CREATE.%s.> and $JS.FC.%s.>",
-			err, hint, stream, stream, stream)
-	}
-	return err
 }

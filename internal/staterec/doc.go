@@ -13,8 +13,9 @@
 // for one), the rules saying which task types are tracked and which
 // records an attempt writes ([TrackedTypes], [StartOf], [FinishOf]), the
 // wait for a task's final record ([Wait]: a watch of its key, started
-// again on each reconnection), and the record's JSON encoding without
-// reflection ([Record.AppendJSON]). The public record type
-// (framework.TaskRecord) stays in framework, which converts it to a
-// [Record] to write it.
+// again on each reconnection), and the record's JSON: its encoding
+// without reflection ([Record.AppendJSON]) and its decoding ([Decode]).
+// The public record type (framework.TaskRecord) stays in framework, which
+// builds the [Record]s it writes and converts those read back
+// (internal/taskstate) into TaskRecords.
 package staterec

@@ -19,6 +19,9 @@ type Record struct {
 	NextAttemptAt, UpdatedAt  time.Time
 	Progress                  Progress // the zero value: none
 	Result                    []byte   // raw JSON
+	// Revision is the record's KV revision when it was read; it is not
+	// stored.
+	Revision uint64
 }
 
 // AppendJSON appends r as JSON, byte for byte what encoding/json produces

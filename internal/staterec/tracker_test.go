@@ -17,16 +17,19 @@ import (
 // Key maps IDs to KV keys one to one, keeping generated IDs as they are.
 func TestKey(t *testing.T) {
 	cases := map[string]string{
-		"01HZX9abc_-":   "01HZX9abc_-",
-		"a:b":           "a=3Ab",
-		"=":             "=3D",
-		"a=3Ab":         "a=3D3Ab",
-		"":              "=",
-		"é":             "=C3=A9",
-		"a b\n":         "a=20b=0A",
-		"x.y*>":         "x=2Ey=2A=3E",
-		"\x00\xff":      "=00=FF",
-		"cron:daily:20": "cron=3Adaily=3A20",
+		"01HZX9abc_-":                   "01HZX9abc_-",
+		"a:b":                           "a=3Ab",
+		"=":                             "=3D",
+		"a=3Ab":                         "a=3D3Ab",
+		"":                              "=",
+		"é":                             "=C3=A9",
+		"a b\n":                         "a=20b=0A",
+		"x.y*>":                         "x=2Ey=2A=3E",
+		"\x00\xff":                      "=00=FF",
+		"cron:daily:20":                 "cron=3Adaily=3A20",
+		"a=b":                           "a=3Db",
+		"a.b":                           "a=2Eb",
+		"cron-nightly-20260101T000000Z": "cron-nightly-20260101T000000Z",
 	}
 	for id, want := range cases {
 		if got := Key(id); got != want {
