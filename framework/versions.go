@@ -1,8 +1,6 @@
 package framework
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/fleet"
-	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
 
@@ -190,22 +187,15 @@ func (w *Worker) checkPayloadVersion(p *pending) bool {
 }
 
 // versionBack stores p's task as a one-shot schedule due at due that fires
-// it into its queue again, with the hand-back headers of d. The schedule
-// is deduplicated by the delivered message's sequence, so a redelivery of
-// the same message stores it once. A task that cannot fire from a
-// schedule (an ordered task, a cron tick) gets an error: it is redelivered
-// instead.
+// it into its queue again, with the hand-back headers of d
+// (fleet.HandBackTask). The schedule is deduplicated by the delivered
+// message's sequence, so a redelivery of the same message stores it once.
+// A task that cannot fire from a schedule (an ordered task, a cron tick)
+// gets an error: it is redelivered instead.
 func (w *Worker) versionBack(p *pending, d fleet.HandBack, due time.Time) error {
 	t := &p.task
-	if p.tt.cfg.ordering != nil || t.Header(HeaderOrderingKey) != "" {
-		return errors.New("an ordered task stays in its key's queue")
-	}
-	if taskmsg.ReservedID(t.ID) {
-		return fmt.Errorf("task ID %s cannot be a delayed task's", t.ID)
-	}
-	ctx, cancel := jsapi.WithTimeout(w.hardCtx)
-	defer cancel()
-	return fleet.StoreHandBack(ctx, w.js, w.names.ScheduleStream(), &taskmsg.HandBack{
+	ordered := p.tt.cfg.ordering != nil || t.Header(HeaderOrderingKey) != ""
+	return fleet.HandBackTask(w.hardCtx, w.js, w.names.ScheduleStream(), ordered, &taskmsg.HandBack{
 		Subject: w.names.ScheduleSubject(t.ID), Target: w.names.FiredSubject(t.Priority, t.Type),
 		ID: t.ID, Sequence: t.Sequence, Due: due, Header: t.Headers, Data: t.Payload,
 		EnqueuedAt: t.EnqueuedAt, Since: d.Since, Refusals: d.Next()})
@@ -216,13 +206,5 @@ func (w *Worker) versionBack(p *pending, d fleet.HandBack, due time.Time) error 
 func (w *Worker) newVersionGate() {
 	g := &w.versions
 	g.Grace, g.Interval = w.opts.versionGrace, w.opts.fleet.interval
-	g.List = func() (*fleet.Listing, error) {
-		ctx, cancel := context.WithTimeout(w.hardCtx, 5*time.Second)
-		defer cancel()
-		return fleetRules.List(ctx, w.js, w.names.WorkersBucket())
-	}
-	g.ListFailed = func(typ string, v int, err error) {
-		w.log.Warn("jetflow could not read the worker registry to find a worker for a payload version; dead-lettering after the grace",
-			slog.String(LogKeyTaskType, typ), slog.Int("version", v), slog.Any(LogKeyError, err))
-	}
+	g.Watch(w.hardCtx, w.js, w.names.WorkersBucket(), fleetRules, w.log)
 }
