@@ -7,7 +7,6 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/staterec"
-	"github.com/jetflow-io/jetflow/streams"
 )
 
 // How clients and workers write task state records (internal/staterec):
@@ -59,19 +58,13 @@ func (w *Worker) prepareState(ctx context.Context, _ *Worker) error {
 	for i, tt := range w.order {
 		types[i] = staterec.TypeSetting{Name: tt.name, Tracking: tt.cfg.stateTracking}
 	}
-	tracked := staterec.TrackedTypes(types, w.opts.stateEnabled)
-	var ensure func(context.Context) error
-	if len(tracked) == 0 {
-		// Once creates the effects bucket when first used.
-		ensure = func(ctx context.Context) error { return ensureBuckets(ctx, w.js, w.opts) }
-	} else if err := ensureBuckets(ctx, w.js, w.opts); err != nil {
-		return err
-	}
-	sw, err := newStateWriter(w.nc, w.names, w.log)
+	tr, err := staterec.Prepare(ctx, types, w.opts.stateEnabled, w.opts.stateRunningAfter,
+		func(ctx context.Context) error { return ensureBuckets(ctx, w.js, w.opts) },
+		func() (*staterec.Writer, error) { return newStateWriter(w.nc, w.names, w.log) })
 	if err != nil {
 		return err
 	}
-	w.tracker = staterec.NewTracker(sw, w.opts.stateRunningAfter, tracked, ensure)
+	w.tracker = tr
 	return nil
 }
 
@@ -159,9 +152,6 @@ func (t *Task) stateOf() *staterec.Attempt {
 // stateRouted writes the "dead" record of a task this worker's router or
 // reconciler dead-lettered (staterec.Tracker.Routed).
 func (w *Worker) stateRouted(rt deadletter.RoutedTask) {
-	if w.tracker == nil || streams.ValidateID(rt.TaskID) != nil {
-		return
-	}
 	rec := staterec.Record{ID: rt.TaskID, Type: rt.Type, Priority: rt.Priority, Attempt: rt.Deliveries,
 		MaxAttempts: rt.Deliveries, Sequence: rt.Seq}
 	w.tracker.Routed(rec, rt.Header.Get(HeaderAwaited) != "", rt.Error)
