@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -171,4 +172,17 @@ func (c *Checker) findIn(ctx context.Context, names streams.Names) ([]Subject, e
 		}
 	}
 	return out, nil
+}
+
+// LogTo makes c log on log, at Warn, each subject it finds stranded and
+// each check that fails (its Stranded and Failed).
+func (c *Checker) LogTo(log *slog.Logger) {
+	c.Stranded = func(s Subject) {
+		log.Warn("jetflow tasks of a type this worker serves wait on a subject no consumer reads; they will never run",
+			slog.String("task_type", s.Type), slog.String("subject", s.Subject), slog.Uint64("tasks", s.Tasks),
+			slog.String("why", s.Why))
+	}
+	c.Failed = func(err error) {
+		log.Warn("jetflow worker could not look for stranded tasks", slog.Any("error", err))
+	}
 }
