@@ -117,26 +117,20 @@ func (w *Worker) stateStarted(ctx context.Context, t *Task) {
 	}
 }
 
+// endStates are the record states of an attempt's [Action]; a task
+// failed for good is "dead" when it was dead-lettered.
+var endStates = [...]string{ActionAck: staterec.Succeeded, ActionRetry: staterec.Retrying, ActionFail: staterec.Failed}
+
 // stateFinished writes the record of an attempt's outcome, when
 // staterec.Tracker.End says it gets one. The final record of an awaited
 // task, or of an untracked one, is confirmed by the server.
 func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
-	if w.tracker == nil {
+	if w.tracker == nil || int(o.Action) >= len(endStates) || endStates[o.Action] == "" {
 		return
 	}
-	out := staterec.Outcome{Took: o.Took, Delay: o.Delay}
-	switch o.Action {
-	case ActionAck:
-		out.State = staterec.Succeeded
-	case ActionRetry:
-		out.State = staterec.Retrying
-	case ActionFail:
-		out.State = staterec.Failed
-		if o.DeadLettered {
-			out.State = staterec.Dead
-		}
-	default:
-		return
+	out := staterec.Outcome{State: endStates[o.Action], Took: o.Took, Delay: o.Delay}
+	if o.Action == ActionFail && o.DeadLettered {
+		out.State = staterec.Dead
 	}
 	w.tracker.End(record(t), t.Header(HeaderAwaited) != "", t.state, out, o.Err)
 }

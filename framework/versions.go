@@ -3,7 +3,6 @@ package framework
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"time"
 
@@ -62,26 +61,23 @@ func PayloadVersion(v int) EnqueueOption {
 // payload implements [VersionedArgs].
 func AcceptVersions(versions ...int) HandlerOption {
 	return func(c *handlerConfig) error {
-		if len(versions) == 0 || len(versions) > fleet.MaxVersions {
-			return fmt.Errorf("%w: AcceptVersions takes 1 to %d versions, got %d", ErrInvalidOption, fleet.MaxVersions, len(versions))
+		vs, err := fleet.AcceptList(versions)
+		if err != nil {
+			return invalidOption(err)
 		}
-		for _, v := range versions {
-			if err := checkVersion(v); err != nil {
-				return err
-			}
-		}
-		vs := slices.Clone(versions)
-		slices.Sort(vs)
-		c.versions = slices.Compact(vs)
+		c.versions = vs
 		return nil
 	}
 }
 
-func checkVersion(v int) error {
-	if v < 1 || v > MaxPayloadVersion {
-		return fmt.Errorf("%w: payload version %d, want 1 to %d", ErrInvalidOption, v, MaxPayloadVersion)
+func checkVersion(v int) error { return invalidOption(fleet.CheckVersion(v)) }
+
+// invalidOption returns err wrapped in [ErrInvalidOption], nil for nil.
+func invalidOption(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 }
 
 // PayloadVersion returns the task's payload version ([HeaderPayloadVersion]):
@@ -113,14 +109,8 @@ func versionOf[T any]() (int, bool) {
 	return v, true
 }
 
-// upTo returns the versions 1 to v.
-func upTo(v int) []int {
-	out := make([]int, v)
-	for i := range out {
-		out[i] = i + 1
-	}
-	return out
-}
+// upTo returns the versions 1 to v (fleet.UpTo).
+func upTo(v int) []int { return fleet.UpTo(v) }
 
 // payloadVersionHeader returns the version header value an enqueue of
 // payload with cfg stamps, "" for none.
