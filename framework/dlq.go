@@ -52,8 +52,7 @@ func WithDeadLetterRouter(enabled bool) WorkerOption {
 // partition's core runs the reconciler of its stream. Partitions added
 // while the worker runs (Worker.growPartitions) get theirs then.
 type dlqExt struct {
-	w     *Worker
-	cores *deadletter.Cores
+	cores *deadletter.Cores[streams.Names]
 }
 
 // installDeadLetters installs the dead-letter extension unless
@@ -64,11 +63,13 @@ func (w *Worker) installDeadLetters() {
 		return
 	}
 	ttl, every := cmp.Or(o.errorTTL, DefaultErrorRetention), cmp.Or(o.reconcileEvery, DefaultReconcileInterval)
-	x := &dlqExt{w: w, cores: deadletter.NewCores(w.deadLetterCore(w.names), streams.MaxPartitions, ttl, every)}
+	x := &dlqExt{cores: deadletter.NewCores(w.names, w.deadLetterCore, streams.MaxPartitions, ttl, every)}
 	e := extension{
-		Plugin:     Plugin{Name: "dead-letters", Finished: x.finished, Prepare: x.prepare},
+		Plugin: Plugin{Name: "dead-letters", Finished: x.finished,
+			// The streams, the errors bucket, the cores of further partitions.
+			Prepare: func(ctx context.Context, w *Worker) error { return x.cores.Prepare(ctx, w.partitions()[1:]) }},
 		deadLetter: x.deadLetter,
-		grown:      x.grow,
+		grown:      func(ctx context.Context, _ *Worker, parts []streams.Names) error { return x.cores.Grow(ctx, parts) },
 	}
 	if !o.routerDisabled {
 		e.Service = func(ctx context.Context, _ *Worker) { x.cores.Run(ctx) }
@@ -83,26 +84,6 @@ func (w *Worker) deadLetterCore(names streams.Names) *deadletter.Core {
 	c.Routed = w.stateRouted // state_tracking.go
 	c.AckErrors = &w.stats.ackErrors
 	return c
-}
-
-// prepare checks the streams, creates the errors bucket, and sets up a
-// core for each further task partition.
-func (x *dlqExt) prepare(ctx context.Context, w *Worker) error {
-	return x.cores.Prepare(ctx, x.coresOf(w.partitions()[1:]))
-}
-
-// grow adds the cores of the partitions of parts, checking their streams.
-func (x *dlqExt) grow(ctx context.Context, _ *Worker, parts []streams.Names) error {
-	return x.cores.Grow(ctx, x.coresOf(parts))
-}
-
-// coresOf returns new cores of the partitions of parts.
-func (x *dlqExt) coresOf(parts []streams.Names) []*deadletter.Core {
-	cores := make([]*deadletter.Core, len(parts))
-	for i, names := range parts {
-		cores[i] = x.w.deadLetterCore(names)
-	}
-	return cores
 }
 
 // finished records a failed attempt that will be retried.

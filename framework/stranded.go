@@ -37,15 +37,7 @@ type StrandedSubject struct {
 // before the first check and when nothing is stranded. Safe to call at any
 // time from any goroutine.
 func (w *Worker) Stranded() []StrandedSubject {
-	found := w.strandCheck.Found()
-	if found == nil {
-		return nil
-	}
-	out := make([]StrandedSubject, len(found))
-	for i, s := range found {
-		out[i] = StrandedSubject(s)
-	}
-	return out
+	return stranded.FoundAs(&w.strandCheck, func(s stranded.Subject) StrandedSubject { return StrandedSubject(s) })
 }
 
 // startStrandedCheck runs the first check (internal/stranded), then, in a

@@ -25,19 +25,27 @@ func TestCores(t *testing.T) {
 		topo.TaskStream = stream
 		return topo
 	}
-	second := NewCore(first.nc, js, topoOf("JETFLOW_TASKS_1"), discard())
-	x := NewCores(first, 4, time.Hour, time.Hour)
-	if err := x.Prepare(t.Context(), []*Core{second}); err == nil {
+	made := map[string]*Core{}
+	newCore := func(stream string) *Core {
+		if stream == "JETFLOW_TASKS" {
+			return first
+		}
+		c := NewCore(first.nc, js, topoOf(stream), discard())
+		made[stream] = c
+		return c
+	}
+	x := NewCores("JETFLOW_TASKS", newCore, 4, time.Hour, time.Hour)
+	if err := x.Prepare(t.Context(), []string{"JETFLOW_TASKS_1"}); err == nil {
 		t.Fatal("Prepare with a missing task stream succeeded")
 	}
 	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "JETFLOW_TASKS_1", Subjects: []string{"p1.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := x.Prepare(t.Context(), []*Core{second}); err != nil {
+	if err := x.Prepare(t.Context(), []string{"JETFLOW_TASKS_1"}); err != nil {
 		t.Fatal(err)
 	}
-	third := NewCore(first.nc, js, topoOf("JETFLOW_TASKS_2"), discard())
-	if err := x.Grow(t.Context(), []*Core{third}); err == nil {
+	second := made["JETFLOW_TASKS_1"]
+	if err := x.Grow(t.Context(), []string{"JETFLOW_TASKS_2"}); err == nil {
 		t.Fatal("Grow with a missing task stream succeeded")
 	}
 	for stream, want := range map[string]*Core{"JETFLOW_TASKS": first, "JETFLOW_TASKS_1": second, "JETFLOW_TASKS_2": first, "OTHER": first} {

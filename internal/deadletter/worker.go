@@ -47,26 +47,30 @@ func (c *Core) Run(ctx context.Context, reconcileEvery time.Duration) {
 }
 
 // Cores are a worker's dead-letter cores, one per task partition
-// ([Partitions]), with the worker's settings. Of is safe for concurrent
-// use with Grow; Prepare and Grow are called by one goroutine at a time.
-type Cores struct {
+// ([Partitions]), with the worker's settings; P names a task partition
+// (streams.Names), and New returns the core of one. Of is safe for
+// concurrent use with Grow; Prepare and Grow are called by one goroutine
+// at a time.
+type Cores[P any] struct {
 	first *Core
 	parts *Partitions
+	New   func(P) *Core
 	// errorTTL is how long the errors bucket keeps a failed attempt;
 	// reconcileEvery how often the reconcilers look.
 	errorTTL, reconcileEvery time.Duration
 }
 
-// NewCores returns the cores of a worker whose first partition's core is
-// first, with at most max partitions, keeping failed attempts for errorTTL
-// and reconciling every reconcileEvery.
-func NewCores(first *Core, max int, errorTTL, reconcileEvery time.Duration) *Cores {
-	return &Cores{first: first, parts: NewPartitions(first, max), errorTTL: errorTTL, reconcileEvery: reconcileEvery}
+// NewCores returns the cores of a worker whose first partition is first,
+// with at most max partitions, keeping failed attempts for errorTTL and
+// reconciling every reconcileEvery.
+func NewCores[P any](first P, newCore func(P) *Core, max int, errorTTL, reconcileEvery time.Duration) *Cores[P] {
+	c := newCore(first)
+	return &Cores[P]{first: c, parts: NewPartitions(c, max), New: newCore, errorTTL: errorTTL, reconcileEvery: reconcileEvery}
 }
 
 // Prepare is the worker's start-up step: the first core's ([Core.Prepare]),
-// then [Cores.Grow] with the cores of the further partitions.
-func (x *Cores) Prepare(ctx context.Context, more []*Core) error {
+// then [Cores.Grow] with the further partitions more.
+func (x *Cores[P]) Prepare(ctx context.Context, more []P) error {
 	if err := x.first.Prepare(ctx, x.errorTTL); err != nil {
 		return err
 	}
@@ -75,8 +79,9 @@ func (x *Cores) Prepare(ctx context.Context, more []*Core) error {
 
 // Grow adds the cores of further partitions, checking that their task
 // streams exist.
-func (x *Cores) Grow(ctx context.Context, cores []*Core) error {
-	for _, c := range cores {
+func (x *Cores[P]) Grow(ctx context.Context, parts []P) error {
+	for _, p := range parts {
+		c := x.New(p)
 		if _, err := c.Stream(ctx, c.topo.TaskStream); err != nil {
 			return err
 		}
@@ -87,7 +92,7 @@ func (x *Cores) Grow(ctx context.Context, cores []*Core) error {
 
 // Of returns the core of a task stream, the first partition's for a
 // stream of no partition added.
-func (x *Cores) Of(stream string) *Core {
+func (x *Cores[P]) Of(stream string) *Core {
 	if c := x.parts.Of(stream); c != nil {
 		return c
 	}
@@ -96,7 +101,7 @@ func (x *Cores) Of(stream string) *Core {
 
 // Run runs the router and the reconcilers until ctx ends
 // ([Partitions.Run]).
-func (x *Cores) Run(ctx context.Context) { x.parts.Run(ctx, x.reconcileEvery) }
+func (x *Cores[P]) Run(ctx context.Context) { x.parts.Run(ctx, x.reconcileEvery) }
 
 // ReasonOf returns the reason of the record of a task its worker
 // terminates for cause: [ReasonInvalid] when cause wraps corrupt,

@@ -72,6 +72,20 @@ func (c *Checker) Found() []Subject {
 	return nil
 }
 
+// FoundAs returns c's latest findings ([Checker.Found]) converted by conv
+// (to a public type of the same fields): nil when Found is.
+func FoundAs[T any](c *Checker, conv func(Subject) T) []T {
+	found := c.Found()
+	if found == nil {
+		return nil
+	}
+	out := make([]T, len(found))
+	for i, s := range found {
+		out[i] = conv(s)
+	}
+	return out
+}
+
 // Loop checks every interval, in the calling goroutine, until ctx ends
 // (the first check is the caller's, with Check).
 func (c *Checker) Loop(ctx context.Context, every time.Duration) {

@@ -64,11 +64,15 @@ func TestCheckerFindsAndReportsOnce(t *testing.T) {
 		Unread: unreadNonNormal(names), Missing: errMissing,
 		Stranded: func(s stranded.Subject) { reported = append(reported, s.Subject) },
 		Failed:   func(err error) { t.Errorf("check failed: %v", err) }}
-	if c.Found() != nil {
+	if c.Found() != nil || stranded.FoundAs(c, func(s stranded.Subject) stranded.Subject { return s }) != nil {
 		t.Fatal("findings before the first check")
 	}
 	c.Check(ctx)
 	found := c.Found()
+	type public stranded.Subject
+	if as := stranded.FoundAs(c, func(s stranded.Subject) public { return public(s) }); len(as) != len(found) || as[0].Subject != found[0].Subject {
+		t.Errorf("FoundAs = %+v, want %+v", as, found)
+	}
 	if len(found) != 3 || len(reported) != 3 {
 		t.Fatalf("found %+v, reported %v, want the low subject of a and the ordered subjects of b", found, reported)
 	}
