@@ -2,7 +2,6 @@ package framework
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/delays"
@@ -36,21 +35,11 @@ func (w *Worker) installDelayMover() {
 	if w.opts.noDelayMover {
 		return
 	}
-	n := w.names
 	var reject func(context.Context, delays.Rejected) error
 	if !w.opts.deadLetters.disabled {
-		core := newDeadLetterCore(w.nc, w.js, n, w.log)
-		reject = func(ctx context.Context, r delays.Rejected) error {
-			a := deadletter.Attempt{Seq: r.Seq, Subject: r.Subject,
-				Header: r.Header, Payload: r.Data, ID: r.ID, Type: r.Type, Priority: r.Priority, Attempt: r.Deliveries}
-			if r.Conflict {
-				a.Cause = fmt.Errorf("delayed task: %w", r.Cause)
-				return core.WriteConflict(ctx, n.DelayStream(), a)
-			}
-			a.Cause = fmt.Errorf("%w: delayed task: %w", ErrCorruptTask, r.Cause)
-			return core.WriteRejected(ctx, n.DelayStream(), a)
-		}
+		core := deadletter.NewCore(w.nc, w.js, topology.DeadLetterTopology(w.names), w.log)
+		reject = core.RejectDelayed(w.names.DelayStream(), ErrCorruptTask)
 	}
-	w.mover = delays.New(w.nc, w.js, topology.DelayTopology(n), w.log, reject)
+	w.mover = delays.New(w.nc, w.js, topology.DelayTopology(w.names), w.log, reject)
 	w.addExtension(extension{Plugin: Plugin{Name: "delay-mover", Service: func(ctx context.Context, _ *Worker) { w.mover.Run(ctx) }}})
 }

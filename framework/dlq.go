@@ -1,12 +1,10 @@
 package framework
 
 import (
+	"cmp"
 	"context"
-	"errors"
-	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/deadletter"
@@ -48,13 +46,13 @@ func WithDeadLetterRouter(enabled bool) WorkerOption {
 	return workerOnly(func(o *options) error { o.deadLetters.routerDisabled = !enabled; return nil })
 }
 
-// dlqExt is a worker's dead-letter extension.
+// dlqExt is a worker's dead-letter extension, on the cores of its task
+// partitions (deadletter.Cores): one router reads the advisories of all of
+// them and routes each on the core of its task's own partition; each
+// partition's core runs the reconciler of its stream. Partitions added
+// while the worker runs (Worker.growPartitions) get theirs then.
 type dlqExt struct {
-	w    *Worker
-	core *deadletter.Core // of the first task partition
-	opts deadLetterOptions
-	// parts are the cores of every task partition (dlq_partitions.go).
-	parts *deadletter.Partitions
+	cores *deadletter.Cores[streams.Names]
 }
 
 // installDeadLetters installs the dead-letter extension unless
@@ -64,15 +62,17 @@ func (w *Worker) installDeadLetters() {
 	if o.disabled {
 		return
 	}
-	x := &dlqExt{w: w, core: w.deadLetterCore(w.names), opts: o}
-	x.parts = deadletter.NewPartitions(x.core, streams.MaxPartitions)
+	ttl, every := cmp.Or(o.errorTTL, DefaultErrorRetention), cmp.Or(o.reconcileEvery, DefaultReconcileInterval)
+	x := &dlqExt{cores: deadletter.NewCores(w.names, w.deadLetterCore, streams.MaxPartitions, ttl, every)}
 	e := extension{
-		Plugin:     Plugin{Name: "dead-letters", Finished: x.finished, Prepare: x.prepare},
+		Plugin: Plugin{Name: "dead-letters", Finished: x.finished,
+			// The streams, the errors bucket, the cores of further partitions.
+			Prepare: func(ctx context.Context, w *Worker) error { return x.cores.Prepare(ctx, w.partitions()[1:]) }},
 		deadLetter: x.deadLetter,
-		grown:      x.grow,
+		grown:      func(ctx context.Context, _ *Worker, parts []streams.Names) error { return x.cores.Grow(ctx, parts) },
 	}
 	if !o.routerDisabled {
-		e.Service = x.service
+		e.Service = func(ctx context.Context, _ *Worker) { x.cores.Run(ctx) }
 	}
 	w.addExtension(e)
 }
@@ -80,64 +80,27 @@ func (w *Worker) installDeadLetters() {
 // deadLetterCore returns the dead-letter core of one task partition,
 // reporting routed tasks and acknowledgement errors to the worker.
 func (w *Worker) deadLetterCore(names streams.Names) *deadletter.Core {
-	c := newDeadLetterCore(w.nc, w.js, names, w.log)
+	c := deadletter.NewCore(w.nc, w.js, topology.DeadLetterTopology(names), w.log)
 	c.Routed = w.stateRouted // state_tracking.go
 	c.AckErrors = &w.stats.ackErrors
 	return c
 }
 
-// prepare checks the streams, creates the errors bucket, and sets up a
-// core for each further task partition (dlq_partitions.go).
-func (x *dlqExt) prepare(ctx context.Context, w *Worker) error {
-	ttl := x.opts.errorTTL
-	if ttl == 0 {
-		ttl = DefaultErrorRetention
-	}
-	if err := x.core.Prepare(ctx, ttl); err != nil {
-		return err
-	}
-	return x.grow(ctx, w, w.partitions()[1:])
-}
-
 // finished records a failed attempt that will be retried.
 func (x *dlqExt) finished(_ context.Context, t *Task, o Outcome) {
 	if o.Action == ActionRetry {
-		x.coreOf(t).RecordFailure(attemptOf(t, "", o.Err))
+		x.cores.Of(t.Stream).RecordFailure(attemptOf(t, "", o.Err))
 	}
 }
 
 // deadLetter writes the record of a task the worker is about to terminate.
 func (x *dlqExt) deadLetter(ctx context.Context, t *Task, msg jetstream.Msg, cause error) error {
-	reason := deadletter.ReasonMaxDeliveries
-	switch {
-	case errors.Is(cause, ErrCorruptTask):
-		reason = deadletter.ReasonInvalid
-	case errors.Is(cause, ErrDecode):
-		reason = deadletter.ReasonDecode
-	case errors.Is(cause, ErrVersion):
-		reason = deadletter.ReasonVersion
-	case IsPermanent(cause):
-		reason = deadletter.ReasonPermanent
-	}
-	return x.coreOf(t).WriteFromWorker(ctx, attemptOf(t, msg.Subject(), cause), reason, t.Logger())
+	reason := deadletter.ReasonOf(cause, IsPermanent(cause), ErrCorruptTask, ErrDecode, ErrVersion)
+	return x.cores.Of(t.Stream).WriteFromWorker(ctx, attemptOf(t, msg.Subject(), cause), reason, t.Logger())
 }
 
 // attemptOf describes the failed attempt of t for the dead-letter core.
 func attemptOf(t *Task, subject string, cause error) deadletter.Attempt {
 	return deadletter.Attempt{Seq: t.Sequence, Subject: subject, Header: t.Headers, Payload: t.Payload,
 		ID: t.ID, Type: t.Type, Priority: t.Priority.String(), Attempt: t.Attempt, Cause: cause}
-}
-
-// newDeadLetterCore returns the dead-letter core of names' topology.
-func newDeadLetterCore(nc *nats.Conn, js jetstream.JetStream, names streams.Names, log *slog.Logger) *deadletter.Core {
-	return deadletter.NewCore(nc, js, topology.DeadLetterTopology(names), log)
-}
-
-// service runs the router and the reconciler until ctx ends.
-func (x *dlqExt) service(ctx context.Context, _ *Worker) {
-	every := x.opts.reconcileEvery
-	if every == 0 {
-		every = DefaultReconcileInterval
-	}
-	x.parts.Run(ctx, every)
 }

@@ -3,7 +3,6 @@ package framework
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"time"
 
@@ -92,47 +91,29 @@ func (w *Worker) installFleet() {
 	if f.interval == 0 {
 		f.interval = DefaultRegistryInterval
 	}
-	host, err := os.Hostname()
-	if err != nil || len(host) > fleet.MaxTextLen {
-		host = "unknown"
-	}
 	w.newVersionGate() // versions.go
-	w.addExtension(extension{Plugin: Plugin{
-		Name: "registry",
-		Service: func(ctx context.Context, w *Worker) {
-			w.announce(ctx, host)
-		},
-	}})
+	w.addExtension(extension{Plugin: Plugin{Name: "registry", Service: w.announce}})
 }
 
-// announce ensures the registry bucket and writes the worker's record
-// every interval until ctx ends, then deletes it.
-func (w *Worker) announce(ctx context.Context, host string) {
-	ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err := fleet.EnsureBucket(ectx, w.js, w.names.WorkersBucket(), w.names.TaskStream())
-	cancel()
-	if err != nil && ctx.Err() == nil {
-		w.log.Warn("jetflow worker registry: bucket not ensured; the worker is not listed until it exists",
-			slog.String("bucket", w.names.WorkersBucket()), slog.Any(LogKeyError, err))
-	}
-	a := &fleet.Announcer{JS: w.js, Bucket: w.names.WorkersBucket(), Interval: w.opts.fleet.interval,
-		Rules: fleetRules, Log: w.log, Snapshot: func() fleet.Record { return w.fleetRecord(host) }}
-	a.Run(ctx)
-}
-
-// fleetRecord is the worker's registry record now.
-func (w *Worker) fleetRecord(host string) fleet.Record {
-	rec := fleet.Record{ID: w.opts.fleet.id, Host: host, PID: os.Getpid(), Version: w.opts.fleet.version,
-		Concurrency: w.opts.concurrency, Started: w.startedAt().UTC(), Types: make([]fleet.Serves, 0, len(w.order))}
-	rec.Busy = min(w.sched.NumRunning(), rec.Concurrency)
+// announce writes the worker's registry record every interval until ctx
+// ends, then deletes it (fleet.Service).
+func (w *Worker) announce(ctx context.Context, _ *Worker) {
+	self := fleet.Record{ID: w.opts.fleet.id, Host: fleet.Hostname(), PID: os.Getpid(), Version: w.opts.fleet.version,
+		Concurrency: w.opts.concurrency, Types: make([]fleet.Serves, 0, len(w.order))}
 	for _, tt := range w.order {
 		s := fleet.Serves{Type: tt.name, Concurrency: tt.cfg.concurrency, Versions: tt.cfg.versions}
 		for _, p := range tt.cfg.priorities {
 			s.Priorities = append(s.Priorities, p.String())
 		}
-		rec.Types = append(rec.Types, s)
+		self.Types = append(self.Types, s)
 	}
-	rec.Refused = w.versions.Refused.Snapshot()
-	rec.Lanes = w.heldLanes() // lanes.go
-	return rec
+	s := &fleet.Service{JS: w.js, Bucket: w.names.WorkersBucket(), TaskStream: w.names.TaskStream(),
+		Interval: w.opts.fleet.interval, Rules: fleetRules, Log: w.log, Self: self,
+		Now: func(rec *fleet.Record) {
+			rec.Started = w.startedAt().UTC()
+			rec.Busy = min(w.sched.NumRunning(), rec.Concurrency)
+			rec.Refused = w.versions.Refused.Snapshot()
+			rec.Lanes = w.heldLanes() // lanes.go
+		}}
+	s.Run(ctx)
 }

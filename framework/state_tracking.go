@@ -7,7 +7,6 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/deadletter"
 	"github.com/jetflow-io/jetflow/internal/staterec"
-	"github.com/jetflow-io/jetflow/streams"
 )
 
 // How clients and workers write task state records (internal/staterec):
@@ -59,19 +58,13 @@ func (w *Worker) prepareState(ctx context.Context, _ *Worker) error {
 	for i, tt := range w.order {
 		types[i] = staterec.TypeSetting{Name: tt.name, Tracking: tt.cfg.stateTracking}
 	}
-	tracked := staterec.TrackedTypes(types, w.opts.stateEnabled)
-	var ensure func(context.Context) error
-	if len(tracked) == 0 {
-		// Once creates the effects bucket when first used.
-		ensure = func(ctx context.Context) error { return ensureBuckets(ctx, w.js, w.opts) }
-	} else if err := ensureBuckets(ctx, w.js, w.opts); err != nil {
-		return err
-	}
-	sw, err := newStateWriter(w.nc, w.names, w.log)
+	tr, err := staterec.Prepare(ctx, types, w.opts.stateEnabled, w.opts.stateRunningAfter,
+		func(ctx context.Context) error { return ensureBuckets(ctx, w.js, w.opts) },
+		func() (*staterec.Writer, error) { return newStateWriter(w.nc, w.names, w.log) })
 	if err != nil {
 		return err
 	}
-	w.tracker = staterec.NewTracker(sw, w.opts.stateRunningAfter, tracked, ensure)
+	w.tracker = tr
 	return nil
 }
 
@@ -124,26 +117,20 @@ func (w *Worker) stateStarted(ctx context.Context, t *Task) {
 	}
 }
 
+// endStates are the record states of an attempt's [Action]; a task
+// failed for good is "dead" when it was dead-lettered.
+var endStates = [...]string{ActionAck: staterec.Succeeded, ActionRetry: staterec.Retrying, ActionFail: staterec.Failed}
+
 // stateFinished writes the record of an attempt's outcome, when
 // staterec.Tracker.End says it gets one. The final record of an awaited
 // task, or of an untracked one, is confirmed by the server.
 func (w *Worker) stateFinished(_ context.Context, t *Task, o Outcome) {
-	if w.tracker == nil {
+	if w.tracker == nil || int(o.Action) >= len(endStates) || endStates[o.Action] == "" {
 		return
 	}
-	out := staterec.Outcome{Took: o.Took, Delay: o.Delay}
-	switch o.Action {
-	case ActionAck:
-		out.State = staterec.Succeeded
-	case ActionRetry:
-		out.State = staterec.Retrying
-	case ActionFail:
-		out.State = staterec.Failed
-		if o.DeadLettered {
-			out.State = staterec.Dead
-		}
-	default:
-		return
+	out := staterec.Outcome{State: endStates[o.Action], Took: o.Took, Delay: o.Delay}
+	if o.Action == ActionFail && o.DeadLettered {
+		out.State = staterec.Dead
 	}
 	w.tracker.End(record(t), t.Header(HeaderAwaited) != "", t.state, out, o.Err)
 }
@@ -159,9 +146,6 @@ func (t *Task) stateOf() *staterec.Attempt {
 // stateRouted writes the "dead" record of a task this worker's router or
 // reconciler dead-lettered (staterec.Tracker.Routed).
 func (w *Worker) stateRouted(rt deadletter.RoutedTask) {
-	if w.tracker == nil || streams.ValidateID(rt.TaskID) != nil {
-		return
-	}
 	rec := staterec.Record{ID: rt.TaskID, Type: rt.Type, Priority: rt.Priority, Attempt: rt.Deliveries,
 		MaxAttempts: rt.Deliveries, Sequence: rt.Seq}
 	w.tracker.Routed(rec, rt.Header.Get(HeaderAwaited) != "", rt.Error)

@@ -2,7 +2,6 @@ package framework
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/stranded"
@@ -38,15 +37,7 @@ type StrandedSubject struct {
 // before the first check and when nothing is stranded. Safe to call at any
 // time from any goroutine.
 func (w *Worker) Stranded() []StrandedSubject {
-	found := w.strandCheck.Found()
-	if found == nil {
-		return nil
-	}
-	out := make([]StrandedSubject, len(found))
-	for i, s := range found {
-		out[i] = StrandedSubject(s)
-	}
-	return out
+	return stranded.FoundAs(&w.strandCheck, func(s stranded.Subject) StrandedSubject { return StrandedSubject(s) })
 }
 
 // startStrandedCheck runs the first check (internal/stranded), then, in a
@@ -67,15 +58,8 @@ func (w *Worker) startStrandedCheck(startCtx, svcCtx context.Context) {
 	*c = stranded.Checker{JS: w.js, NC: w.nc, Streams: w.partitions, Missing: ErrTopologyMissing,
 		Unread: func(subject string) (string, string) { return stranded.Unread(w.names, subject, served) },
 		Before: w.checkPartitionCount, // partitions.go
-		Stranded: func(s stranded.Subject) {
-			w.log.Warn("jetflow tasks of a type this worker serves wait on a subject no consumer reads; they will never run",
-				slog.String(LogKeyTaskType, s.Type), slog.String("subject", s.Subject), slog.Uint64("tasks", s.Tasks),
-				slog.String("why", s.Why))
-		},
-		Failed: func(err error) {
-			w.log.Warn("jetflow worker could not look for stranded tasks", slog.Any(LogKeyError, err))
-		},
 	}
+	c.LogTo(w.log)
 	c.Check(startCtx)
 	w.services.Go(func() { c.Loop(svcCtx, every) })
 }

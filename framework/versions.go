@@ -1,16 +1,11 @@
 package framework
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
-	"github.com/jetflow-io/jetflow/internal/enqueue"
 	"github.com/jetflow-io/jetflow/internal/fleet"
-	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 )
 
@@ -65,26 +60,23 @@ func PayloadVersion(v int) EnqueueOption {
 // payload implements [VersionedArgs].
 func AcceptVersions(versions ...int) HandlerOption {
 	return func(c *handlerConfig) error {
-		if len(versions) == 0 || len(versions) > fleet.MaxVersions {
-			return fmt.Errorf("%w: AcceptVersions takes 1 to %d versions, got %d", ErrInvalidOption, fleet.MaxVersions, len(versions))
+		vs, err := fleet.AcceptList(versions)
+		if err != nil {
+			return invalidOption(err)
 		}
-		for _, v := range versions {
-			if err := checkVersion(v); err != nil {
-				return err
-			}
-		}
-		vs := slices.Clone(versions)
-		slices.Sort(vs)
-		c.versions = slices.Compact(vs)
+		c.versions = vs
 		return nil
 	}
 }
 
-func checkVersion(v int) error {
-	if err := enqueue.CheckVersion(v); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidOption, err)
+func checkVersion(v int) error { return invalidOption(fleet.CheckVersion(v)) }
+
+// invalidOption returns err wrapped in [ErrInvalidOption], nil for nil.
+func invalidOption(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%w: %w", ErrInvalidOption, err)
 }
 
 // PayloadVersion returns the task's payload version ([HeaderPayloadVersion]):
@@ -116,14 +108,8 @@ func versionOf[T any]() (int, bool) {
 	return v, true
 }
 
-// upTo returns the versions 1 to v.
-func upTo(v int) []int {
-	out := make([]int, v)
-	for i := range out {
-		out[i] = i + 1
-	}
-	return out
-}
+// upTo returns the versions 1 to v (fleet.UpTo).
+func upTo(v int) []int { return fleet.UpTo(v) }
 
 // checkPayloadVersion hands p back when its type declares versions and
 // p's is not among them, or fails it when its version header is invalid
@@ -173,22 +159,15 @@ func (w *Worker) checkPayloadVersion(p *pending) bool {
 }
 
 // versionBack stores p's task as a one-shot schedule due at due that fires
-// it into its queue again, with the hand-back headers of d. The schedule
-// is deduplicated by the delivered message's sequence, so a redelivery of
-// the same message stores it once. A task that cannot fire from a
-// schedule (an ordered task, a cron tick) gets an error: it is redelivered
-// instead.
+// it into its queue again, with the hand-back headers of d
+// (fleet.HandBackTask). The schedule is deduplicated by the delivered
+// message's sequence, so a redelivery of the same message stores it once.
+// A task that cannot fire from a schedule (an ordered task, a cron tick)
+// gets an error: it is redelivered instead.
 func (w *Worker) versionBack(p *pending, d fleet.HandBack, due time.Time) error {
 	t := &p.task
-	if p.tt.cfg.ordering != nil || t.Header(HeaderOrderingKey) != "" {
-		return errors.New("an ordered task stays in its key's queue")
-	}
-	if taskmsg.ReservedID(t.ID) {
-		return fmt.Errorf("task ID %s cannot be a delayed task's", t.ID)
-	}
-	ctx, cancel := jsapi.WithTimeout(w.hardCtx)
-	defer cancel()
-	return fleet.StoreHandBack(ctx, w.js, w.names.ScheduleStream(), &taskmsg.HandBack{
+	ordered := p.tt.cfg.ordering != nil || t.Header(HeaderOrderingKey) != ""
+	return fleet.HandBackTask(w.hardCtx, w.js, w.names.ScheduleStream(), ordered, &taskmsg.HandBack{
 		Subject: w.names.ScheduleSubject(t.ID), Target: w.names.FiredSubject(t.Priority, t.Type),
 		ID: t.ID, Sequence: t.Sequence, Due: due, Header: t.Headers, Data: t.Payload,
 		EnqueuedAt: t.EnqueuedAt, Since: d.Since, Refusals: d.Next()})
@@ -199,13 +178,5 @@ func (w *Worker) versionBack(p *pending, d fleet.HandBack, due time.Time) error 
 func (w *Worker) newVersionGate() {
 	g := &w.versions
 	g.Grace, g.Interval = w.opts.versionGrace, w.opts.fleet.interval
-	g.List = func() (*fleet.Listing, error) {
-		ctx, cancel := context.WithTimeout(w.hardCtx, 5*time.Second)
-		defer cancel()
-		return fleetRules.List(ctx, w.js, w.names.WorkersBucket())
-	}
-	g.ListFailed = func(typ string, v int, err error) {
-		w.log.Warn("jetflow could not read the worker registry to find a worker for a payload version; dead-lettering after the grace",
-			slog.String(LogKeyTaskType, typ), slog.Int("version", v), slog.Any(LogKeyError, err))
-	}
+	g.Watch(w.hardCtx, w.js, w.names.WorkersBucket(), fleetRules, w.log)
 }

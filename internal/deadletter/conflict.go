@@ -2,7 +2,10 @@ package deadletter
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/jetflow-io/jetflow/internal/delays"
 )
 
 // WriteConflict writes the record of a delayed task of stream (the delay
@@ -27,4 +30,21 @@ func (c *Core) writeRefused(ctx context.Context, stream string, a Attempt, reaso
 		lastErr: a.Cause.Error(), lastErrAttempt: a.Attempt, lastFailure: now, deadAt: now,
 	}))
 	return err
+}
+
+// RejectDelayed returns the mover's writer of the records of delayed tasks
+// it rejects from stream, the delay stream ([delays.Rejected]): a conflict
+// with [Core.WriteConflict], anything else with [Core.WriteRejected] and a
+// cause wrapping corrupt.
+func (c *Core) RejectDelayed(stream string, corrupt error) func(context.Context, delays.Rejected) error {
+	return func(ctx context.Context, r delays.Rejected) error {
+		a := Attempt{Seq: r.Seq, Subject: r.Subject, Header: r.Header, Payload: r.Data,
+			ID: r.ID, Type: r.Type, Priority: r.Priority, Attempt: r.Deliveries}
+		if r.Conflict {
+			a.Cause = fmt.Errorf("delayed task: %w", r.Cause)
+			return c.WriteConflict(ctx, stream, a)
+		}
+		a.Cause = fmt.Errorf("%w: delayed task: %w", corrupt, r.Cause)
+		return c.WriteRejected(ctx, stream, a)
+	}
 }

@@ -18,7 +18,10 @@
 //     ([Core.RunReconciler], [Core.Reconcile]), which finds max-delivered
 //     tasks whose advisory was lost, run together by [Core.Run]. Both
 //     route a task the same way (record, mark dead, delete from the task
-//     stream), idempotently.
+//     stream), idempotently;
+//   - a worker's cores, one per task partition ([Cores], on [Partitions]),
+//     the reason of the record it writes for a task ([ReasonOf]), and the
+//     records of the delayed tasks its mover rejects ([Core.RejectDelayed]).
 //
 // Names of streams and subjects come in a [Topology], filled by framework
 // and dlq from streams.Names.

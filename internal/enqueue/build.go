@@ -182,7 +182,7 @@ func (b *Builder) version(cfg *Config, payload any) (string, error) {
 			return "", nil
 		}
 		v = a.PayloadVersion()
-		if err := CheckVersion(v); err != nil {
+		if err := fleet.CheckVersion(v); err != nil {
 			return "", fmt.Errorf("%w: %w (%T.PayloadVersion)", b.ErrInvalid, err, payload)
 		}
 	}

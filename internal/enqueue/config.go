@@ -2,10 +2,8 @@ package enqueue
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
-	"github.com/jetflow-io/jetflow/internal/fleet"
 	"github.com/jetflow-io/jetflow/internal/unique"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -66,13 +64,4 @@ func Apply[O ~func(*Config) error](opts []O) (Config, error) {
 		}
 	}
 	return *cfg, nil
-}
-
-// CheckVersion reports a payload version outside 1 to
-// fleet.MaxPayloadVersion. Callers wrap the error with their sentinel.
-func CheckVersion(v int) error {
-	if v < 1 || v > fleet.MaxPayloadVersion {
-		return fmt.Errorf("payload version %d, want 1 to %d", v, fleet.MaxPayloadVersion)
-	}
-	return nil
 }

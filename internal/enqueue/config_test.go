@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/jetflow-io/jetflow/internal/fleet"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -48,18 +47,6 @@ func TestSetHeader(t *testing.T) {
 	c.SetHeader("A", "3")
 	if len(c.Headers) != 2 || c.Headers["A"] != "3" || c.Headers["B"] != "2" {
 		t.Errorf("headers %v, want A=3 B=2", c.Headers)
-	}
-}
-
-func TestCheckVersion(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		v  int
-		ok bool
-	}{{-1, false}, {0, false}, {1, true}, {fleet.MaxPayloadVersion, true}, {fleet.MaxPayloadVersion + 1, false}} {
-		if err := CheckVersion(tc.v); (err == nil) != tc.ok {
-			t.Errorf("CheckVersion(%d) = %v, want ok %v", tc.v, err, tc.ok)
-		}
 	}
 }
 

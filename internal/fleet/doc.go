@@ -29,6 +29,10 @@
 // of its last write. The bucket's MaxAge ([BucketMaxAge]) bounds what a
 // record written without a TTL (by another tool) can live.
 //
+// A worker runs a [Service], which ensures the bucket and announces it; its
+// payload-version [Gate] reads the registry ([Gate.Watch]) and a task it
+// hands back is stored as a one-shot schedule ([HandBackTask]).
+//
 // The package knows nothing of workers or task types: the caller gives it
 // the bucket name, a snapshot function and the rules for task types and
 // priorities. It imports neither streams nor framework.

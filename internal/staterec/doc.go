@@ -8,7 +8,7 @@
 // record per [ProgressInterval], the latest value winning), the rules a
 // progress obeys when reported and when read back ([CheckProgress]), the
 // records a client writes after an enqueue ([Writer.Enqueued]) and a worker
-// as attempts start and end ([Tracker]: "running" after a delay, the
+// as attempts start and end ([Tracker], set up by [Prepare]: "running" after a delay, the
 // outcome's record, and the final record of an untracked task that asked
 // for one), the rules saying which task types are tracked and which
 // records an attempt writes ([TrackedTypes], [StartOf], [FinishOf]), the

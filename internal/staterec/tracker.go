@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/internal/textcut"
 )
 
@@ -214,9 +215,10 @@ func (tr *Tracker) End(rec Record, awaited bool, a *Attempt, o Outcome, err erro
 // dead-lettered (its own worker died on the last delivery, or could not
 // settle it), when its type is tracked or it was awaited: otherwise its
 // record would stay "running", and a wait on it would last until its
-// deadline. rec's ID must be valid.
+// deadline. Nothing is written for an ID that is not valid ([taskmsg.SafeID]:
+// the task came from the wire) nor by a nil Tracker.
 func (tr *Tracker) Routed(rec Record, awaited bool, cause string) {
-	if !tr.Tracked(rec.Type) && !awaited {
+	if tr == nil || !taskmsg.SafeID(rec.ID) || !tr.Tracked(rec.Type) && !awaited {
 		return
 	}
 	tr.Finished(rec, nil, Outcome{State: Dead, Error: textcut.Cut(cause, MaxError)}, true)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -69,6 +70,20 @@ func (c *Checker) Found() []Subject {
 		return slices.Clone(*p)
 	}
 	return nil
+}
+
+// FoundAs returns c's latest findings ([Checker.Found]) converted by conv
+// (to a public type of the same fields): nil when Found is.
+func FoundAs[T any](c *Checker, conv func(Subject) T) []T {
+	found := c.Found()
+	if found == nil {
+		return nil
+	}
+	out := make([]T, len(found))
+	for i, s := range found {
+		out[i] = conv(s)
+	}
+	return out
 }
 
 // Loop checks every interval, in the calling goroutine, until ctx ends
@@ -171,4 +186,17 @@ func (c *Checker) findIn(ctx context.Context, names streams.Names) ([]Subject, e
 		}
 	}
 	return out, nil
+}
+
+// LogTo makes c log on log, at Warn, each subject it finds stranded and
+// each check that fails (its Stranded and Failed).
+func (c *Checker) LogTo(log *slog.Logger) {
+	c.Stranded = func(s Subject) {
+		log.Warn("jetflow tasks of a type this worker serves wait on a subject no consumer reads; they will never run",
+			slog.String("task_type", s.Type), slog.String("subject", s.Subject), slog.Uint64("tasks", s.Tasks),
+			slog.String("why", s.Why))
+	}
+	c.Failed = func(err error) {
+		log.Warn("jetflow worker could not look for stranded tasks", slog.Any("error", err))
+	}
 }

@@ -1,8 +1,11 @@
 package stranded_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -61,11 +64,15 @@ func TestCheckerFindsAndReportsOnce(t *testing.T) {
 		Unread: unreadNonNormal(names), Missing: errMissing,
 		Stranded: func(s stranded.Subject) { reported = append(reported, s.Subject) },
 		Failed:   func(err error) { t.Errorf("check failed: %v", err) }}
-	if c.Found() != nil {
+	if c.Found() != nil || stranded.FoundAs(c, func(s stranded.Subject) stranded.Subject { return s }) != nil {
 		t.Fatal("findings before the first check")
 	}
 	c.Check(ctx)
 	found := c.Found()
+	type public stranded.Subject
+	if as := stranded.FoundAs(c, func(s stranded.Subject) public { return public(s) }); len(as) != len(found) || as[0].Subject != found[0].Subject {
+		t.Errorf("FoundAs = %+v, want %+v", as, found)
+	}
 	if len(found) != 3 || len(reported) != 3 {
 		t.Fatalf("found %+v, reported %v, want the low subject of a and the ordered subjects of b", found, reported)
 	}
@@ -98,5 +105,34 @@ func TestCheckerWithoutStream(t *testing.T) {
 	c.Check(context.Background())
 	if !errors.Is(failed, errMissing) || c.Found() != nil {
 		t.Fatalf("failed %v, found %v; want %v and nothing", failed, c.Found(), errMissing)
+	}
+}
+
+// A checker that logs warns once per stranded subject, and of a failed
+// check.
+func TestCheckerLogs(t *testing.T) {
+	nc, js := testutil.JetStream(t, testutil.RunServer(t))
+	ctx := t.Context()
+	names := streams.MustNames("jf")
+	var logs bytes.Buffer
+	c := &stranded.Checker{JS: js, NC: nc, Streams: func() []streams.Names { return []streams.Names{names} },
+		Unread: unreadNonNormal(names), Missing: errMissing}
+	c.LogTo(slog.New(slog.NewTextHandler(&logs, nil)))
+	c.Check(ctx)
+	if !strings.Contains(logs.String(), "could not look for stranded tasks") {
+		t.Errorf("no warning of the failed check: %s", logs.String())
+	}
+	if _, err := streams.Ensure(ctx, js, streams.Config{Prefix: "jf"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, names.TaskSubject(streams.PriorityLow, "a"), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	logs.Reset()
+	c.Check(ctx)
+	c.Check(ctx)
+	if out := logs.String(); strings.Count(out, "wait on a subject no consumer reads") != 1 ||
+		!strings.Contains(out, "task_type=a") || !strings.Contains(out, "why=\"not served\"") {
+		t.Errorf("logs: %s", out)
 	}
 }

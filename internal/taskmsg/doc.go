@@ -1,8 +1,9 @@
 // Package taskmsg owns the wire format of a task: the headers jetflow sets
 // on task messages, how a task message is built ([Build]) and sized
 // ([Size]), how its payload is encoded ([Encode]) and decoded ([Decode]),
-// and how a task's identity is read back from a stored message
-// ([ID], [Fire]), whoever reads it: the worker for each delivery, the
+// and how a task's identity is read back from a stored message ([ID],
+// [Fire]; on delivery with its due time, [DeliveredID] and [CheckDue]),
+// whoever reads it: the worker for each delivery, the
 // dead-letter router and reconciler for a task the server gave up on, the
 // dead-letter operations for a replay.
 //
