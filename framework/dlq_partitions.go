@@ -10,8 +10,8 @@ import (
 // Dead letters of every task partition (deadletter.Partitions): one router
 // reads the advisories of all of them and routes each on the core of its
 // task's own partition; each partition's core runs the reconciler of its
-// stream. Partitions added while the worker runs (Worker.growPartitions)
-// get theirs then.
+// stream. Partitions added while the worker runs
+// (intake.Stage.CheckPartitions) get theirs then.
 
 // grow adds the cores of the partitions of parts, checking their streams.
 func (x *dlqExt) grow(ctx context.Context, w *Worker, parts []streams.Names) error {

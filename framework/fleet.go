@@ -124,7 +124,7 @@ func (w *Worker) announce(ctx context.Context, host string) {
 func (w *Worker) fleetRecord(host string) fleet.Record {
 	rec := fleet.Record{ID: w.opts.fleet.id, Host: host, PID: os.Getpid(), Version: w.opts.fleet.version,
 		Concurrency: w.opts.concurrency, Started: w.startedAt().UTC(), Types: make([]fleet.Serves, 0, len(w.order))}
-	rec.Busy = min(w.sched.NumRunning(), rec.Concurrency)
+	rec.Busy = min(w.in.NumRunning(), rec.Concurrency)
 	for _, tt := range w.order {
 		s := fleet.Serves{Type: tt.name, Concurrency: tt.cfg.concurrency, Versions: tt.cfg.versions}
 		for _, p := range tt.cfg.priorities {
@@ -133,6 +133,6 @@ func (w *Worker) fleetRecord(host string) fleet.Record {
 		rec.Types = append(rec.Types, s)
 	}
 	rec.Refused = w.versions.Refused.Snapshot()
-	rec.Lanes = w.heldLanes() // lanes.go
+	rec.Lanes = w.in.HeldLanes() // internal/intake
 	return rec
 }

@@ -66,7 +66,7 @@ func (w *Worker) startStrandedCheck(startCtx, svcCtx context.Context) {
 	}
 	*c = stranded.Checker{JS: w.js, NC: w.nc, Streams: w.partitions, Missing: ErrTopologyMissing,
 		Unread: func(subject string) (string, string) { return stranded.Unread(w.names, subject, served) },
-		Before: w.checkPartitionCount, // partitions.go
+		Before: w.in.CheckPartitions, // partitions added (internal/intake)
 		Stranded: func(s stranded.Subject) {
 			w.log.Warn("jetflow tasks of a type this worker serves wait on a subject no consumer reads; they will never run",
 				slog.String(LogKeyTaskType, s.Type), slog.String("subject", s.Subject), slog.Uint64("tasks", s.Tasks),
