@@ -50,7 +50,7 @@ func WithDeadLetterRouter(enabled bool) WorkerOption {
 // partitions (deadletter.Cores): one router reads the advisories of all of
 // them and routes each on the core of its task's own partition; each
 // partition's core runs the reconciler of its stream. Partitions added
-// while the worker runs (Worker.growPartitions) get theirs then.
+// while the worker runs (intake.Stage.CheckPartitions) get theirs then.
 type dlqExt struct {
 	cores *deadletter.Cores[streams.Names]
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/attempt"
+	"github.com/jetflow-io/jetflow/internal/intake"
 	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/settle"
 	"github.com/jetflow-io/jetflow/internal/taskctx"
@@ -19,18 +20,24 @@ import (
 // Execution: the executor (internal/attempt) runs every dispatched task's
 // attempts and settles them; the worker supplies the task's side of it
 // (execSide): the public Task, the handler call in its context, the
-// extensions' holds and hooks, and the message operations (delivery).
+// extensions' holds and hooks, and the message operations (delivery). The
+// intake (intake.go) answers for the task's slot and the tasks that follow
+// it (Next, Requeue, Withdraw, Reclaim, HandBack, Claim, Resumed,
+// Orphaned).
 
 // execSide is the worker as the executor sees it ([attempt.Worker]).
-type execSide Worker
+type execSide struct {
+	*intake.Stage[*typeRunner, taskState]
+	w *Worker
+}
 
 var _ attempt.Worker[*pending] = (*execSide)(nil)
 
 // newExecutor returns the worker's executor.
 func (w *Worker) newExecutor() *attempt.Executor[*pending] {
-	return attempt.New((*execSide)(w), attempt.Config{
+	return attempt.New(&execSide{Stage: w.in, w: w}, attempt.Config{
 		Ctx:  w.hardCtx,
-		Stop: w.stopFetch,
+		Stop: w.in.Stopped(),
 		Now: func() time.Time {
 			if w.wallHook != nil {
 				return w.wallHook()
@@ -48,34 +55,23 @@ func (w *Worker) newExecutor() *attempt.Executor[*pending] {
 	})
 }
 
-// Resumed reports whether p was parked (hold.go), and clears the mark.
-func (x *execSide) Resumed(p *pending) bool {
-	r := p.rerun
-	p.rerun = false
-	return r
-}
-
-// Orphaned reports whether p came from a lane this worker no longer holds
-// (lanes.go): held, it goes back for the lane's new owner.
-func (x *execSide) Orphaned(p *pending) bool { return p.lane != nil && !p.lane.Holds() }
-
 // Prepare fills p's task and fails it for good when its due time cannot be
 // trusted (rather than holding a slot until a bogus time); a payload
 // version the handler does not accept goes back to the queue, for a worker
 // that does (versions.go). The heartbeat sweeper keeps the task alive while
-// it waits for its time or runs (heartbeats.go).
+// it waits for its time or runs (internal/intake).
 func (x *execSide) Prepare(p *pending) (time.Time, bool) {
-	w := (*Worker)(x)
-	t := &p.task
+	w := x.w
+	t := &p.X.task
 	w.fillTask(t, p)
-	if err := checkDelivered(t, p.msg); err != nil {
-		w.bg.attempts.Settle(p, err, 0)
+	if err := checkDelivered(t, p.Msg); err != nil {
+		w.attempts.Settle(p, err, 0)
 		return time.Time{}, false
 	}
 	if w.checkPayloadVersion(p) {
 		return time.Time{}, false
 	}
-	p.base = taskCtx{Context: w.hardCtx, Key: taskctx.Key{}, Val: t}
+	p.X.base = taskCtx{Context: w.hardCtx, Key: taskctx.Key{}, Val: t}
 	return t.ScheduledFor, true
 }
 
@@ -84,34 +80,33 @@ func (x *execSide) Prepare(p *pending) (time.Time, bool) {
 // attempt's context is p's own; a rerun gets a fresh one, since a handler
 // may keep its context after it returned.
 func (x *execSide) Call(p *pending, first bool, start time.Time) error {
-	w := (*Worker)(x)
-	t := &p.task
+	s, t, tt := &p.X, &p.X.task, p.Type.Ext
 	if first {
-		p.ctx = &p.first
+		s.ctx = &s.first
 	} else {
-		p.ctx = new(handlerCtx)
+		s.ctx = new(handlerCtx)
 	}
-	ctx := p.ctx
-	ctx.Init(&p.base, taskctx.Key{}, t, start, p.tt.cfg.timeout, ErrHandlerTimeout) // Ended ends it
-	w.lastStart.Stamp(p.prio.Rank(), start)                                         // pullsize.go
-	w.emitStarted(ctx, t)
-	return p.tt.handler.Handle(ctx, t)
+	ctx := s.ctx
+	ctx.Init(&s.base, taskctx.Key{}, t, start, tt.cfg.timeout, ErrHandlerTimeout) // Ended ends it
+	x.Stamp(p, start)                                                             // for the pull sizes
+	x.w.emitStarted(ctx, t)
+	return tt.handler.Handle(ctx, t)
 }
 
 // Ended names a timeout as such, ends the attempt's context and records
-// the handler's time for the pull size (pullsize.go).
+// the handler's time for the pull size (intake.Type.Pace).
 func (x *execSide) Ended(p *pending, err error, took time.Duration) error {
-	if err != nil && p.ctx.TimedOut() && !errors.Is(err, ErrHandlerTimeout) {
-		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, p.tt.cfg.timeout, err)
+	if err != nil && p.X.ctx.TimedOut() && !errors.Is(err, ErrHandlerTimeout) {
+		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, p.Type.Ext.cfg.timeout, err)
 	}
-	p.ctx.End()
-	p.tt.pace.Observe(took)
+	p.X.ctx.End()
+	p.Type.Pace.Observe(took)
 	return err
 }
 
 // Panicked logs a handler's panic; its error wraps ErrPanic.
 func (x *execSide) Panicked(p *pending, r any, stack []byte) error {
-	p.task.Logger().Error("jetflow handler panicked", slog.Any("panic", r), slog.String("stack", string(stack)))
+	p.X.task.Logger().Error("jetflow handler panicked", slog.Any("panic", r), slog.String("stack", string(stack)))
 	return fmt.Errorf("%w: %v", ErrPanic, r)
 }
 
@@ -121,14 +116,22 @@ func (x *execSide) Hold(p *pending, err error) (time.Duration, bool) {
 	if IsPermanent(err) {
 		return 0, false
 	}
-	return (*Worker)(x).holdFor(&p.task, err)
+	return x.w.holdFor(&p.X.task, err)
+}
+
+// Lend logs the held task p and lends its slot (intake.Stage.LendSlot);
+// it returns the fetched task the slot was granted to, for the caller to
+// run in p's place (nil: none).
+func (x *execSide) Lend(p *pending, d time.Duration, cause error) *pending {
+	p.X.task.Logger().Info("jetflow task held in process", slog.Any(LogKeyError, cause), slog.Duration("rerun_in", d))
+	return x.LendSlot(p)
 }
 
 // Classify turns an attempt's error into the input of the settlement
 // decision, with the type's policy.
 func (x *execSide) Classify(p *pending, err error) (settle.Result, settle.Policy) {
-	pol := settle.Policy{MaxAttempts: p.task.MaxAttempts, Backoff: p.tt.backoff, DeadLetters: x.deadLetter != nil}
-	return classify(err, p.task.Attempt), pol
+	pol := settle.Policy{MaxAttempts: p.X.task.MaxAttempts, Backoff: p.Type.Ext.backoff, DeadLetters: x.w.deadLetter != nil}
+	return classify(err, p.X.task.Attempt), pol
 }
 
 // classify turns an attempt's error into the input of the settlement
@@ -145,30 +148,15 @@ func classify(err error, attempt int) settle.Result {
 	return r
 }
 
-// Claim claims p's settlement (handBack claims it too).
-func (x *execSide) Claim(p *pending) bool { return p.settled.CompareAndSwap(false, true) }
-
 // Delivery returns p's message operations.
 func (x *execSide) Delivery(p *pending) settle.Delivery { return (*delivery)(p) }
-
-// HandBack returns p to the server unfinished (handBack).
-func (x *execSide) HandBack(p *pending, why string) { (*Worker)(x).handBack(p, why) }
-
-// Next is takeBuffered's task, or else the one granted p's slot (fetch.go).
-func (x *execSide) Next(p *pending) *pending {
-	w := (*Worker)(x)
-	if q := w.takeBuffered(p); q != nil {
-		return q
-	}
-	return w.releaseNext(p)
-}
 
 // Settled logs what the settlement of p did and reports its outcome to the
 // extensions and the hooks (the executor counted it).
 func (x *execSide) Settled(p *pending, s attempt.Settlement) {
-	w := (*Worker)(x)
-	laneSettled(p, redelivered(s))
-	t, err := &p.task, s.Err
+	w := x.w
+	p.LaneSettled(intake.Redelivered(s))
+	t, err := &p.X.task, s.Err
 	o := Outcome{Err: err, Took: s.Took, Delay: s.Decision.Delay, Panicked: errors.Is(err, ErrPanic), DeadLettered: s.Carried.DeadLettered}
 	switch {
 	case s.Decision.Action == settle.HandBack:
@@ -192,8 +180,8 @@ func (x *execSide) Settled(p *pending, s attempt.Settlement) {
 		return
 	}
 	var ctx context.Context = w.hardCtx
-	if p.base.Context != nil {
-		ctx = &p.base
+	if p.X.base.Context != nil {
+		ctx = &p.X.base
 	}
 	w.emitFinished(ctx, t, o)
 }
@@ -202,31 +190,26 @@ func (x *execSide) Settled(p *pending, s attempt.Settlement) {
 // (settle.Delivery).
 type delivery pending
 
-func (d *delivery) Ack() error                             { p := (*pending)(d); return p.task.worker.ack(&p.task, p) }
-func (d *delivery) Nak() error                             { return d.msg.Nak() }
-func (d *delivery) NakWithDelay(delay time.Duration) error { return d.msg.NakWithDelay(delay) }
-func (d *delivery) TermWithReason(reason string) error     { return d.msg.TermWithReason(reason) }
-func (d *delivery) RetryDelay() time.Duration              { return d.tt.cfg.backoff.Delay(d.task.Attempt) }
+// Ack goes through the intake's acker (one goroutine writes the
+// executors' acks) for the worker's own deliveries.
+func (d *delivery) Ack() error {
+	t := &d.X.task
+	return t.worker.in.Ack((*pending)(d), t.Sequence)
+}
+func (d *delivery) Nak() error                             { return d.Msg.Nak() }
+func (d *delivery) NakWithDelay(delay time.Duration) error { return d.Msg.NakWithDelay(delay) }
+func (d *delivery) TermWithReason(reason string) error     { return d.Msg.TermWithReason(reason) }
+func (d *delivery) RetryDelay() time.Duration              { return d.Type.Ext.cfg.backoff.Delay(d.X.task.Attempt) }
 
 func (d *delivery) DeadLetter(cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return d.task.worker.deadLetter(ctx, &d.task, d.msg, cause)
+	return d.X.task.worker.deadLetter(ctx, &d.X.task, d.Msg, cause)
 }
 
 func (d *delivery) NotSent(op string, err error) {
-	p := (*pending)(d)
-	p.task.worker.ackFailed(p.task.worker.hardCtx, &p.task, p, op, err)
-}
-
-// ack acknowledges p's message: through the worker's acker for its own
-// deliveries (one goroutine writes the executors' acks, heartbeats.go),
-// directly otherwise.
-func (w *Worker) ack(t *Task, p *pending) error {
-	if pm, ok := p.msg.(*pull.Msg); ok && w.bg.acker != nil {
-		return w.bg.acker.Ack(pm, t.Sequence, p)
-	}
-	return p.msg.Ack()
+	t := &d.X.task
+	t.worker.ackFailed(t.worker.hardCtx, t, (*pending)(d), op, err)
 }
 
 // ackFailed logs and counts an Ack, Nak, InProgress or Term that could not
@@ -235,7 +218,7 @@ func (w *Worker) ack(t *Task, p *pending) error {
 func (w *Worker) ackFailed(ctx context.Context, t *Task, p *pending, op string, err error) {
 	w.stats.ackErrors.Add(1)
 	w.log.Error("jetflow could not "+op+" task; it will be redelivered after its ack wait",
-		slog.String(LogKeyTaskType, p.tt.name), slog.Any(LogKeyError, err))
+		slog.String(LogKeyTaskType, p.Type.Name), slog.Any(LogKeyError, err))
 	if t == nil {
 		t = w.newTask(p)
 	}
@@ -254,26 +237,27 @@ func (w *Worker) newTask(p *pending) *Task {
 
 // fillTask sets t from p's message.
 func (w *Worker) fillTask(t *Task, p *pending) {
+	msg := p.Msg
 	*t = Task{
-		Type:        p.tt.name,
-		Priority:    p.prio,
-		MaxAttempts: p.tt.cfg.maxAttempts,
-		Headers:     p.msg.Headers(),
-		Payload:     p.msg.Data(),
-		Stream:      w.parts.Load().StreamOf(p.msg.Subject()), // partitions.go
-		subject:     p.msg.Subject(),
+		Type:        p.Type.Name,
+		Priority:    p.Prio,
+		MaxAttempts: p.Type.MaxAttempts,
+		Headers:     msg.Headers(),
+		Payload:     msg.Data(),
+		Stream:      w.in.Partitions().StreamOf(msg.Subject()),
+		subject:     msg.Subject(),
 		Attempt:     1,
 		baseLogger:  w.log,
 		worker:      w,
 	}
-	if pm, ok := p.msg.(*pull.Msg); ok {
+	if pm, ok := msg.(*pull.Msg); ok {
 		// The worker's own deliveries: read without allocating.
 		if d, err := pm.Delivery(); err == nil {
 			t.Attempt = int(d.NumDelivered)
 			t.Sequence = d.StreamSeq
 			t.EnqueuedAt = d.Timestamp
 		}
-	} else if md, err := p.msg.Metadata(); err == nil {
+	} else if md, err := msg.Metadata(); err == nil {
 		t.Attempt = int(md.NumDelivered)
 		t.Sequence = md.Sequence.Stream
 		t.EnqueuedAt = md.Timestamp

@@ -6,15 +6,15 @@ import "time"
 // slot in w's dispatcher. Tests use it to make sure the dispatcher has a real
 // choice to make before a slot frees up.
 func (w *Worker) WaitingForTest(p Priority) int {
-	return w.sched.NumWaiting(p.Rank())
+	return w.in.NumWaiting(p.Rank())
 }
 
 // PullResizesForTest returns how many times the fetchers of taskType resized
-// their pulls (pullsize.go).
+// their pulls (internal/intake).
 func (w *Worker) PullResizesForTest(taskType string) uint64 {
 	for _, tt := range w.order {
 		if tt.name == taskType {
-			return tt.pace.Resizes()
+			return tt.in.Pace.Resizes()
 		}
 	}
 	return 0
@@ -29,18 +29,19 @@ func (w *Worker) SetYieldForTest(f func()) { w.yieldHook = f }
 func (w *Worker) SetWallClockForTest(f func() time.Time) { w.wallHook = f }
 
 // PullSizeAtForTest returns the batch the next pull request of (taskType,
-// prio) would ask for at now (pullsize.go); 0 for an unknown type.
+// prio) would ask for at now (internal/intake); 0 for an unknown type.
 func (w *Worker) PullSizeAtForTest(taskType string, prio Priority, now time.Time) int {
 	for _, tt := range w.order {
 		if tt.name == taskType {
-			return w.pullSizeAt(tt, prio, now)
+			return w.in.PullSize(&tt.in, prio, now)
 		}
 	}
 	return 0
 }
 
 // StartedDirectForTest returns how many tasks w started from a pull
-// buffer's subscription, without its fetch loop (fetch.go, startDirect).
+// buffer's subscription, without its fetch loop (internal/intake,
+// startDirect).
 func (w *Worker) StartedDirectForTest() uint64 { return w.stats.startedDirect.Load() }
 
 // SetAckTimeoutForTest shortens the wait of c's EnqueueMany and EnqueueSeq

@@ -87,7 +87,7 @@ type extension struct {
 	Plugin
 	// consumers runs at Start after prepare and returns further consumers
 	// to pull (ordered partitions) in the task partitions of parts; again
-	// for partitions added while the worker runs (partitions.go).
+	// for partitions added while the worker runs (intake.go).
 	consumers func(ctx context.Context, w *Worker, parts []streams.Names) ([]consumerSub, error)
 	// grown, when set, is told of task partitions added while the worker
 	// runs, before their consumers are pulled.

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetflow-io/jetflow/internal/topology"
+	"github.com/jetflow-io/jetflow/internal/intake"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -79,12 +79,14 @@ func FuzzTaskDecoding(f *testing.F) {
 			}
 		}
 		w := &Worker{names: streams.MustNames(""), log: slog.New(slog.DiscardHandler)}
-		w.parts.Store(topology.NewPartitionSet(w.names, streams.Layout{Partitions: 1, Ordered: 1}))
+		w.in = intake.New(intake.Config[*typeRunner, taskState]{Names: w.names}) // one partition
 		cfg, err := newHandlerConfig(1, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &pending{tt: &typeRunner{name: "fuzz.task", cfg: cfg}, msg: msg}
+		tt := &typeRunner{name: "fuzz.task", cfg: cfg}
+		w.addType(tt)
+		p := &pending{Type: &tt.in, Msg: msg}
 		task := w.newTask(p)
 		if err := streams.ValidateID(task.ID); err != nil {
 			t.Fatalf("task ID %q from the wire is not a valid ID: %v", task.ID, err)

@@ -111,9 +111,9 @@ func (w *Worker) announce(ctx context.Context, _ *Worker) {
 		Interval: w.opts.fleet.interval, Rules: fleetRules, Log: w.log, Self: self,
 		Now: func(rec *fleet.Record) {
 			rec.Started = w.startedAt().UTC()
-			rec.Busy = min(w.sched.NumRunning(), rec.Concurrency)
+			rec.Busy = min(w.in.NumRunning(), rec.Concurrency)
 			rec.Refused = w.versions.Refused.Snapshot()
-			rec.Lanes = w.heldLanes() // lanes.go
+			rec.Lanes = w.in.HeldLanes() // internal/intake
 		}}
 	s.Run(ctx)
 }

@@ -22,7 +22,7 @@ type handlerConfig struct {
 	ackWait     time.Duration
 	heartbeat   time.Duration
 	prefetch    int
-	prefetchSet bool // WithPrefetch: a fixed pull size (pullsize.go)
+	prefetchSet bool // WithPrefetch: a fixed pull size (internal/intake)
 	priorities  []Priority
 	middleware  []Middleware
 	// values are plugins' metadata (WithHandlerValue), by key.

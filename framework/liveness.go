@@ -56,7 +56,7 @@ func (w *Worker) startedAt() time.Time {
 // watchConnection closes w.connLost when the connection is closed for good
 // while the worker runs. It returns when the worker stops.
 func (w *Worker) watchConnection() {
-	if !liveness.WaitClosed(w.nc, w.stopFetch) {
+	if !liveness.WaitClosed(w.nc, w.in.Stopped()) {
 		return
 	}
 	w.log.Error("jetflow worker connection closed for good; stopping", slog.Any(LogKeyError, w.nc.LastError()))
@@ -76,7 +76,7 @@ func (w *Worker) errConnLost() error {
 func (w *Worker) watchStalls() {
 	limit := w.opts.stallLimit
 	running := func() bool { return w.state.Load() == workerRunning }
-	name, since, ok := w.health.Watch(w.stopFetch, limit, running, w.startedAt)
+	name, since, ok := w.health.Watch(w.in.Stopped(), limit, running, w.startedAt)
 	if !ok {
 		return
 	}

@@ -177,7 +177,7 @@ func orderedConsumers(ctx context.Context, w *Worker, parts []streams.Names) ([]
 				if err != nil {
 					return nil, err
 				}
-				subs = append(subs, consumerSub{tt: tt, prio: PriorityNormal, cons: cons, ensure: ensure})
+				subs = append(subs, consumerSub{Type: &tt.in, Prio: PriorityNormal, Cons: cons, Ensure: ensure})
 			}
 		}
 	}
@@ -209,7 +209,7 @@ func (w *Worker) laneConsumers(ctx context.Context, tt *typeRunner, parts []stre
 			if err != nil {
 				return nil, err
 			}
-			subs = append(subs, consumerSub{tt: tt, prio: PriorityNormal, cons: cons, ensure: ensure, lane: true, part: names.PartitionIndex()})
+			subs = append(subs, consumerSub{Type: &tt.in, Prio: PriorityNormal, Cons: cons, Ensure: ensure, Lane: true, Part: names.PartitionIndex()})
 		}
 	}
 	return subs, nil

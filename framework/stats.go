@@ -58,7 +58,8 @@ type workerStats struct {
 	// hand-backs in HandedBack.
 	attempt.Counters
 	ackErrors, hookPanics, pullsLost atomic.Uint64
-	// startedDirect counts tasks started from the subscription (startDirect).
+	// startedDirect counts tasks started from the subscription
+	// (internal/intake, startDirect).
 	startedDirect atomic.Uint64
 	// versionsBack counts tasks handed back for their payload version.
 	versionsBack, versionsRedelivered atomic.Uint64
@@ -66,7 +67,7 @@ type workerStats struct {
 
 // Stats returns a snapshot of the worker's counters.
 func (w *Worker) Stats() Stats {
-	running := w.sched.NumRunning()
+	running := w.in.NumRunning()
 	s := Stats{
 		Started:             w.stats.Started.Load(),
 		Succeeded:           w.stats.Succeeded.Load(),

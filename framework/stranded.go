@@ -57,7 +57,7 @@ func (w *Worker) startStrandedCheck(startCtx, svcCtx context.Context) {
 	}
 	*c = stranded.Checker{JS: w.js, NC: w.nc, Streams: w.partitions, Missing: ErrTopologyMissing,
 		Unread: func(subject string) (string, string) { return stranded.Unread(w.names, subject, served) },
-		Before: w.checkPartitionCount, // partitions.go
+		Before: w.in.CheckPartitions, // partitions added (internal/intake)
 	}
 	c.LogTo(w.log)
 	c.Check(startCtx)

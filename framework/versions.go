@@ -116,24 +116,24 @@ func upTo(v int) []int { return fleet.UpTo(v) }
 // or no live worker accepted it within the grace (fleet.Gate). It returns
 // true when p was settled or handed back.
 func (w *Worker) checkPayloadVersion(p *pending) bool {
-	accepted := p.tt.cfg.versions
+	accepted := p.Type.Ext.cfg.versions
 	if accepted == nil {
 		return false
 	}
-	t := &p.task
+	t := &p.X.task
 	now := time.Now()
 	verdict, d, err := w.versions.Check(accepted, t.Type, t.Headers, now)
 	switch verdict {
 	case fleet.Run:
 		return false
 	case fleet.Corrupt:
-		w.bg.attempts.Settle(p, Permanent(fmt.Errorf("%w: %w", ErrCorruptTask, err)), 0)
+		w.attempts.Settle(p, Permanent(fmt.Errorf("%w: %w", ErrCorruptTask, err)), 0)
 		return true
 	case fleet.NoWorker:
-		w.bg.attempts.Settle(p, Permanent(fmt.Errorf("%w: %w", ErrVersion, err)), 0)
+		w.attempts.Settle(p, Permanent(fmt.Errorf("%w: %w", ErrVersion, err)), 0)
 		return true
 	}
-	if !p.settled.CompareAndSwap(false, true) {
+	if !p.Claim() {
 		return true
 	}
 	if err = w.versionBack(p, d, now.Add(d.Delay)); err != nil {
@@ -141,16 +141,16 @@ func (w *Worker) checkPayloadVersion(p *pending) bool {
 		w.stats.versionsRedelivered.Add(1)
 		t.Logger().Warn("jetflow could not hand back a task of a payload version its handler does not accept; redelivering it, which spends an attempt",
 			slog.Int("version", t.PayloadVersion()), slog.Any(LogKeyError, err))
-		laneSettled(p, true)
-		if nerr := p.msg.NakWithDelay(d.Delay); nerr != nil {
+		p.LaneSettled(true)
+		if nerr := p.Msg.NakWithDelay(d.Delay); nerr != nil {
 			w.ackFailed(w.hardCtx, t, p, "nak", nerr)
 		}
 		return true
 	}
-	laneSettled(p, false)
+	p.LaneSettled(false)
 	w.stats.versionsBack.Add(1)
 	t.Logger().Debug("jetflow task handed back: payload version not accepted", slog.Int("version", t.PayloadVersion()), slog.Duration("retry_in", d.Delay))
-	if aerr := p.msg.Ack(); aerr != nil {
+	if aerr := p.Msg.Ack(); aerr != nil {
 		// Redelivered: its schedule is pending or fired already
 		// (versionBack finds it).
 		w.ackFailed(w.hardCtx, t, p, "ack", aerr)
@@ -165,8 +165,8 @@ func (w *Worker) checkPayloadVersion(p *pending) bool {
 // A task that cannot fire from a schedule (an ordered task, a cron tick)
 // gets an error: it is redelivered instead.
 func (w *Worker) versionBack(p *pending, d fleet.HandBack, due time.Time) error {
-	t := &p.task
-	ordered := p.tt.cfg.ordering != nil || t.Header(HeaderOrderingKey) != ""
+	t := &p.X.task
+	ordered := p.Type.Ext.cfg.ordering != nil || t.Header(HeaderOrderingKey) != ""
 	return fleet.HandBackTask(w.hardCtx, w.js, w.names.ScheduleStream(), ordered, &taskmsg.HandBack{
 		Subject: w.names.ScheduleSubject(t.ID), Target: w.names.FiredSubject(t.Priority, t.Type),
 		ID: t.ID, Sequence: t.Sequence, Due: due, Header: t.Headers, Data: t.Payload,

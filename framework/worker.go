@@ -12,17 +12,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/attempt"
 	"github.com/jetflow-io/jetflow/internal/delays"
-	"github.com/jetflow-io/jetflow/internal/dispatch"
-	"github.com/jetflow-io/jetflow/internal/exec"
 	"github.com/jetflow-io/jetflow/internal/fleet"
+	"github.com/jetflow-io/jetflow/internal/intake"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
-	"github.com/jetflow-io/jetflow/internal/lanes"
 	"github.com/jetflow-io/jetflow/internal/liveness"
-	"github.com/jetflow-io/jetflow/internal/pull"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/internal/stranded"
-	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -37,28 +34,23 @@ type Worker struct {
 	opts  *options
 	names streams.Names
 	log   *slog.Logger
-	bg    background // heartbeat sweeper and executors (heartbeats.go)
+	// in is the intake (internal/intake): consumers, fetchers, lanes,
+	// slots and executors, heartbeats and acks; attempts runs every task's
+	// attempts (internal/attempt, execute.go).
+	in       *intake.Stage[*typeRunner, taskState]
+	attempts *attempt.Executor[*pending]
 	// yieldHook replaces the executors' runtime.Gosched between tasks in
 	// tests, and wallHook the wall clock that a delayed task's due time is
 	// compared with (execute.go, newExecutor).
 	yieldHook func()
 	wallHook  func() time.Time
-	// lastStart is when a task of each priority last started (pullsize.go).
-	lastStart *pull.Starts
-
-	parts       atomic.Pointer[topology.PartitionSet] // the task partitions served (partitions.go); one before Start
-	growMu      sync.Mutex                            // held while fetchers of added partitions start
-	warnedParts atomic.Int32                          // the partition count last warned of
 
 	types map[string]*typeRunner
 	order []*typeRunner
 
 	state atomic.Int32 // workerNew, workerRunning, workerStopping
 
-	stopFetch   chan struct{} // closed: stop pulling
-	lanes       *lanes.Plan   // which lanes of ordered types the worker pulls (laneplan.go)
-	laneSides   sync.Map      // *laneSide → struct{}: the lanes pulled now (lanes.go)
-	versions    fleet.Gate    // payload versions handed back (versions.go)
+	versions    fleet.Gate // payload versions handed back (versions.go)
 	stopOnce    sync.Once
 	hardCtx     context.Context // handler contexts; cancelled at the shutdown deadline
 	hardCancel  context.CancelFunc
@@ -68,13 +60,6 @@ type Worker struct {
 	connLost    chan struct{} // closed when the connection closed for good (liveness.go)
 	stalled     chan struct{} // closed when a fetch loop stalled (liveness.go)
 	stallErr    atomic.Pointer[error]
-
-	fetchers sync.WaitGroup
-	execs    sync.WaitGroup
-
-	// sched shares the worker's slots among fetched tasks
-	// (internal/dispatch).
-	sched *dispatch.Scheduler[*pending]
 
 	stats workerStats
 
@@ -108,45 +93,26 @@ const (
 	workerStopping = int32(liveness.Stopping)
 )
 
+// typeRunner is a registered task type: in is the intake's view of it
+// (intake.go), the rest the handler's.
 type typeRunner struct {
+	in      intake.Type[*typeRunner]
 	name    string
 	handler Handler
 	cfg     handlerConfig
-	slots   *dispatch.Class                 // the type's concurrency on this worker
-	pace    taskPace                        // handler times, for the pull size (pullsize.go)
 	backoff func(attempt int) time.Duration // cfg.backoff.Delay, bound once
 }
 
 // pending is one fetched message, from the moment it leaves the pull buffer
-// until its outcome is settled.
-type pending struct {
-	tt  *typeRunner
-	msg jetstream.Msg
-	// dispatched receives once when a slot is granted: set for a task that
-	// is offered to the scheduler, nil for one taken directly from a pull
-	// buffer (takeBuffered), which never waits for a grant.
-	dispatched chan struct{}
-	// src is the fetcher's feed the task came from, nil for a task of a
-	// rescued or closing pull buffer.
-	src *feed
-	// lastBeat is when the server last heard of this delivery (receipt or
-	// InProgress), in Unix nanoseconds; the heartbeat sweeper reads it.
-	lastBeat atomic.Int64
-	// prio, rerun and settled share one word (a pending task is allocated
-	// for every task: its size class counts).
-	prio Priority
-	// rerun is set while the task is parked (hold.go): its next execution
-	// reruns the handler rather than starting the task.
-	rerun   bool
-	settled atomic.Bool // set by whoever acks/naks/terms first
-	// lane is the runner of the lane the task came from, nil for other
-	// tasks (lanes.go).
-	lane *lanes.Runner[*pending]
+// until its outcome is settled (intake.Pending), with the execution's part
+// of it (taskState).
+type pending = intake.Pending[*typeRunner, taskState]
 
-	// Owned by the execution (execute.go), allocated with the pending task
-	// rather than one by one: the task, the context that carries it, the
-	// context of the first attempt, and the current attempt's (first's, or
-	// a rerun's own).
+// taskState is owned by the execution (execute.go), allocated with the
+// pending task rather than one by one: the task, the context that carries
+// it, the context of the first attempt, and the current attempt's
+// (first's, or a rerun's own).
+type taskState struct {
 	task  Task
 	base  taskCtx
 	first handlerCtx
@@ -172,29 +138,23 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		js:         js,
 		opts:       o,
 		names:      o.names,
-		lastStart:  pull.NewStarts(len(streams.Priorities)),
 		log:        o.logger,
 		types:      make(map[string]*typeRunner),
-		stopFetch:  make(chan struct{}),
 		hardCtx:    hardCtx,
 		hardCancel: hardCancel,
 		finished:   make(chan struct{}),
 		connLost:   make(chan struct{}),
 		stalled:    make(chan struct{}),
-		bg:         background{},
 		hooks:      append([]Hooks(nil), o.hooks...),
 	}
-	w.parts.Store(topology.NewPartitionSet(o.names, streams.Layout{Partitions: 1, Ordered: 1}))
-	w.sched = dispatch.New(o.concurrency, o.weighted, o.weights, w.granted)
-	w.bg.attempts = w.newExecutor()
-	w.bg.pool = exec.NewPool(w.bg.attempts.Run)
 	w.installDeadLetters()
 	w.installState()
 	w.installUnique()
 	w.installOrdering()
 	w.installDelayMover()
-	w.installFleet()          // fleet.go
-	w.lanes = w.newLanePlan() // laneplan.go; after the worker ID is set
+	w.installFleet()             // fleet.go
+	w.in = w.newStage()          // intake.go; after the worker ID is set
+	w.attempts = w.newExecutor() // execute.go
 	return w, nil
 }
 
@@ -231,7 +191,8 @@ func (w *Worker) register(taskType string, h Handler, typed func(cfg *handlerCon
 		h = typed(&cfg)
 	}
 	mw := append(append([]Middleware(nil), w.opts.middleware...), cfg.middleware...)
-	tt := &typeRunner{name: taskType, handler: Chain(h, mw...), cfg: cfg, slots: dispatch.NewClass(cfg.concurrency), backoff: cfg.backoff.Delay}
+	tt := &typeRunner{name: taskType, handler: Chain(h, mw...), cfg: cfg, backoff: cfg.backoff.Delay}
+	w.addType(tt) // intake.go
 	w.types[taskType] = tt
 	w.order = append(w.order, tt)
 }
@@ -273,7 +234,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.state.Store(workerStopping)
 		// Mark the stop as done so that a later Shutdown returns at once
 		// instead of tearing down what never started.
-		w.stopOnce.Do(func() { close(w.stopFetch) })
+		w.stopOnce.Do(w.in.Stop)
 		w.hardCancel()
 		close(w.finished)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -285,7 +246,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fail(err)
 	}
 	err := w.starting.waitingFor("the task partitions", func() error {
-		return w.startStep(ctx, w.discoverPartitions) // partitions.go
+		return w.startStep(ctx, w.in.Discover)
 	})
 	if err != nil {
 		return fail(err)
@@ -307,20 +268,16 @@ func (w *Worker) Start(ctx context.Context) error {
 			}
 		}
 	}
-	subs, err := w.ensureConsumers(ctx)
+	subs, err := w.in.Ensure(ctx)
 	if err != nil {
 		return fail(err)
 	}
-	for i := range w.ext {
-		if f := w.ext[i].consumers; f != nil {
-			more, err := f(ctx, w, w.partitions())
-			if err != nil {
-				return fail(fmt.Errorf("%s: %w", w.ext[i].Name, err))
-			}
-			subs = append(subs, more...)
-		}
+	more, err := w.extConsumers(ctx, w.partitions(), false) // intake.go
+	if err != nil {
+		return fail(err)
 	}
-	w.startBackground()
+	subs = append(subs, more...)
+	w.in.Start(w.attempts.Run)
 	svcCtx, svcCancel := context.WithCancel(context.Background())
 	w.svcCancel = svcCancel
 	for i := range w.ext {
@@ -333,11 +290,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 	}
 	w.startStrandedCheck(ctx, svcCtx) // stranded.go
-	for _, s := range subs {
-		w.health.Loop(w.names.ConsumerName(s.tt.name, s.prio)) // watched from the start
-		w.fetchers.Add(1)
-		go w.fetch(s)
-	}
+	w.in.Pull(subs)
 	go w.watchConnection() // liveness.go
 	go w.watchStalls()     // liveness.go
 	w.log.Info("jetflow worker started", slog.Int("types", len(w.order)), slog.Int("consumers", len(subs)),
@@ -345,17 +298,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
-// consumerSub is one consumer a worker pulls: a (type, priority) consumer,
-// or one an extension added (ordered partitions). ensure re-creates it after
-// a failure.
-type consumerSub struct {
-	tt     *typeRunner
-	prio   Priority
-	cons   jetstream.Consumer
-	ensure func(ctx context.Context) (jetstream.Consumer, error)
-	lane   bool // a lane of an ordered type (lanes.go)
-	part   int  // the task partition of a lane's consumer
-}
+// consumerSub is one consumer a worker pulls (intake.Source): a (type,
+// priority) consumer, or one an extension added (ordered partitions,
+// lanes).
+type consumerSub = intake.Source[*typeRunner]
 
 // Run starts the worker ([Worker.Start]) and blocks until ctx ends or
 // [Worker.Shutdown] is called. It then stops pulling, lets running tasks
@@ -380,7 +326,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		cause = w.errConnLost()
 	case <-w.stalled:
 		cause = *w.stallErr.Load()
-	case <-w.stopFetch:
+	case <-w.in.Stopped():
 		<-w.finished
 		return w.result()
 	}
@@ -408,10 +354,8 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 	w.stopOnce.Do(func() {
 		first = true
 		w.state.Store(workerStopping)
-		w.growMu.Lock() // no fetcher of an added partition starts after this (partitions.go)
-		close(w.stopFetch)
-		w.growMu.Unlock()
-		w.bg.attempts.StopParked() // parked tasks hand themselves back
+		w.in.Stop()
+		w.attempts.StopParked() // parked tasks hand themselves back
 	})
 	if !first {
 		select {
@@ -422,40 +366,19 @@ func (w *Worker) Shutdown(ctx context.Context) error {
 		}
 	}
 	defer close(w.finished)
+	var back int
+	var err error
 	idle := false // every execution returned
-	defer func() { w.stopBackground(idle) }()
+	defer func() { w.in.StopBackground(idle) }()
 	w.svcCancel()
 	defer w.services.Wait()
-	w.fetchers.Wait()
-	done := make(chan struct{})
-	go func() { w.execs.Wait(); close(done) }()
-	select {
-	case <-done:
-		idle = true
-		w.hardCancel()
+	// The fetchers hand back what they hold; at ctx's end the running tasks
+	// are handed back and their contexts cancelled (intake.Stage.Drain).
+	if back, idle, err = w.in.Drain(ctx, w.hardCancel); err == nil {
 		w.log.Info("jetflow worker stopped")
 		return nil
-	case <-ctx.Done():
 	}
-	// Take the running tasks before cancelling their contexts: a handler
-	// that returns at once hands its task back itself (settle), and must
-	// still count among the tasks the deadline interrupted.
-	back := w.sched.Running()
-	w.hardCancel()
-	for _, p := range back {
-		w.handBack(p, "shutdown deadline")
-	}
-	w.log.Warn("jetflow worker shutdown deadline passed; running tasks handed back", slog.Int("tasks", len(back)))
-	// Give cancelled handlers a moment to return; a handler that ignores its
-	// context is abandoned (its result is discarded).
-	grace := time.NewTimer(time.Second)
-	defer grace.Stop()
-	select {
-	case <-done:
-		idle = true
-	case <-grace.C:
-	}
-	err := fmt.Errorf("framework: shutdown: %d running tasks handed back: %w", len(back), ctx.Err())
+	err = fmt.Errorf("framework: shutdown: %d running tasks handed back: %w", back, err)
 	w.shutdownMu.Lock()
 	w.shutdownErr = err
 	w.shutdownMu.Unlock()
@@ -466,19 +389,4 @@ func (w *Worker) result() error {
 	w.shutdownMu.Lock()
 	defer w.shutdownMu.Unlock()
 	return w.shutdownErr
-}
-
-// handBack returns a task to the server for immediate redelivery, unless its
-// outcome was already settled.
-func (w *Worker) handBack(p *pending, why string) {
-	if !p.settled.CompareAndSwap(false, true) {
-		return
-	}
-	laneSettled(p, true)
-	if err := p.msg.Nak(); err != nil {
-		w.ackFailed(context.Background(), nil, p, "nak", err)
-		return
-	}
-	w.stats.HandedBack.Add(1)
-	w.log.Debug("jetflow task handed back", slog.String(LogKeyTaskType, p.tt.name), slog.String("reason", why))
 }

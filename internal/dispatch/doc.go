@@ -9,6 +9,6 @@
 //
 // The scheduler knows nothing of messages or handlers: it calls the
 // worker's grant function, under its lock, for each item it starts. The
-// worker's fetching and heartbeats live in framework (fetch.go,
-// heartbeats.go), its execution in internal/attempt.
+// worker's fetching and heartbeats live in internal/intake, its execution
+// in internal/attempt.
 package dispatch

@@ -4,5 +4,5 @@
 //
 // Both are generic over the worker's pending task and know nothing of
 // tasks, slots or the server: the worker decides what running, parking and
-// resuming a task mean (framework/heartbeats.go, internal/attempt).
+// resuming a task mean (internal/intake, internal/attempt).
 package exec

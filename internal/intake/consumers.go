@@ -6,12 +6,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
-// Type is what [Plan] needs of a registered task type.
-type Type struct {
+// Spec is what [Plan] needs of a registered task type.
+type Spec struct {
 	// Name is the task type.
 	Name string
 	// Priorities are the priorities the worker serves for it.
@@ -41,7 +43,7 @@ type Consumer struct {
 // l: for each partition in order, each type it serves (all of them, unless
 // l spreads by type) in the order of types, each of its priorities in
 // order.
-func Plan(parts []streams.Names, l streams.Layout, types []Type) []Consumer {
+func Plan(parts []streams.Names, l streams.Layout, types []Spec) []Consumer {
 	var out []Consumer
 	for _, names := range parts {
 		k := names.PartitionIndex()
@@ -90,4 +92,39 @@ func EnsureAll(ctx context.Context, n, limit int, ensure func(ctx context.Contex
 	}
 	wg.Wait()
 	return firstErr
+}
+
+// Ensure ensures the consumer of every registered (type, priority) pair in
+// the partitions served, up to maxEnsuring at once ([EnsureAll]), in
+// registration order, each a start-up step (Config.Step). The first error
+// ends the others and is returned.
+func (s *Stage[T, X]) Ensure(ctx context.Context) ([]Source[T], error) {
+	ps := s.Partitions()
+	return s.ensureIn(ctx, ps.Names(), ps.Layout())
+}
+
+// ensureIn is Ensure in the task partitions parts of layout l.
+func (s *Stage[T, X]) ensureIn(ctx context.Context, parts []streams.Names, l streams.Layout) ([]Source[T], error) {
+	specs := make([]Spec, len(s.types))
+	for i, t := range s.types {
+		specs[i] = t.Spec
+	}
+	plan := Plan(parts, l, specs)
+	srcs := make([]Source[T], len(plan))
+	for i, c := range plan {
+		srcs[i] = Source[T]{Type: s.types[c.Type], Prio: c.Spec.Priority, Ensure: func(ctx context.Context) (jetstream.Consumer, error) {
+			return topology.EnsureConsumer(ctx, s.cfg.JS, c.Names, c.Spec)
+		}}
+	}
+	err := EnsureAll(ctx, len(srcs), maxEnsuring, func(ctx context.Context, i int) error {
+		src := &srcs[i]
+		return s.cfg.Step(ctx, "consumer "+s.cfg.Names.ConsumerName(src.Type.Name, src.Prio), func(ctx context.Context) (err error) {
+			src.Cons, err = src.Ensure(ctx)
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return srcs, nil
 }

@@ -23,7 +23,7 @@ func names(t *testing.T) streams.Names {
 }
 
 // key is a consumer of a plan as partition/type/priority/max-ack-pending.
-func key(c Consumer, types []Type) string {
+func key(c Consumer, types []Spec) string {
 	return fmt.Sprintf("%d/%s/%d/%d", c.Names.PartitionIndex(), types[c.Type].Name, c.Spec.Priority, c.Spec.MaxAckPending)
 }
 
@@ -31,7 +31,7 @@ func TestPlan(t *testing.T) {
 	t.Parallel()
 	n := names(t)
 	hi, lo := streams.PriorityHigh, streams.PriorityLow
-	types := []Type{
+	types := []Spec{
 		{Name: "a", Priorities: []streams.Priority{hi, lo}, MaxInFlight: 10, CapSet: true, MaxAttempts: 3, AckWait: time.Second},
 		{Name: "b", Priorities: []streams.Priority{lo}, MaxInFlight: 7},
 	}
