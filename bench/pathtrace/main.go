@@ -14,7 +14,8 @@
 // between the markers, splits each goroutine's calls where it returns to no
 // traced caller, keeps the episodes that touch the task (its direct start
 // or its offer to the scheduler, the executor, the acker's write) and lists
-// the functions they enter in order, each with its file. A return is entering
+// the functions of the module they enter in order, each with its file
+// (skipping the wrappers the compiler makes for promoted methods). A return is entering
 // a file that the path left before; consecutive calls in one file count once.
 package main
 
