@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"iter"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,7 +12,6 @@ import (
 	"github.com/jetflow-io/jetflow/internal/asyncpub"
 	"github.com/jetflow-io/jetflow/internal/enqueue"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
-	"github.com/jetflow-io/jetflow/internal/natserr"
 	"github.com/jetflow-io/jetflow/internal/stage"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/streams"
@@ -118,15 +116,13 @@ func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts
 		c.enqueued(ctx, info)
 		return info, nil
 	}
-	ack, err := c.publish(ctx, msg)
+	ack, err := c.publishAck(ctx, msg)
 	if err != nil {
 		err = c.publishErr(info, err)
 		traced(info, err)
 		return TaskInfo{}, err
 	}
-	info.Stream, info.Sequence, info.Duplicate = ack.Stream, ack.Sequence, ack.Duplicate
-	info.ID = enqueue.TaskID(info.ID, ack.Sequence)
-	c.enqueued(ctx, info)
+	info = c.stored(ctx, info, ack)
 	traced(info, nil)
 	return info, nil
 }
@@ -159,21 +155,10 @@ type TaskSpec struct {
 // number of jobs; the returned TaskInfos are the only memory that grows
 // with the batch. [Client.EnqueueSeq] does without them.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, error) {
-	infos := make([]TaskInfo, len(jobs))
-	var batchErr *BatchError
-	// The report runs on one goroutine at a time, in publish order.
-	c.enqueueStream(ctx, slices.All(jobs), len(jobs), func(i int, info TaskInfo, err error) {
-		if err != nil {
-			if batchErr == nil {
-				batchErr = &BatchError{Errors: make(map[int]error)}
-			}
-			batchErr.Errors[i] = err
-			return
-		}
-		infos[i] = info
-	})
-	if batchErr != nil {
-		return infos, batchErr
+	b, prepare := c.batch(ctx)
+	infos, errs := b.Many(ctx, jobs, prepare)
+	if errs != nil {
+		return infos, &BatchError{Errors: errs}
 	}
 	return infos, nil
 }
@@ -189,139 +174,53 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []TaskSpec) ([]TaskInfo, 
 // (it holds up the acknowledgements behind it). EnqueueSeq returns once
 // every job was reported, with the number of jobs that failed.
 func (c *Client) EnqueueSeq(ctx context.Context, seq iter.Seq[TaskSpec], report func(i int, info TaskInfo, err error)) (failed int) {
-	c.enqueueStream(ctx, func(yield func(int, TaskSpec) bool) {
-		i := 0
-		for j := range seq {
-			if !yield(i, j) {
-				return
-			}
-			i++
-		}
-	}, -1, func(i int, info TaskInfo, err error) {
-		if err != nil {
-			failed++
-		}
-		if report != nil {
-			report(i, info, err)
-		}
-	})
-	return failed
+	b, prepare := c.batch(ctx)
+	return b.Seq(ctx, seq, prepare, report)
 }
 
-// enqueueStream publishes the jobs of seq asynchronously and calls report
-// once per job, in order, from one goroutine at a time. n is the number of
-// jobs when known, -1 otherwise.
-func (c *Client) enqueueStream(ctx context.Context, seq iter.Seq2[int, TaskSpec], n int, report func(int, TaskInfo, error)) {
-	// The publishes go through a window of their own (internal/asyncpub):
-	// one subscription for the call, acknowledgements matched by sequence,
-	// no future or timer per message. One goroutine settles them in
-	// publish order as they arrive; a settled message is garbage at once.
-	// The window and the settler's queue are as deep as WithMaxPending (a
-	// smaller batch needs no more than itself). Failures before the publish
-	// go through the same queue, so that report keeps the jobs' order.
-	depth := c.opts.maxPending
-	if n >= 0 && n < depth {
-		depth = n
-	}
-	win, openErr := asyncpub.Open(c.nc, depth, c.ackTimeout, c.taskStream)
-	if openErr == nil {
-		defer win.Close()
-	}
-	pending := make(chan pendingPublish, depth)
-	settled := make(chan struct{})
-	go func() {
-		defer close(settled)
-		for p := range pending {
-			if p.err != nil {
-				report(p.index, TaskInfo{}, p.err)
-				continue
-			}
-			info, err := c.settle(ctx, win, p)
-			report(p.index, info, err)
-		}
-	}()
+// batch returns the batch publisher of EnqueueMany and EnqueueSeq
+// (enqueue.Batch) and the function that builds the message of a job.
+func (c *Client) batch(ctx context.Context) (*enqueue.Batch[TaskSpec, TaskInfo], func(TaskSpec) (*nats.Msg, TaskInfo, error)) {
 	// Interned strings: the work subject of each type and priority, built
 	// once and shared by the messages and TaskInfos of the call.
 	subjects := make(enqueue.Subjects)
 	partitions := c.router.Layout(ctx)
-	for i, j := range seq {
-		if err := ctx.Err(); err != nil {
-			pending <- pendingPublish{index: i, err: err}
-			continue
-		}
+	b := &enqueue.Batch[TaskSpec, TaskInfo]{Conn: c.nc, Window: c.opts.maxPending, AckTimeout: c.ackTimeout, Stream: c.taskStream,
+		Trace: c.traceEnqueue, Send: c.publishAck, Failed: c.publishErr, Unacked: unacked, Stored: c.stored}
+	return b, func(j TaskSpec) (*nats.Msg, TaskInfo, error) {
 		msg, info, err := c.build(j.Type, j.Payload, j.Options, subjects, partitions)
-		if err != nil {
-			pending <- pendingPublish{index: i, err: err}
-			continue
+		if err == nil && msg.Header.Get(HeaderUniqueKey) != "" {
+			err = fmt.Errorf("%w: Unique is not available with EnqueueMany; use Enqueue", ErrInvalidOption)
 		}
-		if msg.Header.Get(HeaderUniqueKey) != "" {
-			pending <- pendingPublish{index: i, err: fmt.Errorf("%w: Unique is not available with EnqueueMany; use Enqueue", ErrInvalidOption)}
-			continue
-		}
-		traced := c.traceEnqueue(ctx, msg, info) // enqueue_trace.go
-		err = openErr
-		var sent uint64
-		if err == nil {
-			sent, err = win.Publish(ctx, msg)
-		}
-		if err != nil {
-			err = c.publishErr(info, err)
-			traced(info, err)
-			pending <- pendingPublish{index: i, err: err}
-			continue
-		}
-		pending <- pendingPublish{index: i, info: info, msg: msg, seq: sent, traced: traced}
+		return msg, info, err
 	}
-	close(pending)
-	<-settled
 }
 
-// pendingPublish is a job of EnqueueMany or EnqueueSeq on its way to its
-// report: an asynchronous publish awaiting its acknowledgement (the job's
-// index, its TaskInfo as built, its message and sequence in the window), or
-// a job that failed before it was sent (err).
-type pendingPublish struct {
-	index  int
-	info   TaskInfo
-	msg    *nats.Msg
-	seq    uint64
-	traced func(TaskInfo, error) // reports the result to the enqueue tracers
-	err    error
+// unacked describes a job of EnqueueMany whose acknowledgement was not
+// received because its context ended with err.
+func unacked(info TaskInfo, err error) error {
+	return fmt.Errorf("framework: enqueue %s %s: acknowledgement not received (retry with the same ID): %w", info.Type, info.ID, err)
 }
 
-// settle waits for the acknowledgement of p in win and returns its
-// completed TaskInfo, or the error that kept it from being stored. A publish
-// the stream could not take (for example during a leader election) or whose
-// acknowledgement did not come is retried with the same message and task
-// ID, which the stream drops if the first one was stored.
-func (c *Client) settle(ctx context.Context, win *asyncpub.Window, p pendingPublish) (TaskInfo, error) {
-	info := p.info
-	ack, err := win.Wait(ctx, p.seq)
-	if err != nil && ctx.Err() != nil {
-		err := fmt.Errorf("framework: enqueue %s %s: acknowledgement not received (retry with the same ID): %w", info.Type, info.ID, ctx.Err())
-		p.traced(info, err)
-		return TaskInfo{}, err
-	}
-	if err != nil && natserr.Transient(err) {
-		p.msg.Reply = ""
-		var pa *jetstream.PubAck
-		if pa, err = c.publish(ctx, p.msg); err == nil {
-			ack = asyncpub.Ack{Stream: pa.Stream, Seq: pa.Sequence, Duplicate: pa.Duplicate}
-		}
-	}
+// publishAck is publish with the acknowledgement as a window reports it.
+func (c *Client) publishAck(ctx context.Context, msg *nats.Msg) (asyncpub.Ack, error) {
+	pa, err := c.publish(ctx, msg)
 	if err != nil {
-		err = c.publishErr(info, err)
-		p.traced(info, err)
-		return TaskInfo{}, err
+		return asyncpub.Ack{}, err
 	}
+	return asyncpub.Ack{Stream: pa.Stream, Seq: pa.Sequence, Duplicate: pa.Duplicate}, nil
+}
+
+// stored completes the TaskInfo of a published task with its
+// acknowledgement and records it (Client.enqueued).
+func (c *Client) stored(ctx context.Context, info TaskInfo, ack asyncpub.Ack) TaskInfo {
 	info.Stream, info.Sequence, info.Duplicate = ack.Stream, ack.Seq, ack.Duplicate
 	if info.Stream == c.taskStream {
 		info.Stream = c.taskStream // one shared copy, not one per acknowledgement
 	}
 	info.ID = enqueue.TaskID(info.ID, ack.Seq)
 	c.enqueued(ctx, info)
-	p.traced(info, nil)
-	return info, nil
+	return info
 }
 
 // build validates a task and returns its message and TaskInfo

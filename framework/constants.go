@@ -3,6 +3,7 @@ package framework
 import (
 	"time"
 
+	"github.com/jetflow-io/jetflow/internal/enqueue"
 	"github.com/jetflow-io/jetflow/internal/fleet"
 	"github.com/jetflow-io/jetflow/internal/ordering"
 	"github.com/jetflow-io/jetflow/internal/staterec"
@@ -158,7 +159,7 @@ const (
 	// bytes given as []byte, otherwise [Codec.Name].
 	HeaderEncoding = taskmsg.HeaderEncoding
 	// HeaderKey carries a task's key ([WithKey]).
-	HeaderKey = "Jetflow-Key"
+	HeaderKey = enqueue.HeaderKey
 	// HeaderOrderingKey carries the ordering key of an ordered task
 	// ([Ordered]).
 	HeaderOrderingKey = ordering.HeaderKey

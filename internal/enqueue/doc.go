@@ -14,6 +14,10 @@
 //     stores a built message ([Router.Stream]);
 //   - [Reserver] takes the reservation of a unique task before it is
 //     published;
+//   - [Batch] publishes the tasks of a batch through an asynchronous
+//     window, settles their acknowledgements in order and retries those
+//     that did not come;
+//   - [Builder.Stage] redirects a task to where a staging route says;
 //   - [PublishError] describes a publish that failed.
 //
 // The package does not import framework. framework re-exports the errors
