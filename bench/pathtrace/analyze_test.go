@@ -42,8 +42,8 @@ func TestTaskPath(t *testing.T) {
 func TestFuncName(t *testing.T) {
 	for in, want := range map[string]string{
 		`github.com/x/y.(*Iter).handle-fm(("*nats.Msg")(0x1))`: `github.com/x/y.(*Iter).handle-fm`,
-		`github.com/x/y.f()`:                                    `github.com/x/y.f`,
-		`github.com/x/y.Priority.Rank(2)`:                       `github.com/x/y.Priority.Rank`,
+		`github.com/x/y.f()`:              `github.com/x/y.f`,
+		`github.com/x/y.Priority.Rank(2)`: `github.com/x/y.Priority.Rank`,
 	} {
 		if got := funcName(in); got != want {
 			t.Errorf("funcName(%q) = %q, want %q", in, got, want)
