@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/attempt"
@@ -22,8 +21,10 @@ import (
 // (execSide): the public Task, the handler call in its context, the
 // extensions' holds and hooks, and the message operations (delivery). The
 // intake (intake.go) answers for the task's slot and the tasks that follow
-// it (Next, Requeue, Withdraw, Reclaim, HandBack, Claim, Resumed,
-// Orphaned).
+// it (Next, Requeue, Withdraw, Reclaim, HandBack), and a pending task for
+// its own marks (Claim, Resumed, Orphaned). A task that runs once and
+// succeeds crosses to this side four times: Prepare, Call, Settling,
+// Settled.
 
 // execSide is the worker as the executor sees it ([attempt.Worker]).
 type execSide struct {
@@ -33,25 +34,11 @@ type execSide struct {
 
 var _ attempt.Worker[*pending] = (*execSide)(nil)
 
-// newExecutor returns the worker's executor.
+// newExecutor returns the worker's executor; tests replace its clock and
+// its yield between tasks (wallHook, yieldHook) before Start.
 func (w *Worker) newExecutor() *attempt.Executor[*pending] {
 	return attempt.New(&execSide{Stage: w.in, w: w}, attempt.Config{
-		Ctx:  w.hardCtx,
-		Stop: w.in.Stopped(),
-		Now: func() time.Time {
-			if w.wallHook != nil {
-				return w.wallHook()
-			}
-			return time.Now()
-		},
-		Yield: func() {
-			if w.yieldHook != nil {
-				w.yieldHook()
-				return
-			}
-			runtime.Gosched()
-		},
-		Counters: &w.stats.Counters,
+		Ctx: w.hardCtx, Stop: w.in.Stopped(), Now: w.wallHook, Yield: w.yieldHook, Counters: &w.stats.Counters,
 	})
 }
 
@@ -76,9 +63,11 @@ func (x *execSide) Prepare(p *pending) (time.Time, bool) {
 }
 
 // Call runs the middleware chain and the handler with the type's timeout
-// (handlerctx.go), after the extensions and the Started hooks. The first
-// attempt's context is p's own; a rerun gets a fresh one, since a handler
-// may keep its context after it returned.
+// (handlerctx.go), after the extensions and the Started hooks, then ends
+// the attempt: it names a timeout as such, ends the attempt's context and
+// records the handler's time for the pull size (intake.Type.Pace). The
+// first attempt's context is p's own; a rerun gets a fresh one, since a
+// handler may keep its context after it returned.
 func (x *execSide) Call(p *pending, first bool, start time.Time) error {
 	s, t, tt := &p.X, &p.X.task, p.Type.Ext
 	if first {
@@ -87,27 +76,30 @@ func (x *execSide) Call(p *pending, first bool, start time.Time) error {
 		s.ctx = new(handlerCtx)
 	}
 	ctx := s.ctx
-	ctx.Init(&s.base, taskctx.Key{}, t, start, tt.cfg.timeout, ErrHandlerTimeout) // Ended ends it
-	x.Stamp(p, start)                                                             // for the pull sizes
+	ctx.Init(&s.base, taskctx.Key{}, t, start, tt.cfg.timeout, ErrHandlerTimeout)
+	x.Stamp(p, start) // for the pull sizes
 	x.w.emitStarted(ctx, t)
-	return tt.handler.Handle(ctx, t)
+	err := tt.handler.Handle(ctx, t)
+	if err != nil && ctx.TimedOut() && !errors.Is(err, ErrHandlerTimeout) {
+		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, tt.cfg.timeout, err)
+	}
+	ctx.End()
+	p.Type.Pace.Observe(time.Since(start))
+	return err
 }
 
-// Ended names a timeout as such, ends the attempt's context and records
-// the handler's time for the pull size (intake.Type.Pace).
-func (x *execSide) Ended(p *pending, err error, took time.Duration) error {
-	if err != nil && p.X.ctx.TimedOut() && !errors.Is(err, ErrHandlerTimeout) {
+// Panicked logs a handler's panic and ends the attempt as Call would have;
+// its error wraps ErrPanic, and ErrHandlerTimeout when the attempt ran out
+// of time first.
+func (x *execSide) Panicked(p *pending, r any, stack []byte, took time.Duration) error {
+	p.X.task.Logger().Error("jetflow handler panicked", slog.Any("panic", r), slog.String("stack", string(stack)))
+	err := fmt.Errorf("%w: %v", ErrPanic, r)
+	if p.X.ctx.TimedOut() {
 		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, p.Type.Ext.cfg.timeout, err)
 	}
 	p.X.ctx.End()
 	p.Type.Pace.Observe(took)
 	return err
-}
-
-// Panicked logs a handler's panic; its error wraps ErrPanic.
-func (x *execSide) Panicked(p *pending, r any, stack []byte) error {
-	p.X.task.Logger().Error("jetflow handler panicked", slog.Any("panic", r), slog.String("stack", string(stack)))
-	return fmt.Errorf("%w: %v", ErrPanic, r)
 }
 
 // Hold asks the extensions whether a failed attempt is rerun in process
@@ -127,11 +119,11 @@ func (x *execSide) Lend(p *pending, d time.Duration, cause error) *pending {
 	return x.LendSlot(p)
 }
 
-// Classify turns an attempt's error into the input of the settlement
-// decision, with the type's policy.
-func (x *execSide) Classify(p *pending, err error) (settle.Result, settle.Policy) {
+// Settling turns an attempt's error into the input of the settlement
+// decision, with the type's policy, and gives p's message operations.
+func (x *execSide) Settling(p *pending, err error) (settle.Result, settle.Policy, settle.Delivery) {
 	pol := settle.Policy{MaxAttempts: p.X.task.MaxAttempts, Backoff: p.Type.Ext.backoff, DeadLetters: x.w.deadLetter != nil}
-	return classify(err, p.X.task.Attempt), pol
+	return classify(err, p.X.task.Attempt), pol, (*delivery)(p)
 }
 
 // classify turns an attempt's error into the input of the settlement
@@ -147,9 +139,6 @@ func classify(err error, attempt int) settle.Result {
 	}
 	return r
 }
-
-// Delivery returns p's message operations.
-func (x *execSide) Delivery(p *pending) settle.Delivery { return (*delivery)(p) }
 
 // Settled logs what the settlement of p did and reports its outcome to the
 // extensions and the hooks (the executor counted it).

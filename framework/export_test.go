@@ -22,11 +22,14 @@ func (w *Worker) PullResizesForTest(taskType string) uint64 {
 
 // SetYieldForTest makes w's executors call f instead of runtime.Gosched when
 // they yield between tasks (internal/attempt). Call it before Start.
-func (w *Worker) SetYieldForTest(f func()) { w.yieldHook = f }
+func (w *Worker) SetYieldForTest(f func()) { w.yieldHook = f; w.attempts = w.newExecutor() }
 
 // SetWallClockForTest makes w compare delayed tasks' due times with f
 // instead of the wall clock (execute.go, newExecutor). Call it before Start.
-func (w *Worker) SetWallClockForTest(f func() time.Time) { w.wallHook = f }
+func (w *Worker) SetWallClockForTest(f func() time.Time) {
+	w.wallHook = f
+	w.attempts = w.newExecutor()
+}
 
 // PullSizeAtForTest returns the batch the next pull request of (taskType,
 // prio) would ask for at now (internal/intake); 0 for an unknown type.

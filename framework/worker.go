@@ -41,7 +41,7 @@ type Worker struct {
 	attempts *attempt.Executor[*pending]
 	// yieldHook replaces the executors' runtime.Gosched between tasks in
 	// tests, and wallHook the wall clock that a delayed task's due time is
-	// compared with (execute.go, newExecutor).
+	// compared with (execute.go, newExecutor); nil outside tests.
 	yieldHook func()
 	wallHook  func() time.Time
 

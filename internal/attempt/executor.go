@@ -12,44 +12,49 @@ import (
 	"github.com/jetflow-io/jetflow/internal/settle"
 )
 
-// Worker is what an [Executor] needs from the worker, for its pending task
-// type P (a pointer; the zero P means "no task"). Its methods are called
-// from the executor's goroutine, one task at a time for each P.
-type Worker[P comparable] interface {
-	// Resumed reports whether p resumes after it was parked (its next
-	// attempt is a rerun), and clears that mark.
-	Resumed(p P) bool
-	// Orphaned reports whether p, parked, no longer belongs to this
+// Task is what an [Executor] asks of a pending task itself: the marks it
+// carries. Its methods are called from the executor's goroutine.
+type Task interface {
+	comparable
+	// Resumed reports whether the task resumes after it was parked (its
+	// next attempt is a rerun), and clears that mark.
+	Resumed() bool
+	// Orphaned reports whether the task, parked, no longer belongs to this
 	// worker (the lane it came from moved to another): it is then handed
 	// back instead of rerun, for the lane's new owner.
-	Orphaned(p P) bool
+	Orphaned() bool
+	// Claim claims the task's settlement; false when it was settled
+	// already (handed back at the shutdown deadline).
+	Claim() bool
+}
+
+// Worker is what an [Executor] needs from the worker, for its pending task
+// type P (a pointer; the zero P means "no task"). Its methods are called
+// from the executor's goroutine, one task at a time for each P. On the
+// path of a task that runs once and succeeds the executor calls Prepare,
+// Call, Settling, Settled and Next, in that order.
+type Worker[P Task] interface {
 	// Prepare readies p's first attempt and returns its due time (zero:
 	// due now). It returns false when p was settled or handed back
 	// instead (for example a task whose identity cannot be trusted).
 	Prepare(p P) (due time.Time, ok bool)
 	// Call runs p's handler once, from start, with the attempt's context
-	// (a fresh one unless first). A panic of the handler reaches the
-	// executor, which recovers it and calls Ended all the same.
+	// (a fresh one unless first), and ends the attempt: it returns the
+	// attempt's error as settled (a timeout named as such). A panic
+	// reaches the executor, which recovers it and calls Panicked instead.
 	Call(p P, first bool, start time.Time) error
-	// Ended is told that the attempt of p that Call started returned err
-	// after took (also after a panic, as Panicked's error); it returns the
-	// attempt's error as settled (a timeout named as such).
-	Ended(p P, err error, took time.Duration) error
-	// Panicked returns the error of an attempt of p whose handler panicked
-	// with r; stack is the panicking goroutine's.
-	Panicked(p P, r any, stack []byte) error
+	// Panicked ends an attempt of p whose handler panicked with r after
+	// took, and returns the attempt's error; stack is the panicking
+	// goroutine's.
+	Panicked(p P, r any, stack []byte, took time.Duration) error
 	// Hold reports whether a failed attempt of p (err) is to be rerun in
 	// process after d, without spending a delivery.
 	Hold(p P, err error) (d time.Duration, ok bool)
-	// Classify returns the inputs of p's settlement decision after an
-	// attempt that ended with err (nil: it succeeded). The executor sets
+	// Settling returns the inputs of p's settlement decision after an
+	// attempt that ended with err (nil: it succeeded), and p's message
+	// operations that carry the decision out. The executor sets
 	// Result.ShuttingDown itself.
-	Classify(p P, err error) (settle.Result, settle.Policy)
-	// Claim claims p's settlement; false when p was settled already
-	// (handed back at the shutdown deadline).
-	Claim(p P) bool
-	// Delivery returns p's message operations.
-	Delivery(p P) settle.Delivery
+	Settling(p P, err error) (settle.Result, settle.Policy, settle.Delivery)
 	// Settled reports a settlement carried out on p.
 	Settled(p P, s Settlement)
 	// HandBack returns p, unfinished, to the server (why is logged),
@@ -62,8 +67,8 @@ type Worker[P comparable] interface {
 	// Lend lends the slot of p, set aside for a rerun after d because an
 	// attempt failed with cause, and returns the task it was granted to,
 	// to run next in the caller's goroutine (zero P: none). p still counts
-	// as running (its heartbeats go on), and Resumed reports true when it
-	// comes back.
+	// as running (its heartbeats go on), and p.Resumed reports true when
+	// it comes back.
 	Lend(p P, d time.Duration, cause error) P
 	// Requeue queues the parked p for a slot again: its grant brings it
 	// back to [Executor.Run].
@@ -144,7 +149,7 @@ func (s Settlement) Finished() bool {
 
 // Executor runs attempts of dispatched tasks and settles them. It is safe
 // for concurrent use: each goroutine runs its own task.
-type Executor[P comparable] struct {
+type Executor[P Task] struct {
 	w   Worker[P]
 	cfg Config
 	c   *Counters
@@ -154,7 +159,7 @@ type Executor[P comparable] struct {
 }
 
 // New returns an executor working on w.
-func New[P comparable](w Worker[P], cfg Config) *Executor[P] {
+func New[P Task](w Worker[P], cfg Config) *Executor[P] {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -207,13 +212,13 @@ type ran struct {
 // fresh handler context, or is handed back if the worker stopped
 // meanwhile.
 func (e *Executor[P]) execute(p P) (r ran) {
-	first := !e.w.Resumed(p)
+	first := !p.Resumed()
 	if !first {
 		if e.stopping() {
 			e.w.HandBack(p, "worker stopping while the task was held")
 			return r
 		}
-		if e.w.Orphaned(p) {
+		if p.Orphaned() {
 			e.w.HandBack(p, "the task's lane moved to another worker while it was held")
 			return r
 		}
@@ -273,8 +278,7 @@ func (e *Executor[P]) once(p P, first bool) (from, to time.Time, err error) {
 	start := time.Now()
 	e.c.Started.Add(1)
 	err = e.call(p, first, start)
-	took := time.Since(start)
-	return start, start.Add(took), e.w.Ended(p, err, took)
+	return start, start.Add(time.Since(start)), err
 }
 
 // call calls the handler, turning a panic into an error.
@@ -282,7 +286,7 @@ func (e *Executor[P]) call(p P, first bool, start time.Time) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			e.c.Panics.Add(1)
-			err = e.w.Panicked(p, r, debug.Stack())
+			err = e.w.Panicked(p, r, debug.Stack(), time.Since(start))
 		}
 	}()
 	return e.w.Call(p, first, start)
@@ -295,13 +299,13 @@ func (e *Executor[P]) call(p P, first bool, start time.Time) (err error) {
 // (Worker.Settled). The worker calls it itself for a task that fails its
 // checks before it runs.
 func (e *Executor[P]) Settle(p P, err error, took time.Duration) {
-	if !e.w.Claim(p) {
+	if !p.Claim() {
 		return // handed back at the shutdown deadline
 	}
-	r, pol := e.w.Classify(p, err)
+	r, pol, del := e.w.Settling(p, err)
 	r.ShuttingDown = e.cfg.Ctx.Err() != nil
 	d := settle.Decide(r, pol)
-	s := Settlement{Err: err, Took: took, Result: r, Decision: d, Carried: settle.Carry(e.w.Delivery(p), d, err)}
+	s := Settlement{Err: err, Took: took, Result: r, Decision: d, Carried: settle.Carry(del, d, err)}
 	switch {
 	case d.Action == settle.HandBack:
 		e.c.HandedBack.Add(1) // cancelled by shutdown: not the task's fault

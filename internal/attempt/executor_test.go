@@ -30,7 +30,6 @@ type task struct {
 	claimed  bool
 	ops      []string // message operations, in order
 	calls    []bool   // Call's first flag of each attempt
-	ended    []error  // the errors Ended was told of
 	settled  []attempt.Settlement
 	backs    []string // hand-back reasons
 	dlErr    error    // DeadLetter's error
@@ -59,13 +58,21 @@ func (w *fakeWorker) event(format string, args ...any) {
 	w.mu.Unlock()
 }
 
-func (w *fakeWorker) Resumed(p *task) bool {
+func (p *task) Resumed() bool {
 	r := p.resumed
 	p.resumed = false
 	return r
 }
 
-func (w *fakeWorker) Orphaned(p *task) bool { return p.orphaned }
+func (p *task) Orphaned() bool { return p.orphaned }
+
+func (p *task) Claim() bool {
+	if p.claimed {
+		return false
+	}
+	p.claimed = true
+	return true
+}
 
 func (w *fakeWorker) Prepare(p *task) (time.Time, bool) {
 	w.event("prepare %s", p.name)
@@ -81,12 +88,7 @@ func (w *fakeWorker) Call(p *task, first bool, start time.Time) error {
 	return p.handle()
 }
 
-func (w *fakeWorker) Ended(p *task, err error, took time.Duration) error {
-	p.ended = append(p.ended, err)
-	return err
-}
-
-func (w *fakeWorker) Panicked(p *task, r any, stack []byte) error {
+func (w *fakeWorker) Panicked(p *task, r any, stack []byte, took time.Duration) error {
 	return fmt.Errorf("panic: %v", r)
 }
 
@@ -94,7 +96,7 @@ func (w *fakeWorker) Hold(p *task, err error) (time.Duration, bool) {
 	return p.hold, p.hold > 0
 }
 
-func (w *fakeWorker) Classify(p *task, err error) (settle.Result, settle.Policy) {
+func (w *fakeWorker) Settling(p *task, err error) (settle.Result, settle.Policy, settle.Delivery) {
 	n, max := p.attempt, p.max
 	if n == 0 {
 		n = 1
@@ -105,18 +107,8 @@ func (w *fakeWorker) Classify(p *task, err error) (settle.Result, settle.Policy)
 	r := settle.Result{Failed: err != nil, Attempt: n}
 	pol := settle.Policy{MaxAttempts: max, DeadLetters: true,
 		Backoff: func(a int) time.Duration { return time.Duration(a) * time.Second }}
-	return r, pol
+	return r, pol, (*delivery)(p)
 }
-
-func (w *fakeWorker) Claim(p *task) bool {
-	if p.claimed {
-		return false
-	}
-	p.claimed = true
-	return true
-}
-
-func (w *fakeWorker) Delivery(p *task) settle.Delivery { return (*delivery)(p) }
 
 func (w *fakeWorker) Settled(p *task, s attempt.Settlement) {
 	w.event("settled %s", p.name)
@@ -228,7 +220,7 @@ func TestRunSettlesAndRunsTheNextTask(t *testing.T) {
 }
 
 // A panicking handler does not escape: the attempt fails with Panicked's
-// error, which Ended and the settlement see, and the panic is counted.
+// error, which the settlement sees, and the panic is counted.
 func TestRunRecoversPanics(t *testing.T) {
 	w := &fakeWorker{}
 	var c attempt.Counters
@@ -238,10 +230,7 @@ func TestRunRecoversPanics(t *testing.T) {
 	if c.Panics.Load() != 1 {
 		t.Fatalf("panics %d, want 1", c.Panics.Load())
 	}
-	if len(p.ended) != 1 || p.ended[0] == nil || p.ended[0].Error() != "panic: oops" {
-		t.Fatalf("Ended told %v, want the panic's error", p.ended)
-	}
-	if len(p.settled) != 1 || p.settled[0].Err == nil || p.settled[0].Decision.Action != settle.Retry {
+	if len(p.settled) != 1 || p.settled[0].Err == nil || p.settled[0].Err.Error() != "panic: oops" || p.settled[0].Decision.Action != settle.Retry {
 		t.Fatalf("settled %+v, want a retry of the panic's error", p.settled)
 	}
 }

@@ -149,20 +149,6 @@ func (s *Stage[T, X]) LendSlot(p *Pending[T, X]) *Pending[T, X] {
 	return s.taken(next, ok)
 }
 
-// Resumed reports whether p was parked, and clears the mark.
-func (s *Stage[T, X]) Resumed(p *Pending[T, X]) bool {
-	r := p.rerun
-	p.rerun = false
-	return r
-}
-
-// Orphaned reports whether p came from a lane the worker no longer holds:
-// held, it goes back for the lane's new owner.
-func (s *Stage[T, X]) Orphaned(p *Pending[T, X]) bool { return p.lane != nil && !p.lane.Holds() }
-
-// Claim claims p's settlement ([Pending.Claim]).
-func (s *Stage[T, X]) Claim(p *Pending[T, X]) bool { return p.Claim() }
-
 // Requeue queues the parked task p for a slot; granted resumes it.
 func (s *Stage[T, X]) Requeue(p *Pending[T, X]) { s.sched.Resume(p, p.Prio.Rank(), p.Type.Slots) }
 

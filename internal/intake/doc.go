@@ -32,8 +32,9 @@
 // hold, and at the shutdown deadline the running tasks are handed back.
 //
 // The stage answers the executor for a task's slot (Next, [Stage.LendSlot],
-// Requeue, Withdraw, Reclaim, HandBack, Claim, Resumed, Orphaned: part of
-// attempt.Worker). What only the worker knows comes through [Config]: its
+// Requeue, Withdraw, Reclaim, HandBack: part of attempt.Worker); a
+// [Pending] task answers for its own marks (Claim, Resumed, Orphaned:
+// attempt.Task). What only the worker knows comes through [Config]: its
 // start-up steps, the consumers its features add in new partitions,
 // failed acknowledgements and lost pulls for its hooks. It imports neither
 // framework nor the worker's types.

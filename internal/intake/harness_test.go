@@ -128,13 +128,13 @@ func (h *harness) stop() {
 // run is the executors' loop (attempt.Executor.Run's part the stage sees).
 func (h *harness) run(p *task) {
 	for p != nil {
-		if h.s.Resumed(p) || h.s.Orphaned(p) {
+		if p.Resumed() || p.Orphaned() {
 			h.t.Errorf("task %s resumed or orphaned: never parked", p.Msg.Data())
 		}
 		p.X.runs++
 		h.ran <- p
 		<-h.gate
-		if h.s.Claim(p) {
+		if p.Claim() {
 			var seq uint64
 			if pm, ok := p.Msg.(*pull.Msg); ok {
 				d, _ := pm.Delivery()

@@ -116,6 +116,17 @@ func bufferedPending[T, X any](t *Type[T], prio streams.Priority, m *pull.Msg, f
 // executor, or handed back).
 func (p *Pending[T, X]) Claim() bool { return p.settled.CompareAndSwap(false, true) }
 
+// Resumed reports whether p was parked, and clears the mark.
+func (p *Pending[T, X]) Resumed() bool {
+	r := p.rerun
+	p.rerun = false
+	return r
+}
+
+// Orphaned reports whether p came from a lane the worker no longer holds:
+// held, it goes back for the lane's new owner.
+func (p *Pending[T, X]) Orphaned() bool { return p.lane != nil && !p.lane.Holds() }
+
 // LaneSettled tells p's lane, if any, that p was settled: redelivered when
 // it went back to the server.
 func (p *Pending[T, X]) LaneSettled(redelivered bool) {

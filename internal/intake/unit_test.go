@@ -56,8 +56,8 @@ func TestHandBackOnce(t *testing.T) {
 	p := newPending[*reg, work](typ, streams.PriorityNormal, m)
 	s.HandBack(p, "test")
 	s.HandBack(p, "again")
-	if m.naks != 1 || c.HandedBack.Load() != 1 || s.Claim(p) {
-		t.Errorf("%d naks, %d handed back, claimable %v: want 1, 1, false", m.naks, c.HandedBack.Load(), s.Claim(p))
+	if m.naks != 1 || c.HandedBack.Load() != 1 || p.Claim() {
+		t.Errorf("%d naks, %d handed back, claimable %v: want 1, 1, false", m.naks, c.HandedBack.Load(), p.Claim())
 	}
 	bad := &fakeMsg{err: errors.New("closed")}
 	q := newPending[*reg, work](typ, streams.PriorityNormal, bad)
@@ -119,7 +119,7 @@ func TestParkedTaskLendsItsSlot(t *testing.T) {
 		t.Fatalf("LendSlot gave %v, want the waiting task", next)
 	}
 	<-q.dispatched
-	if !s.Resumed(p) || s.Resumed(p) {
+	if !p.Resumed() || p.Resumed() {
 		t.Error("Resumed is not once after LendSlot")
 	}
 	s.Requeue(p) // waits for q's slot
@@ -133,7 +133,7 @@ func TestParkedTaskLendsItsSlot(t *testing.T) {
 	if s.NumRunning() != 2 {
 		t.Errorf("%d running after Reclaim, want 2", s.NumRunning())
 	}
-	if s.Orphaned(p) {
+	if p.Orphaned() {
 		t.Error("a task without a lane is orphaned")
 	}
 }
