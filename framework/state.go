@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/jetflow-io/jetflow/internal/ratelimit"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
@@ -186,14 +185,7 @@ func EnsureBuckets(ctx context.Context, js jetstream.JetStream, opts ...BucketsO
 	if err != nil {
 		return err
 	}
-	if err := ensureBuckets(ctx, js, o); err != nil {
-		return err
-	}
-	if _, err := ensureUniqueBucket(ctx, js, o.names); err != nil {
-		return err
-	}
-	_, err = ratelimit.EnsureBucket(ctx, js, o.names.LimitsBucket(), o.names.TaskStream())
-	return err
+	return topology.EnsureBuckets(ctx, js, o.names, o.stateTTL, o.effectsTTL)
 }
 
 // ensureBuckets creates the state and effects buckets with o's retention.

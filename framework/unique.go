@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/streamdefs"
 	"github.com/jetflow-io/jetflow/internal/unique"
@@ -80,12 +79,6 @@ var uniqueRules = unique.Validators{
 // uniqueBucketMarkerTTL is how long the unique bucket keeps the markers of
 // keys that expired or were released.
 const uniqueBucketMarkerTTL = streamdefs.UniqueMarkerTTL
-
-// ensureUniqueBucket creates the unique bucket (per-key TTLs, the task
-// stream's storage and replicas) if needed and returns it.
-func ensureUniqueBucket(ctx context.Context, js jetstream.JetStream, names streams.Names) (jetstream.KeyValue, error) {
-	return unique.EnsureBucket(ctx, js, names.UniqueBucket(), names.TaskStream(), uniqueBucketMarkerTTL)
-}
 
 // uniqueStore caches a handle on the unique bucket, created on first use.
 type uniqueStore = unique.Cache
