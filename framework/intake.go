@@ -31,9 +31,7 @@ func (w *Worker) newStage() *intake.Stage[*typeRunner, taskState] {
 		Workers: func(ctx context.Context) (*fleet.Listing, error) {
 			return fleetRules.List(ctx, w.js, w.names.WorkersBucket())
 		},
-		Step: func(ctx context.Context, what string, step func(ctx context.Context) error) error {
-			return w.starting.waitingFor(what, func() error { return w.startStep(ctx, step) })
-		},
+		Step: w.step, // startwait.go
 		Grown: func(ctx context.Context, added []streams.Names) ([]consumerSub, error) {
 			return w.extConsumers(ctx, added, true)
 		},

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/jetflow-io/jetflow/internal/intake"
 	"github.com/jetflow-io/jetflow/internal/ordering"
 	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
@@ -133,7 +132,9 @@ func (w *Worker) installOrdering() {
 	w.addExtension(extension{Plugin: Plugin{Name: "ordering", Prepare: prepareBlocking, Hold: func(_ *Task, err error) (time.Duration, bool) { return ordering.Held(err) }}, consumers: orderedConsumers})
 }
 
-// orderedConsumers ensures the partition consumers of the ordered types.
+// orderedConsumers ensures the consumers of the ordered types in the task
+// partitions parts: their ordered partitions' or lanes' (internal/intake,
+// ordered.go).
 func orderedConsumers(ctx context.Context, w *Worker, parts []streams.Names) ([]consumerSub, error) {
 	var subs []consumerSub
 	for _, tt := range w.order {
@@ -141,76 +142,16 @@ func orderedConsumers(ctx context.Context, w *Worker, parts []streams.Names) ([]
 		if o == nil {
 			continue
 		}
-		maxDeliver := tt.cfg.maxAttempts
+		spec := intake.Ordered{TaskType: tt.name, Partitions: o.Partitions, Lanes: o.Lanes,
+			MaxDeliver: tt.cfg.maxAttempts, AckWait: tt.cfg.ackWait}
 		if o.BlockOnDeadLetter {
-			maxDeliver = -1 // the worker counts attempts and blocks instead
+			spec.MaxDeliver = -1 // the worker counts attempts and blocks instead
 		}
-		// Each task partition holds the keys that hash to it, in their own
-		// slot consumers (decision 046).
-		if o.Lanes > 0 {
-			ls, err := w.laneConsumers(ctx, tt, parts)
-			if err != nil {
-				return nil, err
-			}
-			subs = append(subs, ls...)
-			continue
+		more, err := w.in.EnsureOrdered(ctx, &tt.in, spec, parts)
+		if err != nil {
+			return nil, err
 		}
-		for _, names := range parts {
-			for p := range o.Partitions {
-				spec := topology.OrderedConsumerSpec{
-					TaskType:   tt.name,
-					Partitions: o.Partitions,
-					Partition:  p,
-					MaxDeliver: maxDeliver,
-					AckWait:    tt.cfg.ackWait,
-				}
-				ensure := func(ctx context.Context) (jetstream.Consumer, error) {
-					return topology.EnsureOrderedConsumer(ctx, w.js, names, spec)
-				}
-				var cons jetstream.Consumer
-				err := w.starting.waitingFor("consumer "+names.TaskStream()+"/"+names.OrderedConsumerName(tt.name, o.Partitions, p), func() error {
-					return w.startStep(ctx, func(ctx context.Context) (err error) {
-						cons, err = ensure(ctx)
-						return err
-					})
-				})
-				if err != nil {
-					return nil, err
-				}
-				subs = append(subs, consumerSub{Type: &tt.in, Prio: PriorityNormal, Cons: cons, Ensure: ensure})
-			}
-		}
-	}
-	return subs, nil
-}
-
-// laneConsumers ensures the lane consumers of the ordered type tt in each
-// task partition of parts.
-func (w *Worker) laneConsumers(ctx context.Context, tt *typeRunner, parts []streams.Names) ([]consumerSub, error) {
-	var subs []consumerSub
-	for _, names := range parts {
-		for l := range tt.cfg.ordering.Lanes {
-			maxDeliver := tt.cfg.maxAttempts
-			if tt.cfg.ordering.BlockOnDeadLetter {
-				maxDeliver = -1 // the worker counts attempts and blocks instead
-			}
-			spec := topology.LaneConsumerSpec{TaskType: tt.name, Lanes: tt.cfg.ordering.Lanes, Lane: l,
-				MaxDeliver: maxDeliver, AckWait: tt.cfg.ackWait}
-			ensure := func(ctx context.Context) (jetstream.Consumer, error) {
-				return topology.EnsureLaneConsumer(ctx, w.js, names, spec)
-			}
-			var cons jetstream.Consumer
-			err := w.starting.waitingFor("consumer "+names.TaskStream()+"/"+names.LaneConsumerName(tt.name, spec.Lanes, l), func() error {
-				return w.startStep(ctx, func(ctx context.Context) (err error) {
-					cons, err = ensure(ctx)
-					return err
-				})
-			})
-			if err != nil {
-				return nil, err
-			}
-			subs = append(subs, consumerSub{Type: &tt.in, Prio: PriorityNormal, Cons: cons, Ensure: ensure, Lane: true, Part: names.PartitionIndex()})
-		}
+		subs = append(subs, more...)
 	}
 	return subs, nil
 }

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"context"
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/liveness"
@@ -27,10 +28,17 @@ const startAttempt = 10 * time.Second
 // what it waits for, and how often it logs again while it still waits.
 const slowStartReport = 5 * time.Second
 
-// startWaits is liveness.StartWaits under the name ordering.go uses.
-type startWaits struct{ liveness.StartWaits }
-
-// waitingFor runs step, noting it among the steps Start waits for.
-func (s *startWaits) waitingFor(what string, step func() error) error {
-	return s.WaitingFor(what, step)
+// step runs a start-up step named what, noted among the steps Start waits
+// for while it runs, retrying with backoff while the server is unreachable,
+// until ctx ends. Each attempt gets a context of its own with a deadline of
+// [startAttempt] within ctx's: an attempt that runs out of it (a request
+// nobody answered) is tried again.
+func (w *Worker) step(ctx context.Context, what string, step func(ctx context.Context) error) error {
+	return w.starting.WaitingFor(what, func() error {
+		return liveness.StartStep(ctx, w.nc, w.log, LogKeyError, func() error {
+			actx, cancel := context.WithTimeout(ctx, startAttempt)
+			defer cancel()
+			return step(actx)
+		})
+	})
 }

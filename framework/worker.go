@@ -57,9 +57,9 @@ type Worker struct {
 	shutdownMu  sync.Mutex
 	shutdownErr error
 	finished    chan struct{} // closed when shutdown completed
-	connLost    chan struct{} // closed when the connection closed for good (liveness.go)
-	stalled     chan struct{} // closed when a fetch loop stalled (liveness.go)
-	stallErr    atomic.Pointer[error]
+	// live stops Run when the connection closed for good or a fetch loop
+	// stalled (liveness.go).
+	live *liveness.Watcher
 
 	stats workerStats
 
@@ -84,7 +84,7 @@ type Worker struct {
 	// strandCheck looks for stranded tasks (stranded.go).
 	strandCheck stranded.Checker
 	// starting is what Start waits for (startwait.go).
-	starting startWaits
+	starting liveness.StartWaits
 }
 
 const (
@@ -143,8 +143,6 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		hardCtx:    hardCtx,
 		hardCancel: hardCancel,
 		finished:   make(chan struct{}),
-		connLost:   make(chan struct{}),
-		stalled:    make(chan struct{}),
 		hooks:      append([]Hooks(nil), o.hooks...),
 	}
 	w.installDeadLetters()
@@ -154,6 +152,7 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	w.installDelayMover()
 	w.installFleet()             // fleet.go
 	w.in = w.newStage()          // intake.go; after the worker ID is set
+	w.live = w.newWatcher()      // liveness.go
 	w.attempts = w.newExecutor() // execute.go
 	return w, nil
 }
@@ -245,10 +244,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err := w.checkHandlerValues(); err != nil {
 		return fail(err)
 	}
-	err := w.starting.waitingFor("the task partitions", func() error {
-		return w.startStep(ctx, w.in.Discover)
-	})
-	if err != nil {
+	if err := w.step(ctx, "the task partitions", w.in.Discover); err != nil {
 		return fail(err)
 	}
 	for i := range w.ext {
@@ -260,10 +256,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	for i := range w.ext {
 		if f := w.ext[i].Prepare; f != nil {
-			err := w.starting.waitingFor("set-up of "+w.ext[i].Name, func() error {
-				return w.startStep(ctx, func(ctx context.Context) error { return f(ctx, w) })
-			})
-			if err != nil {
+			if err := w.step(ctx, "set-up of "+w.ext[i].Name, func(ctx context.Context) error { return f(ctx, w) }); err != nil {
 				return fail(fmt.Errorf("%s: %w", w.ext[i].Name, err))
 			}
 		}
@@ -282,17 +275,12 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.svcCancel = svcCancel
 	for i := range w.ext {
 		if f := w.ext[i].Service; f != nil {
-			w.services.Add(1)
-			go func() {
-				defer w.services.Done()
-				f(svcCtx, w)
-			}()
+			w.services.Go(func() { f(svcCtx, w) })
 		}
 	}
 	w.startStrandedCheck(ctx, svcCtx) // stranded.go
 	w.in.Pull(subs)
-	go w.watchConnection() // liveness.go
-	go w.watchStalls()     // liveness.go
+	w.live.Watch(w.in.Stopped()) // liveness.go
 	w.log.Info("jetflow worker started", slog.Int("types", len(w.order)), slog.Int("consumers", len(subs)),
 		slog.Int("concurrency", w.opts.concurrency))
 	return nil
@@ -322,10 +310,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	var cause error
 	select {
 	case <-ctx.Done():
-	case <-w.connLost:
-		cause = w.errConnLost()
-	case <-w.stalled:
-		cause = *w.stallErr.Load()
+	case <-w.live.Lost():
+		cause = w.live.LostErr()
+	case <-w.live.Stalled():
+		cause = w.live.StallErr()
 	case <-w.in.Stopped():
 		<-w.finished
 		return w.result()

@@ -13,6 +13,10 @@
 //   - [Stage.Ensure] ensures the consumers of the registered types in the
 //     partitions served ([Stage.Discover]); [Stage.CheckPartitions] serves
 //     the partitions added to the deployment while the worker runs.
+//   - [PlanOrdered] lists the consumers of an ordered type ([Ordered]) in
+//     each task partition, its ordered partitions' or its lanes', and
+//     [Stage.EnsureOrdered] ensures them, one start-up step each, for the
+//     worker to pull beside the others.
 //
 // # The stage
 //

@@ -47,6 +47,7 @@ type harness struct {
 	gate     chan struct{}  // closed: handlers return
 	workers  func() error   // the registry read's error (nil: none listed)
 	grown    []Source[*reg] // what Grown returns
+	steps    []string       // the name of every start-up step
 	mu       sync.Mutex
 }
 
@@ -76,7 +77,10 @@ func newHarness(t *testing.T, concurrency int, cfg streams.Config) *harness {
 		Counters: Counters{HandedBack: &h.handedBack, AckErrors: &h.ackErrors, PullsLost: &h.pullsLost, StartedDirect: &h.direct},
 		Self:     "self", Ctx: t.Context(),
 		Workers: func(context.Context) (*fleet.Listing, error) { return nil, h.workers() },
-		Step: func(ctx context.Context, _ string, step func(ctx context.Context) error) error {
+		Step: func(ctx context.Context, what string, step func(ctx context.Context) error) error {
+			h.mu.Lock()
+			h.steps = append(h.steps, what)
+			h.mu.Unlock()
 			return step(ctx)
 		},
 		Grown: func(_ context.Context, added []streams.Names) ([]Source[*reg], error) {

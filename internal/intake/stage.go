@@ -167,6 +167,21 @@ func (s *Stage[T, X]) Pull(srcs []Source[T]) {
 	}
 }
 
+// FetchLoops returns the state of the fetch loop of each registered (type,
+// priority) consumer, in registration order, for the worker's liveness
+// report.
+func (s *Stage[T, X]) FetchLoops() []liveness.FetchLoop {
+	var out []liveness.FetchLoop
+	for _, t := range s.types {
+		for _, p := range t.Priorities {
+			name := s.cfg.Names.ConsumerName(t.Name, p)
+			l := s.cfg.Loops.Loop(name)
+			out = append(out, liveness.FetchLoop{Type: t.Name, Priority: p, Consumer: name, LastPoll: l.LastPoll(), Busy: l.Busy()})
+		}
+	}
+	return out
+}
+
 // Stopped is closed once the stage stops pulling.
 func (s *Stage[T, X]) Stopped() <-chan struct{} { return s.stop }
 

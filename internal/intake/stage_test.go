@@ -7,10 +7,8 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/jetflow-io/jetflow/internal/ordering"
-	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -194,17 +192,9 @@ func TestStageLanes(t *testing.T) {
 	o := h.add("o", streams.PriorityNormal)
 	o.Priorities = nil // no (type, priority) consumer: lanes only
 	o.Lanes, o.Gate = 2, LaneGate(0, nil)
-	var lanes []Source[*reg]
-	for l := range o.Lanes {
-		spec := topology.LaneConsumerSpec{TaskType: "o", Lanes: o.Lanes, Lane: l}
-		ensure := func(ctx context.Context) (jetstream.Consumer, error) {
-			return topology.EnsureLaneConsumer(ctx, h.env.JS, h.names, spec)
-		}
-		cons, err := ensure(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		lanes = append(lanes, Source[*reg]{Type: o, Prio: streams.PriorityNormal, Cons: cons, Ensure: ensure, Lane: true})
+	lanes, err := h.s.EnsureOrdered(t.Context(), o, Ordered{TaskType: "o", Lanes: o.Lanes}, []streams.Names{h.names})
+	if err != nil {
+		t.Fatal(err)
 	}
 	h.start(lanes...)
 	const n = 20
