@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/provision"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/streams"
@@ -185,7 +186,7 @@ func EnsureBuckets(ctx context.Context, js jetstream.JetStream, opts ...BucketsO
 	if err != nil {
 		return err
 	}
-	return topology.EnsureBuckets(ctx, js, o.names, o.stateTTL, o.effectsTTL)
+	return provision.EnsureBuckets(ctx, js, o.names, o.stateTTL, o.effectsTTL)
 }
 
 // ensureBuckets creates the state and effects buckets with o's retention.

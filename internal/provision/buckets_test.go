@@ -1,4 +1,4 @@
-package topology_test
+package provision_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/jetflow-io/jetflow/internal/natserr"
-	"github.com/jetflow-io/jetflow/internal/topology"
+	"github.com/jetflow-io/jetflow/internal/provision"
 	"github.com/jetflow-io/jetflow/streams"
 	"github.com/jetflow-io/jetflow/testutil"
 )
@@ -17,7 +17,7 @@ import (
 func TestEnsureBuckets(t *testing.T) {
 	_, js := testutil.JetStream(t, testutil.RunServer(t))
 	n := streams.MustNames(streams.DefaultPrefix)
-	if err := topology.EnsureBuckets(t.Context(), js, n, time.Hour, 2*time.Hour); !errors.Is(err, natserr.ErrTopologyMissing) {
+	if err := provision.EnsureBuckets(t.Context(), js, n, time.Hour, 2*time.Hour); !errors.Is(err, natserr.ErrTopologyMissing) {
 		t.Fatalf("without the task stream: %v, want ErrTopologyMissing", err)
 	}
 	if _, err := streams.Ensure(t.Context(), js, streams.Config{}); err != nil {
@@ -28,7 +28,7 @@ func TestEnsureBuckets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := topology.EnsureBuckets(t.Context(), js, n, time.Hour, 2*time.Hour); err != nil {
+	if err := provision.EnsureBuckets(t.Context(), js, n, time.Hour, 2*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	for bucket, ttl := range map[string]time.Duration{n.StateBucket(): time.Hour, n.EffectsBucket(): 2 * time.Hour,

@@ -1,4 +1,9 @@
-package topology
+// Package provision ensures the key-value buckets of a deployment for
+// framework.EnsureBuckets. It stands apart from internal/topology, which
+// package access and the test helpers import, because it names the
+// features that own some of the buckets (unique tasks, rate limits), whose
+// own tests import those helpers.
+package provision
 
 import (
 	"context"
@@ -8,6 +13,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/ratelimit"
 	"github.com/jetflow-io/jetflow/internal/streamdefs"
+	"github.com/jetflow-io/jetflow/internal/topology"
 	"github.com/jetflow-io/jetflow/internal/unique"
 	"github.com/jetflow-io/jetflow/streams"
 )
@@ -20,7 +26,7 @@ import (
 // may not create; it lives here so that the core names none of the
 // features that use them.
 func EnsureBuckets(ctx context.Context, js jetstream.JetStream, n streams.Names, stateTTL, effectsTTL time.Duration) error {
-	if err := EnsureRetention(ctx, js, n, stateTTL, effectsTTL); err != nil {
+	if err := topology.EnsureRetention(ctx, js, n, stateTTL, effectsTTL); err != nil {
 		return err
 	}
 	if _, err := unique.EnsureBucket(ctx, js, n.UniqueBucket(), n.TaskStream(), streamdefs.UniqueMarkerTTL); err != nil {
