@@ -14,12 +14,12 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/attempt"
 	"github.com/jetflow-io/jetflow/internal/delays"
-	"github.com/jetflow-io/jetflow/internal/fleet"
 	"github.com/jetflow-io/jetflow/internal/intake"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/liveness"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/internal/stranded"
+	"github.com/jetflow-io/jetflow/internal/versiongate"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -50,7 +50,7 @@ type Worker struct {
 
 	state atomic.Int32 // workerNew, workerRunning, workerStopping
 
-	versions    fleet.Gate // payload versions handed back (versions.go)
+	versions    versiongate.Gate[*typeRunner, taskState] // payload versions (versions.go)
 	stopOnce    sync.Once
 	hardCtx     context.Context // handler contexts; cancelled at the shutdown deadline
 	hardCancel  context.CancelFunc
