@@ -14,6 +14,7 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/attempt"
 	"github.com/jetflow-io/jetflow/internal/delays"
+	"github.com/jetflow-io/jetflow/internal/hookset"
 	"github.com/jetflow-io/jetflow/internal/intake"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/liveness"
@@ -71,10 +72,9 @@ type Worker struct {
 	services  sync.WaitGroup
 	svcCancel context.CancelFunc
 
-	// hooks are the AddHooks hooks (the first addedHooks of them), then the
-	// WithHooks ones, each group in the order given.
-	hooks      []Hooks
-	addedHooks int
+	// events are the plugins' Started, Finished and Hold and the hooks'
+	// worker events: the AddHooks ones, then the WithHooks ones (extensions.go).
+	events hookset.Set[*Task, Outcome]
 	// deadLetter is the dead-letter extension's writer, or nil (dlq.go).
 	deadLetter func(ctx context.Context, t *Task, msg jetstream.Msg, cause error) error
 	// tracker writes task records, when a registered type is tracked
@@ -145,7 +145,10 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		finished:   make(chan struct{}),
 		connLost:   make(chan struct{}),
 		stalled:    make(chan struct{}),
-		hooks:      append([]Hooks(nil), o.hooks...),
+	}
+	w.events.Log, w.events.Panics = o.logger, &w.stats.hookPanics
+	for _, h := range o.hooks {
+		w.events.Add(workerHooks(h))
 	}
 	w.installDeadLetters()
 	w.installState()
