@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jetflow-io/jetflow/internal/hookset"
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/nats-io/nats.go"
 )
@@ -55,14 +56,14 @@ func (c *Client) traceEnqueue(ctx context.Context, msg *nats.Msg, info TaskInfo)
 			continue
 		}
 		var done func(TaskInfo, error)
-		callHook(c.opts.logger, nil, "Enqueuing", func() { done = h.Enqueuing(ctx, info, EnqueueHeader{msg: msg}) })
+		hookset.Call(c.opts.logger, nil, "Enqueuing", func() { done = h.Enqueuing(ctx, info, EnqueueHeader{msg: msg}) })
 		if done != nil {
 			dones = append(dones, done)
 		}
 	}
 	return func(info TaskInfo, err error) {
 		for i := len(dones) - 1; i >= 0; i-- {
-			callHook(c.opts.logger, nil, "Enqueuing done", func() { dones[i](info, err) })
+			hookset.Call(c.opts.logger, nil, "Enqueuing done", func() { dones[i](info, err) })
 		}
 	}
 }

@@ -55,7 +55,7 @@ func (x *execSide) Prepare(p *pending) (time.Time, bool) {
 		w.attempts.Settle(p, err, 0)
 		return time.Time{}, false
 	}
-	if w.checkPayloadVersion(p) {
+	if w.versions.Refuse(p) {
 		return time.Time{}, false
 	}
 	p.X.base = taskCtx{Context: w.hardCtx, Key: taskctx.Key{}, Val: t}

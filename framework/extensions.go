@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/jetflow-io/jetflow/internal/hookset"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -104,49 +104,19 @@ func (w *Worker) addExtension(e extension) {
 		panic("framework: extension " + e.Name + " added after the worker started")
 	}
 	w.ext = append(w.ext, e)
+	w.events.Use(hookset.Plugin[*Task, Outcome]{Started: e.Started, Finished: e.Finished, Hold: e.Hold})
 	if e.deadLetter != nil && w.deadLetter == nil {
 		w.deadLetter = e.deadLetter
 	}
 }
 
-// emitStarted tells the extensions, then the hooks, that an attempt starts.
-func (w *Worker) emitStarted(ctx context.Context, t *Task) {
-	for i := range w.ext {
-		if f := w.ext[i].Started; f != nil {
-			f(ctx, t)
-		}
-	}
-	for i := range w.hooks {
-		if h := w.hooks[i].Started; h != nil {
-			w.hookStarted(h, ctx, t)
-		}
-	}
-}
-
-// emitFinished tells the extensions, then the hooks, an attempt's outcome.
-func (w *Worker) emitFinished(ctx context.Context, t *Task, o Outcome) {
-	for i := range w.ext {
-		if f := w.ext[i].Finished; f != nil {
-			f(ctx, t, o)
-		}
-	}
-	for i := range w.hooks {
-		if h := w.hooks[i].Finished; h != nil {
-			w.hookFinished(h, ctx, t, o)
-		}
-	}
-}
-
-// hookStarted and hookFinished call a user hook without allocating a
-// closure: they run for every task.
-func (w *Worker) hookStarted(h func(context.Context, *Task), ctx context.Context, t *Task) {
-	defer recoverHook(w.log, &w.stats.hookPanics, "Started")
-	h(ctx, t)
-}
-
-func (w *Worker) hookFinished(h func(context.Context, *Task, Outcome), ctx context.Context, t *Task, o Outcome) {
-	defer recoverHook(w.log, &w.stats.hookPanics, "Finished")
-	h(ctx, t, o)
+// emitStarted tells the extensions, then the hooks, that an attempt starts;
+// emitFinished tells them its outcome; emitAckFailed tells the hooks that
+// an operation on the task was not sent (internal/hookset).
+func (w *Worker) emitStarted(ctx context.Context, t *Task)             { w.events.Started(ctx, t) }
+func (w *Worker) emitFinished(ctx context.Context, t *Task, o Outcome) { w.events.Finished(ctx, t, o) }
+func (w *Worker) emitAckFailed(ctx context.Context, t *Task, op string, err error) {
+	w.events.AckFailed(ctx, t, op, err)
 }
 
 // Emit publishes a plugin's event ev to the Event field of each of the
@@ -155,13 +125,7 @@ func (w *Worker) hookFinished(h func(context.Context, *Task, Outcome), ctx conte
 // its own package (package breaker emits a breaker.StateChange); the core
 // names no plugin. A panic in an Event hook is recovered, logged and
 // counted in [Stats].HookPanics.
-func (w *Worker) Emit(ctx context.Context, ev any) {
-	for i := range w.hooks {
-		if h := w.hooks[i].Event; h != nil {
-			callHook(w.log, &w.stats.hookPanics, "Event", func() { h(ctx, ev) })
-		}
-	}
-}
+func (w *Worker) Emit(ctx context.Context, ev any) { w.events.Event(ctx, ev) }
 
 // HasMiddleware reports whether the worker wraps every handler in
 // middleware of its own ([WithMiddleware]): package workflow runs chained
@@ -172,26 +136,9 @@ func (w *Worker) HasMiddleware() bool { return len(w.opts.middleware) > 0 }
 // Logger returns the worker's logger ([WithLogger]).
 func (w *Worker) Logger() *slog.Logger { return w.log }
 
-func (w *Worker) emitAckFailed(ctx context.Context, t *Task, op string, err error) {
-	for i := range w.hooks {
-		if h := w.hooks[i].AckFailed; h != nil {
-			callHook(w.log, &w.stats.hookPanics, "AckFailed", func() { h(ctx, t, op, err) })
-		}
-	}
-}
-
 // holdFor asks the extensions whether a failed attempt should be rerun in
 // process.
-func (w *Worker) holdFor(t *Task, err error) (time.Duration, bool) {
-	for i := range w.ext {
-		if f := w.ext[i].Hold; f != nil {
-			if d, ok := f(t, err); ok {
-				return d, true
-			}
-		}
-	}
-	return 0, false
-}
+func (w *Worker) holdFor(t *Task, err error) (time.Duration, bool) { return w.events.Hold(t, err) }
 
 // Worker returns the worker running t, or nil for a nil task or one built
 // outside a worker (package jetflowtest). In a handler or middleware,
@@ -219,6 +166,5 @@ func (w *Worker) AddHooks(h Hooks) {
 	if w.state.Load() != workerNew {
 		panic("framework: AddHooks called after the worker started")
 	}
-	w.hooks = slices.Insert(w.hooks, w.addedHooks, h)
-	w.addedHooks++
+	w.events.Insert(workerHooks(h))
 }

@@ -3,10 +3,9 @@ package framework
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"runtime/debug"
-	"sync/atomic"
 	"time"
+
+	"github.com/jetflow-io/jetflow/internal/hookset"
 )
 
 // Hooks are optional callbacks for metrics, tracing and logging, given with
@@ -116,17 +115,9 @@ type Outcome struct {
 	DeadLettered bool
 }
 
-// recoverHook, deferred around a user callback, recovers its panic: it is
-// logged and counted in panics (when not nil) instead of crashing the
-// process.
-func recoverHook(log *slog.Logger, panics *atomic.Uint64, name string) {
-	if r := recover(); r != nil {
-		if panics != nil {
-			panics.Add(1)
-		}
-		log.Error("jetflow hook panicked; ignored", slog.String("hook", name), slog.Any("panic", r),
-			slog.String("stack", string(debug.Stack())))
-	}
+// workerHooks returns the worker events of h (internal/hookset).
+func workerHooks(h Hooks) hookset.Hooks[*Task, Outcome] {
+	return hookset.Hooks[*Task, Outcome]{Started: h.Started, Finished: h.Finished, AckFailed: h.AckFailed, Event: h.Event, PullLost: h.PullLost}
 }
 
 // emitEnqueued calls the client's Enqueued hooks, in the order they were
@@ -134,13 +125,7 @@ func recoverHook(log *slog.Logger, panics *atomic.Uint64, name string) {
 func (c *Client) emitEnqueued(ctx context.Context, info TaskInfo) {
 	for i := range c.opts.hooks {
 		if h := c.opts.hooks[i].Enqueued; h != nil {
-			callHook(c.opts.logger, nil, "Enqueued", func() { h(ctx, info) })
+			hookset.Call(c.opts.logger, nil, "Enqueued", func() { h(ctx, info) })
 		}
 	}
-}
-
-// callHook runs fn, recovering a panic (see recoverHook).
-func callHook(log *slog.Logger, panics *atomic.Uint64, name string, fn func()) {
-	defer recoverHook(log, panics, name)
-	fn()
 }

@@ -36,7 +36,7 @@ func (w *Worker) newStage() *intake.Stage[*typeRunner, taskState] {
 			return w.extConsumers(ctx, added, true)
 		},
 		AckFailed: func(p *pending, op string, err error) { w.ackFailed(context.Background(), nil, p, op, err) },
-		PullLost:  w.emitPullLost,
+		PullLost:  w.events.PullLost,
 	})
 }
 
@@ -75,15 +75,6 @@ func (w *Worker) extConsumers(ctx context.Context, parts []streams.Names, grown 
 		}
 	}
 	return subs, nil
-}
-
-// emitPullLost calls the PullLost hooks.
-func (w *Worker) emitPullLost(taskType string, prio Priority) {
-	for i := range w.hooks {
-		if h := w.hooks[i].PullLost; h != nil {
-			callHook(w.log, &w.stats.hookPanics, "PullLost", func() { h(context.Background(), taskType, prio) })
-		}
-	}
 }
 
 // partitions returns the names of the task partitions the worker serves

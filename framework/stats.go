@@ -61,8 +61,6 @@ type workerStats struct {
 	// startedDirect counts tasks started from the subscription
 	// (internal/intake, startDirect).
 	startedDirect atomic.Uint64
-	// versionsBack counts tasks handed back for their payload version.
-	versionsBack, versionsRedelivered atomic.Uint64
 }
 
 // Stats returns a snapshot of the worker's counters.
@@ -79,8 +77,8 @@ func (w *Worker) Stats() Stats {
 		AckErrors:           w.stats.ackErrors.Load(),
 		HookPanics:          w.stats.hookPanics.Load(),
 		PullsLost:           w.stats.pullsLost.Load(),
-		VersionsHandedBack:  w.stats.versionsBack.Load(),
-		VersionsRedelivered: w.stats.versionsRedelivered.Load(),
+		VersionsHandedBack:  w.versions.Back.Load(),
+		VersionsRedelivered: w.versions.Redelivered.Load(),
 		Running:             running,
 	}
 	if w.mover != nil {

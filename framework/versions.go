@@ -2,11 +2,9 @@ package framework
 
 import (
 	"fmt"
-	"log/slog"
-	"time"
 
 	"github.com/jetflow-io/jetflow/internal/fleet"
-	"github.com/jetflow-io/jetflow/internal/taskmsg"
+	"github.com/jetflow-io/jetflow/internal/versiongate"
 )
 
 // Payload versions let a task type's payload evolve through a rolling
@@ -111,72 +109,20 @@ func versionOf[T any]() (int, bool) {
 // upTo returns the versions 1 to v (fleet.UpTo).
 func upTo(v int) []int { return fleet.UpTo(v) }
 
-// checkPayloadVersion hands p back when its type declares versions and
-// p's is not among them, or fails it when its version header is invalid
-// or no live worker accepted it within the grace (fleet.Gate). It returns
-// true when p was settled or handed back.
-func (w *Worker) checkPayloadVersion(p *pending) bool {
-	accepted := p.Type.Ext.cfg.versions
-	if accepted == nil {
-		return false
-	}
-	t := &p.X.task
-	now := time.Now()
-	verdict, d, err := w.versions.Check(accepted, t.Type, t.Headers, now)
-	switch verdict {
-	case fleet.Run:
-		return false
-	case fleet.Corrupt:
-		w.attempts.Settle(p, Permanent(fmt.Errorf("%w: %w", ErrCorruptTask, err)), 0)
-		return true
-	case fleet.NoWorker:
-		w.attempts.Settle(p, Permanent(fmt.Errorf("%w: %w", ErrVersion, err)), 0)
-		return true
-	}
-	if !p.Claim() {
-		return true
-	}
-	if err = w.versionBack(p, d, now.Add(d.Delay)); err != nil {
-		// Without the schedule, a redelivery (which spends a delivery).
-		w.stats.versionsRedelivered.Add(1)
-		t.Logger().Warn("jetflow could not hand back a task of a payload version its handler does not accept; redelivering it, which spends an attempt",
-			slog.Int("version", t.PayloadVersion()), slog.Any(LogKeyError, err))
-		p.LaneSettled(true)
-		if nerr := p.Msg.NakWithDelay(d.Delay); nerr != nil {
-			w.ackFailed(w.hardCtx, t, p, "nak", nerr)
-		}
-		return true
-	}
-	p.LaneSettled(false)
-	w.stats.versionsBack.Add(1)
-	t.Logger().Debug("jetflow task handed back: payload version not accepted", slog.Int("version", t.PayloadVersion()), slog.Duration("retry_in", d.Delay))
-	if aerr := p.Msg.Ack(); aerr != nil {
-		// Redelivered: its schedule is pending or fired already
-		// (versionBack finds it).
-		w.ackFailed(w.hardCtx, t, p, "ack", aerr)
-	}
-	return true
-}
-
-// versionBack stores p's task as a one-shot schedule due at due that fires
-// it into its queue again, with the hand-back headers of d
-// (fleet.HandBackTask). The schedule is deduplicated by the delivered
-// message's sequence, so a redelivery of the same message stores it once.
-// A task that cannot fire from a schedule (an ordered task, a cron tick)
-// gets an error: it is redelivered instead.
-func (w *Worker) versionBack(p *pending, d fleet.HandBack, due time.Time) error {
-	t := &p.X.task
-	ordered := p.Type.Ext.cfg.ordering != nil || t.Header(HeaderOrderingKey) != ""
-	return fleet.HandBackTask(w.hardCtx, w.js, w.names.ScheduleStream(), ordered, &taskmsg.HandBack{
-		Subject: w.names.ScheduleSubject(t.ID), Target: w.names.FiredSubject(t.Priority, t.Type),
-		ID: t.ID, Sequence: t.Sequence, Due: due, Header: t.Headers, Data: t.Payload,
-		EnqueuedAt: t.EnqueuedAt, Since: d.Since, Refusals: d.Next()})
-}
-
-// newVersionGate sets up the worker's payload-version gate, which reads
-// the registry with the worker's rules.
+// newVersionGate sets up the worker's payload-version gate
+// (internal/versiongate), which reads the registry with the worker's rules
+// and hands tasks back through the worker's schedule stream.
 func (w *Worker) newVersionGate() {
 	g := &w.versions
 	g.Grace, g.Interval = w.opts.versionGrace, w.opts.fleet.interval
 	g.Watch(w.hardCtx, w.js, w.names.WorkersBucket(), fleetRules, w.log)
+	g.Ctx, g.JS, g.Names, g.ErrCorrupt, g.ErrNoWorker = w.hardCtx, w.js, w.names, ErrCorruptTask, ErrVersion
+	g.Accepted = func(p *pending) []int { return p.Type.Ext.cfg.versions }
+	g.Task = func(p *pending) versiongate.Task {
+		t := &p.X.task
+		return versiongate.Task{ID: t.ID, Sequence: t.Sequence, EnqueuedAt: t.EnqueuedAt, Log: t.Logger(),
+			Ordered: p.Type.Ext.cfg.ordering != nil || t.Header(HeaderOrderingKey) != ""}
+	}
+	g.Fail = func(p *pending, err error) { w.attempts.Settle(p, Permanent(err), 0) }
+	g.AckFailed = func(p *pending, op string, err error) { w.ackFailed(w.hardCtx, &p.X.task, p, op, err) }
 }

@@ -14,12 +14,13 @@ import (
 
 	"github.com/jetflow-io/jetflow/internal/attempt"
 	"github.com/jetflow-io/jetflow/internal/delays"
-	"github.com/jetflow-io/jetflow/internal/fleet"
+	"github.com/jetflow-io/jetflow/internal/hookset"
 	"github.com/jetflow-io/jetflow/internal/intake"
 	"github.com/jetflow-io/jetflow/internal/jsapi"
 	"github.com/jetflow-io/jetflow/internal/liveness"
 	"github.com/jetflow-io/jetflow/internal/staterec"
 	"github.com/jetflow-io/jetflow/internal/stranded"
+	"github.com/jetflow-io/jetflow/internal/versiongate"
 	"github.com/jetflow-io/jetflow/streams"
 )
 
@@ -50,7 +51,7 @@ type Worker struct {
 
 	state atomic.Int32 // workerNew, workerRunning, workerStopping
 
-	versions    fleet.Gate // payload versions handed back (versions.go)
+	versions    versiongate.Gate[*typeRunner, taskState] // payload versions (versions.go)
 	stopOnce    sync.Once
 	hardCtx     context.Context // handler contexts; cancelled at the shutdown deadline
 	hardCancel  context.CancelFunc
@@ -71,10 +72,9 @@ type Worker struct {
 	services  sync.WaitGroup
 	svcCancel context.CancelFunc
 
-	// hooks are the AddHooks hooks (the first addedHooks of them), then the
-	// WithHooks ones, each group in the order given.
-	hooks      []Hooks
-	addedHooks int
+	// events are the plugins' Started, Finished and Hold and the hooks'
+	// worker events: the AddHooks ones, then the WithHooks ones (extensions.go).
+	events hookset.Set[*Task, Outcome]
 	// deadLetter is the dead-letter extension's writer, or nil (dlq.go).
 	deadLetter func(ctx context.Context, t *Task, msg jetstream.Msg, cause error) error
 	// tracker writes task records, when a registered type is tracked
@@ -143,7 +143,10 @@ func NewWorker(nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 		hardCtx:    hardCtx,
 		hardCancel: hardCancel,
 		finished:   make(chan struct{}),
-		hooks:      append([]Hooks(nil), o.hooks...),
+	}
+	w.events.Log, w.events.Panics = o.logger, &w.stats.hookPanics
+	for _, h := range o.hooks {
+		w.events.Add(workerHooks(h))
 	}
 	w.installDeadLetters()
 	w.installState()
