@@ -77,8 +77,8 @@ func (x *execSide) Call(p *pending, first bool, start time.Time) error {
 	}
 	ctx := s.ctx
 	ctx.Init(&s.base, taskctx.Key{}, t, start, tt.cfg.timeout, ErrHandlerTimeout)
-	x.Stamp(p, start) // for the pull sizes
-	x.w.emitStarted(ctx, t)
+	x.Stamp(p, start)          // for the pull sizes
+	x.w.events.Started(ctx, t) // the extensions, then the hooks (internal/hookset)
 	err := tt.handler.Handle(ctx, t)
 	if err != nil && ctx.TimedOut() && !errors.Is(err, ErrHandlerTimeout) {
 		err = fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, tt.cfg.timeout, err)
@@ -108,7 +108,7 @@ func (x *execSide) Hold(p *pending, err error) (time.Duration, bool) {
 	if IsPermanent(err) {
 		return 0, false
 	}
-	return x.w.holdFor(&p.X.task, err)
+	return x.w.events.Hold(&p.X.task, err)
 }
 
 // Lend logs the held task p and lends its slot (intake.Stage.LendSlot);
@@ -172,7 +172,7 @@ func (x *execSide) Settled(p *pending, s attempt.Settlement) {
 	if p.X.base.Context != nil {
 		ctx = &p.X.base
 	}
-	w.emitFinished(ctx, t, o)
+	w.events.Finished(ctx, t, o)
 }
 
 // delivery is a pending task as settlement carries a decision out on it
@@ -214,7 +214,7 @@ func (w *Worker) ackFailed(ctx context.Context, t *Task, p *pending, op string, 
 	if TaskFromContext(ctx) == nil {
 		ctx = taskctx.With(ctx, t)
 	}
-	w.emitAckFailed(ctx, t, op, err)
+	w.events.AckFailed(ctx, t, op, err)
 }
 
 // newTask returns a new Task of p (for reports outside its execution).

@@ -110,15 +110,6 @@ func (w *Worker) addExtension(e extension) {
 	}
 }
 
-// emitStarted tells the extensions, then the hooks, that an attempt starts;
-// emitFinished tells them its outcome; emitAckFailed tells the hooks that
-// an operation on the task was not sent (internal/hookset).
-func (w *Worker) emitStarted(ctx context.Context, t *Task)             { w.events.Started(ctx, t) }
-func (w *Worker) emitFinished(ctx context.Context, t *Task, o Outcome) { w.events.Finished(ctx, t, o) }
-func (w *Worker) emitAckFailed(ctx context.Context, t *Task, op string, err error) {
-	w.events.AckFailed(ctx, t, op, err)
-}
-
 // Emit publishes a plugin's event ev to the Event field of each of the
 // worker's hook sets (the [Worker.AddHooks] ones, then the [WithHooks]
 // ones), on the calling goroutine with ctx. A plugin defines ev's type in
@@ -135,10 +126,6 @@ func (w *Worker) HasMiddleware() bool { return len(w.opts.middleware) > 0 }
 
 // Logger returns the worker's logger ([WithLogger]).
 func (w *Worker) Logger() *slog.Logger { return w.log }
-
-// holdFor asks the extensions whether a failed attempt should be rerun in
-// process.
-func (w *Worker) holdFor(t *Task, err error) (time.Duration, bool) { return w.events.Hold(t, err) }
 
 // Worker returns the worker running t, or nil for a nil task or one built
 // outside a worker (package jetflowtest). In a handler or middleware,
