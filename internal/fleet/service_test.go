@@ -1,7 +1,6 @@
 package fleet_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -17,24 +16,6 @@ import (
 	"github.com/jetflow-io/jetflow/internal/taskmsg"
 	"github.com/jetflow-io/jetflow/testutil"
 )
-
-// lockedBuffer is a log sink safe for the service's goroutine and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A service creates the registry bucket, writes its record with what Now
 // sets on a copy of Self, and deletes it when its context ends.
@@ -80,7 +61,7 @@ func TestServiceWarnsWithoutBucket(t *testing.T) {
 	s := testutil.RunServer(t)
 	nc, js := testutil.JetStream(t, s)
 	nc.Close()
-	var logs lockedBuffer
+	var logs testutil.LogBuffer
 	svc := &fleet.Service{JS: js, Bucket: "JETFLOW_WORKERS", TaskStream: "JETFLOW_TASKS", Interval: time.Second, Rules: rules,
 		Log: slog.New(slog.NewTextHandler(&logs, nil)), Self: record("w1"), Now: func(*fleet.Record) {}}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -113,7 +94,7 @@ func TestGateWatch(t *testing.T) {
 	t.Parallel()
 	s := testutil.RunServer(t)
 	_, js := testutil.JetStream(t, s)
-	var logs lockedBuffer
+	var logs testutil.LogBuffer
 	var g fleet.Gate
 	g.Grace, g.Interval = time.Minute, time.Second
 	g.Watch(t.Context(), js, "JETFLOW_WORKERS", rules, slog.New(slog.NewTextHandler(&logs, nil)))

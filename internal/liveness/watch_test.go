@@ -1,11 +1,9 @@
 package liveness
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,29 +11,11 @@ import (
 	"github.com/jetflow-io/jetflow/testutil"
 )
 
-// logBuffer is a log destination safe for the watcher's goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 var errStalled = errors.New("test: pull stalled")
 
 // watchConfig returns the config of a watcher of a worker that runs when
 // running is true, logging to logs.
-func watchConfig(t *testing.T, running bool, logs *logBuffer) WatchConfig {
+func watchConfig(t *testing.T, running bool, logs *testutil.LogBuffer) WatchConfig {
 	t.Helper()
 	s := testutil.RunServer(t)
 	return WatchConfig{Conn: testutil.Connect(t, s), Log: slog.New(slog.NewTextHandler(logs, nil)), LogKeyError: "err",
@@ -47,7 +27,7 @@ func watchConfig(t *testing.T, running bool, logs *logBuffer) WatchConfig {
 // match ErrNotConnected; nothing stalled meanwhile.
 func TestWatcherLost(t *testing.T) {
 	t.Parallel()
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	cfg := watchConfig(t, false, &logs)
 	cfg.Loops.Loop("c") // silent for an hour, but the worker does not run
 	w := NewWatcher(cfg)
@@ -73,7 +53,7 @@ func TestWatcherLost(t *testing.T) {
 // configured sentinel.
 func TestWatcherStalled(t *testing.T) {
 	t.Parallel()
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	cfg := watchConfig(t, true, &logs)
 	cfg.Loops.Loop("JETFLOW_a_normal")
 	w := NewWatcher(cfg)
@@ -103,7 +83,7 @@ func TestWatcherStalled(t *testing.T) {
 // checks that its goroutines return).
 func TestWatcherStopped(t *testing.T) {
 	t.Parallel()
-	var logs logBuffer
+	var logs testutil.LogBuffer
 	cfg := watchConfig(t, true, &logs)
 	w := NewWatcher(cfg)
 	stop := make(chan struct{})
