@@ -53,7 +53,9 @@ func (w *Worker) startStrandedCheck(startCtx, svcCtx context.Context) {
 		if tt == nil {
 			return stranded.Served{}, false
 		}
-		return stranded.Served{Priorities: tt.cfg.priorities, Ordered: tt.cfg.ordering != nil}, true
+		o := tt.cfg.ordering
+		return stranded.Served{Priorities: tt.cfg.priorities, Ordered: o != nil,
+			OldOrdered: o != nil && o.Lanes == 0 && w.in.Partitions().Layout().OldOrderedSubjects}, true
 	}
 	*c = stranded.Checker{JS: w.js, NC: w.nc, Streams: w.partitions, Missing: ErrTopologyMissing,
 		Unread: func(subject string) (string, string) { return stranded.Unread(w.names, subject, served) },

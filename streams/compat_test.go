@@ -43,6 +43,33 @@ func loadFixture(t *testing.T, path string) fixture {
 	return f
 }
 
+// asCreatedBy97b8596 makes env's deployment one the previous release
+// created and this version's Ensure then upgraded: its first task stream
+// lacks the mark of this version's ordered slot subjects, which Ensure
+// never adds to an existing stream, so workers read the old ones too.
+func asCreatedBy97b8596(t *testing.T, env *testutil.Env) {
+	t.Helper()
+	names := streams.MustNames("")
+	s, err := env.JS.Stream(t.Context(), names.TaskStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	if l, _, err := streams.DeployedLayout(t.Context(), env.JS, names); err != nil || l.OldOrderedSubjects {
+		t.Fatalf("a deployment this version created: layout %+v, %v; want the new ordered subjects alone", l, err)
+	}
+	cfg.Metadata = nil // 97b8596 wrote none for one partition
+	if _, err := env.JS.UpdateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := streams.Ensure(t.Context(), env.JS, streams.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if l, _, err := streams.DeployedLayout(t.Context(), env.JS, names); err != nil || !l.OldOrderedSubjects {
+		t.Fatalf("a deployment 97b8596 created, upgraded: layout %+v, %v; want the old ordered subjects read too", l, err)
+	}
+}
+
 // TestPreviousReleaseMessages stores the messages the previous release
 // wrote (testdata/compat/97b8596.json: tasks, an ordered task, a delayed
 // task in the delay stream, the schedule its mover stored, a repeating
@@ -58,6 +85,7 @@ func TestPreviousReleaseMessages(t *testing.T) {
 	env := testutil.NewEnv(t, streams.Config{})
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
+	asCreatedBy97b8596(t, env)
 	var oldReplay *nats.Msg
 	for _, m := range f.Messages {
 		msg := &nats.Msg{Subject: m.Subject, Header: maps.Clone(m.Header), Data: []byte(m.Data)}

@@ -245,7 +245,7 @@ func taskStreamConfig(c Config, n Names) jetstream.StreamConfig {
 	if len(c.PartitionTags) > 0 {
 		tasks.Placement = &jetstream.Placement{Tags: []string{c.PartitionTags[n.part%len(c.PartitionTags)]}}
 	}
-	if n.part == 0 && c.Partitions > 1 {
+	if n.part == 0 {
 		tasks.Metadata = layoutMetadata(c) // partitions.go
 	}
 	if n.part > 0 {

@@ -20,4 +20,5 @@ func FiredConsumerConfig(c Config) (jetstream.ConsumerConfig, error) {
 const (
 	MetaPartitions        = metaPartitions
 	MetaOrderedPartitions = metaOrderedPartitions
+	MetaOrderedSubjects   = metaOrderedSubjects
 )

@@ -36,6 +36,18 @@ const (
 	metaOrderedPartitions = "jetflow.partitions.ordered"
 )
 
+// metaOrderedSubjects is the metadata key of the first task stream that
+// marks a deployment created by a version publishing ordered tasks on
+// the slot subjects of [Names.OrderedSubject] only (its value
+// orderedSubjectsBits); a task stream without it was created by an
+// earlier version, whose producers may still publish on the old ones
+// ([Layout.OldOrderedSubjects]). [Ensure] sets it when it creates the
+// stream and never on an existing one.
+const (
+	metaOrderedSubjects = "jetflow.ordered.subjects"
+	orderedSubjectsBits = "bits"
+)
+
 // Layout is how a deployment's tasks are spread: Partitions task
 // partitions, the first Ordered of them for ordered tasks (by key), and
 // the others by task ID or by task type (By).
@@ -45,6 +57,14 @@ type Layout struct {
 	// By is what spreads unordered tasks: [PartitionByTask] (also when
 	// empty) or [PartitionByType].
 	By PartitionKey
+	// OldOrderedSubjects is set for a deployment created by a version
+	// that published ordered tasks on "<prefix>.ord.<type>.<slot>"
+	// ([Names.LegacyOrderedSubject]): workers' ordered partitions then
+	// read those subjects too, so that the tasks of producers not yet
+	// upgraded run in order with the others, at a cost to the server on
+	// every ack (decision 051). Read from the deployment, never set by a
+	// client.
+	OldOrderedSubjects bool
 }
 
 // Partition returns the names of task partition k: the task stream, work,
@@ -116,7 +136,7 @@ func (n Names) SubjectPartition(subject string) int {
 // partition when it has none; ordered tasks over every partition when it
 // does not say.
 func layoutOf(meta map[string]string) (Layout, error) {
-	l := Layout{Partitions: 1, Ordered: 1}
+	l := Layout{Partitions: 1, Ordered: 1, OldOrderedSubjects: meta[metaOrderedSubjects] != orderedSubjectsBits}
 	read := func(key string, max int) (int, error) {
 		v := meta[key]
 		n, err := strconv.Atoi(v)
@@ -237,14 +257,20 @@ func advisorySubjects(n Names, partitions int) []string {
 }
 
 // layoutMetadata is the metadata of the first task stream of a deployment
-// of c.Partitions > 1: the count, the count ordered tasks are spread over
-// (the deployed one, else all), and the spread when it is by type.
+// of c: that its ordered tasks use this version's slot subjects (kept
+// only when Ensure creates the stream) and, with c.Partitions > 1, the
+// count, the count ordered tasks are spread over (the deployed one, else
+// all), and the spread when it is by type.
 func layoutMetadata(c Config) map[string]string {
+	meta := map[string]string{metaOrderedSubjects: orderedSubjectsBits}
+	if c.Partitions < 2 {
+		return meta
+	}
 	ordered := c.ordered
 	if ordered < 1 || ordered > c.Partitions {
 		ordered = c.Partitions
 	}
-	meta := map[string]string{metaPartitions: strconv.Itoa(c.Partitions), metaOrderedPartitions: strconv.Itoa(ordered)}
+	meta[metaPartitions], meta[metaOrderedPartitions] = strconv.Itoa(c.Partitions), strconv.Itoa(ordered)
 	if c.PartitionBy == PartitionByType {
 		meta[metaPartitionBy] = string(PartitionByType)
 	}

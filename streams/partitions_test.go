@@ -220,3 +220,35 @@ func TestLayoutOfGrownDeployment(t *testing.T) {
 		t.Errorf("ordered partitions beyond the count: %v", err)
 	}
 }
+
+// Ensure marks the deployments it creates as using this version's ordered
+// slot subjects alone, and never marks an existing one: growing a
+// deployment an earlier version created keeps its workers reading the old
+// subjects too (decision 051).
+func TestOrderedSubjectsMark(t *testing.T) {
+	t.Parallel()
+	ctx, js := jsContext(t)
+	n := streams.MustNames("")
+	if _, err := streams.Ensure(ctx, js, streams.Config{Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if l, _, err := streams.DeployedLayout(ctx, js, n); err != nil || l.OldOrderedSubjects {
+		t.Errorf("a deployment Ensure created: %+v %v; want it marked", l, err)
+	}
+	s, err := js.Stream(ctx, n.TaskStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	delete(cfg.Metadata, streams.MetaOrderedSubjects) // as an earlier version created it
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := streams.Ensure(ctx, js, streams.Config{Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := streams.DeployedLayout(ctx, js, n)
+	if err != nil || l != (streams.Layout{Partitions: 3, Ordered: 2, OldOrderedSubjects: true}) {
+		t.Errorf("an earlier version's deployment grown 2 → 3: %+v %v; want it unmarked", l, err)
+	}
+}

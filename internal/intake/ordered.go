@@ -32,6 +32,10 @@ type Ordered struct {
 	// their ack wait. Zero values take topology's defaults.
 	MaxDeliver int
 	AckWait    time.Duration
+	// Legacy makes ordered partitions read the slot subjects of earlier
+	// versions too (topology.OrderedConsumerSpec's Legacy); lanes never do.
+	// [Stage.EnsureOrdered] sets it from the deployment's layout.
+	Legacy bool
 }
 
 // OrderedConsumer is one consumer of [PlanOrdered]: an ordered
@@ -65,7 +69,7 @@ func PlanOrdered(parts []streams.Names, o Ordered) []OrderedConsumer {
 		}
 		for p := range o.Partitions {
 			spec := topology.OrderedConsumerSpec{TaskType: o.TaskType, Partitions: o.Partitions, Partition: p,
-				MaxDeliver: o.MaxDeliver, AckWait: o.AckWait}
+				MaxDeliver: o.MaxDeliver, AckWait: o.AckWait, Legacy: o.Legacy}
 			out = append(out, OrderedConsumer{Names: names, Name: names.OrderedConsumerName(o.TaskType, o.Partitions, p),
 				Partition: spec})
 		}
@@ -86,8 +90,11 @@ func (c OrderedConsumer) ensure(ctx context.Context, js jetstream.JetStream) (je
 // start-up step (Config.Step) named "consumer <stream>/<name>", and
 // returns them to pull ([Stage.Pull]): at normal priority, the only one
 // an ordered task has, and a lane's marked with its task partition. The
-// first error is returned.
+// partitions of a deployment created by an earlier version also read its
+// slot subjects (streams.Layout.OldOrderedSubjects). The first error is
+// returned.
 func (s *Stage[T, X]) EnsureOrdered(ctx context.Context, t *Type[T], o Ordered, parts []streams.Names) ([]Source[T], error) {
+	o.Legacy = s.Partitions().Layout().OldOrderedSubjects
 	plan := PlanOrdered(parts, o)
 	srcs := make([]Source[T], 0, len(plan))
 	for _, c := range plan {

@@ -12,8 +12,11 @@ import (
 type Served struct {
 	// Priorities are the priorities the worker serves for the type.
 	Priorities []streams.Priority
-	// Ordered is true when the worker reads the type's ordered tasks.
-	Ordered bool
+	// Ordered is true when the worker reads the type's ordered tasks;
+	// OldOrdered when it reads them on the slot subjects of earlier
+	// versions too (ordered partitions in a deployment one of them
+	// created: streams.Layout.OldOrderedSubjects).
+	Ordered, OldOrdered bool
 }
 
 // Unread returns the type of subject, a task or ordered-task subject of
@@ -34,9 +37,13 @@ func Unread(names streams.Names, subject string, served func(taskType string) (s
 		return typ, fmt.Sprintf("tasks of priority %s, which no worker serves: this worker serves %s of the type (framework.WithServedPriorities)",
 			p, strings.Join(list, ", "))
 	}
-	if typ, _, err := names.ParseOrderedSubject(subject); err == nil {
-		if s, ok := served(typ); ok && !s.Ordered {
+	if typ, slot, err := names.ParseOrderedSubject(subject); err == nil {
+		s, ok := served(typ)
+		switch {
+		case ok && !s.Ordered:
 			return typ, "ordered tasks (framework.Ordered), which no worker reads: register the type with framework.WithOrdering"
+		case ok && !s.OldOrdered && subject == names.LegacyOrderedSubject(typ, slot):
+			return typ, "ordered tasks on the slot subject of an earlier version, which workers read only in a deployment such a version created (and lanes never): upgrade the producer that published them"
 		}
 		return typ, ""
 	}

@@ -17,6 +17,8 @@ func TestUnread(t *testing.T) {
 			return stranded.Served{Priorities: []streams.Priority{streams.PriorityNormal}}, true
 		case "ordered":
 			return stranded.Served{Priorities: []streams.Priority{streams.PriorityNormal}, Ordered: true}, true
+		case "ordered-old":
+			return stranded.Served{Priorities: []streams.Priority{streams.PriorityNormal}, Ordered: true, OldOrdered: true}, true
 		}
 		return stranded.Served{}, false
 	}
@@ -29,6 +31,9 @@ func TestUnread(t *testing.T) {
 		{"ordered, not registered ordered", names.OrderedSubject("normal-only", 0), "normal-only", "framework.WithOrdering"},
 		{"ordered, registered ordered", names.OrderedSubject("ordered", 0), "ordered", ""},
 		{"ordered, another worker's type", names.OrderedSubject("other", 0), "other", ""},
+		{"earlier version's slot, not read", names.LegacyOrderedSubject("ordered", 9), "ordered", "earlier version"},
+		{"earlier version's slot, read", names.LegacyOrderedSubject("ordered-old", 9), "ordered-old", ""},
+		{"earlier version's slot, another worker's type", names.LegacyOrderedSubject("other", 9), "other", ""},
 		{"not a task subject", "elsewhere.x", "", ""},
 	}
 	for _, tc := range tests {

@@ -44,11 +44,18 @@ type OrderedConsumerSpec struct {
 	AckWait time.Duration
 	// Replicas is the consumer's replica count; 0 inherits the stream's.
 	Replicas int
+	// Legacy adds a filter per slot subject of the partition in the layout
+	// of earlier versions, so that their tasks run in stream order with the
+	// new ones: for a deployment created by one of them
+	// (streams.Layout.OldOrderedSubjects). Off, the consumer has one
+	// filter: every filter of every consumer costs the server on each ack
+	// (decision 051).
+	Legacy bool
 }
 
 // orderedConsumerConfig returns the JetStream configuration of spec under
-// names: MaxAckPending 1, the bits filter of the partition and one filter
-// subject per legacy slot subject of the partition.
+// names: MaxAckPending 1, the bits filter of the partition and, with
+// Legacy, one filter subject per legacy slot subject of the partition.
 func orderedConsumerConfig(names streams.Names, spec OrderedConsumerSpec) (jetstream.ConsumerConfig, error) {
 	if err := streams.ValidateTaskType(spec.TaskType); err != nil {
 		return jetstream.ConsumerConfig{}, err
@@ -65,11 +72,10 @@ func orderedConsumerConfig(names streams.Names, spec OrderedConsumerSpec) (jetst
 	if spec.AckWait <= 0 {
 		spec.AckWait = DefaultAckWait
 	}
-	// The partition's slots in both layouts: the bits filter, and the
+	// The partition's slots: the bits filter and, with Legacy, the
 	// subjects earlier versions published to (streams/ordering.go).
-	filters := make([]string, 0, 1+streamdefs.OrderedSlots/spec.Partitions)
-	filters = append(filters, names.OrderedFilter(spec.TaskType, spec.Partitions, spec.Partition))
-	for s := spec.Partition; s < streamdefs.OrderedSlots; s += spec.Partitions {
+	filters := []string{names.OrderedFilter(spec.TaskType, spec.Partitions, spec.Partition)}
+	for s := spec.Partition; spec.Legacy && s < streamdefs.OrderedSlots; s += spec.Partitions {
 		filters = append(filters, names.LegacyOrderedSubject(spec.TaskType, s))
 	}
 	return jetstream.ConsumerConfig{

@@ -1,6 +1,7 @@
 package topology_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,8 +32,19 @@ func TestEnsureOrderedConsumer(t *testing.T) {
 	if _, err := streams.Ensure(ctx, js, streams.Config{}); err != nil {
 		t.Fatal(err)
 	}
+	// A deployment this version created: one filter, the bits of the
+	// partition.
 	spec := topology.OrderedConsumerSpec{TaskType: "o.t", Partitions: 4, Partition: 1}
 	c, err := topology.EnsureOrderedConsumer(ctx, js, names, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CachedInfo().Config.FilterSubjects; !slices.Equal(got, []string{names.OrderedFilter("o.t", 4, 1)}) {
+		t.Errorf("filters %v, want the bits filter alone", got)
+	}
+	// One an earlier version created: the old slot subjects too.
+	spec.Legacy = true
+	c, err = topology.EnsureOrderedConsumer(ctx, js, names, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
