@@ -188,6 +188,7 @@ func (f *Fetcher[P]) serve(stop context.Context, it *pull.Iter) error {
 			return nil
 		}
 		f.w.Offer(p)
+		it.Passed() // queued: the executors may take the messages behind it
 		lh.SetBusy(true)
 		dispatched, starved := f.awaitSlot(stop, p, starve, f.cfg.AckWait/2)
 		lh.SetBusy(starved) // a rescue waits for slots too

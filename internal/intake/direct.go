@@ -61,8 +61,8 @@ func (s *Stage[T, X]) Next(p *Pending[T, X]) *Pending[T, X] {
 // wake-ups per task. The rules are the fetcher's: a waiting task (a
 // higher priority, a rescued buffer, a held task resuming) goes first; a
 // draining or stopped buffer gives nothing; and the message is taken only
-// once the slot is settled, else it goes back to the head of its buffer,
-// where its heartbeats continue.
+// once the slot is settled, else it stays at the head of its buffer, where
+// its heartbeats continue.
 func (s *Stage[T, X]) takeBuffered(p *Pending[T, X]) *Pending[T, X] {
 	f := p.src
 	if f == nil || !s.running.Load() {
@@ -72,18 +72,18 @@ func (s *Stage[T, X]) takeBuffered(p *Pending[T, X]) *Pending[T, X] {
 	if it == nil || s.sched.Contended(p.Type.Slots) {
 		return nil
 	}
-	m := it.TryNext()
-	if m == nil {
-		return nil
-	}
-	q := bufferedPending[T, X](p.Type, p.Prio, m, f)
-	if s.sched.Swap(p, q, p.Type.Slots) {
-		return q
-	}
-	if !it.Unget(m) {
-		s.HandBack(q, "pull buffer stopped")
-	}
-	return nil
+	// The slot passes to the message under the buffer's lock: no other
+	// taker (the fetcher) can take a later message meanwhile.
+	var q *Pending[T, X]
+	it.TakeIf(func(m *pull.Msg) bool {
+		q = bufferedPending[T, X](p.Type, p.Prio, m, f)
+		if s.sched.Swap(p, q, p.Type.Slots) {
+			return true
+		}
+		q = nil
+		return false
+	})
+	return q
 }
 
 // startDirect returns the direct path of a pull buffer of (t, prio)

@@ -84,7 +84,7 @@ func TestStageOneSlotKeepsStreamOrder(t *testing.T) {
 	for i := 1; i < n; i++ {
 		p := h.next()
 		if got := string(p.Msg.Data()); got != fmt.Sprint(i) {
-			t.Fatalf("task %d ran as the %dth after %s", i, i, first.Msg.Data())
+			t.Fatalf("task %s ran as the %dth after %s", got, i, first.Msg.Data())
 		}
 		if p.dispatched == nil {
 			buffered++ // taken from the pull buffer

@@ -119,7 +119,9 @@ func TestUngetAndStop(t *testing.T) {
 }
 
 // SetDirect's hook gets the messages that arrive at an empty queue, in
-// order; the ones it refuses are queued for Next.
+// order; the ones it refuses are queued for Next. A message Next returned
+// goes before the later ones until the reader passed it on: they are
+// queued, TryNext gives none of them, and after Passed they come in order.
 func TestDirect(t *testing.T) {
 	t.Parallel()
 	const n = 6
@@ -139,11 +141,10 @@ func TestDirect(t *testing.T) {
 		mu.Unlock()
 		return true
 	})
-	// Next sends the first request; everything but "3" goes to the hook,
-	// and the hook's messages still count for the refills: "0" and "1"
-	// answer the first request, whose end asks for "2" and "3"; "3" stays
-	// queued until Next takes it, which asks for "4" and "5", so they too
-	// find an empty queue.
+	// Next sends the first request; "0" to "2" go to the hook, and the
+	// hook's messages still count for the refills: "0" and "1" answer the
+	// first request, whose end asks for "2" and "3"; "3" stays queued until
+	// Next takes it, which asks for "4" and "5".
 	m, err := it.Next(10 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -151,16 +152,24 @@ func TestDirect(t *testing.T) {
 	if string(m.Data()) != "3" {
 		t.Fatalf("Next gave %q, want the refused message", m.Data())
 	}
-	testutil.Wait(t, 10*time.Second, "the other messages at the hook", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(order) == n-1
-	})
-	if want := []string{"0", "1", "2", "4", "5"}; !slices.Equal(order, want) {
+	// "3" is not passed on yet: "4" and "5" wait behind it.
+	testutil.Wait(t, 10*time.Second, "the later messages queued", func() bool { return it.Queued() == 2 })
+	if q := it.TryNext(); q != nil {
+		t.Fatalf("TryNext gave %q before the reader passed on %q", q.Data(), m.Data())
+	}
+	it.Passed()
+	for _, want := range []string{"4", "5"} {
+		if q := it.TryNext(); q == nil || string(q.Data()) != want {
+			t.Fatalf("TryNext after Passed gave %v, want %q", q, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"0", "1", "2"}; !slices.Equal(order, want) {
 		t.Fatalf("hook got %v, want %v", order, want)
 	}
-	if c := calls.Load(); c != n {
-		t.Fatalf("hook called %d times, want once per message (%d)", c, n)
+	if c := calls.Load(); c != 4 {
+		t.Fatalf("hook called %d times, want once per message that reached an empty queue (4)", c)
 	}
 }
 
@@ -195,5 +204,34 @@ func TestDirectRefills(t *testing.T) {
 		if d != fmt.Sprint(i) {
 			t.Fatalf("message %d is %q: %v", i, d, got)
 		}
+	}
+}
+
+// TakeIf takes the head of the queue only when its callback accepts it; a
+// refused message stays at the head, and a message Next returned and its
+// reader has not passed on goes first.
+func TestTakeIf(t *testing.T) {
+	t.Parallel()
+	it := newIter(t, 3, 10)
+	it.SetDirect(func(*pull.Msg) bool { return false })
+	if m, err := it.Next(10 * time.Second); err != nil || string(m.Data()) != "0" {
+		t.Fatalf("Next = %v, %v: want 0", m, err)
+	}
+	testutil.Wait(t, 10*time.Second, "the other messages queued", func() bool { return it.Queued() == 2 })
+	called := false
+	if m := it.TakeIf(func(*pull.Msg) bool { called = true; return true }); m != nil || called {
+		t.Fatalf("TakeIf gave %v (callback called %v) before the reader passed on 0", m, called)
+	}
+	it.Passed()
+	if m := it.TakeIf(func(m *pull.Msg) bool { return string(m.Data()) != "1" }); m != nil {
+		t.Fatalf("TakeIf gave %q that its callback refused", m.Data())
+	}
+	var offered string
+	m := it.TakeIf(func(m *pull.Msg) bool { offered = string(m.Data()); return true })
+	if m == nil || string(m.Data()) != "1" || offered != "1" {
+		t.Fatalf("TakeIf gave %v (offered %q), want the refused head 1", m, offered)
+	}
+	if it.Queued() != 1 {
+		t.Fatalf("%d queued after taking 1, want 1", it.Queued())
 	}
 }

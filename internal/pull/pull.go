@@ -84,6 +84,9 @@ type Iter struct {
 	polled    time.Time   // see Polled; owned by the goroutine calling Next
 	timer     *time.Timer // Next's wait, stopped between calls; owned likewise
 	draining  bool
+	// passing is set while a message Next returned has not been passed on
+	// by its reader (see [Iter.Passed]); only with a direct path.
+	passing bool
 	// drained is set once the subscription's drain ended and its handler
 	// returned for the last time: every message received is queued.
 	drained bool
@@ -203,6 +206,11 @@ func (p *Iter) handle(m *nats.Msg) {
 // on the subscription's goroutine with the iterator's lock held, so [Iter.Drain]
 // and [Iter.Stop] return only after a call in progress: it must be quick and
 // must not call the iterator. Set it before the first Next.
+//
+// With a direct path set, a message Next returns goes before any that
+// TryNext or the direct path would give: both give nothing until the reader
+// calls [Iter.Passed] (or Next again), so that a message taken by the reader
+// is queued wherever it goes before a later one can overtake it.
 func (p *Iter) SetDirect(direct func(*Msg) bool) {
 	p.mu.Lock()
 	p.direct = direct
@@ -212,7 +220,7 @@ func (p *Iter) SetDirect(direct func(*Msg) bool) {
 // takeDirectLocked offers q to the direct path; when taken, it asks for the
 // next batch if the last request brought all it could (as popLocked does).
 func (p *Iter) takeDirectLocked(q *Msg, now time.Time) bool {
-	if p.direct == nil || len(p.queue) > 0 || p.draining || p.stopped || p.err != nil || !p.direct(q) {
+	if p.direct == nil || p.passing || len(p.queue) > 0 || p.draining || p.stopped || p.err != nil || !p.direct(q) {
 		return false
 	}
 	if p.cur == nil {
@@ -314,8 +322,10 @@ func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
 	for {
 		p.polled = now
 		p.mu.Lock()
+		p.passing = false
 		if len(p.queue) > 0 {
 			q := p.popLocked(now)
+			p.passing = p.direct != nil
 			p.mu.Unlock()
 			return q, nil
 		}
@@ -358,15 +368,38 @@ func (p *Iter) Next(wait time.Duration) (jetstream.Msg, error) {
 	}
 }
 
+// Passed tells the iterator that the reader passed on the message Next
+// returned last (see [Iter.SetDirect]).
+func (p *Iter) Passed() {
+	p.mu.Lock()
+	p.passing = false
+	p.mu.Unlock()
+}
+
 // TryNext returns the next stored message without waiting, or nil when the
-// queue is empty or the iterator drains, stopped or failed. Unlike Next it
+// queue is empty, the reader has not passed on the message Next returned
+// ([Iter.SetDirect]), or the iterator drains, stopped or failed. Unlike Next it
 // may be called from any goroutine, concurrently with Next: it is how an
 // executor that finished a task takes the next one directly (the worker's
 // fetcher still owns the iterator's waits and errors).
 func (p *Iter) TryNext() *Msg {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.queue) == 0 || p.draining || p.stopped || p.err != nil {
+	if len(p.queue) == 0 || p.passing || p.draining || p.stopped || p.err != nil {
+		return nil
+	}
+	return p.popLocked(time.Time{})
+}
+
+// TakeIf is TryNext for a taker that must place the message before anyone
+// else can take one: take is called with the next stored message, with the
+// iterator's lock held, and the message is taken only if take returns true;
+// otherwise it stays at the head of the queue (nil is returned). take must
+// be quick and must not call the iterator.
+func (p *Iter) TakeIf(take func(*Msg) bool) *Msg {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 || p.passing || p.draining || p.stopped || p.err != nil || !take(p.queue[0]) {
 		return nil
 	}
 	return p.popLocked(time.Time{})
