@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,6 +36,10 @@ type Builder struct {
 	ErrInvalid error
 	// Router chooses each task's partition.
 	Router *Router
+
+	// fits is the largest message size known to fit: the last MaxPayload
+	// read (see tooLarge).
+	fits atomic.Int64
 }
 
 // Built is what a build reports beside the message.
@@ -149,13 +154,33 @@ func (b *Builder) build(taskType string, payload any, cfg *Config, subjects Subj
 		built.Due = due
 	}
 	msg, size := taskmsg.BuildSized(spec)
-	if b.MaxPayload != nil {
-		if max := b.MaxPayload(); max > 0 && size > max {
-			return nil, Built{}, fmt.Errorf("%w: task type %s is %d bytes with headers, the server accepts at most %d; store large data elsewhere (for example an object store) and enqueue a reference",
-				natserr.ErrPayloadTooLarge, taskType, size, max)
-		}
+	if max, over := b.tooLarge(size); over {
+		return nil, Built{}, fmt.Errorf("%w: task type %s is %d bytes with headers, the server accepts at most %d; store large data elsewhere (for example an object store) and enqueue a reference",
+			natserr.ErrPayloadTooLarge, taskType, size, max)
 	}
 	return msg, built, nil
+}
+
+// tooLarge reports whether a message of size bytes is over the server's
+// limit, and the limit. MaxPayload takes the connection's lock, the lock
+// every publish of the connection takes too: read for every task, it adds
+// one more turn on that lock per enqueue, and with thousands of goroutines
+// enqueueing at once the waiters on it pile up. So it is read only for a
+// message larger than the last limit read (the first message, and one that
+// may not fit). A message within the last limit is published unchecked
+// here: nats.go checks it against the current server's limit anyway, and
+// its error (nats.ErrMaxPayload) is reported as natserr.ErrPayloadTooLarge;
+// this check only names the type and the sizes.
+func (b *Builder) tooLarge(size int64) (max int64, over bool) {
+	if b.MaxPayload == nil || size <= b.fits.Load() {
+		return 0, false
+	}
+	max = b.MaxPayload()
+	if max <= 0 {
+		return 0, false
+	}
+	b.fits.Store(max)
+	return max, size > max
 }
 
 // uniqueHeaders validates the unique options of cfg and returns the

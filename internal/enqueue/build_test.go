@@ -236,3 +236,40 @@ func BenchmarkBuild(b *testing.B) {
 	}
 	_ = msg
 }
+
+// The server's limit is read for the first message and for one larger
+// than the last limit read, not for every message (each read takes the
+// connection's lock); a raised limit lets a larger message through, a
+// message over it is refused.
+func TestBuildReadsTheLimitOnlyWhenNeeded(t *testing.T) {
+	t.Parallel()
+	b := newBuilder()
+	limit, reads := int64(200), 0
+	b.MaxPayload = func() int64 { reads++; return limit }
+	build := func(payload string) error {
+		_, _, err := Build[option](b, "t.a", payload, nil, nil, streams.Layout{Partitions: 1, Ordered: 1})
+		return err
+	}
+	for range 3 {
+		if err := build("small"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reads != 1 {
+		t.Fatalf("the limit was read %d times for 3 small messages, want once", reads)
+	}
+	large := string(make([]byte, 300))
+	if err := build(large); !errors.Is(err, natserr.ErrPayloadTooLarge) {
+		t.Fatalf("a message over the limit: %v, want ErrPayloadTooLarge", err)
+	}
+	if reads != 2 {
+		t.Fatalf("the limit was read %d times, want again for the larger message", reads)
+	}
+	limit = 1 << 20 // the server now accepts more
+	if err := build(large); err != nil {
+		t.Fatalf("a message within the raised limit: %v", err)
+	}
+	if err := build("small"); err != nil || reads != 3 {
+		t.Fatalf("small message after the raise: %v, %d reads (want 3)", err, reads)
+	}
+}
