@@ -75,14 +75,12 @@ func (s *Stage[T, X]) takeBuffered(p *Pending[T, X]) *Pending[T, X] {
 	// The slot passes to the message under the buffer's lock: no other
 	// taker (the fetcher) can take a later message meanwhile.
 	var q *Pending[T, X]
-	it.TakeIf(func(m *pull.Msg) bool {
+	if it.TakeIf(func(m *pull.Msg) bool {
 		q = bufferedPending[T, X](p.Type, p.Prio, m, f)
-		if s.sched.Swap(p, q, p.Type.Slots) {
-			return true
-		}
-		q = nil
-		return false
-	})
+		return s.sched.Swap(p, q, p.Type.Slots)
+	}) == nil {
+		return nil
+	}
 	return q
 }
 

@@ -382,14 +382,7 @@ func (p *Iter) Passed() {
 // may be called from any goroutine, concurrently with Next: it is how an
 // executor that finished a task takes the next one directly (the worker's
 // fetcher still owns the iterator's waits and errors).
-func (p *Iter) TryNext() *Msg {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.queue) == 0 || p.passing || p.draining || p.stopped || p.err != nil {
-		return nil
-	}
-	return p.popLocked(time.Time{})
-}
+func (p *Iter) TryNext() *Msg { return p.TakeIf(func(*Msg) bool { return true }) }
 
 // TakeIf is TryNext for a taker that must place the message before anyone
 // else can take one: take is called with the next stored message, with the
