@@ -35,10 +35,6 @@ func Publish(ctx context.Context, js jetstream.JetStream, stream string, msg *na
 	return PublishWithin(ctx, js, stream, msg, log, 0)
 }
 
-// noRetry leaves the retries of a publish to Publish's own loop: nats.go
-// would otherwise wait and retry a no-responders error itself.
-var noRetry = []jetstream.PublishOpt{jetstream.WithRetryAttempts(0)}
-
 // PublishWithin is [Publish], bounded by limit, counted from the call,
 // when ctx has no deadline (limit 0: no bound but ctx). A publish stored
 // at the first attempt, the usual case, costs one context with a timeout,
@@ -50,7 +46,7 @@ func PublishWithin(ctx context.Context, js jetstream.JetStream, stream string, m
 		first = limit
 	}
 	actx, cancel := context.WithTimeout(ctx, first)
-	ack, err := js.PublishMsg(actx, msg, noRetry...)
+	ack, err := publishOnce(actx, js, stream, msg)
 	// When ctx has no deadline, the attempt's is the call's start plus
 	// first: the bound of the retries is counted from there.
 	attemptDeadline, _ := actx.Deadline()
@@ -96,7 +92,7 @@ func publishRetrying(ctx context.Context, js jetstream.JetStream, stream string,
 		if attempt > 1 {
 			actx, cancel := context.WithTimeout(ctx, PublishAttemptTimeout)
 			var ack *jetstream.PubAck
-			ack, err = js.PublishMsg(actx, msg, noRetry...)
+			ack, err = publishOnce(actx, js, stream, msg)
 			cancel()
 			if err == nil {
 				if ack.Duplicate && maybeStored {
