@@ -224,10 +224,17 @@ func (c *Client) stored(ctx context.Context, info TaskInfo, ack asyncpub.Ack) Ta
 }
 
 // build validates a task and returns its message and TaskInfo
-// (enqueue.Build), with the work subjects of subjects (nil: none), spread
+// (enqueue.Builder's Check and Build), with the work subjects of subjects (nil: none), spread
 // over the task partitions of l.
 func (c *Client) build(taskType string, payload any, opts []EnqueueOption, subjects enqueue.Subjects, l streams.Layout) (*nats.Msg, TaskInfo, error) {
-	msg, b, err := enqueue.Build(&c.builder, taskType, payload, opts, subjects, l)
+	if err := c.builder.Check(taskType, payload); err != nil {
+		return nil, TaskInfo{}, err
+	}
+	cfg, err := enqueue.Apply(opts)
+	if err != nil {
+		return nil, TaskInfo{}, err
+	}
+	msg, b, err := c.builder.Build(taskType, payload, &cfg, subjects, l)
 	if err != nil {
 		return nil, TaskInfo{}, err
 	}

@@ -40,6 +40,8 @@ type Builder struct {
 	// fits is the largest message size known to fit: the last MaxPayload
 	// read (see tooLarge).
 	fits atomic.Int64
+	// subjects are the work subjects built so far (subject).
+	subjects atomic.Pointer[Subjects]
 }
 
 // Built is what a build reports beside the message.
@@ -59,28 +61,34 @@ type typed interface{ TaskType() string }
 // versioned is a payload that names its version (framework.VersionedArgs).
 type versioned interface{ PayloadVersion() int }
 
-// Build validates a task of taskType with payload and the options opts
-// (applied by [Apply]) and returns its message. subjects interns work
-// subjects across the builds of one batch (nil: none); l is the layout of
-// the task partitions to spread it over ([Router.Layout]). Its errors wrap
-// streams.ErrInvalidTaskType, b.ErrInvalid, an option's error,
-// [ErrEncode], [ErrOrdering] or natserr.ErrPayloadTooLarge.
-func Build[O ~func(*Config) error](b *Builder, taskType string, payload any, opts []O, subjects Subjects, l streams.Layout) (*nats.Msg, Built, error) {
+// Check validates the task type of a task and that a payload naming its
+// task type ([typed]) names taskType. Its errors wrap
+// streams.ErrInvalidTaskType or b.ErrInvalid.
+func (b *Builder) Check(taskType string, payload any) error {
 	if err := streams.ValidateTaskType(taskType); err != nil {
-		return nil, Built{}, err
+		return err
 	}
 	if a, ok := payload.(typed); ok && a.TaskType() != taskType {
-		return nil, Built{}, fmt.Errorf("%w: payload %T names task type %q, not %q", b.ErrInvalid, payload, a.TaskType(), taskType)
+		return fmt.Errorf("%w: payload %T names task type %q, not %q", b.ErrInvalid, payload, a.TaskType(), taskType)
 	}
-	cfg, err := Apply(opts)
-	if err != nil {
-		return nil, Built{}, err
-	}
-	return b.build(taskType, payload, &cfg, subjects, l)
+	return nil
 }
 
-// build is Build with the options applied, for a valid task type.
-func (b *Builder) build(taskType string, payload any, cfg *Config, subjects Subjects, l streams.Layout) (*nats.Msg, Built, error) {
+// Build returns the message of a task of taskType with payload and the
+// options cfg (applied by [Apply]), for a task [Builder.Check] accepted.
+// subjects interns work subjects across the builds of one batch (nil: the
+// builder's own, see subject); l is the layout of the task partitions to
+// spread it over ([Router.Layout]). Its errors wrap b.ErrInvalid,
+// [ErrEncode], [ErrOrdering] or natserr.ErrPayloadTooLarge.
+//
+// A producer that starts a goroutine per enqueue (an HTTP server, the
+// latency figures of the bench) keeps that goroutine's stack at its first
+// size only while the build stays shallow: a stack grown before the
+// publish is held, twice as large, by every enqueue waiting for its
+// acknowledgement, and thousands of them tipped a loaded producer into
+// a pile-up (decision 045). Build is therefore one frame, not a generic
+// wrapper around a helper.
+func (b *Builder) Build(taskType string, payload any, cfg *Config, subjects Subjects, l streams.Layout) (*nats.Msg, Built, error) {
 	data, enc, err := taskmsg.Encode(b.Codec, payload)
 	if err != nil {
 		return nil, Built{}, fmt.Errorf("%w: task type %s (%T): %w", ErrEncode, taskType, payload, err)
@@ -135,7 +143,7 @@ func (b *Builder) build(taskType string, payload any, cfg *Config, subjects Subj
 		set(fleet.HeaderPayloadVersion, version)
 	}
 	names := b.Router.Partition(cfg.OrderingKey, taskType, id, l)
-	target := subjects.subject(names, cfg.Priority, taskType)
+	target := b.subject(subjects, names, cfg.Priority, taskType)
 	if cfg.OrderingKey != "" {
 		if target, err = b.orderedTarget(names, taskType, cfg, delayed); err != nil {
 			return nil, Built{}, err
@@ -234,8 +242,8 @@ const maxInternedSubjects = 256
 
 // Subjects interns the work subjects of one batch (framework's EnqueueMany
 // and EnqueueSeq), by partition, priority and type, so that its messages
-// and TaskInfos share one string per subject. A nil Subjects interns
-// nothing. It is not safe for concurrent use.
+// and TaskInfos share one string per subject. A nil Subjects leaves it to
+// the builder's own (see subject). It is not safe for concurrent use.
 type Subjects map[subjectKey]string
 
 type subjectKey struct {
@@ -245,18 +253,42 @@ type subjectKey struct {
 }
 
 // subject returns the work subject of taskType at priority p in the task
-// partition of names.
-func (s Subjects) subject(names streams.Names, p streams.Priority, taskType string) string {
-	if s == nil {
-		return names.TaskSubject(p, taskType)
-	}
+// partition of names: from subjects when not nil (one batch), else from
+// the builder's own copy-on-write map of the subjects it built, up to
+// maxInternedSubjects of them. Either way an enqueue of a known type and
+// priority builds no string.
+func (b *Builder) subject(subjects Subjects, names streams.Names, p streams.Priority, taskType string) string {
 	k := subjectKey{names.PartitionIndex(), p, taskType}
-	if v, ok := s[k]; ok {
+	if subjects != nil {
+		if v, ok := subjects[k]; ok {
+			return v
+		}
+		v := names.TaskSubject(p, taskType)
+		if len(subjects) < maxInternedSubjects {
+			subjects[k] = v
+		}
 		return v
 	}
+	known := b.subjects.Load()
+	if known != nil {
+		if v, ok := (*known)[k]; ok {
+			return v
+		}
+	}
 	v := names.TaskSubject(p, taskType)
-	if len(s) < maxInternedSubjects {
-		s[k] = v
+	if known == nil || len(*known) < maxInternedSubjects {
+		next := make(Subjects, 1+len(mapOf(known)))
+		maps.Copy(next, mapOf(known))
+		next[k] = v
+		b.subjects.CompareAndSwap(known, &next) // a lost race only leaves v out
 	}
 	return v
+}
+
+// mapOf is the map p points to, nil for none.
+func mapOf(p *Subjects) Subjects {
+	if p == nil {
+		return nil
+	}
+	return *p
 }

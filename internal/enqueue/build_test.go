@@ -18,6 +18,19 @@ import (
 	"github.com/jetflow-io/jetflow/streams"
 )
 
+// buildTask builds a task as framework's Client does: Check, the options
+// applied, then Build.
+func buildTask(b *Builder, taskType string, payload any, opts []option, subjects Subjects, l streams.Layout) (*nats.Msg, Built, error) {
+	if err := b.Check(taskType, payload); err != nil {
+		return nil, Built{}, err
+	}
+	cfg, err := Apply(opts)
+	if err != nil {
+		return nil, Built{}, err
+	}
+	return b.Build(taskType, payload, &cfg, subjects, l)
+}
+
 // typedArgs names its task type, as framework.TaskArgs do.
 type typedArgs struct{ typ string }
 
@@ -67,13 +80,13 @@ func TestBuildErrors(t *testing.T) {
 			if typ == "" {
 				typ = "t.a"
 			}
-			msg, _, err := Build(b, typ, tc.payload, tc.opts, nil, streams.Layout{Partitions: 1, Ordered: 1})
+			msg, _, err := buildTask(b, typ, tc.payload, tc.opts, nil, streams.Layout{Partitions: 1, Ordered: 1})
 			if err == nil {
-				t.Fatalf("Build = %v, want an error", msg)
+				t.Fatalf("build = %v, want an error", msg)
 			}
 			for _, w := range tc.want {
 				if !errors.Is(err, w) {
-					t.Errorf("Build error %v, want it to wrap %v", err, w)
+					t.Errorf("build error %v, want it to wrap %v", err, w)
 				}
 			}
 		})
@@ -149,7 +162,7 @@ func TestBuild(t *testing.T) {
 			b := newBuilder()
 			b.NoDedup = tc.noDedup
 			b.MaxPayload = func() int64 { return 1 << 20 }
-			msg, built, err := Build(b, "t.a", tc.payload, tc.opts, nil, tc.layout)
+			msg, built, err := buildTask(b, "t.a", tc.payload, tc.opts, nil, tc.layout)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +198,7 @@ func TestBuildLeavesCallersHeaders(t *testing.T) {
 	} {
 		mine := map[string]string{"X-Mine": "1"}
 		opts := []option{func(c *Config) error { c.Headers = mine; return nil }, extra}
-		msg, _, err := Build(newBuilder(), "t.a", nil, opts, nil, streams.Layout{Partitions: 1, Ordered: 1})
+		msg, _, err := buildTask(newBuilder(), "t.a", nil, opts, nil, streams.Layout{Partitions: 1, Ordered: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,24 +211,34 @@ func TestBuildLeavesCallersHeaders(t *testing.T) {
 func TestSubjects(t *testing.T) {
 	t.Parallel()
 	names := streams.MustNames("")
-	var none Subjects
-	if got := none.subject(names, streams.PriorityHigh, "t.a"); got != names.TaskSubject(streams.PriorityHigh, "t.a") {
-		t.Errorf("nil Subjects gave %s", got)
-	}
-	s := make(Subjects)
-	first := s.subject(names, streams.PriorityHigh, "t.a")
-	again := s.subject(names, streams.PriorityHigh, "t.a")
-	if first != again || unsafe.StringData(first) != unsafe.StringData(again) {
-		t.Errorf("%s then %s: want one shared string", first, again)
-	}
-	if p := s.subject(names.Partition(2), streams.PriorityHigh, "t.a"); p != names.Partition(2).TaskSubject(streams.PriorityHigh, "t.a") {
-		t.Errorf("partition 2 gave %s", p)
-	}
-	for i := range 2 * maxInternedSubjects {
-		s.subject(names, streams.PriorityNormal, "t.n"+string(rune('a'+i%26))+string(rune('a'+i/26)))
-	}
-	if len(s) != maxInternedSubjects {
-		t.Errorf("%d subjects interned, want at most %d", len(s), maxInternedSubjects)
+	for _, tc := range []struct {
+		name  string
+		batch Subjects // nil: the builder's own
+		held  func(b *Builder, s Subjects) int
+	}{
+		{"builder", nil, func(b *Builder, _ Subjects) int { return len(mapOf(b.subjects.Load())) }},
+		{"batch", make(Subjects), func(_ *Builder, s Subjects) int { return len(s) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBuilder()
+			first := b.subject(tc.batch, names, streams.PriorityHigh, "t.a")
+			again := b.subject(tc.batch, names, streams.PriorityHigh, "t.a")
+			if first != names.TaskSubject(streams.PriorityHigh, "t.a") || unsafe.StringData(first) != unsafe.StringData(again) {
+				t.Errorf("%s then %s: want %s, one shared string", first, again, names.TaskSubject(streams.PriorityHigh, "t.a"))
+			}
+			if p := b.subject(tc.batch, names.Partition(2), streams.PriorityHigh, "t.a"); p != names.Partition(2).TaskSubject(streams.PriorityHigh, "t.a") {
+				t.Errorf("partition 2 gave %s", p)
+			}
+			for i := range 2 * maxInternedSubjects {
+				typ := "t.n" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+				if got := b.subject(tc.batch, names, streams.PriorityNormal, typ); got != names.TaskSubject(streams.PriorityNormal, typ) {
+					t.Fatalf("subject of %s: %s", typ, got)
+				}
+			}
+			if n := tc.held(b, tc.batch); n != maxInternedSubjects {
+				t.Errorf("%d subjects interned, want at most %d", n, maxInternedSubjects)
+			}
+		})
 	}
 }
 
@@ -230,7 +253,7 @@ func BenchmarkBuild(b *testing.B) {
 	var msg *nats.Msg
 	for b.Loop() {
 		var err error
-		if msg, _, err = Build[option](bl, "bench", payload, nil, nil, l); err != nil {
+		if msg, _, err = buildTask(bl, "bench", payload, nil, nil, l); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -247,7 +270,7 @@ func TestBuildReadsTheLimitOnlyWhenNeeded(t *testing.T) {
 	limit, reads := int64(200), 0
 	b.MaxPayload = func() int64 { reads++; return limit }
 	build := func(payload string) error {
-		_, _, err := Build[option](b, "t.a", payload, nil, nil, streams.Layout{Partitions: 1, Ordered: 1})
+		_, _, err := buildTask(b, "t.a", payload, nil, nil, streams.Layout{Partitions: 1, Ordered: 1})
 		return err
 	}
 	for range 3 {

@@ -4,8 +4,9 @@
 //
 //   - [Config] is one enqueue's options, which framework's EnqueueOption
 //     constructors set and [Apply] applies;
-//   - [Build], with a client's [Builder], turns a task type, a payload and
-//     its options into the task's message: the encoded payload, its ID (or
+//   - a client's [Builder] checks a task type and payload
+//     ([Builder.Check]) and turns them and the options into the task's
+//     message ([Builder.Build]): the encoded payload, its ID (or
 //     none, for the stream sequence to name it, [TaskID]), the unique,
 //     version and ordering headers, and the work, slot or delay subject;
 //   - [Router] chooses the task partition of each task from the

@@ -34,7 +34,7 @@ type Reserver struct {
 }
 
 // Reserve takes the reservation of the unique task (taskType, id) of msg,
-// a message [Build] built, before it is published. When another task
+// a message [Builder.Build] built, before it is published. When another task
 // holds the key it returns held true and the holder's ID; else a release
 // function that gives the reservation back if the publish fails. Its
 // errors wrap unique.ErrBucket, or are those of [PublishError].

@@ -121,7 +121,7 @@ func (r *Router) Partition(key, taskType, id string, l streams.Layout) streams.N
 	return r.names.Partition(int(r.spread.Add(1) % uint32(l.Partitions)))
 }
 
-// Stream returns the stream that stores msg, a message [Build] built with
+// Stream returns the stream that stores msg, a message [Builder.Build] built with
 // r: the delay stream for a delayed task, else the task stream of its
 // subject's partition.
 func (r *Router) Stream(msg *nats.Msg) string {

@@ -20,8 +20,10 @@
 //     permission, an account without JetStream) cannot tell them apart:
 //     it retries until its deadline, then says it could not ask.
 //     [PublishWithin] also bounds the retries when the context has no
-//     deadline; a publish stored at the first attempt costs what a plain
-//     jetstream PublishMsg costs (one context with a timeout).
+//     deadline; a publish stored at the first attempt costs less than a
+//     plain jetstream PublishMsg: one context with a timeout, and an
+//     acknowledgement in the server's usual form read without
+//     encoding/json (any other form is decoded as nats.go does).
 //   - [WithTimeout] bounds a request whose context has no deadline.
 //
 // It knows nothing of tasks: callers pass stream names and subjects.
