@@ -99,32 +99,53 @@ func (c *Client) Names() streams.Names { return c.names }
 // waiting for the server's acknowledgement: then retry with the same
 // [WithID] to be safe.
 func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts ...EnqueueOption) (TaskInfo, error) {
-	msg, info, err := c.build(taskType, payload, opts, nil, c.router.Layout(ctx))
+	// What c.build does, without its frame: a goroutine started for one
+	// enqueue keeps its first stack only while the build and the publish
+	// stay shallow (see enqueue.Builder.Build).
+	if err := c.builder.Check(taskType, payload); err != nil {
+		return TaskInfo{}, err
+	}
+	cfg, err := enqueue.Options(opts)
 	if err != nil {
 		return TaskInfo{}, err
 	}
-	if r := stage.From(ctx); r != nil {
-		return c.enqueueStaged(ctx, r, msg, info) // stage.go
+	msg, b, err := c.builder.Build(taskType, payload, cfg, nil, c.router.Layout(ctx))
+	if err != nil {
+		return TaskInfo{}, err
 	}
-	traced := c.traceEnqueue(ctx, msg, info)
+	info := TaskInfo{ID: b.ID, Type: taskType, Priority: b.Priority, Subject: msg.Subject, ScheduledFor: b.Due}
+	err = c.send(ctx, msg, &info)
+	return info, err
+}
+
+// send stores the task msg that Enqueue built and completes its info. It
+// takes and fills info in place, so that neither frame holds copies of it.
+func (c *Client) send(ctx context.Context, msg *nats.Msg, info *TaskInfo) (err error) {
+	if r := stage.From(ctx); r != nil {
+		*info, err = c.enqueueStaged(ctx, r, msg, *info) // stage.go
+		return err
+	}
+	traced := c.traceEnqueue(ctx, msg, *info)
 	if msg.Header.Get(HeaderUniqueKey) != "" {
-		info, dup, err := c.enqueueUnique(ctx, msg, info)
-		traced(info, err)
+		var dup bool
+		*info, dup, err = c.enqueueUnique(ctx, msg, *info)
+		traced(*info, err)
 		if err != nil || dup {
-			return info, err
+			return err
 		}
-		c.enqueued(ctx, info)
-		return info, nil
+		c.enqueued(ctx, *info)
+		return nil
 	}
 	ack, err := c.publishAck(ctx, msg)
 	if err != nil {
-		err = c.publishErr(info, err)
-		traced(info, err)
-		return TaskInfo{}, err
+		err = c.publishErr(*info, err)
+		traced(*info, err)
+		*info = TaskInfo{}
+		return err
 	}
-	info = c.stored(ctx, info, ack)
-	traced(info, nil)
-	return info, nil
+	*info = c.stored(ctx, *info, ack)
+	traced(*info, nil)
+	return nil
 }
 
 // enqueued writes the state record of a stored task and calls the Enqueued

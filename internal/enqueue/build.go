@@ -75,7 +75,8 @@ func (b *Builder) Check(taskType string, payload any) error {
 }
 
 // Build returns the message of a task of taskType with payload and the
-// options cfg (applied by [Apply]), for a task [Builder.Check] accepted.
+// options cfg (applied by [Apply] or [Options]; Build only reads it), for
+// a task [Builder.Check] accepted.
 // subjects interns work subjects across the builds of one batch (nil: the
 // builder's own, see subject); l is the layout of the task partitions to
 // spread it over ([Router.Layout]). Its errors wrap b.ErrInvalid,
@@ -87,11 +88,11 @@ func (b *Builder) Check(taskType string, payload any) error {
 // publish is held, twice as large, by every enqueue waiting for its
 // acknowledgement, and thousands of them tipped a loaded producer into
 // a pile-up (decision 045). Build is therefore one frame, not a generic
-// wrapper around a helper.
+// wrapper around a helper, and formats its errors out of that frame.
 func (b *Builder) Build(taskType string, payload any, cfg *Config, subjects Subjects, l streams.Layout) (*nats.Msg, Built, error) {
 	data, enc, err := taskmsg.Encode(b.Codec, payload)
 	if err != nil {
-		return nil, Built{}, fmt.Errorf("%w: task type %s (%T): %w", ErrEncode, taskType, payload, err)
+		return nil, Built{}, errEncode(taskType, payload, err)
 	}
 	// The clock is read only for what needs it: a due time or a unique
 	// period.
@@ -104,8 +105,7 @@ func (b *Builder) Build(taskType string, payload any, cfg *Config, subjects Subj
 		due = now.Add(cfg.Delay)
 	}
 	if due.After(taskmsg.MaxDue) {
-		return nil, Built{}, fmt.Errorf("%w: due time %s is after %s, the last time a schedule can hold",
-			b.ErrInvalid, due.UTC().Format(time.RFC3339), taskmsg.MaxDue.Format(time.RFC3339))
+		return nil, Built{}, b.errDue(due)
 	}
 	delayed := due.After(now)
 	id := cfg.ID
@@ -161,12 +161,31 @@ func (b *Builder) Build(taskType string, payload any, cfg *Config, subjects Subj
 		spec.ScheduleTarget = names.FiredSubject(cfg.Priority, taskType)
 		built.Due = due
 	}
-	msg, size := taskmsg.BuildSized(spec)
+	msg, size := taskmsg.BuildSized(&spec)
 	if max, over := b.tooLarge(size); over {
-		return nil, Built{}, fmt.Errorf("%w: task type %s is %d bytes with headers, the server accepts at most %d; store large data elsewhere (for example an object store) and enqueue a reference",
-			natserr.ErrPayloadTooLarge, taskType, size, max)
+		return nil, Built{}, errTooLarge(taskType, size, max)
 	}
 	return msg, built, nil
+}
+
+// The errors of Build are formatted out of its frame, which stays small
+// for the goroutine's stack (see Build).
+
+//go:noinline
+func errEncode(taskType string, payload any, err error) error {
+	return fmt.Errorf("%w: task type %s (%T): %w", ErrEncode, taskType, payload, err)
+}
+
+//go:noinline
+func (b *Builder) errDue(due time.Time) error {
+	return fmt.Errorf("%w: due time %s is after %s, the last time a schedule can hold",
+		b.ErrInvalid, due.UTC().Format(time.RFC3339), taskmsg.MaxDue.Format(time.RFC3339))
+}
+
+//go:noinline
+func errTooLarge(taskType string, size, max int64) error {
+	return fmt.Errorf("%w: task type %s is %d bytes with headers, the server accepts at most %d; store large data elsewhere (for example an object store) and enqueue a reference",
+		natserr.ErrPayloadTooLarge, taskType, size, max)
 }
 
 // tooLarge reports whether a message of size bytes is over the server's

@@ -51,8 +51,19 @@ func (c *Config) SetHeader(k, v string) {
 // or the first option's error. Only a call with options puts a Config on
 // the heap (an option is a function taking its address).
 func Apply[O ~func(*Config) error](opts []O) (Config, error) {
+	cfg, err := Options(opts)
+	if err != nil {
+		return Config{}, err
+	}
+	return *cfg, nil
+}
+
+// Options is [Apply] returning a pointer, for a caller that keeps its
+// frame small (framework's Client.Enqueue, see [Builder.Build]): without
+// options, a pointer to a shared zero Config that no one may modify.
+func Options[O ~func(*Config) error](opts []O) (*Config, error) {
 	if len(opts) == 0 {
-		return Config{}, nil
+		return &noOptions, nil
 	}
 	cfg := new(Config)
 	for _, o := range opts {
@@ -60,8 +71,11 @@ func Apply[O ~func(*Config) error](opts []O) (Config, error) {
 			continue
 		}
 		if err := o(cfg); err != nil {
-			return Config{}, err
+			return nil, err
 		}
 	}
-	return *cfg, nil
+	return cfg, nil
 }
+
+// noOptions is the Config of an enqueue without options; read only.
+var noOptions Config

@@ -63,13 +63,14 @@ type Spec struct {
 
 // Build returns the message of s and whether it is delayed.
 func Build(s Spec) (*nats.Msg, bool) {
-	m, _ := BuildSized(s)
+	m, _ := BuildSized(&s)
 	return m, s.Due.After(s.Now)
 }
 
 // BuildSized returns the message of s and its [Size], counted while the
-// headers are set (cheaper than iterating over them afterwards).
-func BuildSized(s Spec) (*nats.Msg, int64) {
+// headers are set (cheaper than iterating over them afterwards). s is a
+// pointer to keep the builder's frame small (enqueue.Builder.Build).
+func BuildSized(s *Spec) (*nats.Msg, int64) {
 	hdr := make(nats.Header, 4+len(s.Headers))
 	size := len(s.Data) + len(hdrFraming)
 	set := func(k, v string) {

@@ -116,7 +116,7 @@ func TestBuildSizedMatchesSize(t *testing.T) {
 			Headers: map[string]string{"K": "v", HeaderTaskID: "someone else"}, Data: []byte("payload")},
 	}
 	for i, s := range specs {
-		m, size := BuildSized(s)
+		m, size := BuildSized(&s)
 		if want := Size(m); size != want {
 			t.Errorf("spec %d: BuildSized counted %d bytes, Size counts %d (%v)", i, size, want, m.Header)
 		}
