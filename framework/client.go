@@ -99,7 +99,7 @@ func (c *Client) Names() streams.Names { return c.names }
 // waiting for the server's acknowledgement: then retry with the same
 // [WithID] to be safe.
 func (c *Client) Enqueue(ctx context.Context, taskType string, payload any, opts ...EnqueueOption) (TaskInfo, error) {
-	// What c.build does, without its frame: a goroutine started for one
+	// enqueue.BuildTask, without its frames: a goroutine started for one
 	// enqueue keeps its first stack only while the build and the publish
 	// stay shallow (see enqueue.Builder.Build).
 	if err := c.builder.Check(taskType, payload); err != nil {
@@ -248,14 +248,7 @@ func (c *Client) stored(ctx context.Context, info TaskInfo, ack asyncpub.Ack) Ta
 // (enqueue.Builder's Check and Build), with the work subjects of subjects (nil: none), spread
 // over the task partitions of l.
 func (c *Client) build(taskType string, payload any, opts []EnqueueOption, subjects enqueue.Subjects, l streams.Layout) (*nats.Msg, TaskInfo, error) {
-	if err := c.builder.Check(taskType, payload); err != nil {
-		return nil, TaskInfo{}, err
-	}
-	cfg, err := enqueue.Apply(opts)
-	if err != nil {
-		return nil, TaskInfo{}, err
-	}
-	msg, b, err := c.builder.Build(taskType, payload, &cfg, subjects, l)
+	msg, b, err := enqueue.BuildTask(&c.builder, taskType, payload, opts, subjects, l)
 	if err != nil {
 		return nil, TaskInfo{}, err
 	}

@@ -74,6 +74,20 @@ func (b *Builder) Check(taskType string, payload any) error {
 	return nil
 }
 
+// BuildTask is [Builder.Check], [Options] and [Builder.Build] in one
+// call, for a caller whose stack does not matter (a batch: framework's
+// EnqueueMany). Its errors are theirs.
+func BuildTask[O ~func(*Config) error](b *Builder, taskType string, payload any, opts []O, subjects Subjects, l streams.Layout) (*nats.Msg, Built, error) {
+	if err := b.Check(taskType, payload); err != nil {
+		return nil, Built{}, err
+	}
+	cfg, err := Options(opts)
+	if err != nil {
+		return nil, Built{}, err
+	}
+	return b.Build(taskType, payload, cfg, subjects, l)
+}
+
 // Build returns the message of a task of taskType with payload and the
 // options cfg (applied by [Apply] or [Options]; Build only reads it), for
 // a task [Builder.Check] accepted.

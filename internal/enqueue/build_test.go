@@ -18,19 +18,6 @@ import (
 	"github.com/jetflow-io/jetflow/streams"
 )
 
-// buildTask builds a task as framework's Client does: Check, the options
-// applied, then Build.
-func buildTask(b *Builder, taskType string, payload any, opts []option, subjects Subjects, l streams.Layout) (*nats.Msg, Built, error) {
-	if err := b.Check(taskType, payload); err != nil {
-		return nil, Built{}, err
-	}
-	cfg, err := Apply(opts)
-	if err != nil {
-		return nil, Built{}, err
-	}
-	return b.Build(taskType, payload, &cfg, subjects, l)
-}
-
 // typedArgs names its task type, as framework.TaskArgs do.
 type typedArgs struct{ typ string }
 
@@ -80,7 +67,7 @@ func TestBuildErrors(t *testing.T) {
 			if typ == "" {
 				typ = "t.a"
 			}
-			msg, _, err := buildTask(b, typ, tc.payload, tc.opts, nil, streams.Layout{Partitions: 1, Ordered: 1})
+			msg, _, err := BuildTask(b, typ, tc.payload, tc.opts, nil, streams.Layout{Partitions: 1, Ordered: 1})
 			if err == nil {
 				t.Fatalf("build = %v, want an error", msg)
 			}
@@ -162,7 +149,7 @@ func TestBuild(t *testing.T) {
 			b := newBuilder()
 			b.NoDedup = tc.noDedup
 			b.MaxPayload = func() int64 { return 1 << 20 }
-			msg, built, err := buildTask(b, "t.a", tc.payload, tc.opts, nil, tc.layout)
+			msg, built, err := BuildTask(b, "t.a", tc.payload, tc.opts, nil, tc.layout)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,7 +185,7 @@ func TestBuildLeavesCallersHeaders(t *testing.T) {
 	} {
 		mine := map[string]string{"X-Mine": "1"}
 		opts := []option{func(c *Config) error { c.Headers = mine; return nil }, extra}
-		msg, _, err := buildTask(newBuilder(), "t.a", nil, opts, nil, streams.Layout{Partitions: 1, Ordered: 1})
+		msg, _, err := BuildTask(newBuilder(), "t.a", nil, opts, nil, streams.Layout{Partitions: 1, Ordered: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +240,7 @@ func BenchmarkBuild(b *testing.B) {
 	var msg *nats.Msg
 	for b.Loop() {
 		var err error
-		if msg, _, err = buildTask(bl, "bench", payload, nil, nil, l); err != nil {
+		if msg, _, err = BuildTask[option](bl, "bench", payload, nil, nil, l); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -270,7 +257,7 @@ func TestBuildReadsTheLimitOnlyWhenNeeded(t *testing.T) {
 	limit, reads := int64(200), 0
 	b.MaxPayload = func() int64 { reads++; return limit }
 	build := func(payload string) error {
-		_, _, err := buildTask(b, "t.a", payload, nil, nil, streams.Layout{Partitions: 1, Ordered: 1})
+		_, _, err := BuildTask[option](b, "t.a", payload, nil, nil, streams.Layout{Partitions: 1, Ordered: 1})
 		return err
 	}
 	for range 3 {

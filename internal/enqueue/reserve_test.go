@@ -55,7 +55,7 @@ func TestReserver(t *testing.T) {
 			c.ID, c.Unique = id, unique.Spec{Period: time.Minute, Key: "k", HasKey: true, UntilDone: true}
 			return nil
 		}}
-		msg, _, err := buildTask(b, "t.a", nil, opts, nil, streams.Layout{Partitions: 1, Ordered: 1})
+		msg, _, err := BuildTask(b, "t.a", nil, opts, nil, streams.Layout{Partitions: 1, Ordered: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
