@@ -245,8 +245,8 @@ func (c *Client) stored(ctx context.Context, info TaskInfo, ack asyncpub.Ack) Ta
 }
 
 // build validates a task and returns its message and TaskInfo
-// (enqueue.Builder's Check and Build), with the work subjects of subjects (nil: none), spread
-// over the task partitions of l.
+// (enqueue.BuildTask), with the work subjects of subjects (nil: the
+// builder's own), spread over the task partitions of l.
 func (c *Client) build(taskType string, payload any, opts []EnqueueOption, subjects enqueue.Subjects, l streams.Layout) (*nats.Msg, TaskInfo, error) {
 	msg, b, err := enqueue.BuildTask(&c.builder, taskType, payload, opts, subjects, l)
 	if err != nil {
