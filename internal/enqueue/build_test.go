@@ -2,6 +2,7 @@ package enqueue
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 	"unsafe"
@@ -281,5 +282,20 @@ func TestBuildReadsTheLimitOnlyWhenNeeded(t *testing.T) {
 	}
 	if err := build("small"); err != nil || reads != 3 {
 		t.Fatalf("small message after the raise: %v, %d reads (want 3)", err, reads)
+	}
+}
+
+// TestBuildLeavesTheSharedConfig: an enqueue without options builds from
+// the one zero Config that Options shares, so Build must only read it.
+func TestBuildLeavesTheSharedConfig(t *testing.T) {
+	t.Parallel()
+	b := newBuilder()
+	for _, l := range []streams.Layout{{Partitions: 1, Ordered: 1}, {Partitions: 4, Ordered: 1}} {
+		if _, _, err := BuildTask[option](b, "t.a", map[string]int{"n": 1}, nil, nil, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(noOptions, Config{}) {
+		t.Errorf("the shared Config became %+v", noOptions)
 	}
 }
